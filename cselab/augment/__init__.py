@@ -1,0 +1,1 @@
+"""Augment stage: builds the cached training corpus (negations, paraphrases, test sets)."""

@@ -1,0 +1,93 @@
+"""Named data sets: the STS tasks of SentEval and the plain-text corpora under the data root."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from cselab.data.errors import DataNotFoundError
+from cselab.data.readers import STSPairs, read_corpus, read_sick_split, read_stsb_split, read_sts_subset
+from cselab.data.root import corpus_dir, senteval_dir
+
+DataDir = str | os.PathLike | None
+
+# SentEval's subsets; STS13's SMT inputs are not public (LDC licence), so STS13 has three.
+STS_YEARS = {
+    "sts12": ("STS12", "STS12-en-test", ("MSRpar", "MSRvid", "SMTeuroparl", "surprise.OnWN", "surprise.SMTnews")),
+    "sts13": ("STS13", "STS13-en-test", ("FNWN", "headlines", "OnWN")),
+    "sts14": ("STS14", "STS14-en-test", ("deft-forum", "deft-news", "headlines", "images", "OnWN", "tweet-news")),
+    "sts15": ("STS15", "STS15-en-test", ("answers-forums", "answers-students", "belief", "headlines", "images")),
+    "sts16": ("STS16", "STS16-en-test", ("answer-answer", "headlines", "plagiarism", "postediting", "question-question")),
+}
+STSB_FILES = {"train": "sts-train.csv", "dev": "sts-dev.csv", "test": "sts-test.csv"}
+SICK_FILES = {"train": "SICK_train.txt", "trial": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}
+
+
+@dataclass(frozen=True)
+class STSTask:
+    """A named STS data set: its display name, its splits and the split the probe scores."""
+
+    key: str
+    name: str
+    splits: tuple[str, ...]
+    eval_split: str
+    description: str
+
+
+STS_TASKS = {
+    **{key: STSTask(key, name, ("test",), "test", f"SemEval {name} English test, subsets {', '.join(subsets)}")
+       for key, (name, _, subsets) in STS_YEARS.items()},
+    "stsb": STSTask("stsb", "STSBenchmark", tuple(STSB_FILES), "test", "STS Benchmark (Cer et al. 2017)"),
+    "sickr": STSTask("sickr", "SICKRelatedness", tuple(SICK_FILES), "test", "SICK relatedness scores 1-5"),
+}
+CORPORA = {"wiki1m": ("wiki1m_for_simcse.txt", "wiki1m_for_simcse.*.txt")}
+
+
+def sts_task(key: str) -> STSTask:
+    """The registry entry for ``key`` (``sts12`` ... ``sts16``, ``stsb``, ``sickr``)."""
+    try:
+        return STS_TASKS[key.lower()]
+    except KeyError:
+        raise KeyError(f"Unknown STS task {key!r}; known: {', '.join(STS_TASKS)}") from None
+
+
+def load_sts(key: str, split: str | None = None, data_dir: DataDir = None) -> list[STSPairs]:
+    """The pairs of one STS task split (its evaluation split by default), one entry per subset."""
+    task = sts_task(key)
+    split = split or task.eval_split
+    if split not in task.splits:
+        raise KeyError(f"{task.name} has no split {split!r}; it has {', '.join(task.splits)}")
+    root = senteval_dir(data_dir)
+    if task.key in STS_YEARS:
+        name, folder, subsets = STS_YEARS[task.key]
+        base = root / "STS" / folder
+        if not (base / f"STS.input.{subsets[0]}.txt").is_file() and (base / "STS.input.all.txt").is_file():
+            subsets = ("all",)  # a hub copy (``cselab data download``) has no subset labels
+        return [read_sts_subset(name, subset, base / f"STS.input.{subset}.txt", base / f"STS.gs.{subset}.txt")
+                for subset in subsets]
+    if task.key == "stsb":
+        return [read_stsb_split(root / "STS" / "STSBenchmark" / STSB_FILES[split], split)]
+    return [read_sick_split(root / "SICK" / SICK_FILES[split], split)]
+
+
+def corpus_path(name_or_path: str | os.PathLike, data_dir: DataDir = None) -> Path:
+    """A registered corpus name (``wiki1m``) resolved under the data root, or a file path."""
+    if str(name_or_path) not in CORPORA:
+        path = Path(name_or_path)
+        if not path.is_file():
+            raise DataNotFoundError(f"{path} is neither a file nor a known corpus ({', '.join(CORPORA)})")
+        return path
+    folder = corpus_dir(data_dir)
+    full, sample = CORPORA[str(name_or_path)]
+    if (folder / full).is_file():
+        return folder / full
+    found = sorted(folder.glob(sample))
+    if not found:
+        raise DataNotFoundError(f"No {full} (nor a sample {sample}) in {folder}")
+    return found[0]
+
+
+def load_corpus(name_or_path: str | os.PathLike, data_dir: DataDir = None) -> list[str]:
+    """The sentences of a corpus, one per non-blank line."""
+    return read_corpus(corpus_path(name_or_path, data_dir))

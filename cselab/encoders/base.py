@@ -1,0 +1,74 @@
+"""The encoder interface every probe scores: ``encode(list[str]) -> np.ndarray``.
+
+It follows sentence-transformers' ``encode`` (so MTEB's v1 interface too) and also takes
+MTEB v2's input, an iterable of batches each holding a ``"text"`` list. Each distinct
+sentence is encoded once and the original order is restored.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterable
+from typing import Any
+
+import numpy as np
+
+
+def as_sentences(inputs: str | Iterable[Any]) -> list[str]:
+    """A flat list of sentences from a list of strings or an iterable of ``{"text": [...]}`` batches."""
+    sentences: list[str] = []
+    for item in inputs:
+        if isinstance(item, str):
+            sentences.append(item)
+        elif isinstance(item, dict) and "text" in item:
+            sentences.extend(item["text"])
+        else:
+            raise TypeError(f"encode() takes strings or batches with a 'text' list, not {type(item).__name__}")
+    return sentences
+
+
+class Encoder(ABC):
+    """Base class: subclasses encode a list of distinct sentences in :meth:`_encode_unique`."""
+
+    #: Short description written into results files.
+    spec: str = ""
+
+    @property
+    @abstractmethod
+    def dim(self) -> int:
+        """Embedding size."""
+
+    @abstractmethod
+    def _encode_unique(self, sentences: list[str], batch_size: int, show_progress_bar: bool | None) -> np.ndarray:
+        """Embeddings of distinct sentences, one row each, in the order given."""
+
+    def describe(self) -> dict[str, Any]:
+        """What identifies this encoder in a results file."""
+        return {"spec": self.spec, "class": type(self).__name__, "dim": self.dim}
+
+    def encode(
+        self,
+        sentences: str | Iterable[Any],
+        batch_size: int = 64,
+        show_progress_bar: bool | None = None,
+        normalize_embeddings: bool = False,
+        **kwargs: Any,
+    ) -> np.ndarray:
+        """Embed sentences as float32 rows (one 1-D vector for a single string).
+
+        ``show_progress_bar=None`` shows a bar for long inputs on a terminal. Extra keyword arguments
+        that MTEB passes (``task_name``, ``prompt_type``, ...) are accepted and ignored.
+        """
+        single = isinstance(sentences, str)
+        texts = [sentences] if single else as_sentences(sentences)
+        unique = list(dict.fromkeys(texts))
+        if unique:
+            vectors = np.asarray(self._encode_unique(unique, batch_size, show_progress_bar), dtype=np.float32)
+            position = {text: row for row, text in enumerate(unique)}
+            vectors = vectors[[position[text] for text in texts]]
+        else:
+            vectors = np.zeros((0, self.dim), dtype=np.float32)
+        if normalize_embeddings:
+            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+            vectors = vectors / np.maximum(norms, 1e-12)
+        return vectors[0] if single else vectors

