@@ -58,6 +58,7 @@ def _probe_run(args: argparse.Namespace) -> None:
                            device=args.device, dtype=args.dtype, data_dir=args.data_dir)
     tasks = [task.strip() for task in args.tasks.split(",")] if args.tasks else list(STS_SUITE)
     scores, files = run_sts(encoder, tasks, data_dir=args.data_dir, batch_size=args.batch_size, limit=args.limit)
+    root = data_root(args.data_dir)
     payload = {
         "cselab_version": __version__,
         "suite": args.suite,
@@ -69,7 +70,7 @@ def _probe_run(args: argparse.Namespace) -> None:
         "started": started.isoformat(timespec="seconds"),
         "wall_time_s": round(time.perf_counter() - clock, 2),
         "versions": package_versions(),
-        "data": {"root": str(data_root(args.data_dir).resolve()), "sha256": checksums(files, data_root(args.data_dir))},
+        "data": {"root": str(root.resolve()), "sha256": checksums(files, root)},
     }
     print(sts_table(scores, args.model))
     print(f"\nwrote {write_json_atomic(args.out, payload)} ({payload['wall_time_s']} s)")
