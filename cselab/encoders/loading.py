@@ -14,8 +14,10 @@ Explicit ``pooler``, ``prompt`` and ``max_length`` override what a folder says.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 from cselab.encoders.base import Encoder
 from cselab.encoders.checkpoint import CHECKPOINT_FILE, read_checkpoint_info
@@ -47,12 +49,16 @@ def _model_file(spec: str, filename: str) -> Path | None:
     if Path(spec).is_dir():
         path = Path(spec) / filename
         return path if path.is_file() else None
-    from huggingface_hub import hf_hub_download
+    if spec.startswith(("/", "./", "../", "~")) or Path(spec).exists():
+        raise EncoderNotFoundError(f"no model folder at {spec}")
+    from huggingface_hub import hf_hub_download, try_to_load_from_cache
     from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
 
     try:
         return Path(hf_hub_download(spec, filename))
     except LocalEntryNotFoundError as err:
+        if isinstance(try_to_load_from_cache(spec, "config.json"), str):
+            return None  # offline, the model is in the local cache and this file is not part of it
         raise EncoderNotFoundError(
             f"{spec!r} is not a local folder, an alias ({', '.join(ALIASES)}) or a lexical baseline "
             f"(bow, tfidf, tfidf:PATH), and the Hugging Face hub could not be reached to fetch it: {err}") from None
@@ -60,6 +66,11 @@ def _model_file(spec: str, filename: str) -> Path | None:
         return None
     except Exception as err:  # repository missing, gated, malformed name ...
         raise EncoderNotFoundError(f"cannot load {spec!r} from the Hugging Face hub: {err}") from None
+
+
+def _read_json(spec: str, filename: str) -> Any:
+    path = _model_file(spec, filename)
+    return None if path is None else json.loads(path.read_text(encoding="utf-8"))
 
 
 def _lexical(spec: str, data_dir: str | os.PathLike | None) -> LexicalEncoder:
@@ -86,7 +97,7 @@ def load_encoder(spec: str, pooler: str | None = None, prompt: str | None = None
     """The encoder a spec names (see the module docstring); ``dtype='auto'`` is fp32 on CPU, bf16/fp16 on GPU."""
     if spec == "bow" or spec == "tfidf" or spec.startswith("tfidf:"):
         return _lexical(spec, data_dir)
-    path = str(ALIASES[spec]()) if spec in ALIASES else spec
+    path = str(ALIASES[spec]()) if spec in ALIASES else os.path.expanduser(spec)
     overrides = {key: value for key, value in
                  {"pooler": pooler, "prompt": prompt, "max_length": max_length}.items() if value is not None}
     checkpoint = _model_file(path, CHECKPOINT_FILE)
@@ -95,9 +106,8 @@ def load_encoder(spec: str, pooler: str | None = None, prompt: str | None = None
         settings = {"pooler": info.pooler, "prompt": info.prompt, "max_length": info.max_length,
                     "normalize": info.normalize}
         return _transformer(path, device, dtype, spec, **{**settings, **overrides})
-    modules = _model_file(path, "modules.json")
-    if modules is not None:
-        settings = native_settings(modules.parent)
+    if _model_file(path, "modules.json") is not None:
+        settings = native_settings(lambda name: _read_json(path, name))
         if settings is None and not overrides:
             return SentenceTransformerEncoder(path, device=device)
         return _transformer(path, device, dtype, spec, **{**(settings or {}), **overrides})

@@ -8,8 +8,7 @@ other module stack is run by sentence-transformers itself.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -22,13 +21,17 @@ POOLING_MODES = {"mean": "avg", "cls": "cls_before_pooler",
                  "pooling_mode_mean_tokens": "avg", "pooling_mode_cls_token": "cls_before_pooler"}
 
 
-def native_settings(folder: Path) -> dict[str, Any] | None:
-    """Pooler, max length and normalisation when cselab can run the folder itself, else None."""
-    modules = json.loads((folder / "modules.json").read_text(encoding="utf-8"))
+def native_settings(read_json: Callable[[str], Any]) -> dict[str, Any] | None:
+    """Pooler, max length and normalisation when cselab can run the model itself, else None.
+
+    ``read_json(name)`` returns the parsed JSON file ``name`` of the model (local or on the hub),
+    or None when the model has no such file.
+    """
+    modules = read_json("modules.json")
     classes = [module["type"].rsplit(".", 1)[-1] for module in modules]  # the module path moved between versions
     if classes not in (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"]) or modules[0]["path"]:
         return None
-    pooling = json.loads((folder / modules[1]["path"] / "config.json").read_text(encoding="utf-8"))
+    pooling = read_json(f"{modules[1]['path']}/config.json") or {}
     if "pooling_mode" in pooling:
         modes = [pooling["pooling_mode"]]
     else:
@@ -36,11 +39,9 @@ def native_settings(folder: Path) -> dict[str, Any] | None:
     if len(modes) != 1 or modes[0] not in POOLING_MODES:
         return None
     settings: dict[str, Any] = {"pooler": POOLING_MODES[modes[0]], "normalize": len(classes) == 3}
-    config = folder / "sentence_bert_config.json"
-    if config.is_file():
-        max_length = json.loads(config.read_text(encoding="utf-8")).get("max_seq_length")
-        if max_length:  # newer versions keep it as the tokenizer's model_max_length instead
-            settings["max_length"] = max_length
+    max_length = (read_json("sentence_bert_config.json") or {}).get("max_seq_length")
+    if max_length:  # newer versions keep it as the tokenizer's model_max_length instead
+        settings["max_length"] = max_length
     return settings
 
 

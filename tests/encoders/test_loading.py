@@ -13,6 +13,7 @@ except ImportError:
 from cselab.encoders import (CheckpointInfo, EncoderNotFoundError, LexicalEncoder, TransformerEncoder, load_encoder,
                              read_checkpoint_info, write_checkpoint_info)
 from cselab.encoders.st_folder import SentenceTransformerEncoder
+from tests.conftest import cache_as_hub_model
 
 SENTENCES = ["a cat sits on the mat", "stocks fell on monday", "a cat sits on the mat"]
 
@@ -66,6 +67,15 @@ def test_sentence_transformers_folder_runs_natively_with_identical_output(tiny_b
     np.testing.assert_allclose(enc.encode(SENTENCES), model.encode(SENTENCES), atol=1e-5)
 
 
+def test_hub_names_resolve_through_the_hub_cache(tiny_bert_dir, tmp_path):
+    plain = load_encoder(cache_as_hub_model(tiny_bert_dir, "cselab-test/tiny-bert"), device="cpu")
+    assert (plain.pooler, plain.spec) == ("avg", "cselab-test/tiny-bert")
+    modules = [models.Transformer(str(tiny_bert_dir)), models.Pooling(32, pooling_mode="cls")]
+    SentenceTransformer(modules=modules, device="cpu").save(str(tmp_path / "st"))
+    st = load_encoder(cache_as_hub_model(tmp_path / "st", "cselab-test/tiny-st"), device="cpu")
+    assert isinstance(st, TransformerEncoder) and (st.pooler, st.normalize) == ("cls_before_pooler", False)
+
+
 def test_other_sentence_transformers_stacks_run_through_the_library(tiny_bert_dir, tmp_path):
     modules = [models.Transformer(str(tiny_bert_dir)), models.Pooling(32, pooling_mode="max")]
     model = SentenceTransformer(modules=modules, device="cpu")
@@ -88,6 +98,11 @@ def test_minilm_alias_matches_sentence_transformers():
 def test_unknown_spec_offline_says_what_was_tried():
     with pytest.raises(EncoderNotFoundError, match=r"not a local folder, an alias \(minilm\) or a lexical baseline"):
         load_encoder("no-such-org/no-such-model")
+
+
+def test_missing_local_folder_is_not_looked_up_on_the_hub(tmp_path):
+    with pytest.raises(EncoderNotFoundError, match="no model folder at"):
+        load_encoder(str(tmp_path / "runs" / "best"))
 
 
 def test_lexical_specs(tmp_path):
