@@ -43,6 +43,7 @@ def _add_probe_commands(probe: argparse.ArgumentParser) -> None:
 
 def _probe_run(args: argparse.Namespace) -> None:
     import torch
+    from transformers.utils import logging as transformers_logging
 
     from cselab.atomic import write_json_atomic
     from cselab.data import data_root
@@ -52,6 +53,7 @@ def _probe_run(args: argparse.Namespace) -> None:
     from cselab.probes.sts import STS_SUITE, run_sts
 
     torch.manual_seed(args.seed)
+    transformers_logging.disable_progress_bar()  # weight loading is quick; keep the table readable
     started = datetime.now(timezone.utc)
     clock = time.perf_counter()
     encoder = load_encoder(args.model, pooler=args.pooler, prompt=args.prompt, max_length=args.max_length,

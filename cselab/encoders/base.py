@@ -59,6 +59,8 @@ class Encoder(ABC):
         ``show_progress_bar=None`` shows a bar for long inputs on a terminal. Extra keyword arguments
         that MTEB passes (``task_name``, ``prompt_type``, ...) are accepted and ignored.
         """
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
         single = isinstance(sentences, str)
         texts = [sentences] if single else as_sentences(sentences)
         unique = list(dict.fromkeys(texts))

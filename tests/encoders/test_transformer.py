@@ -75,6 +75,8 @@ def test_duplicates_are_encoded_once(parts, monkeypatch):
 
 def test_empty_list_and_single_string(parts):
     enc = encoder(parts)
+    with pytest.raises(ValueError, match="batch_size must be at least 1"):
+        enc.encode(["x"], batch_size=0)
     assert enc.encode([]).shape == (0, 32)
     single = enc.encode("hello")
     assert single.shape == (32,)
