@@ -4,22 +4,23 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
-from datetime import datetime, timezone
 
 from cselab import __version__
 
-SUITES = ("sts",)
+SUITES = ("sts", "bias", "all")
 
 
 def _add_probe_commands(probe: argparse.ArgumentParser) -> None:
     commands = probe.add_subparsers(dest="probe_command", required=True, metavar="COMMAND")
     run = commands.add_parser(
         "run", help="score an encoder on a probe suite",
-        description="Score an encoder on a probe suite; print a table and write a results JSON.",
-        epilog="Examples:\n  probe run --model minilm --suite sts\n"
+        description="Score an encoder on a probe suite; print the tables and write a results JSON and a "
+                    "Markdown report beside it (plus a PNG plot for the bias suite).",
+        epilog="Suites:\n  sts   STS12-16, STS-B, SICK-R (Spearman x 100 of cosine similarity)\n"
+               "  bias  Cont./Oppn. splits, transformation test set, CANNOT negation pairs\n"
+               "  all   both\n\nExamples:\n  probe run --model minilm --suite sts\n"
                "  probe run --model bert-base-uncased --pooler cls_before_pooler --out bert.json\n"
-               "  probe run --model tfidf --tasks sts12,stsb",
+               "  probe run --model tfidf --suite bias --out results/tfidf-bias.json",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("--model", required=True, metavar="SPEC",
                      help="alias (minilm), lexical baseline (bow, tfidf, tfidf:PATH), model folder, "
@@ -29,8 +30,12 @@ def _add_probe_commands(probe: argparse.ArgumentParser) -> None:
     run.add_argument("--prompt", help='prompt template, e.g. \'This sentence : "{}" means [MASK] .\'')
     run.add_argument("--max-length", type=int, help="tokens per sentence, longer ones are truncated")
     run.add_argument("--suite", choices=SUITES, default="sts", help="which probes to run (default: sts)")
-    run.add_argument("--tasks", help="comma-separated subset of the suite's tasks, e.g. sts12,stsb")
-    run.add_argument("--limit", type=int, help="score only the first N pairs of each subset (quick checks)")
+    run.add_argument("--tasks", help="comma-separated STS tasks of the sts suite, e.g. sts12,stsb")
+    run.add_argument("--testset", help="transformation test set (JSONL) for the bias suite "
+                                       "(default: the hand-written set shipped with cselab)")
+    run.add_argument("--mer-normalize", default="lower", choices=("lower", "none", "lower_nopunct"),
+                     help="tokens MER compares (default: lower-cased whitespace tokens)")
+    run.add_argument("--limit", type=int, help="use only the first N pairs of each data file (quick checks)")
     run.add_argument("--out", default="results.json", help="results JSON to write (default: results.json)")
     run.add_argument("--data-dir", help="data root (default: $CSELAB_DATA_DIR)")
     run.add_argument("--batch-size", type=int, default=64)
@@ -40,42 +45,86 @@ def _add_probe_commands(probe: argparse.ArgumentParser) -> None:
     run.add_argument("--seed", type=int, default=0)
     run.set_defaults(handler=_probe_run)
 
+    splits = commands.add_parser(
+        "splits", help="build the Cont./Oppn. splits of the STS subsets",
+        description="Split every STS12-16 and STS-B train/test subset into Cont. and Oppn. pairs by its median "
+                    "gold score and median MER; print the table, write it (JSON and Markdown) and every pair "
+                    "with its MER and label (JSONL).")
+    splits.add_argument("--data-dir", help="data root (default: $CSELAB_DATA_DIR)")
+    splits.add_argument("--out-dir", default="results/splits", help="folder for splits.json, splits.md, "
+                                                                    "pairs.jsonl (default: results/splits)")
+    splits.add_argument("--mer-normalize", default="lower", choices=("lower", "none", "lower_nopunct"))
+    splits.set_defaults(handler=_probe_splits)
+
+    compare = commands.add_parser("compare", help="show results JSONs side by side",
+                                  description="Render models side by side: STS average, Cont., Oppn., gap, "
+                                              "paraphrase-over-negation accuracy, CANNOT similarity.")
+    compare.add_argument("results", nargs="+", help="results JSON files written by `probe run`")
+    compare.add_argument("--out", help="also write the table to this Markdown file")
+    compare.set_defaults(handler=_probe_compare)
+
 
 def _probe_run(args: argparse.Namespace) -> None:
-    import torch
     from transformers.utils import logging as transformers_logging
 
-    from cselab.atomic import write_json_atomic
-    from cselab.data import data_root
+    from cselab.atomic import write_json_atomic, write_text_atomic
     from cselab.encoders import load_encoder
-    from cselab.probes.report import sts_table
-    from cselab.probes.results import checksums, package_versions
-    from cselab.probes.sts import STS_SUITE, run_sts
+    from cselab.probes.report import bias_tables, markdown_report, sts_table
+    from cselab.probes.runner import ProbeOptions, run_probes, write_plots
+    from cselab.probes.sts import STS_SUITE
 
-    torch.manual_seed(args.seed)
-    transformers_logging.disable_progress_bar()  # weight loading is quick; keep the table readable
-    started = datetime.now(timezone.utc)
-    clock = time.perf_counter()
+    transformers_logging.disable_progress_bar()  # weight loading is quick; keep the tables readable
     encoder = load_encoder(args.model, pooler=args.pooler, prompt=args.prompt, max_length=args.max_length,
                            device=args.device, dtype=args.dtype, data_dir=args.data_dir)
-    tasks = [task.strip() for task in args.tasks.split(",")] if args.tasks else list(STS_SUITE)
-    scores, files = run_sts(encoder, tasks, data_dir=args.data_dir, batch_size=args.batch_size, limit=args.limit)
-    root = data_root(args.data_dir)
-    payload = {
-        "cselab_version": __version__,
-        "suite": args.suite,
-        "model": encoder.describe(),
-        "metric": "Spearman's rho x 100 of cosine similarity against gold scores",
-        "scores": scores,
-        "limit": args.limit,
-        "seed": args.seed,
-        "started": started.isoformat(timespec="seconds"),
-        "wall_time_s": round(time.perf_counter() - clock, 2),
-        "versions": package_versions(),
-        "data": {"root": str(root.resolve()), "sha256": checksums(files, root)},
-    }
-    print(sts_table(scores, args.model))
-    print(f"\nwrote {write_json_atomic(args.out, payload)} ({payload['wall_time_s']} s)")
+    tasks = tuple(task.strip() for task in args.tasks.split(",")) if args.tasks else STS_SUITE
+    options = ProbeOptions(args.data_dir, tasks, args.testset, args.mer_normalize, args.batch_size, args.limit,
+                           args.seed)
+    payload = run_probes(encoder, args.suite, options)
+    if "sts" in payload:
+        print(sts_table(payload["sts"], args.model))
+    if "bias" in payload:
+        print(bias_tables(payload["bias"]))
+    out = write_json_atomic(args.out, payload)
+    plots = write_plots(payload, out)
+    report = write_text_atomic(out.with_suffix(".md"), markdown_report(payload, plots))
+    print(f"\nwrote {', '.join(str(p) for p in (out, report, *plots))} ({payload['wall_time_s']} s)")
+
+
+def _probe_splits(args: argparse.Namespace) -> None:
+    from pathlib import Path
+
+    from cselab.atomic import write_json_atomic, write_text_atomic
+    from cselab.probes.splits import build_splits, split_summary, split_table, write_pairs_jsonl
+
+    splits = build_splits(args.data_dir, args.mer_normalize)
+    table = split_table(splits)
+    print(table)
+    out = Path(args.out_dir)
+    written = [write_json_atomic(out / "splits.json", {"mer_normalize": args.mer_normalize,
+                                                       "subsets": split_summary(splits)}),
+               write_text_atomic(out / "splits.md", table + "\n"), write_pairs_jsonl(splits, out / "pairs.jsonl")]
+    print(f"\nwrote {', '.join(str(p) for p in written)}")
+
+
+def _probe_compare(args: argparse.Namespace) -> None:
+    import json
+    from pathlib import Path
+
+    from cselab.atomic import write_text_atomic
+    from cselab.probes.report import compare_table
+
+    payloads = []
+    for path in args.results:
+        try:
+            payloads.append(json.loads(Path(path).read_text(encoding="utf-8")))
+        except (OSError, json.JSONDecodeError) as err:
+            raise ValueError(f"{path}: not a readable results JSON ({err})") from None
+        if "model" not in payloads[-1]:
+            raise ValueError(f"{path}: not a results JSON of `probe run` (no 'model' field)")
+    table = compare_table(payloads)
+    print(table)
+    if args.out:
+        print(f"\nwrote {write_text_atomic(args.out, table + chr(10))}")
 
 
 def _add_data_commands(data: argparse.ArgumentParser) -> None:

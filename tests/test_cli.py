@@ -24,8 +24,9 @@ def test_probe_run_end_to_end_on_a_small_subset(data_dir, tmp_path):
     assert "| Model | STS12 | STS-B | Avg." in result.stdout
     payload = json.loads(out.read_text())
     assert payload["model"]["spec"] == "bow" and payload["suite"] == "sts"
-    assert set(payload["scores"]) == {"STS12", "STS-B", "avg"}
-    assert payload["scores"]["STS12"]["n"] == 200
+    assert set(payload["sts"]) == {"STS12", "STS-B", "avg"}
+    assert payload["sts"]["STS12"]["n"] == 200
+    assert out.with_suffix(".md").read_text().startswith("# Probe report: bow")
     assert "STS/STSBenchmark/sts-test.csv" in "\n".join(payload["data"]["sha256"])
     assert payload["versions"]["torch"] and payload["seed"] == 0 and payload["wall_time_s"] >= 0
 
@@ -35,7 +36,7 @@ def test_cselab_probe_is_the_same_command(data_dir, tmp_path, capsys):
     assert main(["probe", "run", "--model", "bow", "--tasks", "sts13", "--limit", "10",
                  "--data-dir", str(data_dir), "--out", str(out)]) == 0
     assert "| bow   |" in capsys.readouterr().out
-    assert json.loads(out.read_text())["scores"]["STS13"]["n"] == 30
+    assert json.loads(out.read_text())["sts"]["STS13"]["n"] == 30
 
 
 def test_transformer_model_folder_through_the_cli(data_dir, tiny_bert_dir, tmp_path, capsys):
@@ -44,6 +45,44 @@ def test_transformer_model_folder_through_the_cli(data_dir, tiny_bert_dir, tmp_p
                  "--limit", "20", "--data-dir", str(data_dir), "--out", str(out), "--device", "cpu"]) == 0
     model = json.loads(out.read_text())["model"]
     assert (model["pooler"], model["dim"], model["dtype"]) == ("cls_before_pooler", 32, "torch.float32")
+
+
+def test_bias_suite_then_compare(data_dir, tmp_path, capsys):
+    for model in ("bow", "tfidf"):
+        assert main(["probe", "run", "--model", model, "--suite", "all", "--limit", "40", "--data-dir", str(data_dir),
+                     "--out", str(tmp_path / f"{model}.json")]) == 0
+    printed = capsys.readouterr().out
+    assert "### Cont. and Oppn. per subset" in printed and "| STSB-test" in printed
+    payload = json.loads((tmp_path / "bow.json").read_text())
+    assert payload["suite"] == "all" and {"sts", "bias"} <= set(payload)
+    bias = payload["bias"]
+    assert bias["splits"]["gap"] == pytest.approx(bias["splits"]["cont_wavg"] - bias["splits"]["oppn_wavg"])
+    assert bias["transformations"]["n_sources"] == 48 and len(bias["transformations"]["pairs"]) == 288
+    assert bias["cannot"]["all"]["n"] == 4 * 40
+    assert "contrast/cannot/nan_nli.tsv" in payload["data"]["sha256"]
+    report = (tmp_path / "bow.md").read_text()
+    assert "![cosine against MER per transformation](bow.transformations.png)" in report
+    assert (tmp_path / "bow.transformations.png").read_bytes()[:4] == b"\x89PNG"
+
+    assert main(["probe", "compare", str(tmp_path / "bow.json"), str(tmp_path / "tfidf.json"),
+                 "--out", str(tmp_path / "cmp.md")]) == 0
+    table = capsys.readouterr().out
+    assert "| Model | STS avg. | Cont." in table and "| bow " in table and "| tfidf " in table
+    assert (tmp_path / "cmp.md").read_text().splitlines()[0] == table.splitlines()[0]
+
+
+def test_probe_splits_writes_table_and_pairs(data_dir, tmp_path, capsys):
+    assert main(["probe", "splits", "--data-dir", str(data_dir), "--out-dir", str(tmp_path)]) == 0
+    assert "| STS12-MSRvid | 406 | 344 | 2.40 |" in capsys.readouterr().out
+    subsets = json.loads((tmp_path / "splits.json").read_text())["subsets"]
+    assert len(subsets) == 26 and sum(1 for s in subsets if s["included"]) == 20
+    assert len((tmp_path / "pairs.jsonl").read_text().splitlines()) == sum(s["n_cont"] + s["n_oppn"] for s in subsets)
+
+
+def test_compare_refuses_other_json(tmp_path, capsys):
+    (tmp_path / "x.json").write_text("{}")
+    assert main(["probe", "compare", str(tmp_path / "x.json")]) == 2
+    assert "not a results JSON of `probe run`" in capsys.readouterr().err
 
 
 def test_missing_data_root_is_a_clear_error(tmp_path, capsys, monkeypatch):

@@ -112,6 +112,36 @@ def read_sick_split(path: Path, split: str) -> STSPairs:
     return STSPairs("SICKRelatedness", split, s1, s2, np.asarray(scores), (path,))
 
 
+@dataclass(frozen=True)
+class NegationPairs:
+    """Sentences and their minimally negated versions (e.g. the CANNOT sets)."""
+
+    name: str
+    sentences: list[str]
+    negated: list[str]
+    files: tuple[Path, ...] = field(default=())
+
+    def __len__(self) -> int:
+        return len(self.sentences)
+
+
+def read_negation_pairs(path: Path, name: str | None = None) -> NegationPairs:
+    """A TSV with the header ``sentence<TAB>negated`` and one pair per line."""
+    lines = read_lines(path)
+    if not lines or lines[0].split("\t")[:2] != ["sentence", "negated"]:
+        raise DataFormatError(path, 1, "expected the header line 'sentence<TAB>negated'")
+    sentences, negated = [], []
+    for number, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
+        first, second = _fields(path, number, line, 2, "sentence, negated")[:2]
+        if not first.strip() or not second.strip():
+            raise DataFormatError(path, number, "empty sentence or negation")
+        sentences.append(first.strip())
+        negated.append(second.strip())
+    return NegationPairs(name or path.stem, sentences, negated, (path,))
+
+
 def read_corpus(path: str | Path, encoding: str = "utf-8") -> list[str]:
     """A plain-text corpus, one sentence per line; blank lines are skipped."""
     return [line.strip() for line in read_lines(path, encoding) if line.strip()]

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
 from cselab.data.errors import DataNotFoundError
-from cselab.data.readers import STSPairs, read_corpus, read_sick_split, read_stsb_split, read_sts_subset
-from cselab.data.root import corpus_dir, senteval_dir
+from cselab.data.readers import (NegationPairs, STSPairs, read_corpus, read_negation_pairs, read_sick_split,
+                                 read_stsb_split, read_sts_subset)
+from cselab.data.root import corpus_dir, data_root, senteval_dir
 
 DataDir = str | os.PathLike | None
 
@@ -91,3 +93,17 @@ def corpus_path(name_or_path: str | os.PathLike, data_dir: DataDir = None) -> Pa
 def load_corpus(name_or_path: str | os.PathLike, data_dir: DataDir = None) -> list[str]:
     """The sentences of a corpus, one per non-blank line."""
     return read_corpus(corpus_path(name_or_path, data_dir))
+
+
+def load_cannot(data_dir: DataDir = None) -> list[NegationPairs]:
+    """The CANNOT negation sets under ``contrast/cannot/``, one per source (numbered parts joined)."""
+    folder = data_root(data_dir) / "contrast" / "cannot"
+    files = sorted(folder.glob("*.tsv"))
+    if not files:
+        raise DataNotFoundError(f"No CANNOT files (*.tsv with 'sentence<TAB>negated') in {folder}")
+    groups: dict[str, list[NegationPairs]] = {}
+    for path in files:
+        source = re.sub(r"_\d+$", "", path.stem)
+        groups.setdefault(source, []).append(read_negation_pairs(path, source))
+    return [NegationPairs(name, [s for p in parts for s in p.sentences], [n for p in parts for n in p.negated],
+                          tuple(f for p in parts for f in p.files)) for name, parts in groups.items()]

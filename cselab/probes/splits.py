@@ -1,0 +1,118 @@
+"""Cont./Oppn. splits of STS subsets by surface and deep similarity (OssCSE, Shi et al., section 3).
+
+Each subset is split on its own medians: the gold score (deep structure similarity) and
+the MER of the two sentences (surface structure; low MER = similar surface). A pair is
+**Cont.** (consistent) when both agree: score above the median and MER below it, or score
+below the median and MER above it. Every other pair, ties at either median included, is
+**Oppn.** (opposed). Subsets whose median gold score lies outside [2, 3.5] are excluded
+as biased, as in the paper; they are still listed with their medians.
+
+The subsets are STS12-16's and STS-B train and test, in the SentEval-layout text
+(lower-cased, tokenized) the paper used. MER takes sentence1 as the reference.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cselab.atomic import write_text_atomic
+from cselab.data import STSPairs, load_sts
+from cselab.mer import Normalizer, mer_pairs
+from cselab.probes.sts import subset_limit
+
+SOURCES = (("sts12", "test"), ("sts13", "test"), ("sts14", "test"), ("sts15", "test"), ("sts16", "test"),
+           ("stsb", "train"), ("stsb", "test"))
+SCORE_BAND = (2.0, 3.5)
+
+
+def split_labels(scores: np.ndarray, mers: np.ndarray) -> tuple[np.ndarray, float, float]:
+    """Cont. mask (True = Cont., False = Oppn.), median score and median MER of one subset."""
+    scores, mers = np.asarray(scores, dtype=np.float64), np.asarray(mers, dtype=np.float64)
+    median_score, median_mer = float(np.median(scores)), float(np.median(mers))
+    cont = ((scores > median_score) & (mers < median_mer)) | ((scores < median_score) & (mers > median_mer))
+    return cont, median_score, median_mer
+
+
+@dataclass(frozen=True)
+class SubsetSplit:
+    """One STS subset with each pair's MER and Cont./Oppn. label."""
+
+    name: str
+    pairs: STSPairs
+    mer: np.ndarray
+    cont: np.ndarray
+    median_score: float
+    median_mer: float
+    included: bool
+
+    @property
+    def n_cont(self) -> int:
+        return int(self.cont.sum())
+
+    @property
+    def n_oppn(self) -> int:
+        return len(self.cont) - self.n_cont
+
+    def part(self, cont: bool) -> STSPairs:
+        """The Cont. (``cont=True``) or Oppn. pairs as a subset of their own."""
+        keep = np.flatnonzero(self.cont == cont)
+        p = self.pairs
+        return STSPairs(p.task, f"{p.subset}-{'cont' if cont else 'oppn'}", [p.sentences1[i] for i in keep],
+                        [p.sentences2[i] for i in keep], p.scores[keep], p.files)
+
+
+def subset_name(pairs: STSPairs) -> str:
+    """``STS12-MSRvid``, ``STSB-train`` ..."""
+    task = "STSB" if pairs.task == "STSBenchmark" else pairs.task
+    return f"{task}-{pairs.subset}"
+
+
+def split_subset(pairs: STSPairs, normalize: str | Normalizer = "lower",
+                 band: tuple[float, float] = SCORE_BAND) -> SubsetSplit:
+    mers = mer_pairs(pairs.sentences1, pairs.sentences2, normalize)
+    cont, median_score, median_mer = split_labels(pairs.scores, mers)
+    return SubsetSplit(subset_name(pairs), pairs, mers, cont, median_score, median_mer,
+                       band[0] <= median_score <= band[1])
+
+
+def build_splits(data_dir: str | os.PathLike | None = None, normalize: str | Normalizer = "lower",
+                 band: tuple[float, float] = SCORE_BAND, limit: int | None = None) -> list[SubsetSplit]:
+    """Every subset of STS12-16 and STS-B train/test, split; ``included`` marks those inside the band."""
+    return [split_subset(pairs, normalize, band)
+            for key, split in SOURCES for pairs in subset_limit(load_sts(key, split, data_dir), limit)]
+
+
+def split_table(splits: Sequence[SubsetSplit]) -> str:
+    """Markdown: subset, #Cont., #Oppn., median score, median MER; excluded subsets marked."""
+    lines = ["| Subset | #Cont. | #Oppn. | Median score | Median MER | Used |", "|---|---|---|---|---|---|"]
+    for s in splits:
+        lines.append(f"| {s.name} | {s.n_cont} | {s.n_oppn} | {s.median_score:.2f} | {s.median_mer:.4f} | "
+                     f"{'yes' if s.included else 'no (median score outside [2, 3.5])'} |")
+    used = [s for s in splits if s.included]
+    lines.append(f"| **used: {len(used)} subsets** | {sum(s.n_cont for s in used)} | {sum(s.n_oppn for s in used)} "
+                 "| | | |")
+    return "\n".join(lines)
+
+
+def split_summary(splits: Sequence[SubsetSplit]) -> list[dict[str, Any]]:
+    """The split table as records, for JSON."""
+    return [{"subset": s.name, "n_cont": s.n_cont, "n_oppn": s.n_oppn, "median_score": s.median_score,
+             "median_mer": s.median_mer, "included": s.included} for s in splits]
+
+
+def write_pairs_jsonl(splits: Sequence[SubsetSplit], path: str | os.PathLike) -> Path:
+    """Every pair with its subset, gold score, MER and split label (``cont`` / ``oppn``), one JSON object a line."""
+    lines = []
+    for s in splits:
+        for i, (a, b) in enumerate(zip(s.pairs.sentences1, s.pairs.sentences2)):
+            lines.append(json.dumps({"subset": s.name, "index": i, "sentence1": a, "sentence2": b,
+                                     "score": float(s.pairs.scores[i]), "mer": float(s.mer[i]),
+                                     "split": "cont" if s.cont[i] else "oppn", "subset_used": s.included}))
+    return write_text_atomic(path, "\n".join(lines) + "\n")
