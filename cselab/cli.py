@@ -160,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cselab", description="Contrastive sentence embeddings: augment, train, probe.")
     parser.add_argument("--version", action="version", version=f"cselab {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    _add_probe_commands(commands.add_parser("probe", help="score encoders (STS, ...)",
+    _add_probe_commands(commands.add_parser("probe", help="score encoders: STS, surface-structure bias",
                                             description="Score any encoder."))
     _add_data_commands(commands.add_parser("data", help="list or fetch data sets",
                                            description="The data sets under the data root."))
