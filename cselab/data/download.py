@@ -25,10 +25,8 @@ def _clean(text: str) -> str:
 
 
 def _load(name: str, split: str):
-    try:
-        from datasets import load_dataset
-    except ImportError:
-        raise RuntimeError("`cselab data download` needs the datasets package: pip install 'cselab[hub]'") from None
+    from datasets import load_dataset
+
     try:
         return load_dataset(name, split=split)
     except Exception as err:

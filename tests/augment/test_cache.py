@@ -1,0 +1,100 @@
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cselab.augment.cache import MANIFEST, AugmentConfig, build_cache, load_cache
+
+SUBJECTS = ["The old bridge", "My neighbour", "The committee", "A small bird", "The river", "Our team", "The museum"]
+VERBS = ["crosses the valley", "likes fresh bread", "meets every week", "sings in the morning", "flows to the sea",
+         "won the final", "opened a new wing"]
+
+
+def write_corpus(path: Path, lines: int) -> Path:
+    rows = [f"{SUBJECTS[i % 7]} {VERBS[(i // 7) % 7]} in year {1900 + i}." for i in range(lines)]
+    rows[5] = ""                                    # empty
+    rows[7] = "- 2003."                             # no letters
+    rows[9] = "x" * 2000                            # too long
+    rows[13] = "Москва является столицей России."   # not English
+    data = "\n".join(rows).encode() + b"\n"
+    data = data.replace(b"in year 1911.", b"in year \xff1911.")  # not UTF-8
+    path.write_bytes(data)
+    return path
+
+
+def rows_of(folder):
+    return load_cache(folder).to_dict()
+
+
+FAST = AugmentConfig(backend="none", chunk_size=40)
+
+
+def test_bad_lines_are_counted_and_skipped(tmp_path):
+    folder = build_cache(write_corpus(tmp_path / "c.txt", 100), tmp_path / "out", FAST, progress=False)
+    manifest = json.loads((folder / MANIFEST).read_text())
+    assert manifest["summary"]["skipped_input"] == {"empty": 1, "no_letters": 1, "too_long": 1, "not_english": 1,
+                                                    "not_utf8": 1}
+    assert manifest["summary"]["rows"] == 95
+    rows = rows_of(folder)
+    assert rows["id"] == sorted(rows["id"]) and 5 not in rows["id"] and 11 not in rows["id"]
+    assert rows["negation"][0] == "The old bridge does not cross the valley in year 1900."
+    assert rows["negation_rule"][0] == "do:VBZ" and rows["paraphrase"][0] is None
+
+
+def test_same_config_twice_is_a_no_op_and_a_new_config_gets_a_new_key(tmp_path):
+    corpus = write_corpus(tmp_path / "c.txt", 60)
+    folder = build_cache(corpus, tmp_path / "out", FAST, progress=False)
+    stamps = {p.name: p.stat().st_mtime_ns for p in folder.glob("chunk-*.parquet")}
+    assert build_cache(corpus, tmp_path / "out", FAST, progress=False) == folder
+    assert {p.name: p.stat().st_mtime_ns for p in folder.glob("chunk-*.parquet")} == stamps
+    other = build_cache(corpus, tmp_path / "out", AugmentConfig(backend="none", chunk_size=40, contractions=True),
+                        progress=False)
+    assert other != folder and rows_of(other)["negation"][0] == "The old bridge doesn't cross the valley in year 1900."
+
+
+def test_shard_fan_out_gives_the_rows_of_one_process(tmp_path):
+    corpus = write_corpus(tmp_path / "c.txt", 150)
+    single = build_cache(corpus, tmp_path / "one", FAST, progress=False)
+    for index in (2, 0, 1):
+        sharded = build_cache(corpus, tmp_path / "three", FAST, num_shards=3, shard_index=index, progress=False)
+        assert (sharded / MANIFEST).exists() == (index == 1)  # written by the shard that completes the set
+    assert rows_of(sharded) == rows_of(single)
+
+
+def test_resume_after_a_kill_gives_the_same_rows(tmp_path):
+    corpus = write_corpus(tmp_path / "c.txt", 400)
+    config = ["--set", "backend=none", "--set", "chunk_size=25"]
+    command = [sys.executable, "-m", "cselab.cli", "augment", "--corpus", str(corpus), "--out", str(tmp_path / "k"),
+               *config]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while time.time() < deadline and len(list((tmp_path / "k").glob("*/chunk-*.parquet"))) < 4:
+        time.sleep(0.05)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    (folder,) = (tmp_path / "k").iterdir()
+    done = len(list(folder.glob("chunk-*.parquet")))
+    assert 4 <= done < 16 and not (folder / MANIFEST).exists()
+    subprocess.run(command, check=True, capture_output=True, timeout=300)
+    resumed = rows_of(folder)
+    fresh = rows_of(build_cache(corpus, tmp_path / "fresh", AugmentConfig(backend="none", chunk_size=25),
+                                progress=False))
+    assert resumed == fresh
+    assert len(set(resumed["id"])) == len(resumed["id"]) == 395
+    assert not list(folder.glob(".*.tmp"))  # a chunk the kill interrupted left a temporary file; it is gone
+
+
+def test_unknown_config_key_is_named():
+    with pytest.raises(ValueError, match="unknown key 'chunksize'"):
+        AugmentConfig.from_overrides(["chunksize=10"])
+    assert AugmentConfig.from_overrides(["mer_band=[0.2, 0.5]", "backend=hf"]).mer_band == [0.2, 0.5]
+
+
+def test_unfinished_cache_cannot_be_loaded(tmp_path):
+    with pytest.raises(FileNotFoundError, match="the cache is unfinished"):
+        load_cache(tmp_path)
