@@ -141,6 +141,25 @@ def _add_augment_command(augment: argparse.ArgumentParser) -> None:
     augment.add_argument("--num-proc", type=int, default=1, help="local worker processes (with --num-shards 1)")
     augment.add_argument("--data-dir", help="data root for corpus names (default: $CSELAB_DATA_DIR)")
     augment.set_defaults(handler=_augment)
+    commands = augment.add_subparsers(dest="augment_command", metavar="[testset]")
+    testset = commands.add_parser(
+        "testset", help="build a transformation test set (JSONL) for `probe run --suite bias`",
+        description="Sample sentences from a corpus and write each with its paraphrase (back-translation in the "
+                    "MER band), negation, masked-LM insertion and substitution, deletion and a random other "
+                    "sentence, as the JSONL `probe run --suite bias --testset FILE` reads.",
+        epilog="Example (offline, no masked LM):\n  cselab augment testset --size 200 --mlm none --out testset.jsonl",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    testset.add_argument("--corpus", default="wiki1m", help="corpus file or name under the data root")
+    testset.add_argument("--out", default="testset.jsonl", help="JSONL file to write (default: testset.jsonl)")
+    testset.add_argument("--size", type=int, default=200, help="number of source sentences (default: 200)")
+    testset.add_argument("--backend", choices=("apertium", "hf", "none"), default="apertium",
+                         help="back-translation backend for paraphrases (default: apertium)")
+    testset.add_argument("--mlm", default="bert-base-uncased",
+                         help="masked LM for insertion and substitution, a hub name or folder; 'none' leaves "
+                              "them out (default: bert-base-uncased)")
+    testset.add_argument("--seed", type=int, default=0)
+    testset.add_argument("--data-dir", help="data root for corpus names (default: $CSELAB_DATA_DIR)")
+    testset.set_defaults(handler=_augment_testset)
 
 
 def _augment_worker(corpus: str, out: str, config, num_shards: int, shard_index: int) -> str:
@@ -150,6 +169,7 @@ def _augment_worker(corpus: str, out: str, config, num_shards: int, shard_index:
 
 
 def _augment(args: argparse.Namespace) -> None:
+    """Build the cache (the ``testset`` subcommand has its own handler)."""
     import json
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
@@ -177,6 +197,28 @@ def _augment(args: argparse.Namespace) -> None:
         return
     summary = json.loads(manifest.read_text())["summary"]
     print(f"cache {folder}\n{json.dumps(summary, indent=2)}")
+
+
+def _augment_testset(args: argparse.Namespace) -> None:
+    import random
+
+    from cselab.augment.backtranslate import ApertiumTranslator, HFTranslator
+    from cselab.augment.edits import MaskedLMEditor
+    from cselab.augment.negation import Negator
+    from cselab.augment.source import read_source, resolve_corpus
+    from cselab.augment.testset import build_testset, write_testset
+
+    lines = [line.text for line in read_source(resolve_corpus(args.corpus, args.data_dir)) if line.text]
+    if len(lines) < 2:
+        raise ValueError(f"{args.corpus}: a test set needs at least two usable sentences")
+    sentences = random.Random(args.seed).sample(lines, min(args.size, len(lines)))
+    translator = {"apertium": ApertiumTranslator, "hf": HFTranslator, "none": lambda: None}[args.backend]()
+    editor = None if args.mlm == "none" else MaskedLMEditor(args.mlm, seed=args.seed)
+    records = build_testset(sentences, Negator(), translator, editor, seed=args.seed)
+    path = write_testset(records, args.out)
+    counts = {kind: sum(kind in r for r in records) for kind in
+              ("paraphrase", "negation", "insertion", "deletion", "substitution", "random")}
+    print(f"wrote {path}: {len(records)} sources; transformations made: {counts}")
 
 
 def _add_data_commands(data: argparse.ArgumentParser) -> None:
