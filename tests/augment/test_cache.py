@@ -95,6 +95,13 @@ def test_unknown_config_key_is_named():
     assert AugmentConfig.from_overrides(["mer_band=[0.2, 0.5]", "backend=hf"]).mer_band == [0.2, 0.5]
 
 
+def test_hub_corpus_offline_says_what_failed(tmp_path):
+    from cselab.augment.source import resolve_corpus
+
+    with pytest.raises(RuntimeError, match="could not fetch princeton-nlp/no-such-set \\(train\\)"):
+        resolve_corpus("hf:princeton-nlp/no-such-set", download_dir=tmp_path)
+
+
 def test_unfinished_cache_cannot_be_loaded(tmp_path):
     with pytest.raises(FileNotFoundError, match="the cache is unfinished"):
         load_cache(tmp_path)
