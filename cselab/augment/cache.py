@@ -27,7 +27,8 @@ from typing import Any
 import numpy as np
 
 from cselab.atomic import write_json_atomic
-from cselab.augment.source import SourceLine, file_sha256, read_source
+from cselab.augment.source import SourceLine, read_source
+from cselab.checksum import sha256
 
 MANIFEST = "manifest.json"
 COLUMNS = ("id", "text", "paraphrase", "paraphrase_mer", "negation", "negation_rule", "negation_reason")
@@ -145,7 +146,7 @@ def build_cache(corpus: str | os.PathLike, out: str | os.PathLike, config: Augme
 
     if not 0 <= shard_index < num_shards:
         raise ValueError(f"--shard-index must be in [0, {num_shards}), got {shard_index}")
-    digest = file_sha256(corpus)
+    digest = sha256(corpus)
     folder = Path(out) / config.key(digest)
     folder.mkdir(parents=True, exist_ok=True)
     write_json_atomic(folder / "config.json", {"config": asdict(config), "input": str(corpus), "input_sha256": digest})

@@ -8,7 +8,6 @@ and skipped.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -55,26 +54,32 @@ def read_source(path: str | os.PathLike, max_chars: int = 1000, min_latin: float
                 yield SourceLine(number, text)
 
 
-def file_sha256(path: str | os.PathLike) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 HUB_PREFIX = "hf:"
+# SimCSE's wiki1m, where its download script fetches it.
+WIKI1M_HUB = ("princeton-nlp/datasets-for-simcse", "wiki1m_for_simcse.txt")
 
 
 def resolve_corpus(corpus: str, data_dir: str | os.PathLike | None = None,
                    download_dir: str | os.PathLike = "cache/sources") -> Path:
     """A corpus file: a path, a registered name (``wiki1m``) under the data root, or
     ``hf:DATASET[:SPLIT[:COLUMN]]``, a Hugging Face dataset written once to ``download_dir``
-    as one sentence per line (split ``train`` and column ``text`` by default)."""
-    from cselab.data import corpus_path
+    as one sentence per line (split ``train`` and column ``text`` by default). ``wiki1m``
+    missing from the data root is fetched from the hub, as SimCSE's script does."""
+    from cselab.data import DataNotFoundError, corpus_path
 
     if not corpus.startswith(HUB_PREFIX):
-        return corpus_path(corpus, data_dir)
+        try:
+            return corpus_path(corpus, data_dir)
+        except DataNotFoundError as missing:
+            if corpus != "wiki1m":
+                raise
+            from huggingface_hub import hf_hub_download
+
+            try:
+                return Path(hf_hub_download(WIKI1M_HUB[0], WIKI1M_HUB[1], repo_type="dataset"))
+            except Exception as err:
+                raise DataNotFoundError(f"{missing}; fetching {WIKI1M_HUB[1]} from the Hugging Face hub "
+                                        f"({WIKI1M_HUB[0]}) failed too: {err}") from None
     name, split, column = (corpus[len(HUB_PREFIX):].split(":") + ["train", "text"])[:3]
     target = Path(download_dir) / f"{name.replace('/', '--')}.{split}.{column}.txt"
     if not target.exists():

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 import os
 import platform
 from importlib import metadata
 from pathlib import Path
+
+from cselab.checksum import sha256
 
 PACKAGES = ("cselab", "torch", "transformers", "sentence-transformers", "numpy", "scipy", "scikit-learn")
 
@@ -20,14 +21,6 @@ def package_versions() -> dict[str, str | None]:
         except metadata.PackageNotFoundError:
             versions[name] = None
     return versions
-
-
-def sha256(path: str | os.PathLike) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def checksums(paths, root: str | os.PathLike) -> dict[str, str]:

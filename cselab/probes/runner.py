@@ -13,7 +13,8 @@ from cselab import __version__
 from cselab.data import DataNotFoundError, NegationPairs, data_root, load_cannot
 from cselab.encoders import Encoder
 from cselab.probes.bias import run_bias_splits
-from cselab.probes.results import checksums, package_versions, sha256
+from cselab.checksum import sha256
+from cselab.probes.results import checksums, package_versions
 from cselab.probes.splits import build_splits, split_summary
 from cselab.probes.sts import STS_SUITE, run_sts
 from cselab.probes.transformations import (handwritten_testset, plot_transformations, read_testset,

