@@ -78,7 +78,7 @@ def resolve_corpus(corpus: str, data_dir: str | os.PathLike | None = None,
             try:
                 return Path(hf_hub_download(WIKI1M_HUB[0], WIKI1M_HUB[1], repo_type="dataset"))
             except Exception as err:
-                raise DataNotFoundError(f"{missing}; fetching {WIKI1M_HUB[1]} from the Hugging Face hub "
+                raise DataNotFoundError(f"{missing} Fetching {WIKI1M_HUB[1]} from the Hugging Face hub "
                                         f"({WIKI1M_HUB[0]}) failed too: {err}") from None
     name, split, column = (corpus[len(HUB_PREFIX):].split(":") + ["train", "text"])[:3]
     target = Path(download_dir) / f"{name.replace('/', '--')}.{split}.{column}.txt"

@@ -107,7 +107,7 @@ def test_wiki1m_without_a_data_root_falls_back_to_the_hub(tmp_path, monkeypatch)
     from cselab.data import DataNotFoundError
 
     monkeypatch.delenv("CSELAB_DATA_DIR", raising=False)
-    with pytest.raises(DataNotFoundError, match="No data root given.*fetching wiki1m_for_simcse.txt from the Hugging"):
+    with pytest.raises(DataNotFoundError, match="No data root given.*Fetching wiki1m_for_simcse.txt from the Hugging"):
         resolve_corpus("wiki1m")
 
 
