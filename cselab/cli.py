@@ -177,6 +177,7 @@ def _augment(args: argparse.Namespace) -> None:
     import json
     from concurrent.futures import ProcessPoolExecutor
     from multiprocessing import get_context
+    from pathlib import Path
 
     from cselab.augment.cache import MANIFEST, AugmentConfig
     from cselab.augment.source import resolve_corpus
@@ -193,8 +194,6 @@ def _augment(args: argparse.Namespace) -> None:
         folder = folders[0]
     else:
         folder = _augment_worker(corpus, args.out, config, args.num_shards, args.shard_index)
-    from pathlib import Path
-
     manifest = Path(folder) / MANIFEST
     if not manifest.exists():
         print(f"shard {args.shard_index} of {args.num_shards} done in {folder}; the manifest is written when all are")

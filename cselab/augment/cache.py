@@ -148,23 +148,25 @@ def build_cache(corpus: str | os.PathLike, out: str | os.PathLike, config: Augme
         raise ValueError(f"--shard-index must be in [0, {num_shards}), got {shard_index}")
     digest = sha256(corpus)
     folder = Path(out) / config.key(digest)
+    if (folder / MANIFEST).exists():
+        return folder  # built already: the same config twice is a no-op
     folder.mkdir(parents=True, exist_ok=True)
     write_json_atomic(folder / "config.json", {"config": asdict(config), "input": str(corpus), "input_sha256": digest})
-    total_lines = sum(1 for _ in open(corpus, "rb"))
-    chunks = -(-total_lines // config.chunk_size)
+    with open(corpus, "rb") as handle:
+        chunks = -(-sum(1 for _ in handle) // config.chunk_size)
     mine = [i for i in range(chunks) if i % num_shards == shard_index and not chunk_path(folder, i).exists()]
     augmenter = Augmenter(config)
     source = read_source(corpus, config.max_chars)
-    position = 0
+    position = done = 0
     with tqdm(total=len(mine), desc="Augmenting", unit="chunk", disable=not progress) as bar:
         for index in mine:
             start = index * config.chunk_size
             deque(islice(source, start - position), maxlen=0)  # lines of chunks done already or not ours
             lines = list(islice(source, config.chunk_size))
-            position = start + len(lines)
+            position, done = start + len(lines), done + len(lines)
             _write_chunk(folder, index, augmenter.rows(lines), [line for line in lines if line.text is None])
             bar.update(1)
-            bar.set_postfix(sentences=position)
+            bar.set_postfix(lines=done, lines_per_s=f"{done / max(bar.format_dict['elapsed'], 1e-9):.0f}")
     if all(chunk_path(folder, i).exists() for i in range(chunks)):
         for stale in folder.glob(".chunk-*.tmp"):  # left by killed runs; no writer is left once all chunks exist
             stale.unlink(missing_ok=True)

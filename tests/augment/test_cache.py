@@ -66,6 +66,17 @@ def test_shard_fan_out_gives_the_rows_of_one_process(tmp_path):
     assert rows_of(sharded) == rows_of(single)
 
 
+def test_local_worker_processes_give_the_rows_of_one_process(tmp_path, capsys):
+    from cselab.cli import main
+
+    corpus = write_corpus(tmp_path / "c.txt", 120)
+    assert main(["augment", "--corpus", str(corpus), "--out", str(tmp_path / "two"), "--num-proc", "2",
+                 "--set", "backend=none", "--set", "chunk_size=40"]) == 0
+    assert '"rows": 115' in capsys.readouterr().out
+    (folder,) = (tmp_path / "two").iterdir()
+    assert rows_of(folder) == rows_of(build_cache(corpus, tmp_path / "one", FAST, progress=False))
+
+
 def test_resume_after_a_kill_gives_the_same_rows(tmp_path):
     corpus = write_corpus(tmp_path / "c.txt", 400)
     config = ["--set", "backend=none", "--set", "chunk_size=25"]
