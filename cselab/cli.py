@@ -254,7 +254,8 @@ def _data_download(args: argparse.Namespace) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="cselab", description="Contrastive sentence embeddings: augment, train, probe.")
+    parser = argparse.ArgumentParser(prog="cselab",
+                                     description="Contrastive sentence embeddings: augment, train, probe.")
     parser.add_argument("--version", action="version", version=f"cselab {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     _add_probe_commands(commands.add_parser("probe", help="score encoders: STS, surface-structure bias",

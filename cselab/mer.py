@@ -37,7 +37,8 @@ def normalizer(name_or_function: str | Normalizer = "lower") -> Normalizer:
     try:
         return NORMALIZERS[name_or_function]
     except KeyError:
-        raise ValueError(f"Unknown MER normalisation {name_or_function!r}; choose one of {', '.join(NORMALIZERS)}") from None
+        raise ValueError(f"Unknown MER normalisation {name_or_function!r}; "
+                         f"choose one of {', '.join(NORMALIZERS)}") from None
 
 
 def edit_counts(reference: list[str], hypothesis: list[str]) -> tuple[int, int, int, int]:
@@ -68,7 +69,8 @@ def mer(reference: str, hypothesis: str, normalize: str | Normalizer = "lower") 
     return mer_tokens(tokens(reference), tokens(hypothesis))
 
 
-def mer_pairs(references: Iterable[str], hypotheses: Iterable[str], normalize: str | Normalizer = "lower") -> np.ndarray:
+def mer_pairs(references: Iterable[str], hypotheses: Iterable[str],
+              normalize: str | Normalizer = "lower") -> np.ndarray:
     """MER of each pair (not one pooled corpus value), as float64."""
     tokens = normalizer(normalize)
     references, hypotheses = list(references), list(hypotheses)

@@ -12,7 +12,8 @@ import re
 from pathlib import Path
 
 WORDNET_DIR = Path("/usr/share/wordnet")
-WORDNET_HOWTO = "install Debian's wordnet-base (apt-get install wordnet-base) or pass the folder of WordNet's data files"
+WORDNET_HOWTO = ("install Debian's wordnet-base (apt-get install wordnet-base) "
+                 "or pass the folder of WordNet's data files")
 
 
 def _synsets(path: Path) -> dict[str, tuple[list[str], list[tuple[str, int, int]]]]:

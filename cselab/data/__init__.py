@@ -7,5 +7,6 @@ from cselab.data.root import ENV_VAR, data_root, senteval_dir
 
 __all__ = [
     "DataFormatError", "DataNotFoundError", "NegationPairs", "STSPairs", "STS_TASKS", "ENV_VAR",
-    "corpus_path", "data_root", "load_cannot", "load_corpus", "load_sts", "read_corpus", "read_lines", "senteval_dir", "sts_task",
+    "corpus_path", "data_root", "load_cannot", "load_corpus", "load_sts", "read_corpus", "read_lines",
+    "senteval_dir", "sts_task",
 ]

@@ -51,6 +51,7 @@ def download(data_dir: str | os.PathLike) -> list[Path]:
         written.append(write_text_atomic(base / "STS" / "STSBenchmark" / f"sts-{ours}.csv", text))
     rows = _load(HUB_SICK, "test")
     text = "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n" + "".join(
-        f"{i}\t{_clean(r['sentence1'])}\t{_clean(r['sentence2'])}\t{float(r['score'])}\tNA\n" for i, r in enumerate(rows))
+        f"{i}\t{_clean(r['sentence1'])}\t{_clean(r['sentence2'])}\t{float(r['score'])}\tNA\n"
+        for i, r in enumerate(rows))
     written.append(write_text_atomic(base / "SICK" / "SICK_test_annotated.txt", text))
     return written

@@ -20,7 +20,8 @@ STS_YEARS = {
     "sts13": ("STS13", "STS13-en-test", ("FNWN", "headlines", "OnWN")),
     "sts14": ("STS14", "STS14-en-test", ("deft-forum", "deft-news", "headlines", "images", "OnWN", "tweet-news")),
     "sts15": ("STS15", "STS15-en-test", ("answers-forums", "answers-students", "belief", "headlines", "images")),
-    "sts16": ("STS16", "STS16-en-test", ("answer-answer", "headlines", "plagiarism", "postediting", "question-question")),
+    "sts16": ("STS16", "STS16-en-test",
+              ("answer-answer", "headlines", "plagiarism", "postediting", "question-question")),
 }
 STSB_FILES = {"train": "sts-train.csv", "dev": "sts-dev.csv", "test": "sts-test.csv"}
 SICK_FILES = {"train": "SICK_train.txt", "trial": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}

@@ -42,7 +42,8 @@ def senteval_dir(data_dir: str | os.PathLike | None = None) -> Path:
     for candidate in (root / "senteval" / "downstream", root / "downstream"):
         if candidate.is_dir():
             return candidate
-    raise DataNotFoundError(f"No SentEval layout under {root} (looked for senteval/downstream/ and downstream/). {HOW_TO_GET_DATA}")
+    raise DataNotFoundError(f"No SentEval layout under {root} (looked for senteval/downstream/ and downstream/). "
+                            f"{HOW_TO_GET_DATA}")
 
 
 def corpus_dir(data_dir: str | os.PathLike | None = None) -> Path:

@@ -29,7 +29,8 @@ def masked_mean(states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Ten
     return (states * weights).sum(1) / weights.sum(1).clamp(min=1.0)
 
 
-def pool(pooler: str, outputs, attention_mask: torch.Tensor, mask_positions: torch.Tensor | None = None) -> torch.Tensor:
+def pool(pooler: str, outputs, attention_mask: torch.Tensor,
+         mask_positions: torch.Tensor | None = None) -> torch.Tensor:
     """One vector per sentence from a transformers model output."""
     if pooler == "cls":
         if getattr(outputs, "pooler_output", None) is None:

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 from cselab import __version__
+from cselab.checksum import sha256
 from cselab.data import DataNotFoundError, NegationPairs, data_root, load_cannot
 from cselab.encoders import Encoder
 from cselab.probes.bias import run_bias_splits
-from cselab.checksum import sha256
 from cselab.probes.results import checksums, package_versions
 from cselab.probes.splits import build_splits, split_summary
 from cselab.probes.sts import STS_SUITE, run_sts
