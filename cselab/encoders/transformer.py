@@ -105,6 +105,16 @@ class TransformerEncoder(Encoder):
                 return ids
             excess = len(ids) - self.max_length
 
+    def pad(self, rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Token id rows padded to the longest (right padding), and their attention mask."""
+        width = max(len(row) for row in rows)
+        input_ids = torch.full((len(rows), width), self.tokenizer.pad_token_id or 0, dtype=torch.long)
+        attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
+        for r, row in enumerate(rows):
+            input_ids[r, : len(row)] = torch.tensor(row)
+            attention_mask[r, : len(row)] = 1
+        return input_ids, attention_mask
+
     def _mask_positions(self, input_ids: torch.Tensor) -> torch.Tensor:
         hits = input_ids == self.tokenizer.mask_token_id
         index = torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
@@ -125,17 +135,10 @@ class TransformerEncoder(Encoder):
         batches = [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
         show = len(batches) > 20 and sys.stderr.isatty() if show_progress_bar is None else show_progress_bar
         out = np.empty((len(sentences), self.dim), dtype=np.float32)
-        pad_id = self.tokenizer.pad_token_id or 0
         device = self.device
         with torch.inference_mode():
             for batch in tqdm(batches, desc="Encoding", unit="batch", disable=not show):
-                rows = [ids[i] for i in batch]
-                width = len(rows[0])
-                input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
-                attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
-                for r, row in enumerate(rows):
-                    input_ids[r, : len(row)] = torch.tensor(row)
-                    attention_mask[r, : len(row)] = 1
+                input_ids, attention_mask = self.pad([ids[i] for i in batch])
                 vectors = self.forward_batch(input_ids.to(device), attention_mask.to(device))
                 if self.normalize:
                     vectors = torch.nn.functional.normalize(vectors.float(), dim=-1)
