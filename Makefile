@@ -12,7 +12,14 @@ endif
 
 SYSTEM_PACKAGES := apertium apertium-eng-spa wordnet-base
 
-.PHONY: setup system lint test demo augment bench clean
+# make train METHOD=osscse [MODEL=...] [DATA=...] [STEPS=...]: a short CPU run by default.
+METHOD ?= simcse
+MODEL ?= minilm
+DATA ?= cache/augment
+STEPS ?= 50
+EVAL_STEPS ?= 25
+
+.PHONY: setup system lint test demo augment train bench clean
 
 setup: system $(VENV)/.installed
 
@@ -44,8 +51,12 @@ demo: setup
 augment: setup
 	$(BIN)/cselab augment --corpus wiki1m --out cache/augment
 
+train: setup
+	$(BIN)/cselab train --method $(METHOD) --model $(MODEL) --data $(DATA) --out runs/$(METHOD) \
+		--set training.max_steps=$(STEPS) --set training.eval_steps=$(EVAL_STEPS)
+
 bench: setup
 	$(BIN)/python benchmarks/sts_speed.py
 
 clean:
-	rm -rf $(VENV) results cache .pytest_cache
+	rm -rf $(VENV) results cache runs .pytest_cache

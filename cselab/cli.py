@@ -224,6 +224,41 @@ def _augment_testset(args: argparse.Namespace) -> None:
     print(f"wrote {path}: {len(records)} sources; transformations made: {counts}")
 
 
+def _add_train_command(train: argparse.ArgumentParser) -> None:
+    train.add_argument("--method", default="simcse", help="preset (simcse, osscse, simcse-bt) or a method YAML file")
+    train.add_argument("--model", default="minilm", help="backbone: minilm (packaged), a folder or a hub name")
+    train.add_argument("--data", default="cache/augment",
+                       help="augment cache folder, or the root holding caches (the newest finished one is used)")
+    train.add_argument("--out", required=True, help="run folder: best/, last/, log.jsonl")
+    train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="override the method, e.g. --set training.max_steps=100 "
+                            "--set losses.info_nce.temperature=0.1")
+    train.add_argument("--data-dir", help="data root for STS-B dev (default: $CSELAB_DATA_DIR)")
+    train.add_argument("--eval-limit", type=int, help="score only the first N STS-B dev pairs (quick checks)")
+    train.set_defaults(handler=_train)
+
+
+def _train(args: argparse.Namespace) -> None:
+    import json
+    from pathlib import Path
+
+    from cselab.augment.cache import MANIFEST
+    from cselab.encoders.loading import ALIASES
+    from cselab.train.methods import load_method
+    from cselab.train.trainer import train
+
+    method = load_method(args.method, args.set)
+    data = Path(args.data)
+    if not (data / MANIFEST).exists():
+        finished = sorted(data.glob(f"*/{MANIFEST}"), key=lambda p: p.stat().st_mtime)
+        if not finished:
+            raise ValueError(f"{data} holds no finished augment cache (run `cselab augment` or `make augment`)")
+        data = finished[-1].parent
+    model = str(ALIASES[args.model]()) if args.model in ALIASES else args.model
+    summary = train(method, model, data, args.out, args.data_dir, args.eval_limit)
+    print(json.dumps(summary, indent=2))
+
+
 def _add_data_commands(data: argparse.ArgumentParser) -> None:
     commands = data.add_subparsers(dest="data_command", required=True, metavar="COMMAND")
     listing = commands.add_parser("list", help="list the named data sets and their sizes under the data root")
@@ -267,6 +302,13 @@ def build_parser() -> argparse.ArgumentParser:
                     "the same config twice is a no-op.",
         epilog="Example:\n  cselab augment --corpus wiki1m --out cache/augment --backend apertium",
         formatter_class=argparse.RawDescriptionHelpFormatter))
+    _add_train_command(commands.add_parser(
+        "train", help="train a sentence encoder on the augment cache",
+        description="Train a sentence encoder with a method preset on the augment cache; keeps the best STS-B dev "
+                    "checkpoint in OUT/best (usable as `probe run --model OUT/best`) and resumes from OUT/last.",
+        epilog="Example:\n  cselab train --method osscse --model minilm --data cache/augment --out runs/osscse "
+               "--set training.max_steps=200",
+        formatter_class=argparse.RawDescriptionHelpFormatter))
     _add_data_commands(commands.add_parser("data", help="list or fetch data sets",
                                            description="The data sets under the data root."))
     return parser
@@ -279,7 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         args.handler(args)
-    except (DataNotFoundError, DataFormatError, EncoderNotFoundError, KeyError, ValueError, RuntimeError) as err:
+    except (DataNotFoundError, DataFormatError, EncoderNotFoundError, FileNotFoundError, KeyError, ValueError,
+            RuntimeError) as err:
         message = err.args[0] if isinstance(err, KeyError) and err.args else err
         print(f"error: {message}", file=sys.stderr)
         return 2
