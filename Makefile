@@ -45,8 +45,11 @@ lint: setup
 test: setup lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS) || { rc=$$?; [ $$rc -ne 5 ] || echo "pytest collected no tests" >&2; exit $$rc; }
 
+# The whole chain on the embedded defaults: augment -> a short OssCSE run -> every probe.
 demo: setup
-	$(BIN)/probe run --model minilm --suite sts --out results/minilm-sts.json
+	$(MAKE) augment
+	$(MAKE) train METHOD=osscse
+	$(BIN)/probe run --model runs/osscse/best --suite all --out results/osscse-all.json
 
 augment: setup
 	$(BIN)/cselab augment --corpus wiki1m --out cache/augment

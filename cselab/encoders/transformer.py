@@ -82,15 +82,15 @@ class TransformerEncoder(Encoder):
     def _fill(self, sentence: str) -> str:
         return self.prompt.replace("{}", sentence, 1) if self.prompt else sentence
 
-    def tokenize(self, sentences: list[str]) -> list[list[int]]:
-        """Token ids with special tokens, each at most ``max_length`` long."""
+    def tokenize(self, sentences: list[str], warn: bool = True) -> list[list[int]]:
+        """Token ids with special tokens, each at most ``max_length`` long (a warning counts the cut ones)."""
         ids = self.tokenizer([self._fill(s) for s in sentences], verbose=False)["input_ids"]
         too_long = [i for i, row in enumerate(ids) if len(row) > self.max_length]
-        if too_long:
+        if too_long and warn:
             warnings.warn(f"{len(too_long)} sentence(s) longer than max_length={self.max_length} tokens were truncated",
                           stacklevel=3)
-            for i in too_long:
-                ids[i] = self._truncate(sentences[i], len(ids[i]) - self.max_length)
+        for i in too_long:
+            ids[i] = self._truncate(sentences[i], len(ids[i]) - self.max_length)
         return ids
 
     def _truncate(self, sentence: str, excess: int) -> list[int]:

@@ -72,7 +72,7 @@ class TrainingEncoder(nn.Module):
         view = self._views[prompt]
         self.backbone.train(self.training)  # TransformerEncoder puts the backbone in eval mode
         device = next(self.backbone.parameters()).device
-        input_ids, attention_mask = view.pad(view.tokenize(sentences))
+        input_ids, attention_mask = view.pad(view.tokenize(sentences, warn=False))  # training cuts at max_length
         vectors = view.forward_batch(input_ids.to(device), attention_mask.to(device))
         return self.head(vectors) if self.head is not None and use_head and self.training else vectors
 

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from cselab.encoders.checkpoint import CheckpointInfo
+from cselab.encoders.transformer import TransformerEncoder
 from cselab.train.methods import encode_views, method_losses, total_loss
 from cselab.train.model import TrainingEncoder, save_checkpoint
 
@@ -35,7 +36,7 @@ class TrainingError(RuntimeError):
 
 
 class DevSet:
-    """STS-B dev pairs, tokenized once, scored by Spearman x 100 of cosine similarity."""
+    """STS-B dev pairs, tokenized once (whole, as the checkpoint will encode them), scored by Spearman x 100."""
 
     def __init__(self, view, data_dir=None, limit: int | None = None):
         from cselab.data import load_sts
@@ -107,7 +108,6 @@ def train(method: dict[str, Any], model: str, data: str | os.PathLike, out: str 
     scheduler = get_linear_schedule_with_warmup(optimizer, 0, total)
     encoder, optimizer, scheduler = accelerator.prepare(encoder, optimizer, scheduler)
     core = accelerator.unwrap_model(encoder)
-    dev = DevSet(core.view, data_dir, eval_limit)
 
     step, best = 0, -math.inf
     last = out / "last"
@@ -118,8 +118,13 @@ def train(method: dict[str, Any], model: str, data: str | os.PathLike, out: str 
         state = json.loads((last / STATE_FILE).read_text())
         step, best = state["step"], state["best"]
     log = open(out / "log.jsonl", "a", encoding="utf-8")
-    info = CheckpointInfo(pooler=enc["pooler"], prompt=enc.get("prompt"), max_length=cfg["max_length"],
+    # training cuts sentences at training.max_length; the checkpoint encodes them whole (up to the tokenizer's
+    # limit, at most 512 tokens), as SimCSE evaluates
+    info = CheckpointInfo(pooler=enc["pooler"], prompt=enc.get("prompt"),
+                          max_length=min(core.tokenizer.model_max_length, 512),
                           method=method["method"], base_model=str(model), config=method)
+    dev = DevSet(TransformerEncoder(core.backbone, core.tokenizer, pooler=info.pooler, prompt=info.prompt,
+                                    max_length=info.max_length), data_dir, eval_limit)
 
     def evaluate_and_save() -> float:
         nonlocal best

@@ -1,0 +1,100 @@
+"""Training step time: cselab's SimCSE and OssCSE steps against a plain two-forward-pass loop.
+
+The reference is the textbook SimCSE step written here from scratch: tokenize the batch,
+two forward passes (two dropout masks), [CLS] through an MLP head, InfoNCE, backward, AdamW
+step. cselab's step is the `simcse` preset through `encode_views`/`method_losses`. Same model,
+batch and length; each variant runs in its own process so that its peak memory (max RSS on CPU,
+peak allocated on CUDA) is its own.
+
+    python benchmarks/train_speed.py [--model minilm] [--batch-size 64] [--steps 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import subprocess
+import sys
+import time
+
+import torch
+
+
+def run(variant: str, model: str, batch_size: int, steps: int, max_length: int) -> dict:
+    from cselab.data import load_corpus
+    from cselab.encoders.loading import ALIASES
+    from cselab.train.losses import info_nce
+    from cselab.train.methods import encode_views, load_method, method_losses, total_loss
+    from cselab.train.model import TrainingEncoder
+
+    torch.manual_seed(0)
+    path = str(ALIASES[model]()) if model in ALIASES else model
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    sentences = load_corpus("wiki1m")[: batch_size * (steps + 2)]
+    batches = [sentences[i * batch_size:(i + 1) * batch_size] for i in range(steps + 2)]
+    method = load_method("osscse" if variant == "osscse" else "simcse")
+    encoder = TrainingEncoder.from_pretrained(path, pooler=method["encoder"]["pooler"],
+                                              prompt=method["encoder"].get("prompt"), max_length=max_length,
+                                              mlp=method["encoder"].get("mlp", False)).to(device)
+    optimizer = torch.optim.AdamW(encoder.parameters(), lr=1e-5)
+    initial = [p.detach().clone() for p in encoder.backbone.parameters()]
+    tokenizer = encoder.tokenizer
+
+    def ours(batch):
+        rows = {"text": batch, "paraphrase": [s[::-1] for s in batch], "negation": ["not " + s for s in batch]}
+        parts = method_losses(method, encode_views(encoder, method, rows),
+                              lambda: (list(encoder.backbone.parameters()), initial))
+        return total_loss(method, parts)
+
+    def reference(batch):
+        tokens = tokenizer(batch, padding=True, truncation=True, max_length=max_length, return_tensors="pt").to(device)
+        first = encoder.head(encoder.backbone(**tokens).last_hidden_state[:, 0])
+        second = encoder.head(encoder.backbone(**tokens).last_hidden_state[:, 0])
+        return info_nce(first, second, 0.05)
+
+    step_fn = reference if variant == "reference" else ours
+    times = []
+    for i, batch in enumerate(batches):
+        if device == "cuda":
+            torch.cuda.synchronize()
+        clock = time.perf_counter()
+        loss = step_fn(batch)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        if device == "cuda":
+            torch.cuda.synchronize()
+        if i >= 2:  # two warm-up steps
+            times.append(time.perf_counter() - clock)
+    peak = (torch.cuda.max_memory_allocated() / 2**20 if device == "cuda"
+            else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    return {"variant": variant, "device": device, "step_s": sum(times) / len(times), "peak_mib": peak}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", default="minilm")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--max-length", type=int, default=32)
+    parser.add_argument("--variant", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.variant:
+        print(json.dumps(run(args.variant, args.model, args.batch_size, args.steps, args.max_length)))
+        return
+    print(f"model {args.model}, batch {args.batch_size}, max length {args.max_length}, {args.steps} timed steps")
+    results = {}
+    for variant in ("reference", "simcse", "osscse"):
+        output = subprocess.run([sys.executable, __file__, "--variant", variant, "--model", args.model,
+                                 "--batch-size", str(args.batch_size), "--steps", str(args.steps),
+                                 "--max-length", str(args.max_length)], capture_output=True, text=True, check=True)
+        results[variant] = json.loads(output.stdout.strip().splitlines()[-1])
+        r = results[variant]
+        print(f"{variant:9} {r['step_s']:.3f} s/step  peak {r['peak_mib']:.0f} MiB  ({r['device']})")
+    print(f"simcse / reference: {results['simcse']['step_s'] / results['reference']['step_s']:.2f}; "
+          f"osscse / simcse: {results['osscse']['step_s'] / results['simcse']['step_s']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
