@@ -97,13 +97,19 @@ def validate(config: dict[str, Any], source: str = "method") -> None:
 
 
 def encode_views(encoder, config: dict[str, Any], rows: dict[str, list]) -> dict[str, tuple[torch.Tensor, list[int]]]:
-    """Each view's vectors for the rows that have its column, and those rows' positions in the batch."""
-    out = {}
+    """Each view's vectors for the rows that have its column, and those rows' positions in the batch.
+
+    Views of the same column and prompt share one tokenization; each still has its own forward pass."""
+    out, tokens = {}, {}
     for name, view in config["views"].items():
-        present = [i for i, value in enumerate(rows[view["column"]]) if value]
-        texts = [rows[view["column"]][i] for i in present]
-        vectors = encoder(texts, prompt=view.get("prompt")) if texts else None
-        out[name] = (vectors, present)
+        column, prompt = view["column"], view.get("prompt")
+        present = [i for i, value in enumerate(rows[column]) if value]
+        if not present:
+            out[name] = (None, present)
+            continue
+        if (column, prompt) not in tokens:
+            tokens[column, prompt] = encoder.tokenize([rows[column][i] for i in present], prompt=prompt)
+        out[name] = (encoder.forward_tokens(*tokens[column, prompt], prompt=prompt), present)
     return out
 
 

@@ -60,21 +60,30 @@ class TrainingEncoder(nn.Module):
     def tokenizer(self):
         return self.view.tokenizer
 
-    def forward(self, sentences: list[str], prompt: str | None = None, use_head: bool = True) -> torch.Tensor:
-        """Pooled vectors of ``sentences`` (through the head in training when there is one).
-
-        ``prompt`` overrides the encoder's template for this call (e.g. the second view of a
-        prompt-based positive pair)."""
+    def _view(self, prompt: str | None) -> TransformerEncoder:
         prompt = self.prompt if prompt is None else prompt
         if prompt not in self._views:
             self._views[prompt] = TransformerEncoder(self.backbone, self.tokenizer, pooler=self.view.pooler,
                                                      prompt=prompt, max_length=self.view.max_length)
-        view = self._views[prompt]
+        return self._views[prompt]
+
+    def tokenize(self, sentences: list[str], prompt: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Padded token ids and attention mask of ``sentences`` in ``prompt`` (the encoder's by default)."""
+        view = self._view(prompt)
+        return view.pad(view.tokenize(sentences, warn=False))  # training cuts at max_length
+
+    def forward_tokens(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                       prompt: str | None = None, use_head: bool = True) -> torch.Tensor:
+        """Pooled vectors of a tokenized batch (through the head in training when there is one)."""
         self.backbone.train(self.training)  # TransformerEncoder puts the backbone in eval mode
         device = next(self.backbone.parameters()).device
-        input_ids, attention_mask = view.pad(view.tokenize(sentences, warn=False))  # training cuts at max_length
-        vectors = view.forward_batch(input_ids.to(device), attention_mask.to(device))
+        vectors = self._view(prompt).forward_batch(input_ids.to(device), attention_mask.to(device))
         return self.head(vectors) if self.head is not None and use_head and self.training else vectors
+
+    def forward(self, sentences: list[str], prompt: str | None = None, use_head: bool = True) -> torch.Tensor:
+        """Pooled vectors of ``sentences``; ``prompt`` overrides the encoder's template for this call
+        (e.g. the second view of a prompt-based positive pair)."""
+        return self.forward_tokens(*self.tokenize(sentences, prompt), prompt=prompt, use_head=use_head)
 
 
 def save_checkpoint(folder: str | os.PathLike, encoder: TrainingEncoder, info: CheckpointInfo) -> Path:
