@@ -145,31 +145,33 @@ def train(method: dict[str, Any], model: str, data: str | os.PathLike, out: str 
     bar = tqdm(total=total, initial=step, desc=f"Training {method['method']}", unit="step", disable=not progress)
     clock = time.perf_counter()
     core.train()
-    while step < total:
-        epoch, position = divmod(step, per_epoch)
-        order = torch.randperm(len(rows), generator=torch.Generator().manual_seed(cfg["seed"] + epoch))
-        batch = rows[order[position * batch_size:(position + 1) * batch_size].tolist()]
-        with accelerator.accumulate(encoder):
-            parts = method_losses(method, encode_views(core, method, batch),
-                                  lambda: (list(core.backbone.parameters()), initial))
-            loss = total_loss(method, parts)
-            if not torch.isfinite(loss):
-                raise TrainingError(f"the loss became {loss.item()} at step {step + 1}; the last good state is "
-                                    f"{out / 'last'} (best checkpoint {out / 'best'}); lower training.lr or check "
-                                    "the data")
-            accelerator.backward(loss)
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad()
-        step += 1
-        bar.update(1)
-        if step % log_every == 0 or step == total:
-            record = {"step": step, "loss": loss.item(), **{k: v.item() for k, v in parts.items()},
-                      "lr": scheduler.get_last_lr()[0], "seconds": round(time.perf_counter() - clock, 2)}
-            log.write(json.dumps(record) + "\n")
-            bar.set_postfix(loss=f"{loss.item():.4f}")
-        if step % cfg["eval_steps"] == 0 or step == total:
-            bar.set_postfix(loss=f"{loss.item():.4f}", dev=f"{evaluate_and_save():.2f}")
-    bar.close()
-    log.close()
+    try:
+        while step < total:
+            epoch, position = divmod(step, per_epoch)
+            order = torch.randperm(len(rows), generator=torch.Generator().manual_seed(cfg["seed"] + epoch))
+            batch = rows[order[position * batch_size:(position + 1) * batch_size].tolist()]
+            with accelerator.accumulate(encoder):
+                parts = method_losses(method, encode_views(core, method, batch),
+                                      lambda: (list(core.backbone.parameters()), initial))
+                loss = total_loss(method, parts)
+                if not torch.isfinite(loss):
+                    raise TrainingError(f"the loss became {loss.item()} at step {step + 1}; the last good state is "
+                                        f"{out / 'last'} (best checkpoint {out / 'best'}); lower training.lr or check "
+                                        "the data")
+                accelerator.backward(loss)
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad()
+            step += 1
+            bar.update(1)
+            if step % log_every == 0 or step == total:
+                record = {"step": step, "loss": loss.item(), **{k: v.item() for k, v in parts.items()},
+                          "lr": scheduler.get_last_lr()[0], "seconds": round(time.perf_counter() - clock, 2)}
+                log.write(json.dumps(record) + "\n")
+                bar.set_postfix(loss=f"{loss.item():.4f}")
+            if step % cfg["eval_steps"] == 0 or step == total:
+                bar.set_postfix(loss=f"{loss.item():.4f}", dev=f"{evaluate_and_save():.2f}")
+    finally:
+        bar.close()
+        log.close()
     return {"steps": step, "best_stsb_dev": best, "best": str(out / "best"), "last": str(out / "last")}
