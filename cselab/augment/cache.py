@@ -187,7 +187,7 @@ def load_cache(folder: str | os.PathLike):
 
 def summarize(folder: Path) -> dict[str, Any]:
     """Rows, skipped input lines, negation rules and reasons, paraphrase yield and MER histogram."""
-    data = load_cache_rows(folder)
+    data = _load_rows(folder)
     skipped: Counter = Counter()
     for path in sorted(folder.glob("skipped-*.json")):
         skipped.update(json.loads(path.read_text())["counts"])
@@ -205,7 +205,7 @@ def summarize(folder: Path) -> dict[str, Any]:
     }
 
 
-def load_cache_rows(folder: Path) -> dict[str, list]:
+def _load_rows(folder: Path) -> dict[str, list]:
     import pyarrow.parquet as pq
 
     tables = [pq.read_table(p) for p in sorted(folder.glob("chunk-*.parquet"))]

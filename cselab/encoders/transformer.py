@@ -130,11 +130,15 @@ class TransformerEncoder(Encoder):
         return pool(self.pooler, outputs, attention_mask, positions)
 
     def _encode_unique(self, sentences: list[str], batch_size: int, show_progress_bar: bool | None) -> np.ndarray:
-        ids = self.tokenize(sentences)
+        return self.encode_ids(self.tokenize(sentences), batch_size, show_progress_bar)
+
+    def encode_ids(self, ids: list[list[int]], batch_size: int = 64, show_progress_bar: bool | None = False
+                   ) -> np.ndarray:
+        """Vectors of already tokenized sentences, in length-sorted batches padded to their longest member."""
         order = np.argsort([-len(row) for row in ids], kind="stable")
         batches = [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
         show = len(batches) > 20 and sys.stderr.isatty() if show_progress_bar is None else show_progress_bar
-        out = np.empty((len(sentences), self.dim), dtype=np.float32)
+        out = np.empty((len(ids), self.dim), dtype=np.float32)
         device = self.device
         with torch.inference_mode():
             for batch in tqdm(batches, desc="Encoding", unit="batch", disable=not show):

@@ -20,7 +20,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from cselab.encoders.checkpoint import CheckpointInfo
@@ -47,18 +46,11 @@ class DevSet:
         self.sentences = list(dict.fromkeys(self.first + self.second))
         self.view = view
         self.ids = view.tokenize(self.sentences)
-        self.order = np.argsort([-len(row) for row in self.ids], kind="stable")
 
     def score(self, batch_size: int = 128) -> float:
         from cselab.probes.metrics import cosine_rows, spearman
 
-        device = next(self.view.model.parameters()).device
-        vectors = np.empty((len(self.sentences), self.view.dim), dtype=np.float32)
-        with torch.inference_mode():
-            for start in range(0, len(self.order), batch_size):
-                rows = self.order[start:start + batch_size]
-                input_ids, attention_mask = self.view.pad([self.ids[i] for i in rows])
-                vectors[rows] = self.view.forward_batch(input_ids.to(device), attention_mask.to(device)).float().cpu()
+        vectors = self.view.encode_ids(self.ids, batch_size)
         position = {text: i for i, text in enumerate(self.sentences)}
         sims = cosine_rows(vectors[[position[t] for t in self.first]], vectors[[position[t] for t in self.second]])
         return 100 * spearman(sims, self.scores)
