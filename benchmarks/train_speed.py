@@ -1,12 +1,12 @@
-"""Training step time: cselab's SimCSE and OssCSE steps against a plain two-forward-pass loop.
+"""Training step time: cselab's method presets against a plain two-forward-pass SimCSE loop.
 
 The reference is the textbook SimCSE step written here from scratch: tokenize the batch,
 two forward passes (two dropout masks), [CLS] through an MLP head, InfoNCE, backward, AdamW
-step. cselab's step is the `simcse` preset through `encode_views`/`method_losses`. Same model,
+step. cselab's steps are the presets through `encode_views`/`method_losses`. Same model,
 batch and length; each variant runs in its own process so that its peak memory (max RSS on CPU,
 peak allocated on CUDA) is its own.
 
-    python benchmarks/train_speed.py [--model minilm] [--batch-size 64] [--steps 10]
+    python benchmarks/train_speed.py [--model minilm] [--batch-size 64] [--steps 10] [--methods all]
 """
 
 from __future__ import annotations
@@ -25,20 +25,20 @@ def run(variant: str, model: str, batch_size: int, steps: int, max_length: int) 
     from cselab.data import load_corpus
     from cselab.encoders.loading import ALIASES
     from cselab.train.losses import info_nce
-    from cselab.train.methods import encode_views, load_method, method_losses, total_loss
-    from cselab.train.model import TrainingEncoder
+    from cselab.train.methods import load_method
+    from cselab.train.objectives import encode_views, method_losses, total_loss
+    from cselab.train.trainer import _initial_weights, build_encoder
 
     torch.manual_seed(0)
     path = str(ALIASES[model]()) if model in ALIASES else model
     device = "cuda" if torch.cuda.is_available() else "cpu"
     sentences = load_corpus("wiki1m")[: batch_size * (steps + 2)]
     batches = [sentences[i * batch_size:(i + 1) * batch_size] for i in range(steps + 2)]
-    method = load_method("osscse" if variant == "osscse" else "simcse")
-    encoder = TrainingEncoder.from_pretrained(path, pooler=method["encoder"]["pooler"],
-                                              prompt=method["encoder"].get("prompt"), max_length=max_length,
-                                              mlp=method["encoder"].get("mlp", False)).to(device)
-    optimizer = torch.optim.AdamW(encoder.parameters(), lr=1e-5)
-    initial = [p.detach().clone() for p in encoder.backbone.parameters()]
+    method = load_method("simcse" if variant == "reference" else variant)
+    method["training"]["max_length"] = max_length
+    encoder = build_encoder(method, path).to(device)
+    optimizer = torch.optim.AdamW([p for p in encoder.parameters() if p.requires_grad], lr=1e-5)
+    initial = _initial_weights(encoder)
     tokenizer = encoder.tokenizer
 
     def ours(batch):
@@ -78,22 +78,27 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--max-length", type=int, default=32)
+    parser.add_argument("--methods", default="simcse,osscse",
+                        help="comma-separated presets timed after the reference loop (all: every preset)")
     parser.add_argument("--variant", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.variant:
         print(json.dumps(run(args.variant, args.model, args.batch_size, args.steps, args.max_length)))
         return
     print(f"model {args.model}, batch {args.batch_size}, max length {args.max_length}, {args.steps} timed steps")
+    from cselab.train.methods import preset_names
+
+    methods = preset_names() if args.methods == "all" else args.methods.split(",")
     results = {}
-    for variant in ("reference", "simcse", "osscse"):
+    for variant in ["reference", "simcse"] + [m for m in methods if m != "simcse"]:
         output = subprocess.run([sys.executable, __file__, "--variant", variant, "--model", args.model,
                                  "--batch-size", str(args.batch_size), "--steps", str(args.steps),
                                  "--max-length", str(args.max_length)], capture_output=True, text=True, check=True)
         results[variant] = json.loads(output.stdout.strip().splitlines()[-1])
         r = results[variant]
-        print(f"{variant:9} {r['step_s']:.3f} s/step  peak {r['peak_mib']:.0f} MiB  ({r['device']})")
-    print(f"simcse / reference: {results['simcse']['step_s'] / results['reference']['step_s']:.2f}; "
-          f"osscse / simcse: {results['osscse']['step_s'] / results['simcse']['step_s']:.2f}")
+        relative = f"{r['step_s'] / results['simcse']['step_s']:.2f}x simcse" if "simcse" in results else ""
+        print(f"{variant:12} {r['step_s']:.3f} s/step  {relative:13} peak {r['peak_mib']:.0f} MiB  ({r['device']})")
+    print(f"simcse / reference: {results['simcse']['step_s'] / results['reference']['step_s']:.2f}")
 
 
 if __name__ == "__main__":

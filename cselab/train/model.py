@@ -2,8 +2,10 @@
 
 :class:`TrainingEncoder` is a transformers backbone with the poolers and prompts of
 :class:`~cselab.encoders.TransformerEncoder` (tokenisation, padding and pooling are that
-class's, so training and probing see sentences the same way) and, when a method asks for it,
-SimCSE's MLP head (dense + tanh) used in training only.
+class's, so training and probing see sentences the same way) and, when a method asks for them,
+a head used in training only (SimCSE's dense + tanh, SG-OPT's projection), pooled
+intermediate layers (SSCL's negatives, SG-OPT's views) and a frozen copy of the initial
+backbone (SG-OPT's BERT_F).
 
 :func:`save_checkpoint` writes a folder that ``probe run --model FOLDER`` reads as it is
 (weights in safetensors, tokenizer, ``cselab.json``); for the ``cls_before_pooler`` and ``avg``
@@ -13,6 +15,8 @@ poolers without a prompt it also writes sentence-transformers' files, so
 
 from __future__ import annotations
 
+import contextlib
+import copy
 import os
 from pathlib import Path
 
@@ -21,6 +25,7 @@ from torch import nn
 
 from cselab.atomic import write_json_atomic
 from cselab.encoders.checkpoint import CheckpointInfo, write_checkpoint_info
+from cselab.encoders.pooling import masked_mean, needs_hidden_states, pool
 from cselab.encoders.transformer import TransformerEncoder
 
 ST_POOLING = {"cls_before_pooler": "pooling_mode_cls_token", "avg": "pooling_mode_mean_tokens"}
@@ -37,17 +42,61 @@ class MLPHead(nn.Module):
         return torch.tanh(self.dense(vectors))
 
 
+class ProjectionHead(nn.Sequential):
+    """SG-OPT's projection head f: two linear layers (hidden size 4096), each followed by GELU."""
+
+    def __init__(self, hidden: int, inner: int = 4096):
+        super().__init__(nn.Linear(hidden, inner), nn.GELU(), nn.Linear(inner, hidden), nn.GELU())
+
+
+HEADS = {"mlp": MLPHead, "projection": ProjectionHead}
+LAYER_POOLERS = ("first", "avg", "max", "mask")
+DEFAULT_LAYER_POOLER = {"cls": "first", "cls_before_pooler": "first", "avg": "avg", "avg_first_last": "avg",
+                        "avg_top2": "avg", "mask": "mask"}
+
+
+def pool_layer(states: torch.Tensor, attention_mask: torch.Tensor, pooler: str,
+               mask_positions: torch.Tensor | None = None) -> torch.Tensor:
+    """One vector per sentence from one layer's token states: the first token's, the mean or the max over
+    non-padding tokens, or the state at the prompt's mask token."""
+    if pooler == "first":
+        return states[:, 0]
+    if pooler == "avg":
+        return masked_mean(states, attention_mask)
+    if pooler == "max":
+        return states.masked_fill(attention_mask.unsqueeze(-1) == 0, torch.finfo(states.dtype).min).max(dim=1).values
+    if pooler == "mask":
+        return states[torch.arange(len(states), device=states.device), mask_positions]
+    raise ValueError(f"Unknown layer pooler {pooler!r}; choose one of {', '.join(LAYER_POOLERS)}")
+
+
 class TrainingEncoder(nn.Module):
-    """A backbone with a pooler, an optional prompt and an optional training-only MLP head."""
+    """A backbone with a pooler, an optional prompt, an optional training-only head and an optional frozen copy.
+
+    ``head``: ``None``, ``"mlp"`` (SimCSE) or ``"projection"`` (SG-OPT), applied to every view in training.
+    ``frozen``: a dtype name (``"float32"``, ``"bfloat16"``, ``"float16"``) to keep a frozen copy of the initial
+    backbone (eval mode, no gradient; SG-OPT's BERT_F), or ``None``. ``freeze_embeddings`` stops the embedding
+    layer (layer 0) from training."""
 
     def __init__(self, backbone, tokenizer, pooler: str = "cls_before_pooler", prompt: str | None = None,
-                 max_length: int = 32, mlp: bool = False):
+                 max_length: int = 32, head: str | None = None, frozen: str | None = None,
+                 freeze_embeddings: bool = False):
         super().__init__()
         self.backbone = backbone
         self.view = TransformerEncoder(backbone, tokenizer, pooler=pooler, prompt=prompt, max_length=max_length)
         self.prompt = prompt
         self._views = {prompt: self.view}  # by template as given, before [MASK] becomes the tokenizer's token
-        self.head = MLPHead(backbone.config.hidden_size) if mlp else None
+        if head is not None and head not in HEADS:
+            raise ValueError(f"Unknown head {head!r}; choose one of {', '.join(HEADS)}")
+        self.head = HEADS[head](backbone.config.hidden_size) if head else None
+        # not a submodule: outside the optimizer, DDP and the saved state (it is rebuilt from the base model)
+        self.__dict__["frozen"] = (copy.deepcopy(backbone).to(getattr(torch, frozen)).eval().requires_grad_(False)
+                                   if frozen else None)
+        if pooler != "cls" and getattr(backbone, "pooler", None) is not None:
+            # the backbone's pooler layer gets no gradient; frozen, DDP does not wait for one
+            backbone.pooler.requires_grad_(False)
+        if freeze_embeddings:
+            (getattr(backbone, "embeddings", None) or backbone.get_input_embeddings()).requires_grad_(False)
         self.train()
 
     @classmethod
@@ -72,18 +121,47 @@ class TrainingEncoder(nn.Module):
         view = self._view(prompt)
         return view.pad(view.tokenize(sentences, warn=False))  # training cuts at max_length
 
-    def forward_tokens(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
-                       prompt: str | None = None, use_head: bool = True) -> torch.Tensor:
-        """Pooled vectors of a tokenized batch (through the head in training when there is one)."""
-        self.backbone.train(self.training)  # TransformerEncoder puts the backbone in eval mode
-        device = next(self.backbone.parameters()).device
-        vectors = self._view(prompt).forward_batch(input_ids.to(device), attention_mask.to(device))
-        return self.head(vectors) if self.head is not None and use_head and self.training else vectors
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, prompt: str | None = None,
+                use_head: bool = True, layers: list[int] | str | None = None, layer_pooler: str | None = None,
+                frozen: bool = False):
+        """Pooled vectors of a tokenized batch (through the head in training when there is one). Training calls
+        this through the accelerate/DDP wrapper, so that gradients are synchronised across processes.
 
-    def forward(self, sentences: list[str], prompt: str | None = None, use_head: bool = True) -> torch.Tensor:
+        With ``layers`` (hidden-state indices, 0 = embeddings, negative from the last; or ``"all"``) it returns
+        ``(vectors, layer_vectors)``, the second of shape (batch, layers, dim), each layer pooled with
+        ``layer_pooler`` (by default the one matching the encoder's pooler). ``frozen`` runs the frozen copy."""
+        view = self._view(prompt)
+        model = self.frozen if frozen else self.backbone
+        if frozen and model is None:
+            raise ValueError("a frozen view needs the encoder's frozen copy (encoder.frozen in the method)")
+        device = next(self.backbone.parameters()).device
+        if frozen and next(model.parameters()).device != device:
+            model.to(device)  # the frozen copy follows the backbone (it is not a submodule)
+        model.train(self.training and not frozen)  # TransformerEncoder puts the backbone in eval mode
+        input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
+        positions = view._mask_positions(input_ids) if view.pooler == "mask" or layer_pooler == "mask" else None
+        with torch.no_grad() if frozen else contextlib.nullcontext():
+            outputs = model(input_ids=input_ids, attention_mask=attention_mask,
+                            output_hidden_states=layers is not None or needs_hidden_states(view.pooler))
+            vectors = pool(view.pooler, outputs, attention_mask, positions).float()
+            if layers is not None:
+                hidden = outputs.hidden_states
+                chosen = range(len(hidden)) if layers == "all" else layers
+                kind = layer_pooler or DEFAULT_LAYER_POOLER[view.pooler]
+                stacked = torch.stack([pool_layer(hidden[k], attention_mask, kind, positions) for k in chosen],
+                                      dim=1).float()
+        head = self.head if self.head is not None and use_head and self.training else (lambda x: x)
+        return head(vectors) if layers is None else (head(vectors), head(stacked))
+
+    def empty(self) -> torch.Tensor:
+        """The vectors of no sentence: zero rows, on the backbone's device, part of the graph."""
+        parameter = next(self.backbone.parameters())
+        return parameter.new_zeros((0, self.backbone.config.hidden_size)) * parameter.flatten()[0]
+
+    def embed(self, sentences: list[str], prompt: str | None = None, use_head: bool = True, **options):
         """Pooled vectors of ``sentences``; ``prompt`` overrides the encoder's template for this call
-        (e.g. the second view of a prompt-based positive pair)."""
-        return self.forward_tokens(*self.tokenize(sentences, prompt), prompt=prompt, use_head=use_head)
+        (e.g. the second view of a prompt-based positive pair); ``options`` as in :meth:`forward`."""
+        return self(*self.tokenize(sentences, prompt), prompt=prompt, use_head=use_head, **options)
 
 
 def save_checkpoint(folder: str | os.PathLike, encoder: TrainingEncoder, info: CheckpointInfo) -> Path:

@@ -1,17 +1,22 @@
 """The training loop: a method (see :mod:`cselab.train.methods`) over the augment cache.
 
-One process on CPU or one GPU through accelerate (bf16/fp16 with ``mixed_precision``,
-gradient accumulation), a linear learning-rate decay, STS-B dev evaluation every
+Through accelerate: one CPU or GPU, or several GPUs with ``accelerate launch`` (DDP; each
+batch split across the processes, in-batch negatives gathered from all of them with their
+gradient, see :mod:`cselab.train.distributed`); bf16/fp16 with ``mixed_precision``; gradient
+accumulation over ``grad_accum`` batches; a linear learning-rate decay; STS-B dev evaluation every
 ``eval_steps`` (the dev set tokenized once) keeping the best checkpoint in ``OUT/best``, and
 the full training state (model, optimizer, scheduler, RNG states, step) in ``OUT/last`` at
 each evaluation: a run started again on the same ``OUT`` resumes from there, the data order
 being a function of the seed and the epoch. A NaN or infinite loss stops the run, naming the
 step, with ``OUT/last`` left as the last good state. ``OUT/log.jsonl`` has one line per
-logged step and per evaluation.
+logged step and per evaluation; with ``tensorboard=True`` the same figures go to
+``OUT/tensorboard`` too.
 """
 
 from __future__ import annotations
 
+import contextlib
+import importlib.util
 import json
 import math
 import os
@@ -24,7 +29,7 @@ import torch
 
 from cselab.encoders.checkpoint import CheckpointInfo
 from cselab.encoders.transformer import TransformerEncoder
-from cselab.train.methods import encode_views, method_losses, total_loss
+from cselab.train.objectives import encode_views, method_losses, total_loss
 from cselab.train.model import TrainingEncoder, save_checkpoint
 
 STATE_FILE = "trainer_state.json"
@@ -66,10 +71,38 @@ def _replace_folder(temporary: Path, final: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def build_encoder(method: dict[str, Any], model: str) -> TrainingEncoder:
+    """The method's training encoder over the backbone ``model`` (a folder or a hub name)."""
+    enc = method["encoder"]
+    return TrainingEncoder.from_pretrained(model, pooler=enc["pooler"], prompt=enc.get("prompt"),
+                                           max_length=method["training"]["max_length"], head=enc.get("head"),
+                                           frozen=enc.get("frozen"), freeze_embeddings=enc.get("freeze_embeddings",
+                                                                                               False))
+
+
+def _initial_weights(encoder: TrainingEncoder) -> list[torch.Tensor]:
+    """The backbone's initial weights for ``recall``: the frozen copy's when it has full precision (no second
+    copy), else a snapshot."""
+    if encoder.frozen is not None and next(encoder.frozen.parameters()).dtype == torch.float32:
+        return list(encoder.frozen.parameters())
+    return [p.detach().clone() for p in encoder.backbone.parameters()]
+
+
+def _local_rows(rows, order: torch.Tensor, batch: int, batch_size: int, accelerator):
+    """This process's share of batch number ``batch`` of the epoch's ``order`` (the batch split in rank order)."""
+    share = batch_size // accelerator.num_processes
+    start = batch * batch_size + accelerator.process_index * share
+    return rows[order[start:start + share].tolist()]
+
+
 def train(method: dict[str, Any], model: str, data: str | os.PathLike, out: str | os.PathLike,
           data_dir: str | os.PathLike | None = None, eval_limit: int | None = None, log_every: int = 10,
-          progress: bool = True) -> dict[str, Any]:
-    """Train ``model`` with ``method`` on the cache ``data``; returns the run's summary."""
+          progress: bool = True, tensorboard: bool = False) -> dict[str, Any]:
+    """Train ``model`` with ``method`` on the cache ``data``; returns the run's summary.
+
+    ``training.batch_size`` rows make one contrastive batch (its in-batch negatives), split across processes
+    when there are several; ``training.grad_accum`` batches make one optimizer step. ``max_steps``,
+    ``eval_steps`` and the learning-rate schedule count optimizer steps."""
     from accelerate import Accelerator
     from accelerate.utils import set_seed
     from tqdm.auto import tqdm
@@ -78,27 +111,41 @@ def train(method: dict[str, Any], model: str, data: str | os.PathLike, out: str 
     from cselab.augment.cache import load_cache
 
     cfg = method["training"]
-    accelerator = Accelerator(mixed_precision=cfg["mixed_precision"], gradient_accumulation_steps=cfg["grad_accum"])
-    if accelerator.num_processes > 1:
-        raise TrainingError("several processes are not supported yet: in-batch negatives are not gathered across "
-                            "them; train on one device")
-    set_seed(cfg["seed"])
     out = Path(out)
+    if tensorboard and importlib.util.find_spec("tensorboard") is None:
+        raise TrainingError("tensorboard=True needs the tensorboard package: pip install 'cselab[tensorboard]'")
+    accelerator = Accelerator(mixed_precision=cfg["mixed_precision"], log_with="tensorboard" if tensorboard else None,
+                              project_dir=str(out))
+    batch_size, accum, processes = cfg["batch_size"], cfg["grad_accum"], accelerator.num_processes
+    launched = int(os.environ.get("WORLD_SIZE", 1))
+    if launched != processes:  # each process would train alone, all writing to OUT
+        raise TrainingError(f"{launched} processes were launched but accelerate set up {processes} (no GPU? on CPU, "
+                            "set ACCELERATE_USE_CPU=1 for torchrun, the gloo backend is then used)")
+    if batch_size % processes:
+        raise TrainingError(f"training.batch_size {batch_size} does not split evenly across {processes} processes")
+    if processes == 1 and torch.cuda.device_count() > 1:
+        accelerator.print(f"{torch.cuda.device_count()} GPUs visible, training on one: DataParallel is not used "
+                          "(its replicas would each see a part of the in-batch negatives); to use them all, run "
+                          "`accelerate launch --multi_gpu -m cselab.cli train ...`")
+    set_seed(cfg["seed"])
     out.mkdir(parents=True, exist_ok=True)
     rows = load_cache(data)
-    batch_size = cfg["batch_size"]
     per_epoch = len(rows) // batch_size
-    if per_epoch == 0:
-        raise TrainingError(f"{data}: {len(rows)} rows, fewer than one batch of {batch_size}")
-    total = per_epoch * cfg["epochs"] if cfg.get("max_steps") is None else min(cfg["max_steps"],
-                                                                                per_epoch * cfg["epochs"])
+    if per_epoch < accum:
+        raise TrainingError(f"{data}: {len(rows)} rows, fewer than one step of {accum} batch(es) of {batch_size}")
+    total = per_epoch * cfg["epochs"] // accum
+    total = total if cfg.get("max_steps") is None else min(cfg["max_steps"], total)
     enc = method["encoder"]
-    encoder = TrainingEncoder.from_pretrained(model, pooler=enc["pooler"], prompt=enc.get("prompt"),
-                                              max_length=cfg["max_length"], mlp=enc.get("mlp", False))
-    initial = [p.detach().clone() for p in encoder.backbone.parameters()] if "recall" in method["losses"] else None
-    optimizer = torch.optim.AdamW(encoder.parameters(), lr=cfg["lr"])
+    encoder = build_encoder(method, model)
+    initial = _initial_weights(encoder) if any(p.get("type", n) == "recall" for n, p in method["losses"].items()) \
+        else None
+    optimizer = torch.optim.AdamW([p for p in encoder.parameters() if p.requires_grad], lr=cfg["lr"],
+                                  betas=tuple(cfg.get("adam_betas", (0.9, 0.999))))
     scheduler = get_linear_schedule_with_warmup(optimizer, 0, total)
-    encoder, optimizer, scheduler = accelerator.prepare(encoder, optimizer, scheduler)
+    encoder, optimizer = accelerator.prepare(encoder, optimizer)
+    accelerator.register_for_checkpointing(scheduler)  # stepped here once per optimizer step, whatever the processes
+    if processes > 1:
+        set_seed(cfg["seed"] + accelerator.process_index)  # distinct dropout masks on each process
     core = accelerator.unwrap_model(encoder)
 
     step, best = 0, -math.inf
@@ -109,61 +156,86 @@ def train(method: dict[str, Any], model: str, data: str | os.PathLike, out: str 
         accelerator.load_state(str(last))
         state = json.loads((last / STATE_FILE).read_text())
         step, best = state["step"], state["best"]
-    log = open(out / "log.jsonl", "a", encoding="utf-8")
+    main = accelerator.is_main_process
+    log = open(out / "log.jsonl", "a", encoding="utf-8") if main else None
+    if tensorboard:
+        accelerator.init_trackers("tensorboard")
     # training cuts sentences at training.max_length; the checkpoint encodes them whole (up to the tokenizer's
     # limit, at most 512 tokens), as SimCSE evaluates
     info = CheckpointInfo(pooler=enc["pooler"], prompt=enc.get("prompt"),
                           max_length=min(core.tokenizer.model_max_length, 512),
                           method=method["method"], base_model=str(model), config=method)
     dev = DevSet(TransformerEncoder(core.backbone, core.tokenizer, pooler=info.pooler, prompt=info.prompt,
-                                    max_length=info.max_length), data_dir, eval_limit)
+                                    max_length=info.max_length), data_dir, eval_limit) if main else None
 
-    def evaluate_and_save() -> float:
+    def record(values: dict[str, Any]) -> None:
+        if main:
+            log.write(json.dumps({"step": step, **values}) + "\n")
+            log.flush()
+        accelerator.log({k: v for k, v in values.items() if k != "seconds"}, step=step)
+
+    def evaluate_and_save() -> float | None:
         nonlocal best
-        core.eval()
-        score = dev.score()
-        core.train()
-        if score > best:
-            best = score
-            save_checkpoint(out / "best.tmp", core, info)
-            _replace_folder(out / "best.tmp", out / "best")
+        score = None
         accelerator.save_state(str(out / "last.tmp"))
-        (out / "last.tmp" / STATE_FILE).write_text(json.dumps({"step": step, "best": best}))
-        _replace_folder(out / "last.tmp", out / "last")
-        log.write(json.dumps({"step": step, "stsb_dev": score, "best": best}) + "\n")
-        log.flush()
+        accelerator.wait_for_everyone()  # every process's RNG state is in last.tmp before it is renamed
+        if main:
+            core.eval()
+            score = dev.score()
+            core.train()
+            if score > best:
+                best = score
+                save_checkpoint(out / "best.tmp", core, info)
+                _replace_folder(out / "best.tmp", out / "best")
+            (out / "last.tmp" / STATE_FILE).write_text(json.dumps({"step": step, "best": best}))
+            _replace_folder(out / "last.tmp", out / "last")
+            record({"stsb_dev": score, "best": best})
+        accelerator.wait_for_everyone()
         return score
 
-    bar = tqdm(total=total, initial=step, desc=f"Training {method['method']}", unit="step", disable=not progress)
+    bar = tqdm(total=total, initial=step, desc=f"Training {method['method']}", unit="step",
+               disable=not (progress and main))
     clock = time.perf_counter()
     core.train()
     try:
         while step < total:
-            epoch, position = divmod(step, per_epoch)
-            order = torch.randperm(len(rows), generator=torch.Generator().manual_seed(cfg["seed"] + epoch))
-            batch = rows[order[position * batch_size:(position + 1) * batch_size].tolist()]
-            with accelerator.accumulate(encoder):
-                parts = method_losses(method, encode_views(core, method, batch),
-                                      lambda: (list(core.backbone.parameters()), initial))
-                loss = total_loss(method, parts)
-                if not torch.isfinite(loss):
-                    raise TrainingError(f"the loss became {loss.item()} at step {step + 1}; the last good state is "
-                                        f"{out / 'last'} (best checkpoint {out / 'best'}); lower training.lr or check "
-                                        "the data")
-                accelerator.backward(loss)
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad()
+            parts_sum: dict[str, float] = {}
+            for micro in range(accum):
+                epoch, batch = divmod(step * accum + micro, per_epoch)
+                order = torch.randperm(len(rows), generator=torch.Generator().manual_seed(cfg["seed"] + epoch))
+                local = _local_rows(rows, order, batch, batch_size, accelerator)
+                with accelerator.no_sync(encoder) if micro < accum - 1 else contextlib.nullcontext():
+                    parts = method_losses(method, encode_views(encoder, method, local),
+                                          lambda: (list(core.backbone.parameters()), initial))
+                    loss = total_loss(method, parts)
+                    if not torch.isfinite(loss):
+                        raise TrainingError(f"the loss became {loss.item()} at step {step + 1}; the last good state "
+                                            f"is {out / 'last'} (best checkpoint {out / 'best'}); lower training.lr "
+                                            "or check the data")
+                    accelerator.backward(loss / accum)
+                for key, value in {"loss": loss, **parts}.items():
+                    parts_sum[key] = parts_sum.get(key, 0.0) + value.item() / accum
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad()
             step += 1
             bar.update(1)
             if step % log_every == 0 or step == total:
-                record = {"step": step, "loss": loss.item(), **{k: v.item() for k, v in parts.items()},
-                          "lr": scheduler.get_last_lr()[0], "seconds": round(time.perf_counter() - clock, 2)}
-                log.write(json.dumps(record) + "\n")
-                bar.set_postfix(loss=f"{loss.item():.4f}")
+                if processes > 1:  # each process holds its share; their mean is the batch's loss
+                    means = accelerator.reduce(torch.tensor(list(parts_sum.values()), device=accelerator.device),
+                                               reduction="mean")
+                    parts_sum = dict(zip(parts_sum, means.tolist(), strict=True))
+                record({**parts_sum, "lr": scheduler.get_last_lr()[0],
+                        "seconds": round(time.perf_counter() - clock, 2)})
+                bar.set_postfix(loss=f"{parts_sum['loss']:.4f}")
             if step % cfg["eval_steps"] == 0 or step == total:
-                bar.set_postfix(loss=f"{loss.item():.4f}", dev=f"{evaluate_and_save():.2f}")
+                score = evaluate_and_save()
+                if main:
+                    bar.set_postfix(loss=f"{parts_sum['loss']:.4f}", dev=f"{score:.2f}")
     finally:
         bar.close()
-        log.close()
+        if log is not None:
+            log.close()
+        if tensorboard:
+            accelerator.end_training()
     return {"steps": step, "best_stsb_dev": best, "best": str(out / "best"), "last": str(out / "last")}

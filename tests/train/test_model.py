@@ -14,29 +14,29 @@ PROMPT_B = 'This sentence of "{}" means [MASK] .'
 
 def test_dropout_views_differ_in_training_and_gradients_reach_the_backbone(tiny_bert_dir):
     torch.manual_seed(0)
-    encoder = TrainingEncoder.from_pretrained(tiny_bert_dir, pooler="cls", mlp=True)
-    first, second = encoder(SENTENCES), encoder(SENTENCES)
+    encoder = TrainingEncoder.from_pretrained(tiny_bert_dir, pooler="cls", head="mlp")
+    first, second = encoder.embed(SENTENCES), encoder.embed(SENTENCES)
     assert not torch.allclose(first, second)  # two dropout masks
     info_nce(first, second).backward()
     assert encoder.backbone.embeddings.word_embeddings.weight.grad.abs().sum() > 0
     assert encoder.head.dense.weight.grad.abs().sum() > 0
     encoder.eval()
-    np.testing.assert_allclose(encoder(SENTENCES).detach(), encoder(SENTENCES).detach())
+    np.testing.assert_allclose(encoder.embed(SENTENCES).detach(), encoder.embed(SENTENCES).detach())
 
 
 def test_prompt_views_use_the_mask_token(tiny_bert_dir):
     encoder = TrainingEncoder.from_pretrained(tiny_bert_dir, pooler="mask", prompt=PROMPT_A, max_length=24).eval()
-    a, b = encoder(SENTENCES), encoder(SENTENCES, prompt=PROMPT_B)
+    a, b = encoder.embed(SENTENCES), encoder.embed(SENTENCES, prompt=PROMPT_B)
     assert a.shape == b.shape == (3, 32) and not torch.allclose(a, b)
 
 
 @pytest.mark.parametrize(("pooler", "normalize"), [("cls_before_pooler", False), ("avg", True)])
 def test_checkpoint_loads_in_the_probe_and_in_sentence_transformers(tiny_bert_dir, tmp_path, pooler, normalize):
-    encoder = TrainingEncoder.from_pretrained(tiny_bert_dir, pooler=pooler, mlp=True).eval()
+    encoder = TrainingEncoder.from_pretrained(tiny_bert_dir, pooler=pooler, head="mlp").eval()
     folder = save_checkpoint(tmp_path / "best", encoder, CheckpointInfo(
         pooler=pooler, max_length=32, normalize=normalize, method="simcse", base_model=str(tiny_bert_dir)))
     assert (folder / "model.safetensors").exists()
-    expected = encoder(SENTENCES, use_head=False).detach().numpy()
+    expected = encoder.embed(SENTENCES, use_head=False).detach().numpy()
     if normalize:
         expected = expected / np.linalg.norm(expected, axis=1, keepdims=True)
     probe = load_encoder(str(folder), device="cpu")
@@ -51,4 +51,4 @@ def test_prompt_checkpoint_loads_in_the_probe(tiny_bert_dir, tmp_path):
                              CheckpointInfo(pooler="mask", prompt=PROMPT_A, max_length=32, method="osscse"))
     assert not (folder / "modules.json").exists()  # sentence-transformers has no mask-token pooling
     np.testing.assert_allclose(load_encoder(str(folder), device="cpu").encode(SENTENCES),
-                               encoder(SENTENCES).detach().numpy(), atol=1e-5)
+                               encoder.embed(SENTENCES).detach().numpy(), atol=1e-5)

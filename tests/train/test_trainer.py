@@ -4,38 +4,15 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
-from cselab.augment.cache import AugmentConfig, _write_chunk, write_manifest
 from cselab.cli import main
 from cselab.encoders import load_encoder
 from cselab.train.methods import load_method
 from cselab.train.trainer import TrainingError, train
-
-SUBJECTS = ["The old bridge", "My neighbour", "The committee", "A small bird", "The river", "Our team"]
-VERBS = ["crosses the valley", "likes fresh bread", "meets every week", "sings at dawn", "flows to the sea"]
-
-
-@pytest.fixture(scope="module")
-def tiny_cache(tmp_path_factory) -> Path:
-    """A finished augment cache of 96 rows, a third of them without paraphrase or negation."""
-    folder = tmp_path_factory.mktemp("cache") / "key"
-    folder.mkdir()
-    texts = [f"{SUBJECTS[i % 6]} {VERBS[i % 5]} in {1900 + i}." for i in range(96)]
-    rows = {"id": list(range(96)), "text": texts,
-            "paraphrase": [None if i % 3 == 0 else f"In {1900 + i}, {t[:-9].lower()}." for i, t in enumerate(texts)],
-            "paraphrase_mer": [None if i % 3 == 0 else 0.5 for i in range(96)],
-            "negation": [None if i % 3 == 1 else t.replace(" in ", " not in ", 1) for i, t in enumerate(texts)],
-            "negation_rule": [None if i % 3 == 1 else "test" for i in range(96)],
-            "negation_reason": [None] * 96}
-    _write_chunk(folder, 0, rows, [])
-    write_manifest(folder, AugmentConfig(backend="none"), "synthetic", "0" * 64, 1)
-    return folder
-
 
 def small(method: str, **training) -> dict:
     settings = {"batch_size": 16, "max_length": 24, "eval_steps": 10, "lr": 1e-4, **training}
@@ -94,10 +71,32 @@ def test_a_diverging_loss_stops_with_the_step_named(tiny_bert_dir, tiny_cache, d
         train(method, str(tiny_bert_dir), tiny_cache, tmp_path / "run", data_dir, eval_limit=20, progress=False)
 
 
+def test_steps_count_optimizer_steps_with_gradient_accumulation(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
+    summary = train(small("simcse", max_steps=3, grad_accum=2), str(tiny_bert_dir), tiny_cache, tmp_path / "run",
+                    data_dir, eval_limit=20, progress=False)
+    assert summary["steps"] == 3
+    optimizer = torch.load(tmp_path / "run" / "last" / "optimizer.bin", weights_only=True)
+    assert {float(state["step"]) for state in optimizer["state"].values()} == {3.0}
+    # 96 rows = 6 batches of 16 = 3 steps of 2 batches per epoch
+    assert train(small("simcse", grad_accum=2, epochs=1), str(tiny_bert_dir), tiny_cache, tmp_path / "epoch",
+                 data_dir, eval_limit=20, progress=False)["steps"] == 3
+
+
+def test_tensorboard_gets_the_logged_figures(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    train(small("simcse", max_steps=2, eval_steps=2), str(tiny_bert_dir), tiny_cache, tmp_path / "run", data_dir,
+          eval_limit=20, progress=False, tensorboard=True)
+    (events,) = (tmp_path / "run" / "tensorboard").rglob("events.out.tfevents.*")
+    accumulator = EventAccumulator(str(events.parent)).Reload()
+    assert {"loss", "info_nce", "lr", "stsb_dev", "best"} <= set(accumulator.Tags()["scalars"])
+    assert [e.step for e in accumulator.Scalars("stsb_dev")] == [2]
+
+
 def test_bad_keys_are_named(capsys):
     assert main(["train", "--out", "x", "--set", "training.lrr=1"]) == 2
     assert "unknown key 'training.lrr'" in capsys.readouterr().err
     assert main(["train", "--out", "x", "--method", "osscse", "--set", "losses.two_way_margin.gama=1"]) == 2
     assert "unknown key(s) gama in losses.two_way_margin" in capsys.readouterr().err
     assert main(["train", "--out", "x", "--method", "nosuch"]) == 2
-    assert "presets are osscse, simcse, simcse-bt" in capsys.readouterr().err
+    assert "presets are byop-c, byop-c-m" in capsys.readouterr().err

@@ -1,0 +1,95 @@
+import pytest
+import torch
+
+from cselab.cli import main
+from cselab.train.methods import load_method, preset_names
+from cselab.train.model import TrainingEncoder, pool_layer
+from cselab.train.objectives import encode_views, method_losses
+from cselab.train.trainer import _initial_weights, build_encoder, train
+from tests.train.test_trainer import small
+
+ROWS = {"text": ["a man plays the guitar", "two dogs run on the beach", "the market fell sharply today"],
+        "paraphrase": ["a guitar is played by a man", None, "stocks dropped a lot today"],
+        "negation": ["a man does not play the guitar", "two dogs do not run", None]}
+
+
+def test_sscl_adds_one_negative_column_per_row_and_layer_from_the_same_pass(tiny_bert_dir):
+    torch.manual_seed(0)
+    method = load_method("sscl-simcse", ["views.anchor.layers=[-2,-3]"])  # progressive SSCL: two layers
+    encoder = build_encoder(method, str(tiny_bert_dir)).eval()  # no dropout: the pass can be replayed
+    encoded = encode_views(encoder, method, ROWS)
+    final, layers = encoded["anchor"][0], encoded["anchor.layers"][0]
+    assert final.shape == (3, 32) and layers.shape == (3, 2, 32)
+    ids, mask = encoder.tokenize(ROWS["text"])
+    hidden = encoder.backbone(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
+    torch.testing.assert_close(layers[:, 0], pool_layer(hidden[-2], mask, "first"))  # eval: no head applied
+    # in training the same head is applied to the layer vectors as to the last layer's
+    encoder.train()
+    torch.manual_seed(0)
+    method["losses"]["info_nce"]["temperature"] = 1.0
+    with_negatives = method_losses(method, encode_views(encoder, method, ROWS))["info_nce"]
+    assert with_negatives.requires_grad
+    # the loss is InfoNCE over 3 positives + 6 layer columns: recompute it from the views
+    torch.manual_seed(0)
+    encoded = encode_views(encoder, method, ROWS)
+    from cselab.train.losses import info_nce
+    expected = info_nce(encoded["anchor"][0], encoded["positive"][0], 1.0, encoded["anchor.layers"][0].flatten(0, 1))
+    torch.testing.assert_close(with_negatives, expected)
+
+
+def test_sscl_negatives_carry_gradient_below_layer_m_only(tiny_bert_dir):
+    encoder = TrainingEncoder.from_pretrained(tiny_bert_dir, pooler="cls_before_pooler")
+    _, layers = encoder.embed(ROWS["text"], layers=[-2])  # 2-layer BERT: hidden state -2 is layer 1's output
+    (layers * torch.randn_like(layers)).sum().backward()  # (a plain sum of LayerNorm outputs has no gradient)
+    assert encoder.backbone.encoder.layer[0].output.dense.weight.grad.abs().sum() > 0
+    assert encoder.backbone.encoder.layer[1].output.dense.weight.grad is None
+
+
+def test_frozen_copy_gives_layer_views_without_gradient_and_stays_put(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
+    method = load_method("sg-opt")
+    encoder = build_encoder(method, str(tiny_bert_dir))
+    assert encoder.frozen is not None and not any(p.requires_grad for p in encoder.frozen.parameters())
+    assert not any(name.startswith("frozen") for name, _ in encoder.named_parameters())  # not trained, not saved
+    assert not any(p.requires_grad for p in encoder.backbone.embeddings.parameters())  # layer 0 frozen
+    assert _initial_weights(encoder)[0] is next(encoder.frozen.parameters())  # no third copy for the regularizer
+    encoded = encode_views(encoder, method, ROWS)
+    assert encoded["guide.layers"][0].shape == (3, 3, 32)  # embeddings + 2 layers, max pooled, through the head
+    before = [p.clone() for p in encoder.frozen.parameters()]
+    method_losses(method, encoded, lambda: (list(encoder.backbone.parameters()), _initial_weights(encoder))
+                  )["sg_opt"].backward()
+    assert encoder.head[0].weight.grad.abs().sum() > 0
+    assert all(p.grad is None for p in encoder.frozen.parameters())
+    assert all(torch.equal(a, b) for a, b in zip(before, encoder.frozen.parameters(), strict=True))
+    half = build_encoder(load_method("sg", ["encoder.frozen=bfloat16"]), str(tiny_bert_dir))
+    assert next(half.frozen.parameters()).dtype == torch.bfloat16
+    assert encode_views(half, method, ROWS)["guide.layers"][0].dtype == torch.float32
+
+
+@pytest.mark.parametrize("preset", preset_names())
+def test_every_preset_trains_a_few_steps(preset, tiny_bert_dir, tiny_cache, data_dir, tmp_path):
+    summary = train(small(preset, max_steps=2, eval_steps=2), str(tiny_bert_dir), tiny_cache, tmp_path / "run",
+                    data_dir, eval_limit=20, progress=False)
+    assert summary["steps"] == 2 and (tmp_path / "run" / "best" / "model.safetensors").exists()
+
+
+def test_composition_profiles_and_removal():
+    assert load_method("osscse+byop-c")["losses"]["info_nce"] == {
+        **load_method("osscse")["losses"]["info_nce"], "perturbation": "n-", "margin": 0.01, "multitask": False}
+    assert load_method("osscse+byop-c")["method"] == "osscse+byop-c"
+    large = load_method("byop-c-m", profile="roberta-large")
+    assert (large["training"]["batch_size"], large["training"]["lr"]) == (256, 3e-5)
+    assert (large["losses"]["info_nce"]["margin"], large["losses"]["info_nce"]["perturbation"]) == (0.02, "p+n-")
+    assert set(load_method("sg-opt")["losses"]) == {"sg_opt", "recall"}  # `nt_xent: null` removed SG's loss
+    with pytest.raises(ValueError, match="no profile 'gpt'; profiles: bert-base"):
+        load_method("byop-d", profile="gpt")
+    with pytest.raises(ValueError, match="perturbation 'p\\+\\+'"):
+        load_method("byop-c", ["losses.info_nce.perturbation=p++"])
+    with pytest.raises(ValueError, match="names view 'anchor.layers'"):
+        load_method("simcse", ['losses.info_nce.negatives=["anchor.layers"]'])
+
+
+def test_list_methods_has_one_line_per_preset(capsys):
+    assert main(["train", "--list-methods"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines] == preset_names()
+    assert all(len(line.split(maxsplit=1)) == 2 for line in lines)
