@@ -13,13 +13,17 @@ endif
 SYSTEM_PACKAGES := apertium apertium-eng-spa wordnet-base
 
 # make train METHOD=osscse [MODEL=...] [DATA=...] [STEPS=...]: a short CPU run by default.
+comma := ,
 METHOD ?= simcse
 MODEL ?= minilm
 DATA ?= cache/augment
 STEPS ?= 50
 EVAL_STEPS ?= 25
+# make sweep METHODS=simcse,noise-neg,awp-fgsm [SEEDS=3] [STEPS=...]: mean ± std over seeds, in sweeps/.
+METHODS ?= simcse,noise-neg,awp-fgsm
+SEEDS ?= 3
 
-.PHONY: setup system lint test demo augment train bench clean
+.PHONY: setup system lint test demo augment train sweep bench clean
 
 setup: system $(VENV)/.installed
 
@@ -58,8 +62,12 @@ train: setup
 	$(BIN)/cselab train --method $(METHOD) --model $(MODEL) --data $(DATA) --out runs/$(METHOD) \
 		--set training.max_steps=$(STEPS) --set training.eval_steps=$(EVAL_STEPS)
 
+sweep: setup
+	$(BIN)/cselab sweep --methods $(METHODS) --seeds $(SEEDS) --model $(MODEL) --data $(DATA) \
+		--set training.max_steps=$(STEPS) --set training.eval_steps=$(EVAL_STEPS) --out sweeps/$(subst $(comma),+,$(METHODS))
+
 bench: setup
 	$(BIN)/python benchmarks/sts_speed.py
 
 clean:
-	rm -rf $(VENV) results cache runs .pytest_cache
+	rm -rf $(VENV) results cache runs sweeps .pytest_cache

@@ -27,7 +27,7 @@ def run(variant: str, model: str, batch_size: int, steps: int, max_length: int) 
     from cselab.train.losses import info_nce
     from cselab.train.methods import load_method
     from cselab.train.objectives import encode_views, method_losses, total_loss
-    from cselab.train.trainer import _initial_weights, build_encoder
+    from cselab.train.trainer import initial_weights, build_encoder
 
     torch.manual_seed(0)
     path = str(ALIASES[model]()) if model in ALIASES else model
@@ -38,7 +38,7 @@ def run(variant: str, model: str, batch_size: int, steps: int, max_length: int) 
     method["training"]["max_length"] = max_length
     encoder = build_encoder(method, path).to(device)
     optimizer = torch.optim.AdamW([p for p in encoder.parameters() if p.requires_grad], lr=1e-5)
-    initial = _initial_weights(encoder)
+    initial = initial_weights(encoder)
     tokenizer = encoder.tokenizer
 
     def ours(batch):

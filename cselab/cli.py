@@ -247,10 +247,7 @@ def _add_train_command(train: argparse.ArgumentParser) -> None:
 
 def _train(args: argparse.Namespace) -> None:
     import json
-    from pathlib import Path
 
-    from cselab.augment.cache import MANIFEST
-    from cselab.encoders.loading import ALIASES
     from cselab.train.methods import describe_presets, load_method
     from cselab.train.trainer import train
 
@@ -263,15 +260,57 @@ def _train(args: argparse.Namespace) -> None:
     if not args.out:
         raise ValueError("--out is required: the run folder (best/, last/, log.jsonl)")
     method = load_method(args.method, args.set, args.profile)
-    data = Path(args.data)
+    summary = train(method, _backbone(args.model), _finished_cache(args.data), args.out, args.data_dir,
+                    args.eval_limit, tensorboard=args.tensorboard)
+    print(json.dumps(summary, indent=2))
+
+
+def _finished_cache(path: str):
+    """An augment cache folder, or the newest finished one under a root of caches."""
+    from pathlib import Path
+
+    from cselab.augment.cache import MANIFEST
+
+    data = Path(path)
     if not (data / MANIFEST).exists():
         finished = sorted(data.glob(f"*/{MANIFEST}"), key=lambda p: p.stat().st_mtime)
         if not finished:
             raise ValueError(f"{data} holds no finished augment cache (run `cselab augment` or `make augment`)")
         data = finished[-1].parent
-    model = str(ALIASES[args.model]()) if args.model in ALIASES else args.model
-    summary = train(method, model, data, args.out, args.data_dir, args.eval_limit, tensorboard=args.tensorboard)
-    print(json.dumps(summary, indent=2))
+    return data
+
+
+def _backbone(model: str) -> str:
+    from cselab.encoders.loading import ALIASES
+
+    return str(ALIASES[model]()) if model in ALIASES else model
+
+
+def _add_sweep_command(sweep: argparse.ArgumentParser) -> None:
+    sweep.add_argument("--methods", required=True, help="comma-separated presets or YAML files, e.g. simcse,noise-neg")
+    sweep.add_argument("--seeds", default="3", help="a number N (seeds 0..N-1) or a comma-separated list")
+    sweep.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
+                       help="a setting to vary; several --grid make every combination")
+    sweep.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="a setting for every run, e.g. --set training.max_steps=50")
+    sweep.add_argument("--model", default="minilm", help="backbone: minilm (packaged), a folder or a hub name")
+    sweep.add_argument("--data", default="cache/augment", help="augment cache folder or root of caches")
+    sweep.add_argument("--out", required=True, help="sweep folder: runs/, results/, summary.{json,md,png}")
+    sweep.add_argument("--data-dir", help="data root (default: $CSELAB_DATA_DIR)")
+    sweep.add_argument("--eval-limit", type=int, help="score only the first N STS-B dev pairs during training")
+    sweep.set_defaults(handler=_sweep)
+
+
+def _sweep(args: argparse.Namespace) -> None:
+    from cselab.train.sweep import run_sweep
+
+    seeds = [int(s) for s in args.seeds.split(",")] if "," in args.seeds else list(range(int(args.seeds)))
+    summary = run_sweep(args.methods.split(","), seeds, args.grid, args.out, _backbone(args.model),
+                        _finished_cache(args.data), args.set, args.data_dir, args.eval_limit)
+    from cselab.train.sweep import summary_markdown
+
+    print(summary_markdown(summary["rows"]))
+    print(f"wrote {args.out}/summary.json, summary.md, summary.png")
 
 
 def _add_data_commands(data: argparse.ArgumentParser) -> None:
@@ -326,6 +365,15 @@ def build_parser() -> argparse.ArgumentParser:
                "  accelerate launch --multi_gpu --num_processes 4 -m cselab.cli train --method simcse "
                "--model bert-base-uncased --out runs/simcse\n"
                "(on several processes training.batch_size is the whole batch, split across them)",
+        formatter_class=argparse.RawDescriptionHelpFormatter))
+    _add_sweep_command(commands.add_parser(
+        "sweep", help="train methods over several seeds (and a grid) and report mean ± std",
+        description="Train every method x grid point x seed one after another, score each run (STS12-16, STS-B, "
+                    "SICK-R; alignment and uniformity on STS-B dev) and write mean ± std per method and task. "
+                    "Started again on the same OUT it skips scored runs and resumes a half-trained one.",
+        epilog="Example:\n  cselab sweep --methods simcse,noise-neg,awp-fgsm --seeds 3 --set training.max_steps=50 "
+               "--out sweeps/variants\n"
+               "  cselab sweep --methods noise-neg --grid losses.info_nce.generated.count=64,256 --out sweeps/count",
         formatter_class=argparse.RawDescriptionHelpFormatter))
     _add_data_commands(commands.add_parser("data", help="list or fetch data sets",
                                            description="The data sets under the data root."))

@@ -53,14 +53,17 @@ def dynamic_margin(similarities: torch.Tensor, labels: torch.Tensor) -> torch.Te
 
 def info_nce(anchors: torch.Tensor, positives: torch.Tensor, temperature: float = 0.05,
              extra_negatives: torch.Tensor | None = None, offset: int = 0, reduction: str = "mean",
-             perturbation: str | None = None, margin: float | str = 0.0, multitask: bool = False) -> torch.Tensor:
+             perturbation: str | None = None, margin: float | str = 0.0, multitask: bool = False,
+             label_smoothing: float = 0.0) -> torch.Tensor:
     """In-batch InfoNCE: row i's positive is ``positives[offset + i]``, every other positive (and each extra
     negative) is a negative. ``offset`` places the anchors in a longer list of positives (another process's
     rows first); ``reduction`` is ``"mean"`` or ``"none"`` (one loss per anchor).
 
     With ``perturbation`` (see :func:`perturb_logits`) the similarities are shifted by ``margin`` (a number, or
     ``"dynamic"`` for :func:`dynamic_margin`) before the temperature: IFM/BYOP's perturbed loss, alone or, with
-    ``multitask``, averaged with the plain one (``(l + l_perturbed) / 2``)."""
+    ``multitask``, averaged with the plain one (``(l + l_perturbed) / 2``). ``label_smoothing`` spreads that much of
+    the target's mass evenly over all columns (the positive's included), as :func:`torch.nn.functional.cross_entropy`
+    does."""
     if anchors.shape[1:] != positives.shape[1:] or offset + len(anchors) > len(positives):
         raise ValueError(f"anchors {tuple(anchors.shape)} do not match positives {tuple(positives.shape)} "
                          f"at offset {offset}")
@@ -68,14 +71,15 @@ def info_nce(anchors: torch.Tensor, positives: torch.Tensor, temperature: float 
     if extra_negatives is not None:
         similarities = torch.cat([similarities, cosine_matrix(anchors, extra_negatives)], dim=1)
     labels = torch.arange(offset, offset + len(anchors), device=anchors.device)
+
+    def loss(values: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(values / temperature, labels, reduction=reduction, label_smoothing=label_smoothing)
+
     if not perturbation:
-        return F.cross_entropy(similarities / temperature, labels, reduction=reduction)
+        return loss(similarities)
     shift = dynamic_margin(similarities, labels) if margin == "dynamic" else margin
-    perturbed = F.cross_entropy(perturb_logits(similarities, labels, perturbation, shift) / temperature, labels,
-                                reduction=reduction)
-    if not multitask:
-        return perturbed
-    return (F.cross_entropy(similarities / temperature, labels, reduction=reduction) + perturbed) / 2
+    perturbed = loss(perturb_logits(similarities, labels, perturbation, shift))
+    return (loss(similarities) + perturbed) / 2 if multitask else perturbed
 
 
 def nt_xent(first: torch.Tensor, second: torch.Tensor, temperature: float = 0.01) -> torch.Tensor:

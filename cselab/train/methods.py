@@ -8,11 +8,15 @@ A method (``cselab/train/presets/*.yaml``, or any path) has:
   hidden layers of the same forward pass, available to losses as ``NAME.layers``; pooled with
   ``layer_pooler``) and ``frozen`` (encode with the frozen copy). Each view is one forward pass,
   so two views of one column differ by their dropout masks;
+  A view ``of`` another (no forward pass) is made from its vectors by an output ``augment``; a
+  forward view's ``augment`` acts on its input embeddings (:mod:`cselab.train.augmentations`);
 - ``losses``: name -> parameters (``type`` when the name is not the loss's, ``weight``), see
   :mod:`cselab.train.objectives`;
+- ``hooks``: ``weights: {kind: sam|awp, size}`` perturbs the weights for a second pass each
+  step (:mod:`cselab.train.hooks`);
 - ``training``: batch size, learning rate, epochs ... (see :mod:`cselab.train.trainer`);
 - optionally ``description`` (one line for ``--list-methods``), ``extends`` (a preset this one
-  changes; deep-merged, ``key: null`` removes a section of the base) and ``profiles`` (name ->
+  changes; deep-merged, ``key: null`` removes a key of the base) and ``profiles`` (name ->
   ``{dotted.key: value}``, e.g. a paper's per-backbone defaults, picked with ``--profile``).
 
 ``A+B`` composes presets: B's own settings (not those it extends) are merged onto A, so
@@ -34,9 +38,10 @@ import yaml
 
 from cselab.train.objectives import LOSSES
 
-SECTIONS = ("method", "description", "extends", "encoder", "views", "losses", "training", "profiles")
+SECTIONS = ("method", "description", "extends", "encoder", "views", "losses", "hooks", "training", "profiles")
+HOOK_KEYS = {"weights"}
 ENCODER_KEYS = {"pooler", "head", "prompt", "frozen", "freeze_embeddings"}
-VIEW_KEYS = {"column", "prompt", "layers", "layer_pooler", "frozen"}
+VIEW_KEYS = {"column", "prompt", "layers", "layer_pooler", "frozen", "of", "augment"}
 TRAINING_KEYS = {"batch_size", "lr", "epochs", "max_steps", "max_length", "eval_steps", "grad_accum",
                  "mixed_precision", "seed", "adam_betas"}
 VIEW_ROLES = ("anchor", "positive", "paraphrase", "negation", "guide")
@@ -61,8 +66,8 @@ def _read(name_or_path: str | os.PathLike) -> tuple[dict[str, Any], str]:
 def _merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
     merged = copy.deepcopy(base)
     for key, value in changes.items():
-        if value is None and isinstance(merged.get(key), dict):
-            del merged[key]  # `key: null` removes what the base had
+        if value is None:
+            merged.pop(key, None)  # `key: null` removes what the base had
         elif isinstance(value, dict) and isinstance(merged.get(key), dict):
             merged[key] = _merge(merged[key], value)
         else:
@@ -131,9 +136,17 @@ def validate(config: dict[str, Any], source: str = "method") -> None:
     unknown(config, SECTIONS, "the top level")
     unknown(config.get("encoder", {}), ENCODER_KEYS, "encoder")
     unknown(config.get("training", {}), TRAINING_KEYS, "training")
+    unknown(config.get("hooks") or {}, HOOK_KEYS, "hooks")
     views = config.get("views", {})
     for name, view in views.items():
         unknown(view, VIEW_KEYS, f"views.{name}")
+        if "of" in view and view["of"] not in views:
+            raise ValueError(f"{source}: views.{name}.of names view {view['of']!r}, which is not in views")
+        if ("of" in view) == ("column" in view):
+            raise ValueError(f"{source}: views.{name} needs either a column (a forward pass) or of (a view made "
+                             "from another view's vectors)")
+        if "of" in view and not view.get("augment"):
+            raise ValueError(f"{source}: views.{name} is made of {view['of']!r} but has no augment")
     available = set(views) | {f"{name}.layers" for name, view in views.items() if view.get("layers")}
     if not config.get("losses"):
         raise ValueError(f"{source}: no losses")

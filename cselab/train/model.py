@@ -123,13 +123,14 @@ class TrainingEncoder(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, prompt: str | None = None,
                 use_head: bool = True, layers: list[int] | str | None = None, layer_pooler: str | None = None,
-                frozen: bool = False):
+                frozen: bool = False, input_augment=None):
         """Pooled vectors of a tokenized batch (through the head in training when there is one). Training calls
         this through the accelerate/DDP wrapper, so that gradients are synchronised across processes.
 
         With ``layers`` (hidden-state indices, 0 = embeddings, negative from the last; or ``"all"``) it returns
         ``(vectors, layer_vectors)``, the second of shape (batch, layers, dim), each layer pooled with
-        ``layer_pooler`` (by default the one matching the encoder's pooler). ``frozen`` runs the frozen copy."""
+        ``layer_pooler`` (by default the one matching the encoder's pooler). ``frozen`` runs the frozen copy.
+        ``input_augment`` maps the word embeddings (batch, tokens, dim) to what the encoder reads instead."""
         view = self._view(prompt)
         model = self.frozen if frozen else self.backbone
         if frozen and model is None:
@@ -140,9 +141,15 @@ class TrainingEncoder(nn.Module):
         model.train(self.training and not frozen)  # TransformerEncoder puts the backbone in eval mode
         input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
         positions = view._mask_positions(input_ids) if view.pooler == "mask" or layer_pooler == "mask" else None
+        hook = model.get_input_embeddings().register_forward_hook(
+            lambda module, inputs, output: input_augment(output)) if input_augment is not None else None
         with torch.no_grad() if frozen else contextlib.nullcontext():
-            outputs = model(input_ids=input_ids, attention_mask=attention_mask,
-                            output_hidden_states=layers is not None or needs_hidden_states(view.pooler))
+            try:
+                outputs = model(input_ids=input_ids, attention_mask=attention_mask,
+                                output_hidden_states=layers is not None or needs_hidden_states(view.pooler))
+            finally:
+                if hook is not None:
+                    hook.remove()
             vectors = pool(view.pooler, outputs, attention_mask, positions).float()
             if layers is not None:
                 hidden = outputs.hidden_states

@@ -29,7 +29,8 @@ import torch
 
 from cselab.encoders.checkpoint import CheckpointInfo
 from cselab.encoders.transformer import TransformerEncoder
-from cselab.train.objectives import encode_views, method_losses, total_loss
+from cselab.train.hooks import perturb_weights, restore_weights
+from cselab.train.objectives import batch_losses, build_generators, total_loss
 from cselab.train.model import TrainingEncoder, save_checkpoint
 
 STATE_FILE = "trainer_state.json"
@@ -74,13 +75,12 @@ def _replace_folder(temporary: Path, final: Path) -> None:
 def build_encoder(method: dict[str, Any], model: str) -> TrainingEncoder:
     """The method's training encoder over the backbone ``model`` (a folder or a hub name)."""
     enc = method["encoder"]
-    return TrainingEncoder.from_pretrained(model, pooler=enc["pooler"], prompt=enc.get("prompt"),
-                                           max_length=method["training"]["max_length"], head=enc.get("head"),
-                                           frozen=enc.get("frozen"), freeze_embeddings=enc.get("freeze_embeddings",
-                                                                                               False))
+    return TrainingEncoder.from_pretrained(
+        model, pooler=enc["pooler"], prompt=enc.get("prompt"), max_length=method["training"]["max_length"],
+        head=enc.get("head"), frozen=enc.get("frozen"), freeze_embeddings=enc.get("freeze_embeddings", False))
 
 
-def _initial_weights(encoder: TrainingEncoder) -> list[torch.Tensor]:
+def initial_weights(encoder: TrainingEncoder) -> list[torch.Tensor]:
     """The backbone's initial weights for ``recall``: the frozen copy's when it has full precision (no second
     copy), else a snapshot."""
     if encoder.frozen is not None and next(encoder.frozen.parameters()).dtype == torch.float32:
@@ -137,16 +137,31 @@ def train(method: dict[str, Any], model: str, data: str | os.PathLike, out: str 
     total = total if cfg.get("max_steps") is None else min(cfg["max_steps"], total)
     enc = method["encoder"]
     encoder = build_encoder(method, model)
-    initial = _initial_weights(encoder) if any(p.get("type", n) == "recall" for n, p in method["losses"].items()) \
+    initial = initial_weights(encoder) if any(p.get("type", n) == "recall" for n, p in method["losses"].items()) \
         else None
     optimizer = torch.optim.AdamW([p for p in encoder.parameters() if p.requires_grad], lr=cfg["lr"],
                                   betas=tuple(cfg.get("adam_betas", (0.9, 0.999))))
     scheduler = get_linear_schedule_with_warmup(optimizer, 0, total)
+    weights_hook = (method.get("hooks") or {}).get("weights")
+    two_pass = weights_hook or any((view.get("augment") or {}).get("kind") == "fgsm"
+                                   for view in method["views"].values())
+    if two_pass and processes > 1:
+        raise TrainingError("FGSM views and SAM/AWP take a second pass per step that is not synchronised across "
+                            "processes yet: train them on one device")
+    if weights_hook and accum > 1:
+        raise TrainingError("hooks.weights (SAM/AWP) perturbs the weights once per step: set training.grad_accum=1")
     encoder, optimizer = accelerator.prepare(encoder, optimizer)
     accelerator.register_for_checkpointing(scheduler)  # stepped here once per optimizer step, whatever the processes
+    generators = build_generators(method)
+    for name in sorted(generators):  # their queues and histories resume with the run
+        accelerator.register_for_checkpointing(generators[name])
     if processes > 1:
         set_seed(cfg["seed"] + accelerator.process_index)  # distinct dropout masks on each process
     core = accelerator.unwrap_model(encoder)
+    trainable = [p for p in core.parameters() if p.requires_grad]
+
+    def recall_terms():
+        return list(core.backbone.parameters()), initial
 
     step, best = 0, -math.inf
     last = out / "last"
@@ -204,15 +219,22 @@ def train(method: dict[str, Any], model: str, data: str | os.PathLike, out: str 
                 epoch, batch = divmod(step * accum + micro, per_epoch)
                 order = torch.randperm(len(rows), generator=torch.Generator().manual_seed(cfg["seed"] + epoch))
                 local = _local_rows(rows, order, batch, batch_size, accelerator)
+                for generator in generators.values():
+                    generator.new_batch()
                 with accelerator.no_sync(encoder) if micro < accum - 1 else contextlib.nullcontext():
-                    parts = method_losses(method, encode_views(encoder, method, local),
-                                          lambda: (list(core.backbone.parameters()), initial))
+                    parts = batch_losses(encoder, method, local, recall_terms, generators)
                     loss = total_loss(method, parts)
                     if not torch.isfinite(loss):
                         raise TrainingError(f"the loss became {loss.item()} at step {step + 1}; the last good state "
                                             f"is {out / 'last'} (best checkpoint {out / 'best'}); lower training.lr "
                                             "or check the data")
                     accelerator.backward(loss / accum)
+                    if weights_hook:  # the gradient at the perturbed weights updates the original ones
+                        originals = perturb_weights(trainable, weights_hook["kind"], weights_hook["size"])
+                        optimizer.zero_grad()
+                        accelerator.backward(total_loss(method, batch_losses(encoder, method, local, recall_terms,
+                                                                             generators)))
+                        restore_weights(trainable, originals)
                 for key, value in {"loss": loss, **parts}.items():
                     parts_sum[key] = parts_sum.get(key, 0.0) + value.item() / accum
             optimizer.step()

@@ -5,7 +5,7 @@ from cselab.cli import main
 from cselab.train.methods import load_method, preset_names
 from cselab.train.model import TrainingEncoder, pool_layer
 from cselab.train.objectives import encode_views, method_losses
-from cselab.train.trainer import _initial_weights, build_encoder, train
+from cselab.train.trainer import initial_weights, build_encoder, train
 from tests.train.test_trainer import small
 
 ROWS = {"text": ["a man plays the guitar", "two dogs run on the beach", "the market fell sharply today"],
@@ -51,11 +51,11 @@ def test_frozen_copy_gives_layer_views_without_gradient_and_stays_put(tiny_bert_
     assert encoder.frozen is not None and not any(p.requires_grad for p in encoder.frozen.parameters())
     assert not any(name.startswith("frozen") for name, _ in encoder.named_parameters())  # not trained, not saved
     assert not any(p.requires_grad for p in encoder.backbone.embeddings.parameters())  # layer 0 frozen
-    assert _initial_weights(encoder)[0] is next(encoder.frozen.parameters())  # no third copy for the regularizer
+    assert initial_weights(encoder)[0] is next(encoder.frozen.parameters())  # no third copy for the regularizer
     encoded = encode_views(encoder, method, ROWS)
     assert encoded["guide.layers"][0].shape == (3, 3, 32)  # embeddings + 2 layers, max pooled, through the head
     before = [p.clone() for p in encoder.frozen.parameters()]
-    method_losses(method, encoded, lambda: (list(encoder.backbone.parameters()), _initial_weights(encoder))
+    method_losses(method, encoded, lambda: (list(encoder.backbone.parameters()), initial_weights(encoder))
                   )["sg_opt"].backward()
     assert encoder.head[0].weight.grad.abs().sum() > 0
     assert all(p.grad is None for p in encoder.frozen.parameters())

@@ -99,4 +99,4 @@ def test_bad_keys_are_named(capsys):
     assert main(["train", "--out", "x", "--method", "osscse", "--set", "losses.two_way_margin.gama=1"]) == 2
     assert "unknown key(s) gama in losses.two_way_margin" in capsys.readouterr().err
     assert main(["train", "--out", "x", "--method", "nosuch"]) == 2
-    assert "presets are byop-c, byop-c-m" in capsys.readouterr().err
+    assert "Unknown method 'nosuch'" in capsys.readouterr().err
