@@ -26,8 +26,8 @@ def run(variant: str, model: str, batch_size: int, steps: int, max_length: int) 
     from cselab.encoders.loading import ALIASES
     from cselab.train.losses import info_nce
     from cselab.train.methods import load_method
-    from cselab.train.objectives import encode_views, method_losses, total_loss
-    from cselab.train.trainer import initial_weights, build_encoder
+    from cselab.train.objectives import build_generators
+    from cselab.train.trainer import backward_pass, build_encoder, initial_weights
 
     torch.manual_seed(0)
     path = str(ALIASES[model]()) if model in ALIASES else model
@@ -41,17 +41,21 @@ def run(variant: str, model: str, batch_size: int, steps: int, max_length: int) 
     initial = initial_weights(encoder)
     tokenizer = encoder.tokenizer
 
-    def ours(batch):
+    generators = build_generators(method)
+    trainable = [p for p in encoder.parameters() if p.requires_grad]
+
+    def ours(batch):  # the trainer's own step: views, losses, FGSM/SAM/AWP passes, generated negatives
         rows = {"text": batch, "paraphrase": [s[::-1] for s in batch], "negation": ["not " + s for s in batch]}
-        parts = method_losses(method, encode_views(encoder, method, rows),
-                              lambda: (list(encoder.backbone.parameters()), initial))
-        return total_loss(method, parts)
+        for generator in generators.values():
+            generator.new_batch()
+        backward_pass(encoder, method, rows, lambda loss: loss.backward(),
+                      lambda: (list(encoder.backbone.parameters()), initial), generators, trainable)
 
     def reference(batch):
         tokens = tokenizer(batch, padding=True, truncation=True, max_length=max_length, return_tensors="pt").to(device)
         first = encoder.head(encoder.backbone(**tokens).last_hidden_state[:, 0])
         second = encoder.head(encoder.backbone(**tokens).last_hidden_state[:, 0])
-        return info_nce(first, second, 0.05)
+        info_nce(first, second, 0.05).backward()
 
     step_fn = reference if variant == "reference" else ours
     times = []
@@ -59,8 +63,7 @@ def run(variant: str, model: str, batch_size: int, steps: int, max_length: int) 
         if device == "cuda":
             torch.cuda.synchronize()
         clock = time.perf_counter()
-        loss = step_fn(batch)
-        loss.backward()
+        step_fn(batch)
         optimizer.step()
         optimizer.zero_grad()
         if device == "cuda":

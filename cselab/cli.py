@@ -298,17 +298,40 @@ def _add_sweep_command(sweep: argparse.ArgumentParser) -> None:
     sweep.add_argument("--out", required=True, help="sweep folder: runs/, results/, summary.{json,md,png}")
     sweep.add_argument("--data-dir", help="data root (default: $CSELAB_DATA_DIR)")
     sweep.add_argument("--eval-limit", type=int, help="score only the first N STS-B dev pairs during training")
+    sweep.add_argument("--sts-limit", type=int, help="score only the first N pairs of each STS subset (quick checks)")
+    sweep.add_argument("--devices", help="comma-separated GPU ids: one worker process per GPU shares the runs")
+    sweep.add_argument("--worker", help=argparse.SUPPRESS)
     sweep.set_defaults(handler=_sweep)
 
 
+def _without_option(arguments: list[str], option: str) -> list[str]:
+    """``arguments`` less ``option`` and its value (``--opt V`` or ``--opt=V``)."""
+    result, skip = [], False
+    for argument in arguments:
+        if skip:
+            skip = False
+        elif argument == option:
+            skip = True
+        elif not argument.startswith(option + "="):
+            result.append(argument)
+    return result
+
+
 def _sweep(args: argparse.Namespace) -> None:
-    from cselab.train.sweep import run_sweep
+    from cselab.train.sweep import plan, run_parallel, run_sweep, summary_markdown
 
     seeds = [int(s) for s in args.seeds.split(",")] if "," in args.seeds else list(range(int(args.seeds)))
-    summary = run_sweep(args.methods.split(","), seeds, args.grid, args.out, _backbone(args.model),
-                        _finished_cache(args.data), args.set, args.data_dir, args.eval_limit)
-    from cselab.train.sweep import summary_markdown
-
+    methods = args.methods.split(",")
+    if args.devices:
+        arguments = args.argv[args.argv.index("sweep") + 1:]
+        summary = run_parallel(_without_option(arguments, "--devices"), args.devices.split(","), args.out,
+                               plan(methods, seeds, args.grid))
+    else:
+        worker = tuple(int(k) for k in args.worker.split("/")) if args.worker else None
+        summary = run_sweep(methods, seeds, args.grid, args.out, _backbone(args.model), _finished_cache(args.data),
+                            args.set, args.data_dir, args.eval_limit, sts_limit=args.sts_limit, worker=worker)
+        if summary is None:
+            return
     print(summary_markdown(summary["rows"]))
     print(f"wrote {args.out}/summary.json, summary.md, summary.png")
 
@@ -385,6 +408,7 @@ def main(argv: list[str] | None = None) -> int:
     from cselab.encoders import EncoderNotFoundError
 
     args = build_parser().parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)
     try:
         args.handler(args)
     except (DataNotFoundError, DataFormatError, EncoderNotFoundError, FileNotFoundError, KeyError, ValueError,

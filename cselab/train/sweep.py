@@ -8,8 +8,9 @@ comparison honest. Layout of ``OUT``:
   and uniformity on STS-B dev), written atomically once the run is scored;
 - ``summary.json``, ``summary.md``, ``summary.png``: mean ± std per method and task, seeds listed.
 
-Runs go one after another in this process. Started again on the same ``OUT``, a sweep skips the
-scored runs and resumes a half-trained one from its ``last/``.
+Runs go one after another in this process, or, with several GPUs, in one worker process per GPU
+(:func:`run_parallel`). Started again on the same ``OUT``, a sweep skips the scored runs and
+resumes a half-trained one from its ``last/``.
 """
 
 from __future__ import annotations
@@ -76,8 +77,10 @@ def score_run(folder: str | os.PathLike, data_dir: str | os.PathLike | None = No
 
 def run_sweep(methods: list[str], seeds: list[int], grid: list[str], out: str | os.PathLike, model: str,
               data: str | os.PathLike, overrides: list[str] = (), data_dir: str | os.PathLike | None = None,
-              eval_limit: int | None = None, progress: bool = True, sts_limit: int | None = None) -> dict[str, Any]:
-    """Train and score every run not scored yet, then write the summary; returns it."""
+              eval_limit: int | None = None, progress: bool = True, sts_limit: int | None = None,
+              worker: tuple[int, int] | None = None) -> dict[str, Any] | None:
+    """Train and score every run not scored yet, then write the summary; returns it. A ``worker`` ``(k, n)`` takes
+    only every n-th run from the k-th and writes no summary (see :func:`run_parallel`)."""
     from cselab.train.methods import load_method
     from cselab.train.trainer import train
 
@@ -87,6 +90,8 @@ def run_sweep(methods: list[str], seeds: list[int], grid: list[str], out: str | 
         for point in parse_grid(grid):
             load_method(method, [*overrides, *point])
     for number, run in enumerate(runs, 1):
+        if worker is not None and (number - 1) % worker[1] != worker[0]:
+            continue
         result_path = out / "results" / f"{run.slug}.json"
         if result_path.exists():
             continue
@@ -98,6 +103,26 @@ def run_sweep(methods: list[str], seeds: list[int], grid: list[str], out: str | 
                   "steps": summary["steps"], "best_stsb_dev": summary["best_stsb_dev"],
                   "scores": score_run(summary["best"], data_dir, sts_limit)}
         write_json_atomic(result_path, result)
+    if worker is not None:
+        return None
+    return write_summary(out, [json.loads((out / "results" / f"{r.slug}.json").read_text()) for r in runs])
+
+
+def run_parallel(arguments: list[str], devices: list[str], out: str | os.PathLike, runs: list[SweepRun]
+                 ) -> dict[str, Any]:
+    """One ``cselab sweep ... --worker k/n`` process per device (``CUDA_VISIBLE_DEVICES``), then the summary."""
+    import subprocess
+    import sys
+
+    workers = [subprocess.Popen([sys.executable, "-m", "cselab.cli", "sweep", *arguments,
+                                 "--worker", f"{k}/{len(devices)}"],
+                                env={**os.environ, "CUDA_VISIBLE_DEVICES": device})
+               for k, device in enumerate(devices)]
+    failed = [device for device, worker in zip(devices, workers, strict=True) if worker.wait() != 0]
+    if failed:
+        raise RuntimeError(f"the sweep's worker(s) on device(s) {', '.join(failed)} failed; start the sweep again "
+                           "to resume")
+    out = Path(out)
     return write_summary(out, [json.loads((out / "results" / f"{r.slug}.json").read_text()) for r in runs])
 
 

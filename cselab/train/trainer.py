@@ -88,6 +88,26 @@ def initial_weights(encoder: TrainingEncoder) -> list[torch.Tensor]:
     return [p.detach().clone() for p in encoder.backbone.parameters()]
 
 
+def backward_pass(model, method: dict[str, Any], rows: dict[str, list], backward, recall_terms=None,
+                  generators=None, trainable: list[torch.Tensor] | None = None):
+    """One batch's losses and their ``backward``; with ``hooks.weights`` (SAM/AWP) the gradient is taken again at
+    the perturbed ``trainable`` weights, which are then restored. Returns the (first pass's) loss and its parts;
+    a loss that is not finite is returned without a backward pass."""
+    parts = batch_losses(model, method, rows, recall_terms, generators)
+    loss = total_loss(method, parts)
+    if not torch.isfinite(loss):
+        return loss, parts
+    backward(loss)
+    hook = (method.get("hooks") or {}).get("weights")
+    if hook:  # the gradient at the perturbed weights updates the original ones
+        originals = perturb_weights(trainable, hook["kind"], hook["size"])
+        for parameter in trainable:
+            parameter.grad = None
+        backward(total_loss(method, batch_losses(model, method, rows, recall_terms, generators)))
+        restore_weights(trainable, originals)
+    return loss, parts
+
+
 def _local_rows(rows, order: torch.Tensor, batch: int, batch_size: int, accelerator):
     """This process's share of batch number ``batch`` of the epoch's ``order`` (the batch split in rank order)."""
     share = batch_size // accelerator.num_processes
@@ -222,19 +242,13 @@ def train(method: dict[str, Any], model: str, data: str | os.PathLike, out: str 
                 for generator in generators.values():
                     generator.new_batch()
                 with accelerator.no_sync(encoder) if micro < accum - 1 else contextlib.nullcontext():
-                    parts = batch_losses(encoder, method, local, recall_terms, generators)
-                    loss = total_loss(method, parts)
-                    if not torch.isfinite(loss):
-                        raise TrainingError(f"the loss became {loss.item()} at step {step + 1}; the last good state "
-                                            f"is {out / 'last'} (best checkpoint {out / 'best'}); lower training.lr "
-                                            "or check the data")
-                    accelerator.backward(loss / accum)
-                    if weights_hook:  # the gradient at the perturbed weights updates the original ones
-                        originals = perturb_weights(trainable, weights_hook["kind"], weights_hook["size"])
-                        optimizer.zero_grad()
-                        accelerator.backward(total_loss(method, batch_losses(encoder, method, local, recall_terms,
-                                                                             generators)))
-                        restore_weights(trainable, originals)
+                    loss, parts = backward_pass(encoder, method, local,
+                                                lambda value: accelerator.backward(value / accum), recall_terms,
+                                                generators, trainable)
+                if not torch.isfinite(loss):
+                    raise TrainingError(f"the loss became {loss.item()} at step {step + 1}; the last good state "
+                                        f"is {out / 'last'} (best checkpoint {out / 'best'}); lower training.lr "
+                                        "or check the data")
                 for key, value in {"loss": loss, **parts}.items():
                     parts_sum[key] = parts_sum.get(key, 0.0) + value.item() / accum
             optimizer.step()

@@ -1,3 +1,4 @@
+import json
 import math
 
 import numpy as np
@@ -170,3 +171,16 @@ def test_sweep_runs_every_seed_resumes_and_reports_mean_and_std(tiny_bert_dir, t
                       settings, data_dir, eval_limit=20, progress=False, sts_limit=20)
     assert again["rows"] == summary["rows"] and not (tmp_path / "sweep" / "runs").exists()
     assert summarize(summary["runs"]) == summary["rows"]
+
+
+def test_sweep_over_devices_shares_the_runs_between_workers(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
+    from cselab.cli import main
+
+    arguments = ["sweep", "--methods", "simcse", "--seeds", "0,1", "--model", str(tiny_bert_dir),
+                 "--data", str(tiny_cache), "--data-dir", str(data_dir), "--eval-limit", "20",
+                 "--set", "training.batch_size=16", "--set", "training.max_length=24", "--set", "training.max_steps=1",
+                 "--set", "training.eval_steps=1", "--sts-limit", "20", "--out", str(tmp_path / "sweep"),
+                 "--devices", "0,1"]
+    assert main(arguments) == 0  # on CPU the device ids change nothing; the two workers split the runs
+    summary = json.loads((tmp_path / "sweep" / "summary.json").read_text())
+    assert [r["seed"] for r in summary["runs"]] == [0, 1] and summary["rows"][0]["seeds"] == [0, 1]
