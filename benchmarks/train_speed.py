@@ -2,7 +2,7 @@
 
 The reference is the textbook SimCSE step written here from scratch: tokenize the batch,
 two forward passes (two dropout masks), [CLS] through an MLP head, InfoNCE, backward, AdamW
-step. cselab's steps are the presets through `encode_views`/`method_losses`. Same model,
+step. cselab's steps are the presets through the trainer's own `backward_pass`. Same model,
 batch and length; each variant runs in its own process so that its peak memory (max RSS on CPU,
 peak allocated on CUDA) is its own.
 

@@ -25,7 +25,7 @@ from torch import nn
 
 from cselab.atomic import write_json_atomic
 from cselab.encoders.checkpoint import CheckpointInfo, write_checkpoint_info
-from cselab.encoders.pooling import masked_mean, needs_hidden_states, pool
+from cselab.encoders.pooling import LAYER_POOLER, needs_hidden_states, pool, pool_states
 from cselab.encoders.transformer import TransformerEncoder
 
 ST_POOLING = {"cls_before_pooler": "pooling_mode_cls_token", "avg": "pooling_mode_mean_tokens"}
@@ -50,24 +50,6 @@ class ProjectionHead(nn.Sequential):
 
 
 HEADS = {"mlp": MLPHead, "projection": ProjectionHead}
-LAYER_POOLERS = ("first", "avg", "max", "mask")
-DEFAULT_LAYER_POOLER = {"cls": "first", "cls_before_pooler": "first", "avg": "avg", "avg_first_last": "avg",
-                        "avg_top2": "avg", "mask": "mask"}
-
-
-def pool_layer(states: torch.Tensor, attention_mask: torch.Tensor, pooler: str,
-               mask_positions: torch.Tensor | None = None) -> torch.Tensor:
-    """One vector per sentence from one layer's token states: the first token's, the mean or the max over
-    non-padding tokens, or the state at the prompt's mask token."""
-    if pooler == "first":
-        return states[:, 0]
-    if pooler == "avg":
-        return masked_mean(states, attention_mask)
-    if pooler == "max":
-        return states.masked_fill(attention_mask.unsqueeze(-1) == 0, torch.finfo(states.dtype).min).max(dim=1).values
-    if pooler == "mask":
-        return states[torch.arange(len(states), device=states.device), mask_positions]
-    raise ValueError(f"Unknown layer pooler {pooler!r}; choose one of {', '.join(LAYER_POOLERS)}")
 
 
 class TrainingEncoder(nn.Module):
@@ -154,8 +136,8 @@ class TrainingEncoder(nn.Module):
             if layers is not None:
                 hidden = outputs.hidden_states
                 chosen = range(len(hidden)) if layers == "all" else layers
-                kind = layer_pooler or DEFAULT_LAYER_POOLER[view.pooler]
-                stacked = torch.stack([pool_layer(hidden[k], attention_mask, kind, positions) for k in chosen],
+                kind = layer_pooler or LAYER_POOLER[view.pooler]
+                stacked = torch.stack([pool_states(hidden[k], attention_mask, kind, positions) for k in chosen],
                                       dim=1).float()
         head = self.head if self.head is not None and use_head and self.training else (lambda x: x)
         return head(vectors) if layers is None else (head(vectors), head(stacked))

@@ -136,10 +136,11 @@ class Loss:
 def _info_nce(params, encoded, _, generator=None):
     anchors, positives = aligned(encoded, [params["anchor"], params["positive"]])
     positives, offset = gather_rows(positives)
-    negatives = [gather_rows(encoded[v][0].flatten(0, -2))[0] for v in params.get("negatives", [])]
+    columns = [gather_rows(encoded[v][0].flatten(0, -2))[0] for v in params.get("negatives", [])]
     generated = generator(anchors) if generator is not None and len(anchors) else None
-    negatives = torch.cat(negatives + ([generated] if generated is not None else [])) \
-        if negatives or generated is not None else None
+    if generated is not None:
+        columns.append(generated)
+    negatives = torch.cat(columns) if columns else None
     if negatives is not None and not len(negatives):
         negatives = None
     if not len(anchors):
@@ -211,12 +212,16 @@ def build_generators(config: dict[str, Any]) -> dict[str, NegativeGenerator]:
             if params.get("generated")}
 
 
+def fgsm_view_names(config: dict[str, Any]) -> list[str]:
+    """The views whose augment is FGSM (they take a second pass per step)."""
+    return [name for name, view in config["views"].items() if (view.get("augment") or {}).get("kind") == "fgsm"]
+
+
 def batch_losses(model, config: dict[str, Any], rows: dict[str, list], recall_terms: Callable[[], tuple] | None = None,
                  generators: dict[str, NegativeGenerator] | None = None) -> dict[str, torch.Tensor]:
     """Encode the views of ``rows`` and apply the losses; with FGSM views, a first pass finds the direction that
     increases the loss, and the views are encoded again moved that way."""
-    fgsm_views = [name for name, view in config["views"].items()
-                  if (view.get("augment") or {}).get("kind") == "fgsm"]
+    fgsm_views = fgsm_view_names(config)
     if not fgsm_views:
         return method_losses(config, encode_views(model, config, rows), recall_terms, generators)
     captured = {}

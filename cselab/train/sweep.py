@@ -105,7 +105,11 @@ def run_sweep(methods: list[str], seeds: list[int], grid: list[str], out: str | 
         write_json_atomic(result_path, result)
     if worker is not None:
         return None
-    return write_summary(out, [json.loads((out / "results" / f"{r.slug}.json").read_text()) for r in runs])
+    return write_summary(out, _read_results(out, runs))
+
+
+def _read_results(out: Path, runs: list[SweepRun]) -> list[dict[str, Any]]:
+    return [json.loads((out / "results" / f"{run.slug}.json").read_text()) for run in runs]
 
 
 def run_parallel(arguments: list[str], devices: list[str], out: str | os.PathLike, runs: list[SweepRun]
@@ -122,8 +126,7 @@ def run_parallel(arguments: list[str], devices: list[str], out: str | os.PathLik
     if failed:
         raise RuntimeError(f"the sweep's worker(s) on device(s) {', '.join(failed)} failed; start the sweep again "
                            "to resume")
-    out = Path(out)
-    return write_summary(out, [json.loads((out / "results" / f"{r.slug}.json").read_text()) for r in runs])
+    return write_summary(out, _read_results(Path(out), runs))
 
 
 def summarize(results: list[dict[str, Any]]) -> list[dict[str, Any]]:

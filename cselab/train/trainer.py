@@ -30,7 +30,7 @@ import torch
 from cselab.encoders.checkpoint import CheckpointInfo
 from cselab.encoders.transformer import TransformerEncoder
 from cselab.train.hooks import perturb_weights, restore_weights
-from cselab.train.objectives import batch_losses, build_generators, total_loss
+from cselab.train.objectives import batch_losses, build_generators, fgsm_view_names, total_loss
 from cselab.train.model import TrainingEncoder, save_checkpoint
 
 STATE_FILE = "trainer_state.json"
@@ -163,9 +163,7 @@ def train(method: dict[str, Any], model: str, data: str | os.PathLike, out: str 
                                   betas=tuple(cfg.get("adam_betas", (0.9, 0.999))))
     scheduler = get_linear_schedule_with_warmup(optimizer, 0, total)
     weights_hook = (method.get("hooks") or {}).get("weights")
-    two_pass = weights_hook or any((view.get("augment") or {}).get("kind") == "fgsm"
-                                   for view in method["views"].values())
-    if two_pass and processes > 1:
+    if (weights_hook or fgsm_view_names(method)) and processes > 1:
         raise TrainingError("FGSM views and SAM/AWP take a second pass per step that is not synchronised across "
                             "processes yet: train them on one device")
     if weights_hook and accum > 1:
@@ -232,12 +230,16 @@ def train(method: dict[str, Any], model: str, data: str | os.PathLike, out: str 
                disable=not (progress and main))
     clock = time.perf_counter()
     core.train()
+    orders: dict[int, torch.Tensor] = {}  # the epoch's data order, a function of the seed and the epoch
     try:
         while step < total:
             parts_sum: dict[str, float] = {}
             for micro in range(accum):
                 epoch, batch = divmod(step * accum + micro, per_epoch)
-                order = torch.randperm(len(rows), generator=torch.Generator().manual_seed(cfg["seed"] + epoch))
+                if epoch not in orders:
+                    orders = {epoch: torch.randperm(len(rows),
+                                                    generator=torch.Generator().manual_seed(cfg["seed"] + epoch))}
+                order = orders[epoch]
                 local = _local_rows(rows, order, batch, batch_size, accelerator)
                 for generator in generators.values():
                     generator.new_batch()

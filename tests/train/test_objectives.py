@@ -3,7 +3,8 @@ import torch
 
 from cselab.cli import main
 from cselab.train.methods import load_method, preset_names
-from cselab.train.model import TrainingEncoder, pool_layer
+from cselab.encoders.pooling import pool_states
+from cselab.train.model import TrainingEncoder
 from cselab.train.objectives import encode_views, method_losses
 from cselab.train.trainer import initial_weights, build_encoder, train
 from tests.train.test_trainer import small
@@ -22,7 +23,7 @@ def test_sscl_adds_one_negative_column_per_row_and_layer_from_the_same_pass(tiny
     assert final.shape == (3, 32) and layers.shape == (3, 2, 32)
     ids, mask = encoder.tokenize(ROWS["text"])
     hidden = encoder.backbone(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
-    torch.testing.assert_close(layers[:, 0], pool_layer(hidden[-2], mask, "first"))  # eval: no head applied
+    torch.testing.assert_close(layers[:, 0], pool_states(hidden[-2], mask, "first"))  # eval: no head applied
     # in training the same head is applied to the layer vectors as to the last layer's
     encoder.train()
     torch.manual_seed(0)
