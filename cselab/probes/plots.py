@@ -1,0 +1,88 @@
+"""Pictures of the transfer, probing and geometry suites (PNG, matplotlib's Agg back-end)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+SCORE_KEYS = ("folder", "protocol", "sentences_encoded", "encode_s", "avg", "skipped")
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(figure, path: str | os.PathLike) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.tight_layout()
+    figure.savefig(path)
+    _pyplot().close(figure)
+    return path
+
+
+def task_scores(suite: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The per-task entries of a transfer or probing result."""
+    return {name: value for name, value in suite.items() if name not in SCORE_KEYS}
+
+
+def plot_accuracies(suites: dict[str, dict[str, Any]], path: str | os.PathLike, title: str = "") -> Path:
+    """One bar chart per suite (transfer, probing): test accuracy x 100 per task."""
+    plt = _pyplot()
+    figure, axes = plt.subplots(1, len(suites), figsize=(6 * len(suites), 4), dpi=120, squeeze=False)
+    for ax, (name, suite) in zip(axes[0], suites.items()):
+        tasks = task_scores(suite)
+        values = [task["acc"] for task in tasks.values()]
+        bars = ax.bar(list(tasks), values, color="tab:blue" if name == "transfer" else "tab:green")
+        ax.bar_label(bars, fmt="%.1f", fontsize=7)
+        ax.set_ylim(0, 105)
+        ax.set_ylabel("test accuracy x 100")
+        ax.set_title(f"{name} ({suite['protocol']} protocol)")
+        ax.tick_params(axis="x", labelrotation=45, labelsize=8)
+    figure.suptitle(title)
+    return _save(figure, path)
+
+
+def plot_geometry(geometry: dict[str, Any], path: str | os.PathLike, title: str = "") -> Path:
+    """Alignment/uniformity, inter-layer cosine, TokSim, STS-B by layer x pooler and STS after PCA, one panel each."""
+    plt = _pyplot()
+    figure, axes = plt.subplots(1, 5, figsize=(24, 4.2), dpi=110)
+    au = geometry["alignment_uniformity"]
+    axes[0].scatter([au["alignment"]], [au["uniformity"]], s=40)
+    axes[0].annotate(title, (au["alignment"], au["uniformity"]), fontsize=7)
+    axes[0].set(xlabel="alignment (lower is better)", ylabel="uniformity (lower is better)",
+                title="Alignment / uniformity (STS-B dev)")
+    layers = geometry["layers"]
+    if "skipped" in layers:
+        for ax in axes[1:4]:
+            ax.text(0.5, 0.5, layers["skipped"], ha="center", va="center", wrap=True, fontsize=8)
+            ax.set_axis_off()
+    else:
+        cosine = layers["inter_layer_cosine"]
+        axes[1].plot([f"{i}-{i + 1}" for i in range(len(cosine))], cosine, marker="o")
+        axes[1].set(xlabel="adjacent layers", ylabel="mean cosine", title="Inter-layer similarity (STS-B test)")
+        axes[2].plot(range(len(layers["token_similarity"])), layers["token_similarity"], marker="o")
+        axes[2].set(xlabel="layer", ylabel="mean token cosine", title="TokSim (STS-B test)")
+        for pooler, values in layers["sts_by_layer"].items():
+            axes[3].plot(range(len(values)), [float("nan") if v is None else v for v in values], marker="o",
+                         label=pooler)
+        axes[3].set(xlabel="layer (0 = embeddings)", ylabel="Spearman x 100", title="STS-B test by layer x pooler")
+        axes[3].legend(fontsize=8)
+    pca = geometry["pca"]
+    if "skipped" in pca:
+        axes[4].text(0.5, 0.5, pca["skipped"], ha="center", va="center", wrap=True, fontsize=8)
+        axes[4].set_axis_off()
+    else:
+        dims = sorted(pca["dims"], key=int)
+        axes[4].plot([int(d) for d in dims], [pca["dims"][d]["avg"] for d in dims], marker="o")
+        axes[4].set(xlabel="dimensions kept (PCA)", ylabel="STS avg. Spearman x 100", title="STS after PCA")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+    figure.suptitle(title)
+    return _save(figure, path)

@@ -1,0 +1,95 @@
+"""Transfer tasks: classifiers on frozen sentence vectors, SentEval's protocol (accuracy x 100).
+
+MR, CR, SUBJ, MPQA: nested 10-fold cross-validation; SST-2: train/dev/test; TREC and MRPC: 10-fold
+cross-validation on train, one refit scored on test; MRPC's features are ``[|u - v|, u * v]`` and its
+F1 is reported too. Rows are ordered as SentEval orders them (by token count, then label) so that the
+folds are SentEval's. Every sentence of every task is encoded once, in one call.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from sklearn.metrics import f1_score
+
+from cselab.data.transfer import TRANSFER_TASKS, LabelledText, load_transfer
+from cselab.encoders import Encoder
+from cselab.probes.validation import inner_kfold, kfold_then_test, protocol, split
+
+NCLASSES = {"MR": 2, "CR": 2, "SUBJ": 2, "MPQA": 2, "SST2": 2, "TREC": 6, "MRPC": 2}
+
+
+def pair_features(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """MRPC's classifier input: ``[|u - v|, u * v]`` per pair."""
+    return np.concatenate([np.abs(u - v), u * v], axis=1)
+
+
+def sentevals_order(data: LabelledText) -> np.ndarray:
+    """Row order by token count (then the second sentence's, for pairs), then label; stable, as SentEval sorts."""
+    lengths2 = [len(t.split()) for t in data.texts2] if data.texts2 is not None else [0] * len(data)
+    keys = [(len(t.split()), n2, int(label)) for t, n2, label in zip(data.texts, lengths2, data.labels)]
+    return np.array(sorted(range(len(keys)), key=keys.__getitem__), dtype=np.int64)
+
+
+def _ordered(data: LabelledText) -> LabelledText:
+    order = sentevals_order(data)
+    return LabelledText(data.task, data.split, [data.texts[i] for i in order], data.labels[order],
+                        None if data.texts2 is None else [data.texts2[i] for i in order], data.files)
+
+
+def task_features(splits: dict[str, LabelledText], vectors: dict[str, np.ndarray]
+                  ) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+    """Classifier inputs of one task: features of every split in one matrix (rows in SentEval's order), labels,
+    and each split's rows in them."""
+    blocks, labels, rows, start = [], [], {}, 0
+    for name, part in splits.items():
+        part = _ordered(part)
+        u = np.stack([vectors[t] for t in part.texts])
+        blocks.append(pair_features(u, np.stack([vectors[t] for t in part.texts2])) if part.texts2 is not None else u)
+        labels.append(part.labels)
+        rows[name] = np.arange(start, start + len(part))
+        start += len(part)
+    return np.concatenate(blocks), np.concatenate(labels), rows
+
+
+def score_task(task: str, splits: dict[str, LabelledText], vectors: dict[str, np.ndarray], protocol_name: str = "full",
+               n_jobs: int = 1) -> dict[str, Any]:
+    """One task's accuracy (x 100) from the vectors of its sentences."""
+    setup = protocol(protocol_name)
+    X, y, rows = task_features(splits, vectors)
+    clock = time.perf_counter()
+    if list(rows) == ["all"]:
+        result = inner_kfold(X, y, NCLASSES[task], setup, n_jobs)
+    elif "dev" in rows:
+        result = split(X, y, rows["train"], rows["dev"], rows["test"], NCLASSES[task], setup, n_jobs=n_jobs)
+    else:
+        result = kfold_then_test(X, y, rows["train"], rows["test"], NCLASSES[task], setup, n_jobs)
+        predictions = result.pop("predictions")
+        if task == "MRPC":
+            result["f1"] = round(100 * f1_score(y[rows["test"]], predictions), 2)
+    sizes = {f"n_{name}": len(r) for name, r in rows.items()}
+    return {**result, **sizes, "classifier_s": round(time.perf_counter() - clock, 2)}
+
+
+def run_transfer(encoder: Encoder, tasks: Sequence[str] = TRANSFER_TASKS, data_dir: str | os.PathLike | None = None,
+                 protocol_name: str = "full", batch_size: int = 64, n_jobs: int = 1, limit: int | None = None
+                 ) -> tuple[dict[str, Any], list]:
+    """Score ``encoder`` on transfer tasks; returns the scores (``avg`` = mean accuracy) and the files read."""
+    data = {task.upper().replace("-", ""): load_transfer(task, data_dir, limit) for task in tasks}
+    texts = [t for splits in data.values() for part in splits.values() for t in (*part.texts, *(part.texts2 or ()))]
+    unique = list(dict.fromkeys(texts))
+    clock = time.perf_counter()
+    vectors = dict(zip(unique, encoder.encode(unique, batch_size=batch_size)))
+    encode_s = round(time.perf_counter() - clock, 2)
+    scores: dict[str, Any] = {name: score_task(name, splits, vectors, protocol_name, n_jobs)
+                              for name, splits in data.items()}
+    scores["avg"] = float(np.mean([scores[name]["acc"] for name in data]))
+    scores["protocol"] = protocol_name
+    scores["sentences_encoded"] = len(unique)
+    scores["encode_s"] = encode_s
+    files = [path for splits in data.values() for part in splits.values() for path in part.files]
+    return scores, files

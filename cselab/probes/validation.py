@@ -1,0 +1,114 @@
+"""SentEval's three ways of choosing the L2 strength and scoring a classifier on frozen vectors.
+
+- :func:`inner_kfold` (MR, CR, SUBJ, MPQA): outer stratified k-fold; on each outer training part an
+  inner k-fold picks the weight decay, a refit (5% held out for early stopping) is scored on the outer
+  test part; the accuracy is the mean over outer folds.
+- :func:`kfold_then_test` (TREC, MRPC): k-fold on the training set picks the weight decay, one refit on
+  all of it is scored on the test set.
+- :func:`split` (SST-2, probing tasks): the validation split picks the weight decay (and, for the probing
+  tasks, the classifier), the test split scores it.
+
+Folds, seeds, candidate weight decays and the rounding of scores follow SentEval's
+``tools/validation.py``; the models are trained many at a time by :mod:`cselab.probes.classifier`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sklearn.model_selection import StratifiedKFold
+
+from cselab.probes.classifier import ClassifierConfig, Job, holdout_job, train_jobs
+
+REGS = (1e-5, 1e-4, 1e-3, 1e-2)  # SentEval's weight decays for its PyTorch classifier
+SEED = 1111
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """Number of folds and classifier settings; ``full`` is SentEval's recommended configuration, ``fast`` its
+    prototyping one."""
+
+    name: str
+    kfold: int
+    classifier: ClassifierConfig
+
+
+PROTOCOLS = {
+    "full": Protocol("full", 10, ClassifierConfig(optim="adam", batch_size=64, tenacity=5, epoch_size=4)),
+    "fast": Protocol("fast", 5, ClassifierConfig(optim="rmsprop", batch_size=128, tenacity=3, epoch_size=2)),
+}
+
+
+def protocol(name: str) -> Protocol:
+    try:
+        return PROTOCOLS[name]
+    except KeyError:
+        raise ValueError(f"Unknown protocol {name!r}; choose one of {', '.join(PROTOCOLS)}") from None
+
+
+def _folds(y: np.ndarray, k: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    return list(StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(np.zeros(len(y)), y))
+
+
+def _best(scores: Sequence[float]) -> int:
+    """SentEval's choice: the first of the highest (rounded) scores."""
+    return int(np.argmax(scores))
+
+
+def inner_kfold(X: np.ndarray, y: np.ndarray, nclasses: int, setup: Protocol, n_jobs: int = 1) -> dict[str, Any]:
+    """Nested cross-validation: mean test accuracy over the outer folds (SentEval's ``InnerKFoldClassifier``)."""
+    k, config = setup.kfold, setup.classifier
+    outer = _folds(y, k, SEED)
+    jobs, keys = [], []
+    for o, (train, _) in enumerate(outer):
+        inner = _folds(y[train], k, SEED)
+        for r, reg in enumerate(REGS):
+            jobs += [Job(train[a], train[b], reg) for a, b in inner]
+            keys += [(o, r)] * len(inner)
+    results = train_jobs(X, y, jobs, nclasses, config, SEED, n_jobs)
+    scores = np.zeros((k, len(REGS)))
+    for (o, r), result in zip(keys, results):
+        scores[o, r] += result.dev_accuracy / k
+    scores = np.round(100 * scores, 2)
+    chosen = [_best(row) for row in scores]
+    refits = [holdout_job(train, REGS[c], SEED, test=test) for (train, test), c in zip(outer, chosen)]
+    tests = [round(100 * r.test_accuracy, 2) for r in train_jobs(X, y, refits, nclasses, config, SEED, n_jobs)]
+    return {"devacc": round(float(np.mean(scores.max(axis=1))), 2), "acc": round(float(np.mean(tests)), 2),
+            "fold_acc": tests, "reg": [REGS[c] for c in chosen]}
+
+
+def kfold_then_test(X: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray, nclasses: int,
+                    setup: Protocol, n_jobs: int = 1) -> dict[str, Any]:
+    """k-fold on the ``train`` rows picks the weight decay; a refit on all of them is scored on ``test``
+    (SentEval's ``KFoldClassifier``). Also returns the test predictions."""
+    folds = _folds(y[train], setup.kfold, SEED)
+    jobs = [Job(train[a], train[b], reg) for reg in REGS for a, b in folds]
+    results = train_jobs(X, y, jobs, nclasses, setup.classifier, SEED, n_jobs)
+    accuracy = np.array([r.dev_accuracy for r in results]).reshape(len(REGS), len(folds))
+    scores = np.round(100 * accuracy.mean(axis=1), 2)
+    chosen = _best(scores)
+    (refit,) = train_jobs(X, y, [holdout_job(train, REGS[chosen], SEED, test=test)], nclasses, setup.classifier,
+                          SEED)
+    return {"devacc": float(scores[chosen]), "acc": round(100 * refit.test_accuracy, 2), "reg": REGS[chosen],
+            "predictions": refit.test_predictions}
+
+
+def split(X: np.ndarray, y: np.ndarray, train: np.ndarray, dev: np.ndarray, test: np.ndarray, nclasses: int,
+          setup: Protocol, classifiers: Sequence[ClassifierConfig] | None = None, n_jobs: int = 1) -> dict[str, Any]:
+    """Every classifier x weight decay trained on ``train``, stopped early and chosen on ``dev``, scored on
+    ``test`` (SentEval's ``SplitClassifier``; SentEval retrains the chosen one, which gives the same model)."""
+    classifiers = list(classifiers or [setup.classifier])
+    best: dict[str, Any] = {}
+    for config in classifiers:
+        jobs = [Job(train, dev, reg, test) for reg in REGS]
+        results = train_jobs(X, y, jobs, nclasses, config, SEED, n_jobs)
+        scores = [round(100 * r.dev_accuracy, 2) for r in results]
+        chosen = _best(scores)
+        if not best or scores[chosen] > best["devacc"]:
+            best = {"devacc": scores[chosen], "acc": round(100 * results[chosen].test_accuracy, 2),
+                    "reg": REGS[chosen], "nhid": config.nhid, "dropout": config.dropout}
+    return best
