@@ -71,6 +71,45 @@ def test_bias_suite_then_compare(data_dir, tmp_path, capsys):
     assert (tmp_path / "cmp.md").read_text().splitlines()[0] == table.splitlines()[0]
 
 
+def test_transfer_probing_geometry_suites_then_compare(data_dir, tiny_bert_dir, tmp_path, capsys):
+    probing = tmp_path / "probing"
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join((data_dir / "wiki" / "wiki1m_for_simcse.prefix11913.txt").read_text().splitlines()[
+        :1200]) + "\n")
+    assert main(["probe", "build-probing", "--corpus", str(corpus), "--out", str(probing), "--size", "300"]) == 0
+    assert "SentLen     6 classes" in capsys.readouterr().out
+    out = tmp_path / "tiny.json"
+    assert main(["probe", "run", "--model", str(tiny_bert_dir), "--device", "cpu", "--suite", "all", "--limit", "30",
+                 "--protocol", "fast", "--transfer-tasks", "CR,MRPC", "--probing-dir", str(probing),
+                 "--data-dir", str(data_dir), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "## Transfer tasks (test accuracy x 100, fast protocol)" in printed and "| STS-B mean |" in printed
+    payload = json.loads(out.read_text())
+    assert set(payload["transfer"]) >= {"CR", "MRPC", "avg"} and payload["transfer"]["protocol"] == "fast"
+    assert {"SentLen", "BShift"} <= set(payload["probing"]) and "CoordInv" in payload["probing"]["skipped"]
+    assert payload["geometry"]["layers"]["layers"] == 2 and "128" not in payload["geometry"]["pca"]["dims"]
+    assert "probing/sentence_length.txt" in "\n".join(payload["data"]["sha256"])
+    for suffix in (".html", ".accuracy.png", ".geometry.png", ".transformations.png"):
+        assert out.with_suffix(suffix).is_file(), suffix
+    assert "<table>" in out.with_suffix(".html").read_text()
+    assert "![geometry](tiny.geometry.png)" in out.with_suffix(".md").read_text()
+
+    bow = tmp_path / "bow.json"
+    assert main(["probe", "run", "--model", "bow", "--suite", "transfer", "--limit", "30", "--protocol", "fast",
+                 "--transfer-tasks", "CR,MRPC", "--data-dir", str(data_dir), "--out", str(bow)]) == 0
+    capsys.readouterr()
+    assert main(["probe", "compare", str(out), str(bow)]) == 0
+    table = capsys.readouterr().out
+    assert "| Model " in table and "Transfer avg." in table and "### Transfer (test accuracy x 100)" in table
+    assert "| bow " in table.split("### Transfer")[1]
+
+
+def test_probing_suite_without_files_says_how_to_get_them(data_dir, tmp_path, capsys):
+    assert main(["probe", "run", "--model", "bow", "--suite", "probing", "--probing-dir", str(tmp_path),
+                 "--data-dir", str(data_dir), "--out", str(tmp_path / "r.json")]) == 2
+    assert "probe build-probing --corpus FILE --out DIR" in capsys.readouterr().err
+
+
 def test_probe_splits_writes_table_and_pairs(data_dir, tmp_path, capsys):
     assert main(["probe", "splits", "--data-dir", str(data_dir), "--out-dir", str(tmp_path)]) == 0
     assert "| STS12-MSRvid | 406 | 344 | 2.40 |" in capsys.readouterr().out
@@ -108,7 +147,8 @@ def test_data_download_offline_says_what_failed(tmp_path, capsys):
     assert not any(tmp_path.rglob("*.txt"))
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["probe", "run", "--help"], ["data", "--help"]])
+@pytest.mark.parametrize("argv", [["--help"], ["probe", "run", "--help"], ["data", "--help"],
+                                  ["probe", "build-probing", "--help"]])
 def test_help_reads(argv, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(argv)

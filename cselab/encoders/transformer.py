@@ -49,7 +49,8 @@ class TransformerEncoder(Encoder):
         self.pooler = pooler
         self.normalize = normalize
         self.spec = spec or getattr(model.config, "_name_or_path", "")
-        self.max_length = max_length or min(tokenizer.model_max_length, DEFAULT_MAX_LENGTH)
+        positions = getattr(model.config, "max_position_embeddings", None) or DEFAULT_MAX_LENGTH
+        self.max_length = max_length or min(tokenizer.model_max_length, DEFAULT_MAX_LENGTH, positions)
         self.prompt = self._check_prompt(prompt) if prompt else None
 
     def _check_prompt(self, prompt: str) -> str:

@@ -9,8 +9,10 @@ runs one batched matrix product, and a model that stops early leaves the group.
 
 Each model follows SentEval's recipe exactly: the same initialization (``torch.manual_seed(seed)``,
 then ``nn.Linear``), the same mini-batch order (a ``numpy.random.RandomState(seed)`` permutation per
-pass), the same update rule, the same stopping rule. So accuracies equal SentEval's up to float
-rounding (see ``benchmarks/transfer_speed.py``).
+pass), the same update rule, the same stopping rule. So logistic-regression accuracies equal
+SentEval's up to float rounding (see ``benchmarks/transfer_speed.py``). An MLP's dropout masks come
+from a generator of its own (SentEval draws them from torch's global one), so a model's result does
+not depend on the models trained beside it or on ``n_jobs``.
 """
 
 from __future__ import annotations
@@ -123,13 +125,19 @@ class _Optimizer:
             p.sub_(torch.where(on, step_size * self.first[i] / denom, 0.0))
 
 
-def _logits(params: list[torch.Tensor], x: torch.Tensor, dropout: float = 0.0, train: bool = False) -> torch.Tensor:
-    """Scores of stacked models: x is (models, rows, dim)."""
+def _logits(params: list[torch.Tensor], x: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
+    """Scores of stacked models: x is (models, rows, dim); ``keep`` is the MLP's dropout mask, already scaled."""
     out = torch.baddbmm(params[1].unsqueeze(1), x, params[0])
     if len(params) == 4:  # Linear -> Dropout -> Sigmoid -> Linear
-        out = torch.sigmoid(F.dropout(out, dropout, training=train))
+        out = torch.sigmoid(out if keep is None else out * keep)
         out = torch.baddbmm(params[3].unsqueeze(1), out, params[2])
     return out
+
+
+def _dropout_masks(generators: list[torch.Generator], rows: int, width: int, p: float) -> torch.Tensor:
+    """Each model's own dropout mask from its own generator, so a model's run does not depend on its group."""
+    masks = [torch.empty(rows, width).bernoulli_(1 - p, generator=g) for g in generators]
+    return torch.stack(masks) / (1 - p)
 
 
 def _padded(rows: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -159,7 +167,8 @@ def _accuracy(params, X, y, rows: list[np.ndarray]) -> np.ndarray:
     return np.array([float((p == y[r]).mean()) for p, r in zip(_predict(params, X, rows), rows)])
 
 
-def _train_pass(params, optimizer, X, Y, orders: list[np.ndarray], config: ClassifierConfig) -> None:
+def _train_pass(params, optimizer, X, Y, orders: list[np.ndarray], config: ClassifierConfig,
+                generators: list[torch.Generator]) -> None:
     """One pass of every model over its rows in its own order, mini-batch by mini-batch (the last one smaller)."""
     bs = config.batch_size
     steps = max(math.ceil(len(o) / bs) for o in orders)
@@ -169,7 +178,8 @@ def _train_pass(params, optimizer, X, Y, orders: list[np.ndarray], config: Class
     for s in range(steps):
         rows = index[:, s * bs:(s + 1) * bs]
         live = [p.requires_grad_() for p in params]
-        logits = _logits(live, X[rows], config.dropout, train=True)
+        keep = _dropout_masks(generators, bs, config.nhid, config.dropout) if config.nhid and config.dropout else None
+        logits = _logits(live, X[rows], keep)
         losses = F.cross_entropy(logits.flatten(0, 1), Y[rows].flatten(), reduction="none").view(rows.shape)
         in_batch = (torch.arange(bs) < torch.from_numpy(sizes[:, s]).unsqueeze(1)).float()
         loss = (losses * in_batch * weights[:, s:s + 1]).sum()
@@ -191,6 +201,7 @@ def train_group(X: np.ndarray, y: np.ndarray, jobs: list[Job], nclasses: int, co
     best = [p.clone() for p in params]
     optimizer = _Optimizer(config.optim, params, torch.tensor([float(j.reg) for j in jobs]))
     rngs = [job.rng or np.random.RandomState(seed) for job in jobs]
+    generators = [torch.Generator().manual_seed(seed) for _ in jobs]
     live = np.arange(len(jobs))
     best_accuracy = np.full(len(jobs), -1.0)
     misses = np.zeros(len(jobs), dtype=int)
@@ -198,7 +209,7 @@ def train_group(X: np.ndarray, y: np.ndarray, jobs: list[Job], nclasses: int, co
     while len(live) and epoch <= config.max_epoch:
         for _ in range(config.epoch_size):
             orders = [jobs[k].train[rngs[k].permutation(len(jobs[k].train))] for k in live]
-            _train_pass(params, optimizer, Xt, Yt, orders, config)
+            _train_pass(params, optimizer, Xt, Yt, orders, config, [generators[k] for k in live])
         epoch += config.epoch_size
         accuracy = _accuracy(params, Xt, y, [jobs[k].dev for k in live])
         improved = accuracy > best_accuracy[live]

@@ -22,3 +22,39 @@ def test_alignment_uniformity_on_stsb_dev(data_dir):
     result = alignment_uniformity(load_encoder("bow"), data_dir)
     assert result["split"] == "dev" and result["positive_pairs"] > 100
     assert 0 <= result["alignment"] <= 4 and -4 <= result["uniformity"] <= 0
+
+
+def test_token_similarity_against_eq_1():
+    from cselab.probes.geometry import token_similarity
+
+    tokens = np.array([[1.0, 0.0], [0.0, 3.0], [1.0, 1.0]])  # cosines 0, 1/sqrt2, 1/sqrt2
+    assert token_similarity(tokens) == pytest.approx(2 * (0 + 2 / math.sqrt(2)) / 6)
+
+
+def test_pca_full_size_is_a_rotation_and_fewer_dims_keep_the_main_directions():
+    from cselab.probes.geometry import pca_sts
+    from cselab.probes.metrics import cosine_rows, spearman
+
+    rs = np.random.RandomState(0)
+    train = rs.randn(200, 6) * np.array([10, 5, 1, 0.1, 0.1, 0.1])
+    a, b, gold = rs.randn(50, 6), rs.randn(50, 6), rs.rand(50)
+    result = pca_sts(train, {"t": (a, b, gold)}, dims=(4, 2, 8))
+    assert list(result) == ["6", "4", "2"]
+    assert result["6"]["t"] == pytest.approx(100 * spearman(cosine_rows(a, b), gold))
+    with pytest.raises(ValueError, match="at least 6 reference vectors"):
+        pca_sts(train[:3], {"t": (a, b, gold)})
+
+
+def test_layer_geometry_on_a_tiny_bert(tiny_bert_dir):
+    from cselab.encoders import load_encoder
+    from cselab.probes.geometry import layer_geometry
+
+    encoder = load_encoder(str(tiny_bert_dir), pooler="avg", device="cpu")
+    s1 = ["a man plays a guitar .", "a woman slices an onion .", "the cat sleeps .", "kids play in the park ."]
+    s2 = ["someone plays music .", "an onion is cut .", "a dog barks .", "children are playing outside ."]
+    result = layer_geometry(encoder, s1, s2, np.array([4.0, 3.5, 1.0, 4.5]), batch_size=3)
+    assert result["layers"] == 2 and result["sentences"] == 8
+    assert len(result["inter_layer_cosine"]) == 2 and len(result["token_similarity"]) == 3
+    assert set(result["sts_by_layer"]) == {"cls", "mean", "max"}
+    assert all(len(v) == 3 for v in result["sts_by_layer"].values())
+    assert all(-1 <= c <= 1 for c in result["inter_layer_cosine"] + result["token_similarity"])
