@@ -88,149 +88,203 @@ def _initial_weights(dim: int, nclasses: int, config: ClassifierConfig, seed: in
     return weights
 
 
-class _Optimizer:
-    """Adam or RMSprop with L2 weight decay (PyTorch's defaults, as SentEval uses them) over stacked models;
-    a model whose mask is off in a step keeps its weights and state."""
+class _Stack:
+    """The weights of S streams x R models. A stream is a set of models that train on the same rows in the same
+    order (SentEval draws the same permutations for them); its mini-batch is gathered once and its models are
+    the column blocks of one matrix product. First layer (S, dim, R*k) and (S, R*k); an MLP's second layer
+    (S, R, hidden, classes) and (S, R, classes)."""
 
-    def __init__(self, kind: str, params: list[torch.Tensor], decay: torch.Tensor):
-        self.kind = kind
-        self.decay = decay
+    def __init__(self, start: list[torch.Tensor], streams: int, width: int):
+        w1, b1 = start[0], start[1]
+        k = w1.shape[1]
+        self.params = [w1.repeat(streams, 1, width).view(streams, -1, width * k).contiguous(),
+                       b1.repeat(streams, width).contiguous()]
+        if len(start) == 4:
+            self.params += [start[2].expand(streams, width, *start[2].shape).contiguous(),
+                            start[3].expand(streams, width, *start[3].shape).contiguous()]
+        self.width, self.k = width, k
+
+    def per_model(self, i: int, tensor: torch.Tensor) -> torch.Tensor:
+        """Parameter ``i`` viewed with the model axis at dim 2 (first layer) or 1 (second layer)."""
+        if i == 0:
+            return tensor.view(tensor.shape[0], tensor.shape[1], self.width, self.k)
+        if i == 1:
+            return tensor.view(tensor.shape[0], self.width, self.k)
+        return tensor
+
+    def scores(self, x: torch.Tensor, keep: torch.Tensor | None = None, params=None) -> torch.Tensor:
+        """(S, rows, dim) inputs -> (S, rows, R, classes) scores; ``keep`` is the MLP's scaled dropout mask."""
+        params = params or self.params
+        out = torch.baddbmm(params[1].unsqueeze(1), x, params[0]).view(x.shape[0], x.shape[1], self.width, self.k)
+        if len(params) == 4:  # Linear -> Dropout -> Sigmoid -> Linear, per model
+            out = torch.sigmoid(out if keep is None else out * keep).transpose(1, 2)
+            out = (torch.matmul(out, params[2]) + params[3].unsqueeze(2)).transpose(1, 2)
+        return out
+
+
+class _Optimizer:
+    """Adam or RMSprop with L2 weight decay (PyTorch's defaults, as SentEval uses them) over stacked models.
+
+    A stream without a mini-batch in a step (a shorter one, at the end of a pass) keeps its weights and state.
+    Models that stopped early keep being updated with their stream: their best epoch is already kept.
+    """
+
+    def __init__(self, kind: str, stack: _Stack, decay: torch.Tensor):
+        self.kind, self.stack = kind, stack
+        self.decay = [self._per_model(i, decay, p) for i, p in enumerate(stack.params)]
         self.steps = torch.zeros(len(decay))
-        self.first = [torch.zeros_like(p) for p in params] if kind == "adam" else None
-        self.second = [torch.zeros_like(p) for p in params]
+        self.first = [torch.zeros_like(p) for p in stack.params] if kind == "adam" else None
+        self.second = [torch.zeros_like(p) for p in stack.params]
+
+    def _per_model(self, i: int, decay: torch.Tensor, p: torch.Tensor) -> torch.Tensor:
+        """(S, R) weight decays as a tensor broadcasting against parameter ``i``."""
+        if i == 0:
+            return decay[:, None, :, None].expand(-1, p.shape[1], -1, self.stack.k).reshape(p.shape)
+        if i == 1:
+            return decay[:, :, None].expand(-1, -1, self.stack.k).reshape(p.shape)
+        return decay.view(*decay.shape, *([1] * (p.dim() - 2))).expand(p.shape).contiguous()
 
     def keep(self, rows: torch.Tensor) -> None:
-        """Drop the state of models that left the group."""
-        self.decay, self.steps = self.decay[rows], self.steps[rows]
+        """Drop the state of streams that left."""
+        self.decay, self.steps = [d[rows] for d in self.decay], self.steps[rows]
         self.second = [s[rows] for s in self.second]
         if self.first is not None:
             self.first = [f[rows] for f in self.first]
 
-    def step(self, params: list[torch.Tensor], grads: list[torch.Tensor], mask: torch.Tensor) -> None:
-        self.steps += mask
-        for i, (p, g) in enumerate(zip(params, grads)):
+    def step(self, grads: list[torch.Tensor], active: torch.Tensor) -> None:
+        """``active`` (S,) marks the streams that had a mini-batch."""
+        masked = not bool(active.all())
+        self.steps += active.float()
+        for i, (p, g) in enumerate(zip(self.stack.params, grads)):
             shape = (-1,) + (1,) * (p.dim() - 1)
-            on = mask.view(shape).bool()
-            g = g + self.decay.view(shape) * p
+            g = g + self.decay[i] * p
+            old = (p.clone(), self.second[i].clone(), None if self.first is None else self.first[i].clone()) \
+                if masked else None
             if self.kind == "rmsprop":  # lr 0.01, alpha 0.99, eps 1e-8
-                self.second[i] = torch.where(on, 0.99 * self.second[i] + 0.01 * g * g, self.second[i])
-                p.sub_(torch.where(on, 0.01 * g / (self.second[i].sqrt() + 1e-8), 0.0))
-                continue
-            # Adam: lr 1e-3, betas (0.9, 0.999), eps 1e-8, bias-corrected as torch.optim.Adam does
-            self.first[i] = torch.where(on, 0.9 * self.first[i] + 0.1 * g, self.first[i])
-            self.second[i] = torch.where(on, 0.999 * self.second[i] + 0.001 * g * g, self.second[i])
-            t = self.steps.clamp(min=1).view(shape)
-            step_size = 1e-3 / (1 - 0.9 ** t)
-            denom = self.second[i].sqrt() / torch.sqrt(1 - 0.999 ** t) + 1e-8
-            p.sub_(torch.where(on, step_size * self.first[i] / denom, 0.0))
+                self.second[i].mul_(0.99).addcmul_(g, g, value=0.01)
+                p.addcdiv_(g, self.second[i].sqrt().add_(1e-8), value=-0.01)
+            else:  # Adam: lr 1e-3, betas (0.9, 0.999), eps 1e-8, bias-corrected as torch.optim.Adam does
+                t = self.steps.clamp(min=1).view(shape)
+                self.first[i].lerp_(g, 0.1)
+                self.second[i].mul_(0.999).addcmul_(g, g, value=0.001)
+                denom = (self.second[i].sqrt() / torch.sqrt(1 - 0.999 ** t)).add_(1e-8)
+                p.sub_((1e-3 / (1 - 0.9 ** t)) * self.first[i] / denom)
+            if masked:
+                idle = ~active.view(shape)
+                p.copy_(torch.where(idle, old[0], p))
+                self.second[i].copy_(torch.where(idle, old[1], self.second[i]))
+                if self.first is not None:
+                    self.first[i].copy_(torch.where(idle, old[2], self.first[i]))
 
 
-def _logits(params: list[torch.Tensor], x: torch.Tensor, keep: torch.Tensor | None = None) -> torch.Tensor:
-    """Scores of stacked models: x is (models, rows, dim); ``keep`` is the MLP's dropout mask, already scaled."""
-    out = torch.baddbmm(params[1].unsqueeze(1), x, params[0])
-    if len(params) == 4:  # Linear -> Dropout -> Sigmoid -> Linear
-        out = torch.sigmoid(out if keep is None else out * keep)
-        out = torch.baddbmm(params[3].unsqueeze(1), out, params[2])
-    return out
-
-
-def _dropout_masks(generators: list[torch.Generator], rows: int, width: int, p: float) -> torch.Tensor:
-    """Each model's own dropout mask from its own generator, so a model's run does not depend on its group."""
-    masks = [torch.empty(rows, width).bernoulli_(1 - p, generator=g) for g in generators]
-    return torch.stack(masks) / (1 - p)
-
-
-def _padded(rows: list[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
-    """Row-index lists of unequal length as one (models, longest) index tensor and a validity mask."""
-    width = max(len(r) for r in rows)
-    index = np.zeros((len(rows), width), dtype=np.int64)
-    valid = np.zeros((len(rows), width), dtype=bool)
+def _padded(rows: list[np.ndarray]) -> torch.Tensor:
+    """Row-index lists of unequal length as one (lists, longest) index tensor (padded with row 0)."""
+    index = np.zeros((len(rows), max(len(r) for r in rows)), dtype=np.int64)
     for k, r in enumerate(rows):
         index[k, : len(r)] = r
-        valid[k, : len(r)] = True
-    return torch.from_numpy(index), torch.from_numpy(valid)
+    return torch.from_numpy(index)
 
 
-def _predict(params: list[torch.Tensor], X: torch.Tensor, rows: list[np.ndarray], chunk: int = 4096
+def _predict(stack: _Stack, X: torch.Tensor, rows: list[np.ndarray], params=None, chunk: int = 2048
              ) -> list[np.ndarray]:
-    """Each model's predicted classes on its own rows."""
-    index, valid = _padded(rows)
-    predictions = torch.empty(index.shape, dtype=torch.long)
+    """Each stream's models' predicted classes on the stream's rows: (rows, R) per stream."""
+    index = _padded(rows)
+    predictions = torch.empty((*index.shape, stack.width), dtype=torch.long)
     with torch.no_grad():
         for start in range(0, index.shape[1], chunk):
             part = index[:, start:start + chunk]
-            predictions[:, start:start + chunk] = _logits(params, X[part]).argmax(-1)
+            predictions[:, start:start + chunk] = stack.scores(X[part], params=params).argmax(-1)
     return [predictions[k, : len(r)].numpy() for k, r in enumerate(rows)]
 
 
-def _accuracy(params, X, y, rows: list[np.ndarray]) -> np.ndarray:
-    return np.array([float((p == y[r]).mean()) for p, r in zip(_predict(params, X, rows), rows)])
-
-
-def _train_pass(params, optimizer, X, Y, orders: list[np.ndarray], config: ClassifierConfig,
-                generators: list[torch.Generator]) -> None:
-    """One pass of every model over its rows in its own order, mini-batch by mini-batch (the last one smaller)."""
+def _train_pass(stack: _Stack, optimizer: _Optimizer, X, Y, orders: list[np.ndarray], config: ClassifierConfig,
+                generators: list[list[torch.Generator]]) -> None:
+    """One pass of every stream over its rows in its own order, mini-batch by mini-batch (the last one smaller)."""
     bs = config.batch_size
     steps = max(math.ceil(len(o) / bs) for o in orders)
-    index, valid = _padded([np.pad(o, (0, steps * bs - len(o))) for o in orders])
-    sizes = np.array([[min(bs, max(len(o) - s * bs, 0)) for s in range(steps)] for o in orders])
-    weights = torch.from_numpy(np.where(sizes > 0, 1.0 / np.maximum(sizes, 1), 0.0)).float()
+    index = _padded([np.pad(o, (0, steps * bs - len(o))) for o in orders])
+    sizes = torch.tensor([[min(bs, max(len(o) - s * bs, 0)) for s in range(steps)] for o in orders])
     for s in range(steps):
         rows = index[:, s * bs:(s + 1) * bs]
-        live = [p.requires_grad_() for p in params]
-        keep = _dropout_masks(generators, bs, config.nhid, config.dropout) if config.nhid and config.dropout else None
-        logits = _logits(live, X[rows], keep)
-        losses = F.cross_entropy(logits.flatten(0, 1), Y[rows].flatten(), reduction="none").view(rows.shape)
-        in_batch = (torch.arange(bs) < torch.from_numpy(sizes[:, s]).unsqueeze(1)).float()
-        loss = (losses * in_batch * weights[:, s:s + 1]).sum()
-        grads = torch.autograd.grad(loss, live)
+        size = sizes[:, s]
+        weights = (torch.arange(bs) < size.unsqueeze(1)).float() / size.clamp(min=1).unsqueeze(1)  # (S, bs)
+        keep = None
+        if config.nhid and config.dropout:
+            keep = torch.stack([torch.stack([torch.empty(bs, config.nhid).bernoulli_(1 - config.dropout, generator=g)
+                                             for g in row], dim=1) for row in generators]) / (1 - config.dropout)
+        params = [p.requires_grad_() for p in stack.params]
+        scores = stack.scores(X[rows], keep)  # (S, bs, R, c)
+        losses = F.cross_entropy(scores.permute(0, 3, 1, 2), Y[rows].unsqueeze(-1).expand(-1, -1, stack.width),
+                                 reduction="none")  # (S, bs, R)
+        grads = torch.autograd.grad((losses * weights.unsqueeze(-1)).sum(), params)
         with torch.no_grad():
             for p in params:
                 p.requires_grad_(False)
-            optimizer.step(params, grads, (weights[:, s] > 0).float())
+            optimizer.step(list(grads), size > 0)
 
 
 def train_group(X: np.ndarray, y: np.ndarray, jobs: list[Job], nclasses: int, config: ClassifierConfig,
                 seed: int = 1111) -> list[JobResult]:
     """Train every job's model with SentEval's recipe, in lock-step; score each on its test rows if any."""
-    Xt = torch.as_tensor(np.ascontiguousarray(X), dtype=torch.float32)
+    Xt = torch.tensor(np.asarray(X), dtype=torch.float32)
     Yt = torch.as_tensor(np.asarray(y), dtype=torch.long)
     y = np.asarray(y)
-    start = _initial_weights(Xt.shape[1], nclasses, config, seed)
-    params = [w.unsqueeze(0).repeat(len(jobs), *([1] * w.dim())) for w in start]
-    best = [p.clone() for p in params]
-    optimizer = _Optimizer(config.optim, params, torch.tensor([float(j.reg) for j in jobs]))
-    rngs = [job.rng or np.random.RandomState(seed) for job in jobs]
-    generators = [torch.Generator().manual_seed(seed) for _ in jobs]
-    live = np.arange(len(jobs))
-    best_accuracy = np.full(len(jobs), -1.0)
-    misses = np.zeros(len(jobs), dtype=int)
+    keys: dict[tuple, list[int]] = {}
+    for k, job in enumerate(jobs):  # a job with an RNG of its own draws its own order
+        key = (job.train.tobytes(), job.dev.tobytes(), None if job.test is None else job.test.tobytes(),
+               k if job.rng is not None else -1)
+        keys.setdefault(key, []).append(k)
+    members = list(keys.values())  # stream -> its jobs
+    width = max(len(m) for m in members)
+    first = [jobs[m[0]] for m in members]
+    stack = _Stack(_initial_weights(Xt.shape[1], nclasses, config, seed), len(members), width)
+    decay = torch.zeros(len(members), width)
+    live = torch.zeros(len(members), width, dtype=torch.bool)
+    for s, m in enumerate(members):
+        decay[s, : len(m)] = torch.tensor([float(jobs[k].reg) for k in m])
+        live[s, : len(m)] = True
+    optimizer = _Optimizer(config.optim, stack, decay)
+    rngs = [job.rng or np.random.RandomState(seed) for job in first]
+    generators = [[torch.Generator().manual_seed(seed) for _ in range(width)] for _ in members]
+    best = [p.clone() for p in stack.params]
+    best_accuracy = np.full((len(members), width), -1.0)
+    misses = np.zeros((len(members), width), dtype=int)
+    streams = np.arange(len(members))  # original index of each stream still in the stack
     epoch = 0
-    while len(live) and epoch <= config.max_epoch:
+    while len(streams) and epoch <= config.max_epoch:
         for _ in range(config.epoch_size):
-            orders = [jobs[k].train[rngs[k].permutation(len(jobs[k].train))] for k in live]
-            _train_pass(params, optimizer, Xt, Yt, orders, config, [generators[k] for k in live])
+            orders = [first[s].train[rngs[s].permutation(len(first[s].train))] for s in streams]
+            _train_pass(stack, optimizer, Xt, Yt, orders, config, [generators[s] for s in streams])
         epoch += config.epoch_size
-        accuracy = _accuracy(params, Xt, y, [jobs[k].dev for k in live])
-        improved = accuracy > best_accuracy[live]
-        for r in np.flatnonzero(improved):
-            for b, p in zip(best, params):
-                b[live[r]] = p[r]
-        best_accuracy[live[improved]] = accuracy[improved]
-        stop = ~improved & (misses[live] >= config.tenacity)
-        misses[live[~improved]] += 1
-        if stop.any():
-            keep = torch.from_numpy(np.flatnonzero(~stop))
-            params = [p[keep] for p in params]
-            optimizer.keep(keep)
-            live = live[~stop]
-    results = [JobResult(float(a)) for a in best_accuracy]
-    scored = [k for k, job in enumerate(jobs) if job.test is not None]
-    if scored:
-        chosen = torch.tensor(scored)
-        predictions = _predict([b[chosen] for b in best], Xt, [jobs[k].test for k in scored])
-        for k, p in zip(scored, predictions):
-            results[k] = JobResult(results[k].dev_accuracy, float((p == y[jobs[k].test]).mean()), p)
+        predictions = _predict(stack, Xt, [first[s].dev for s in streams])
+        accuracy = np.stack([(p == y[first[s].dev][:, None]).mean(axis=0) for p, s in zip(predictions, streams)])
+        running = live.numpy()
+        improved = running & (accuracy > best_accuracy[streams])
+        for r, c in zip(*np.nonzero(improved)):
+            for i, (b, p) in enumerate(zip(best, stack.params)):
+                stack.per_model(i, b)[streams[r]].select(-2 if i < 2 else 0, c).copy_(
+                    stack.per_model(i, p)[r].select(-2 if i < 2 else 0, c))
+        best_accuracy[streams] = np.where(improved, accuracy, best_accuracy[streams])
+        stalled = running & ~improved
+        stop = stalled & (misses[streams] >= config.tenacity)
+        misses[streams] += stalled
+        live &= ~torch.from_numpy(stop)
+        kept = live.any(dim=1)
+        if not kept.all():
+            stack.params = [p[kept] for p in stack.params]
+            optimizer.keep(kept)
+            live, streams = live[kept], streams[kept.numpy()]
+    results: list[JobResult | None] = [None] * len(jobs)
+    tested = [s for s, job in enumerate(first) if job.test is not None]
+    outcome = dict(zip(tested, _predict(stack, Xt, [first[s].test for s in tested],
+                                        params=[b[torch.tensor(tested)] for b in best]))) if tested else {}
+    for s, m in enumerate(members):
+        for c, k in enumerate(m):
+            if s in outcome:
+                p = outcome[s][:, c]
+                results[k] = JobResult(float(best_accuracy[s, c]), float((p == y[jobs[k].test]).mean()), p)
+            else:
+                results[k] = JobResult(float(best_accuracy[s, c]))
     return results
 
 

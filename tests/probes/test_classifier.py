@@ -35,6 +35,7 @@ def test_each_stacked_model_is_trained_as_torch_adam_trains_it_alone():
     X, y = blobs()
     jobs = [Job(np.arange(0, 300 + 45 * k), np.arange(500, 550), reg, np.arange(400, 600))
             for k, reg in enumerate((1e-5, 1e-3, 1e-2))]
+    jobs.append(Job(np.arange(0, 300), np.arange(500, 550), 1e-2, np.arange(400, 600)))  # shares the first's rows
     config = ClassifierConfig(epoch_size=3, max_epoch=0)  # exactly three passes, then stop
     results = train_group(X, y, jobs, 3, config)
     for job, result in zip(jobs, results):
