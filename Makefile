@@ -23,7 +23,7 @@ EVAL_STEPS ?= 25
 METHODS ?= simcse,noise-neg,awp-fgsm
 SEEDS ?= 3
 
-.PHONY: setup system lint test demo augment train sweep bench clean
+.PHONY: setup system lint test demo augment train sweep probing bench clean
 
 setup: system $(VENV)/.installed
 
@@ -49,11 +49,17 @@ lint: setup
 test: setup lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS) || { rc=$$?; [ $$rc -ne 5 ] || echo "pytest collected no tests" >&2; exit $$rc; }
 
-# The whole chain on the embedded defaults: augment -> a short OssCSE run -> every probe.
+# The whole chain on the embedded defaults: augment -> a short OssCSE run -> probing tasks from wiki1m -> every probe.
 demo: setup
 	$(MAKE) augment
 	$(MAKE) train METHOD=osscse
-	$(BIN)/probe run --model runs/osscse/best --suite all --out results/osscse-all.json
+	$(MAKE) probing
+	$(BIN)/probe run --model runs/osscse/best --suite all --probing-dir probing/wiki1m --n-jobs 2 \
+		--out results/osscse-all.json
+
+# SentEval's ten probing tasks built from the wiki1m corpus under the data root (spaCy).
+probing: setup
+	$(BIN)/probe build-probing --corpus wiki1m --out probing/wiki1m
 
 augment: setup
 	$(BIN)/cselab augment --corpus wiki1m --out cache/augment
@@ -70,4 +76,4 @@ bench: setup
 	$(BIN)/python benchmarks/sts_speed.py
 
 clean:
-	rm -rf $(VENV) results cache runs sweeps .pytest_cache
+	rm -rf $(VENV) results cache runs sweeps probing .pytest_cache

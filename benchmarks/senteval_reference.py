@@ -78,6 +78,19 @@ class SentEvalMLP:
         return float((self.predict(X) == np.asarray(y)).mean())
 
 
+def cv_scores(X, y, folds, nclasses, config, seed):
+    """Per L2 strength: mean accuracy x 100 over the folds, each model stopped early on its held-out fold."""
+    scores = []
+    for reg in REGS:
+        fold_scores = []
+        for a, b in folds.split(X, y):
+            clf = SentEvalMLP(config, X.shape[1], nclasses, reg, seed)
+            clf.fit(X[a], y[a], validation_data=(X[b], y[b]))
+            fold_scores.append(clf.score(X[b], y[b]))
+        scores.append(round(100 * np.mean(fold_scores), 2))
+    return scores
+
+
 def inner_kfold(X, y, nclasses, config, kfold=10, seed=1111):
     """MR, CR, SUBJ, MPQA: outer k-fold; the L2 strength chosen by an inner k-fold on each outer training part."""
     outer = StratifiedKFold(n_splits=kfold, shuffle=True, random_state=1111)
@@ -85,14 +98,7 @@ def inner_kfold(X, y, nclasses, config, kfold=10, seed=1111):
     dev, test = [], []
     for train_idx, test_idx in outer.split(X, y):
         Xtr, ytr = X[train_idx], y[train_idx]
-        scores = []
-        for reg in REGS:
-            fold_scores = []
-            for a, b in inner.split(Xtr, ytr):
-                clf = SentEvalMLP(config, X.shape[1], nclasses, reg, seed)
-                clf.fit(Xtr[a], ytr[a], validation_data=(Xtr[b], ytr[b]))
-                fold_scores.append(clf.score(Xtr[b], ytr[b]))
-            scores.append(round(100 * np.mean(fold_scores), 2))
+        scores = cv_scores(Xtr, ytr, inner, nclasses, config, seed)
         dev.append(np.max(scores))
         clf = SentEvalMLP(config, X.shape[1], nclasses, REGS[int(np.argmax(scores))], seed)
         clf.fit(Xtr, ytr, validation_split=0.05)
@@ -102,15 +108,8 @@ def inner_kfold(X, y, nclasses, config, kfold=10, seed=1111):
 
 def kfold_then_test(Xtr, ytr, Xte, yte, nclasses, config, kfold=10, seed=1111):
     """TREC, MRPC: k-fold on train chooses the L2 strength, one refit on all of train is scored on test."""
-    folds = StratifiedKFold(n_splits=kfold, shuffle=True, random_state=seed)
-    scores = []
-    for reg in REGS:
-        fold_scores = []
-        for a, b in folds.split(Xtr, ytr):
-            clf = SentEvalMLP(config, Xtr.shape[1], nclasses, reg, seed)
-            clf.fit(Xtr[a], ytr[a], validation_data=(Xtr[b], ytr[b]))
-            fold_scores.append(clf.score(Xtr[b], ytr[b]))
-        scores.append(round(100 * np.mean(fold_scores), 2))
+    scores = cv_scores(Xtr, ytr, StratifiedKFold(n_splits=kfold, shuffle=True, random_state=seed), nclasses, config,
+                       seed)
     clf = SentEvalMLP(config, Xtr.shape[1], nclasses, REGS[int(np.argmax(scores))], seed)
     clf.fit(Xtr, ytr, validation_split=0.05)
     predictions = clf.predict(Xte)

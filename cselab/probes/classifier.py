@@ -185,10 +185,11 @@ def _padded(rows: list[np.ndarray]) -> torch.Tensor:
     return torch.from_numpy(index)
 
 
-def _predict(stack: _Stack, X: torch.Tensor, rows: list[np.ndarray], params=None, chunk: int = 2048
+def _predict(stack: _Stack, X: torch.Tensor, rows: list[np.ndarray], params=None, budget: int = 2 ** 24
              ) -> list[np.ndarray]:
     """Each stream's models' predicted classes on the stream's rows: (rows, R) per stream."""
     index = _padded(rows)
+    chunk = max(64, budget // (len(rows) * X.shape[1]))
     predictions = torch.empty((*index.shape, stack.width), dtype=torch.long)
     with torch.no_grad():
         for start in range(0, index.shape[1], chunk):
@@ -224,17 +225,49 @@ def _train_pass(stack: _Stack, optimizer: _Optimizer, X, Y, orders: list[np.ndar
 
 
 def train_group(X: np.ndarray, y: np.ndarray, jobs: list[Job], nclasses: int, config: ClassifierConfig,
-                seed: int = 1111) -> list[JobResult]:
-    """Train every job's model with SentEval's recipe, in lock-step; score each on its test rows if any."""
+                seed: int = 1111, gather_budget: int = 2 ** 22) -> list[JobResult]:
+    """Train every job's model with SentEval's recipe, in lock-step; score each on its test rows if any.
+
+    Streams go in chunks whose mini-batches hold at most ``gather_budget`` numbers (wide vectors, smaller chunks).
+    """
     Xt = torch.tensor(np.asarray(X), dtype=torch.float32)
     Yt = torch.as_tensor(np.asarray(y), dtype=torch.long)
-    y = np.asarray(y)
+    members = streams_of(jobs)
+    chunk = max(1, gather_budget // (config.batch_size * Xt.shape[1]))
+    results: list[JobResult | None] = [None] * len(jobs)
+    for start in range(0, len(members), chunk):
+        part = members[start:start + chunk]
+        flat = [k for m in part for k in m]
+        for k, result in zip(flat, _train_streams(Xt, Yt, [jobs[k] for k in flat], _renumber(part), nclasses,
+                                                  config, seed)):
+            results[k] = result
+    return results
+
+
+def streams_of(jobs: list[Job]) -> list[list[int]]:
+    """Jobs grouped by stream: same training, validation and test rows, and the order drawn from a fresh
+    ``RandomState(seed)`` (a job with an RNG of its own is a stream of its own)."""
     keys: dict[tuple, list[int]] = {}
-    for k, job in enumerate(jobs):  # a job with an RNG of its own draws its own order
+    for k, job in enumerate(jobs):
         key = (job.train.tobytes(), job.dev.tobytes(), None if job.test is None else job.test.tobytes(),
                k if job.rng is not None else -1)
         keys.setdefault(key, []).append(k)
-    members = list(keys.values())  # stream -> its jobs
+    return list(keys.values())
+
+
+def _renumber(members: list[list[int]]) -> list[list[int]]:
+    """Streams of job indices as streams of positions in the flattened list of their jobs."""
+    out, n = [], 0
+    for m in members:
+        out.append(list(range(n, n + len(m))))
+        n += len(m)
+    return out
+
+
+def _train_streams(Xt: torch.Tensor, Yt: torch.Tensor, jobs: list[Job], members: list[list[int]], nclasses: int,
+                   config: ClassifierConfig, seed: int) -> list[JobResult]:
+    """The lock-step training of some streams (``members``: each stream's jobs, indices into ``jobs``)."""
+    y = Yt.numpy()
     width = max(len(m) for m in members)
     first = [jobs[m[0]] for m in members]
     stack = _Stack(_initial_weights(Xt.shape[1], nclasses, config, seed), len(members), width)
@@ -290,13 +323,14 @@ def train_group(X: np.ndarray, y: np.ndarray, jobs: list[Job], nclasses: int, co
 
 def train_jobs(X: np.ndarray, y: np.ndarray, jobs: list[Job], nclasses: int, config: ClassifierConfig,
                seed: int = 1111, n_jobs: int = 1) -> list[JobResult]:
-    """:func:`train_group` over ``n_jobs`` worker processes (each takes an interleaved share of the jobs)."""
-    n_jobs = max(1, min(n_jobs, len(jobs)))
+    """:func:`train_group` over ``n_jobs`` worker processes (each takes every n-th stream)."""
+    streams = streams_of(jobs)
+    n_jobs = max(1, min(n_jobs, len(streams)))
     if n_jobs == 1:
         return train_group(X, y, jobs, nclasses, config, seed)
     from joblib import Parallel, delayed
 
-    shares = [list(range(w, len(jobs), n_jobs)) for w in range(n_jobs)]
+    shares = [[k for stream in streams[w::n_jobs] for k in stream] for w in range(n_jobs)]
     outputs = Parallel(n_jobs=n_jobs)(
         delayed(_worker)(X, y, [jobs[k] for k in share], nclasses, config, seed) for share in shares)
     results: list[JobResult | None] = [None] * len(jobs)

@@ -52,9 +52,12 @@ def test_models_of_a_group_do_not_interact():
     together = train_group(X, y, jobs, 2, config)
     alone = [train_group(X, y, [job], 2, config)[0] for job in
              (jobs[0], jobs[1], holdout_job(np.arange(0, 400), 1e-3, 1111, test=np.arange(400, 600)))]
-    for a, b in zip(together, alone):
-        assert a.dev_accuracy == b.dev_accuracy
+    jobs[2] = holdout_job(np.arange(0, 400), 1e-3, 1111, test=np.arange(400, 600))
+    one_at_a_time = train_group(X, y, jobs, 2, config, gather_budget=1)  # chunks of one stream
+    for a, b, c in zip(together, alone, one_at_a_time):
+        assert a.dev_accuracy == b.dev_accuracy == c.dev_accuracy
         np.testing.assert_array_equal(a.test_predictions, b.test_predictions)
+        np.testing.assert_array_equal(a.test_predictions, c.test_predictions)
 
 
 def test_holdout_takes_the_first_permutation_of_the_models_rng():
