@@ -49,12 +49,12 @@ def test_transformer_model_folder_through_the_cli(data_dir, tiny_bert_dir, tmp_p
 
 def test_bias_suite_then_compare(data_dir, tmp_path, capsys):
     for model in ("bow", "tfidf"):
-        assert main(["probe", "run", "--model", model, "--suite", "all", "--limit", "40", "--data-dir", str(data_dir),
+        assert main(["probe", "run", "--model", model, "--suite", "bias", "--limit", "40", "--data-dir", str(data_dir),
                      "--out", str(tmp_path / f"{model}.json")]) == 0
     printed = capsys.readouterr().out
     assert "### Cont. and Oppn. per subset" in printed and "| STSB-test" in printed
     payload = json.loads((tmp_path / "bow.json").read_text())
-    assert payload["suite"] == "all" and {"sts", "bias"} <= set(payload)
+    assert payload["suite"] == "bias" and "bias" in payload and "sts" not in payload
     bias = payload["bias"]
     assert bias["splits"]["gap"] == pytest.approx(bias["splits"]["cont_wavg"] - bias["splits"]["oppn_wavg"])
     assert bias["transformations"]["n_sources"] == 48 and len(bias["transformations"]["pairs"]) == 288
@@ -67,7 +67,7 @@ def test_bias_suite_then_compare(data_dir, tmp_path, capsys):
     assert main(["probe", "compare", str(tmp_path / "bow.json"), str(tmp_path / "tfidf.json"),
                  "--out", str(tmp_path / "cmp.md")]) == 0
     table = capsys.readouterr().out
-    assert "| Model | STS avg. | Cont." in table and "| bow " in table and "| tfidf " in table
+    assert "| Model | STS avg. | Cont." in table and "| bow   | n/a " in table and "| tfidf " in table
     assert (tmp_path / "cmp.md").read_text().splitlines()[0] == table.splitlines()[0]
 
 
@@ -92,11 +92,18 @@ def test_transfer_probing_geometry_suites_then_compare(data_dir, tiny_bert_dir, 
     for suffix in (".html", ".accuracy.png", ".geometry.png", ".transformations.png"):
         assert out.with_suffix(suffix).is_file(), suffix
     assert "<table>" in out.with_suffix(".html").read_text()
-    assert "![geometry](tiny.geometry.png)" in out.with_suffix(".md").read_text()
+    report = out.with_suffix(".md").read_text()
+    assert "![alignment, uniformity and the layer-wise measures](tiny.geometry.png)" in report
 
     bow = tmp_path / "bow.json"
     assert main(["probe", "run", "--model", "bow", "--suite", "transfer", "--limit", "30", "--protocol", "fast",
                  "--transfer-tasks", "CR,MRPC", "--data-dir", str(data_dir), "--out", str(bow)]) == 0
+    capsys.readouterr()
+    assert (tmp_path / "bow.accuracy.png").is_file()
+    probing_only = tmp_path / "probing.json"
+    assert main(["probe", "run", "--model", "bow", "--suite", "probing", "--limit", "30", "--protocol", "fast",
+                 "--probing-dir", str(probing), "--data-dir", str(data_dir), "--out", str(probing_only)]) == 0
+    assert (tmp_path / "probing.accuracy.png").is_file()
     capsys.readouterr()
     assert main(["probe", "compare", str(out), str(bow)]) == 0
     table = capsys.readouterr().out

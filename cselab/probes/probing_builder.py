@@ -6,8 +6,8 @@ corpus. Sentences are spaCy's tokens joined by spaces; only sentences of 5 to 28
 than punctuation) are used, as in the official sets. Labels, and the approximations made:
 
 - SentLen: word count in the official bins 5-8, 9-12, 13-16, 17-20, 21-25, 26-28 (labels 0-5).
-- WC: sentences holding exactly one of a set of mid-frequency words (non-stop, lower-case alphabetic,
-  the most frequent tenth of the corpus vocabulary skipped); the label is the word.
+- WC: sentences holding exactly one of a set of 30 mid-frequency words (non-stop, lower-case alphabetic;
+  among the words seen at least 40 times, the most frequent tenth skipped); the label is the word.
 - TreeDepth: the dependency tree's depth (root = 1, punctuation ignored), not the constituency depth.
 - TopConst: the constituents in front of the main verb, from the root's left dependents (subject NP,
   PP, ADVP, SBAR/S clauses, CC, punctuation by tag), then ``VP`` and the final punctuation; the most

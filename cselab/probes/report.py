@@ -137,6 +137,11 @@ def suite_sections(payload: dict[str, Any]) -> list[str]:
     return parts
 
 
+PLOT_CAPTIONS = {"transformations": "cosine against MER per transformation",
+                 "accuracy": "test accuracy per transfer and probing task",
+                 "geometry": "alignment, uniformity and the layer-wise measures"}
+
+
 def markdown_report(payload: dict[str, Any], plots: Sequence[str | os.PathLike] = ()) -> str:
     """The whole report of one results JSON, pictures linked by file name."""
     model = payload["model"]
@@ -146,7 +151,7 @@ def markdown_report(payload: dict[str, Any], plots: Sequence[str | os.PathLike] 
              + f"; cselab {payload['cselab_version']}, wall time {payload['wall_time_s']} s"
              + (f"; first {payload['limit']} pairs per file only" if payload.get("limit") else "") + "."]
     parts += suite_sections(payload)
-    parts += [f"![{Path(p).stem.split('.')[-1]}]({Path(p).name})" for p in plots]
+    parts += [f"![{PLOT_CAPTIONS[Path(p).stem.split('.')[-1]]}]({Path(p).name})" for p in plots]
     return "\n\n".join(parts) + "\n"
 
 

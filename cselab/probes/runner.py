@@ -18,7 +18,7 @@ from cselab.encoders import Encoder, TransformerEncoder
 from cselab.data.transfer import TRANSFER_TASKS
 from cselab.probes.bias import run_bias_splits
 from cselab.probes.geometry import alignment_uniformity, layer_geometry, pca_sts
-from cselab.probes.plots import plot_accuracies, plot_geometry
+from cselab.probes.plots import plot_accuracies, plot_geometry, task_scores
 from cselab.probes.probing import probing_dir, run_probing
 from cselab.probes.results import checksums, package_versions
 from cselab.probes.splits import build_splits, split_summary
@@ -154,8 +154,7 @@ def write_plots(payload: dict[str, Any], out: str | os.PathLike) -> list[Path]:
     if "bias" in payload:
         plots.append(plot_transformations(payload["bias"]["transformations"]["pairs"],
                                           out.with_suffix(".transformations.png"), f"Transformation probe: {spec}"))
-    accuracies = {name: payload[name] for name in ("transfer", "probing") if "skipped" not in payload.get(name, {
-        "skipped": True})}
+    accuracies = {name: payload[name] for name in ("transfer", "probing") if task_scores(payload.get(name, {}))}
     if accuracies:
         plots.append(plot_accuracies(accuracies, out.with_suffix(".accuracy.png"), spec))
     if "geometry" in payload:

@@ -41,6 +41,8 @@ def test_pca_full_size_is_a_rotation_and_fewer_dims_keep_the_main_directions():
     result = pca_sts(train, {"t": (a, b, gold)}, dims=(4, 2, 8))
     assert list(result) == ["6", "4", "2"]
     assert result["6"]["t"] == pytest.approx(100 * spearman(cosine_rows(a, b), gold))
+    top2 = np.linalg.svd(train - train.mean(axis=0))[2][:2].T  # the two principal directions, by SVD
+    assert result["2"]["t"] == pytest.approx(100 * spearman(cosine_rows(a @ top2, b @ top2), gold))
     with pytest.raises(ValueError, match="at least 6 reference vectors"):
         pca_sts(train[:3], {"t": (a, b, gold)})
 

@@ -58,8 +58,12 @@ def test_two_processes_take_the_same_steps_as_one(dropout_free_bert, tiny_cache,
     initial = load_file(str(dropout_free_bert / "model.safetensors"))
     moved = max((a[f"backbone.{k}"] - v).abs().max() for k, v in initial.items() if f"backbone.{k}" in a)
     assert moved > 1e-4  # the runs trained (4 steps at lr 1e-4)
+    # Adam steps every coordinate by about lr whatever its gradient's size, so a coordinate whose gradient is
+    # at rounding level (one LayerNorm bias here) may step differently: up to lr / 2 on a few, 2e-5 on the rest
     for key in a:
-        torch.testing.assert_close(a[key], b[key], atol=2e-5, rtol=1e-4)
+        torch.testing.assert_close(a[key], b[key], atol=5e-5, rtol=1e-4)
+    loose = sum(int((~torch.isclose(a[k], b[k], atol=2e-5, rtol=1e-4)).sum()) for k in a)
+    assert loose <= 0.001 * sum(t.numel() for t in a.values())
 
 
 def test_processes_accelerate_did_not_set_up_are_refused(tiny_bert_dir, tiny_cache, data_dir, tmp_path, monkeypatch):
