@@ -20,6 +20,7 @@ import os
 from typing import Any
 
 import numpy as np
+import scipy.linalg
 
 from cselab.encoders import Encoder, TransformerEncoder
 from cselab.encoders.pooling import LAYER_POOLER, pool_states
@@ -117,8 +118,6 @@ def pca_sts(train: np.ndarray, tasks: dict[str, tuple[np.ndarray, np.ndarray, np
     directions of ``train`` for each ``d`` below their size, and unprojected (``d`` = their size: the full
     projection is a rotation, which changes no cosine). ``tasks[name]`` = (first vectors, second vectors,
     gold scores)."""
-    import scipy.linalg
-
     full = train.shape[1]
     if len(train) < full:
         raise ValueError(f"PCA needs at least {full} reference vectors, got {len(train)}")
@@ -130,8 +129,10 @@ def pca_sts(train: np.ndarray, tasks: dict[str, tuple[np.ndarray, np.ndarray, np
         components = vectors[:, ::-1]
     result: dict[str, Any] = {}
     for d in [full, *reduced]:
-        basis = components[:, :d] if d < full else None
-        scores = {name: 100 * spearman(cosine_rows(*((a, b) if basis is None else (a @ basis, b @ basis))), gold)
-                  for name, (a, b, gold) in tasks.items()}
+        scores = {}
+        for name, (a, b, gold) in tasks.items():
+            if d < full:
+                a, b = a @ components[:, :d], b @ components[:, :d]
+            scores[name] = 100 * spearman(cosine_rows(a, b), gold)
         result[str(d)] = {**scores, "avg": float(np.mean(list(scores.values())))}
     return result

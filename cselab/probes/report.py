@@ -11,6 +11,10 @@ from typing import Any
 
 from cselab.probes.plots import task_scores
 
+PLOT_CAPTIONS = {"transformations": "cosine against MER per transformation",
+                 "accuracy": "test accuracy per transfer and probing task",
+                 "geometry": "alignment, uniformity and the layer-wise measures"}
+
 
 def _cell(value: float | None, digits: int = 2) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
@@ -135,11 +139,6 @@ def suite_sections(payload: dict[str, Any]) -> list[str]:
     if "geometry" in payload:
         parts += ["## Geometry", geometry_tables(payload["geometry"])]
     return parts
-
-
-PLOT_CAPTIONS = {"transformations": "cosine against MER per transformation",
-                 "accuracy": "test accuracy per transfer and probing task",
-                 "geometry": "alignment, uniformity and the layer-wise measures"}
 
 
 def markdown_report(payload: dict[str, Any], plots: Sequence[str | os.PathLike] = ()) -> str:
