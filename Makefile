@@ -12,11 +12,16 @@ endif
 
 SYSTEM_PACKAGES := apertium apertium-eng-spa wordnet-base
 
-# make train METHOD=osscse [MODEL=...] [DATA=...] [STEPS=...]: a short CPU run by default.
+# make train METHOD=osscse [MODEL=...] [DATA=...] [PROFILE=...] [STEPS=...]: a short CPU run by default.
 comma := ,
 METHOD ?= simcse
 MODEL ?= minilm
-DATA ?= cache/augment
+# DATA empty: the method's own (stsb-sentences for sg/sg-opt), else cache/augment.
+DATA ?=
+# On the packaged MiniLM the presets' `minilm` profile keeps its mean pooling and drops prompts (README, Train);
+# PROFILE= (empty) trains with the paper's pooler and prompt instead.
+PROFILE ?= $(if $(filter minilm,$(MODEL)),minilm,)
+TRAIN_OPTIONS = $(if $(DATA),--data $(DATA)) $(if $(PROFILE),--profile $(PROFILE))
 STEPS ?= 50
 EVAL_STEPS ?= 25
 # make sweep METHODS=simcse,noise-neg,awp-fgsm [SEEDS=3] [STEPS=...]: mean ± std over seeds, in sweeps/.
@@ -65,11 +70,11 @@ augment: setup
 	$(BIN)/cselab augment --corpus wiki1m --out cache/augment
 
 train: setup
-	$(BIN)/cselab train --method $(METHOD) --model $(MODEL) --data $(DATA) --out runs/$(METHOD) \
+	$(BIN)/cselab train --method $(METHOD) --model $(MODEL) $(TRAIN_OPTIONS) --out runs/$(METHOD) \
 		--set training.max_steps=$(STEPS) --set training.eval_steps=$(EVAL_STEPS)
 
 sweep: setup
-	$(BIN)/cselab sweep --methods $(METHODS) --seeds $(SEEDS) --model $(MODEL) --data $(DATA) \
+	$(BIN)/cselab sweep --methods $(METHODS) --seeds $(SEEDS) --model $(MODEL) $(TRAIN_OPTIONS) \
 		--set training.max_steps=$(STEPS) --set training.eval_steps=$(EVAL_STEPS) --out sweeps/$(subst $(comma),+,$(METHODS))
 
 bench: setup

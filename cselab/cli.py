@@ -26,6 +26,7 @@ def _add_probe_commands(probe: argparse.ArgumentParser) -> None:
                "Examples:\n  probe run --model minilm --suite sts\n"
                "  probe run --model bert-base-uncased --pooler cls_before_pooler --out bert.json\n"
                "  probe run --model tfidf --suite bias --out results/tfidf-bias.json\n"
+               "  probe run --model minilm --suite sts,bias --split-protocol footnote\n"
                "  probe run --model minilm --suite transfer --protocol fast --n-jobs 2\n"
                "  probe build-probing --corpus wiki1m --out probing/wiki1m\n"
                "  probe run --model minilm --suite probing --probing-dir probing/wiki1m",
@@ -36,8 +37,15 @@ def _add_probe_commands(probe: argparse.ArgumentParser) -> None:
     run.add_argument("--pooler", help="cls, cls_before_pooler, avg, avg_first_last, avg_top2 or mask "
                                       "(default: the folder's own, else avg)")
     run.add_argument("--prompt", help='prompt template, e.g. \'This sentence : "{}" means [MASK] .\'')
-    run.add_argument("--max-length", type=int, help="tokens per sentence, longer ones are truncated")
-    run.add_argument("--suite", choices=SUITES, default="sts", help="which probes to run (default: sts)")
+    run.add_argument("--max-length", type=int, help="a sentence's budget, longer ones are cut: tokens (special ones "
+                                                     "included), or with a prompt the sentence's word-pieces, the "
+                                                     "prompt on top (default: the model's limit)")
+    run.add_argument("--suite", default="sts", metavar="SUITE",
+                     help=f"which probes to run: {', '.join(SUITES)}, or several joined by commas, e.g. sts,bias "
+                          "(each sentence then encoded once) (default: sts)")
+    run.add_argument("--split-protocol", default="paper", choices=("paper", "footnote"),
+                     help="Cont./Oppn. subsets of the bias suite: paper = the 16 of OssCSE's Table 2, footnote = "
+                          "every subset with median gold score in [2, 3.5] (20 here) (default: paper)")
     run.add_argument("--tasks", help="comma-separated STS tasks of the sts suite, e.g. sts12,stsb")
     run.add_argument("--transfer-tasks", help="comma-separated transfer tasks, e.g. MR,TREC (default: all seven)")
     run.add_argument("--protocol", default="full", choices=("full", "fast"),
@@ -69,6 +77,9 @@ def _add_probe_commands(probe: argparse.ArgumentParser) -> None:
     splits.add_argument("--out-dir", default="results/splits", help="folder for splits.json, splits.md, "
                                                                     "pairs.jsonl (default: results/splits)")
     splits.add_argument("--mer-normalize", default="lower", choices=("lower", "none", "lower_nopunct"))
+    splits.add_argument("--protocol", default="paper", choices=("paper", "footnote"),
+                        help="which subsets are used: paper = the 16 of OssCSE's Table 2, footnote = every subset "
+                             "with median gold score in [2, 3.5] (default: paper)")
     splits.set_defaults(handler=_probe_splits)
 
     compare = commands.add_parser("compare", help="show results JSONs side by side",
@@ -118,7 +129,7 @@ def _probe_run(args: argparse.Namespace) -> None:
     if args.n_jobs < 1:
         raise ValueError(f"--n-jobs must be at least 1, got {args.n_jobs}")
     options = ProbeOptions(args.data_dir, tasks, args.testset, args.mer_normalize, args.batch_size, args.limit,
-                           args.seed, args.protocol, args.n_jobs, transfer, args.probing_dir)
+                           args.seed, args.protocol, args.n_jobs, transfer, args.probing_dir, args.split_protocol)
     payload = run_probes(encoder, args.suite, options)
     print("\n\n".join(suite_sections(payload)))
     out = write_json_atomic(args.out, payload)
@@ -133,14 +144,15 @@ def _probe_splits(args: argparse.Namespace) -> None:
     from pathlib import Path
 
     from cselab.atomic import write_json_atomic, write_text_atomic
-    from cselab.probes.splits import build_splits, split_summary, split_table, write_pairs_jsonl
+    from cselab.probes.splits import PROTOCOLS, build_splits, split_summary, split_table, write_pairs_jsonl
 
-    splits = build_splits(args.data_dir, args.mer_normalize)
+    splits = build_splits(args.data_dir, args.mer_normalize, args.protocol)
     table = split_table(splits)
     print(table)
     out = Path(args.out_dir)
     written = [write_json_atomic(out / "splits.json", {"mer_normalize": args.mer_normalize,
-                                                       "subsets": split_summary(splits)}),
+                                                       "protocol": args.protocol, "protocol_description":
+                                                       PROTOCOLS[args.protocol], "subsets": split_summary(splits)}),
                write_text_atomic(out / "splits.md", table + "\n"), write_pairs_jsonl(splits, out / "pairs.jsonl")]
     print(f"\nwrote {', '.join(str(p) for p in written)}")
 
@@ -182,8 +194,10 @@ def _add_augment_command(augment: argparse.ArgumentParser) -> None:
                               "or hf:DATASET[:SPLIT[:COLUMN]] from the Hugging Face hub")
     augment.add_argument("--out", default="cache/augment", help="cache root; the cache goes to OUT/KEY (default: "
                                                                "cache/augment)")
-    augment.add_argument("--backend", choices=("apertium", "hf", "none"),
-                         help="back-translation backend (default: apertium; hf = the paper's wmt19 models)")
+    augment.add_argument("--backend", choices=("auto", "hf", "apertium", "none"),
+                         help="back-translation backend: hf = the paper's WMT19 en-de/en-ru models (downloaded when "
+                              "missing), apertium = rule-based eng-spa; auto = hf when the models are found locally, "
+                              "else apertium with a warning (default: auto)")
     augment.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                          help="override a config field, e.g. --set chunk_size=500 --set mer_band=[0.2,0.6]")
     augment.add_argument("--num-shards", type=int, default=1, help="split the work over N independent processes")
@@ -205,8 +219,8 @@ def _add_augment_command(augment: argparse.ArgumentParser) -> None:
                          help="how negations are made (default: not; antonym uses WordNet)")
     testset.add_argument("--out", default="testset.jsonl", help="JSONL file to write (default: testset.jsonl)")
     testset.add_argument("--size", type=int, default=200, help="number of source sentences (default: 200)")
-    testset.add_argument("--backend", choices=("apertium", "hf", "none"), default="apertium",
-                         help="back-translation backend for paraphrases (default: apertium)")
+    testset.add_argument("--backend", choices=("auto", "hf", "apertium", "none"), default="auto",
+                         help="back-translation backend for paraphrases, as for `cselab augment` (default: auto)")
     testset.add_argument("--mlm", default="bert-base-uncased",
                          help="masked LM for insertion and substitution, a hub name or folder; 'none' leaves "
                               "them out (default: bert-base-uncased)")
@@ -232,7 +246,7 @@ def _augment(args: argparse.Namespace) -> None:
     from cselab.augment.source import resolve_corpus
 
     overrides = args.set + ([f"backend={args.backend}"] if args.backend else [])
-    config = AugmentConfig.from_overrides(overrides)
+    config = AugmentConfig.from_overrides(overrides).resolved()  # once, so that every shard agrees
     corpus = str(resolve_corpus(args.corpus, args.data_dir))
     if args.num_proc > 1:
         if args.num_shards != 1:
@@ -254,7 +268,7 @@ def _augment(args: argparse.Namespace) -> None:
 def _augment_testset(args: argparse.Namespace) -> None:
     import random
 
-    from cselab.augment.backtranslate import ApertiumTranslator, HFTranslator
+    from cselab.augment.backtranslate import ApertiumTranslator, HFTranslator, resolve_backend
     from cselab.augment.edits import MaskedLMEditor
     from cselab.augment.negation import Negator
     from cselab.augment.source import read_source, resolve_corpus
@@ -264,7 +278,8 @@ def _augment_testset(args: argparse.Namespace) -> None:
     if len(lines) < 2:
         raise ValueError(f"{args.corpus}: a test set needs at least two usable sentences")
     sentences = random.Random(args.seed).sample(lines, min(args.size, len(lines)))
-    translator = {"apertium": ApertiumTranslator, "hf": HFTranslator, "none": lambda: None}[args.backend]()
+    backend = resolve_backend(args.backend)
+    translator = {"apertium": ApertiumTranslator, "hf": HFTranslator, "none": lambda: None}[backend]()
     editor = None if args.mlm == "none" else MaskedLMEditor(args.mlm, seed=args.seed)
     records = build_testset(sentences, Negator(style=args.negation_style), translator, editor, seed=args.seed)
     path = write_testset(records, args.out)
@@ -280,8 +295,9 @@ def _add_train_command(train: argparse.ArgumentParser) -> None:
     train.add_argument("--profile", help="a named set of the method's settings, e.g. a paper's per-backbone "
                                          "defaults (byop-c: bert-base, bert-large, roberta-base, roberta-large)")
     train.add_argument("--model", default="minilm", help="backbone: minilm (packaged), a folder or a hub name")
-    train.add_argument("--data", default="cache/augment",
-                       help="augment cache folder, or the root holding caches (the newest finished one is used)")
+    train.add_argument("--data", help="augment cache folder, a root holding caches (the newest finished one is "
+                                      "used), or a corpus name or file (a text column only) (default: the method's "
+                                      "own data, e.g. stsb-sentences for sg, else cache/augment)")
     train.add_argument("--out", help="run folder: best/, last/, log.jsonl (required to train)")
     train.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override the method, e.g. --set training.max_steps=100 "
@@ -291,6 +307,8 @@ def _add_train_command(train: argparse.ArgumentParser) -> None:
     train.add_argument("--tensorboard", action="store_true",
                        help="also log to OUT/tensorboard (pip install cselab[tensorboard])")
     train.add_argument("--list-methods", action="store_true", help="list the method presets and exit")
+    train.add_argument("--show-config", action="store_true",
+                       help="print the method's resolved config (profile and --set applied) as YAML and exit")
     train.set_defaults(handler=_train)
 
 
@@ -306,27 +324,17 @@ def _train(args: argparse.Namespace) -> None:
         for name, description in presets:
             print(f"{name:<{width}}  {description}")
         return
+    method = load_method(args.method, args.set, args.profile)
+    if args.show_config:
+        import yaml
+
+        print(yaml.safe_dump(method, sort_keys=False, width=110), end="")
+        return
     if not args.out:
         raise ValueError("--out is required: the run folder (best/, last/, log.jsonl)")
-    method = load_method(args.method, args.set, args.profile)
-    summary = train(method, _backbone(args.model), _finished_cache(args.data), args.out, args.data_dir,
+    summary = train(method, _backbone(args.model), args.data, args.out, args.data_dir,
                     args.eval_limit, tensorboard=args.tensorboard)
     print(json.dumps(summary, indent=2))
-
-
-def _finished_cache(path: str):
-    """An augment cache folder, or the newest finished one under a root of caches."""
-    from pathlib import Path
-
-    from cselab.augment.cache import MANIFEST
-
-    data = Path(path)
-    if not (data / MANIFEST).exists():
-        finished = sorted(data.glob(f"*/{MANIFEST}"), key=lambda p: p.stat().st_mtime)
-        if not finished:
-            raise ValueError(f"{data} holds no finished augment cache (run `cselab augment` or `make augment`)")
-        data = finished[-1].parent
-    return data
 
 
 def _backbone(model: str) -> str:
@@ -337,17 +345,24 @@ def _backbone(model: str) -> str:
 
 def _add_sweep_command(sweep: argparse.ArgumentParser) -> None:
     sweep.add_argument("--methods", required=True, help="comma-separated presets or YAML files, e.g. simcse,noise-neg")
-    sweep.add_argument("--seeds", default="3", help="a number N (seeds 0..N-1) or a comma-separated list")
+    sweep.add_argument("--seeds", default="3",
+                       help="a number N (seeds 0..N-1), a comma-separated list, or a named set: thesis (the five of "
+                            "simcse-improvements.txt), sg-opt (the eight of sg-opt.txt Table 8) (default: 3)")
+    sweep.add_argument("--profile", help="a named set of each method's settings, e.g. minilm")
     sweep.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
                        help="a setting to vary; several --grid make every combination")
     sweep.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="a setting for every run, e.g. --set training.max_steps=50")
     sweep.add_argument("--model", default="minilm", help="backbone: minilm (packaged), a folder or a hub name")
-    sweep.add_argument("--data", default="cache/augment", help="augment cache folder or root of caches")
+    sweep.add_argument("--data", help="augment cache folder, root of caches, or corpus (default: each method's "
+                                      "own data, else cache/augment)")
     sweep.add_argument("--out", required=True, help="sweep folder: runs/, results/, summary.{json,md,png}")
     sweep.add_argument("--data-dir", help="data root (default: $CSELAB_DATA_DIR)")
     sweep.add_argument("--eval-limit", type=int, help="score only the first N STS-B dev pairs during training")
     sweep.add_argument("--sts-limit", type=int, help="score only the first N pairs of each STS subset (quick checks)")
+    sweep.add_argument("--bias", action="store_true",
+                       help="also score the bias suite: Cont./Oppn. (paper protocol), paraphrase over negation, "
+                            "CANNOT cosine")
     sweep.add_argument("--devices", help="comma-separated GPU ids: one worker process per GPU shares the runs")
     sweep.add_argument("--worker", help=argparse.SUPPRESS)
     sweep.set_defaults(handler=_sweep)
@@ -367,9 +382,9 @@ def _without_option(arguments: list[str], option: str) -> list[str]:
 
 
 def _sweep(args: argparse.Namespace) -> None:
-    from cselab.train.sweep import plan, run_parallel, run_sweep, summary_markdown
+    from cselab.train.sweep import parse_seeds, plan, run_parallel, run_sweep, summary_markdown
 
-    seeds = [int(s) for s in args.seeds.split(",")] if "," in args.seeds else list(range(int(args.seeds)))
+    seeds = parse_seeds(args.seeds)
     methods = args.methods.split(",")
     if args.devices:
         arguments = args.argv[args.argv.index("sweep") + 1:]
@@ -377,8 +392,9 @@ def _sweep(args: argparse.Namespace) -> None:
                                plan(methods, seeds, args.grid))
     else:
         worker = tuple(int(k) for k in args.worker.split("/")) if args.worker else None
-        summary = run_sweep(methods, seeds, args.grid, args.out, _backbone(args.model), _finished_cache(args.data),
-                            args.set, args.data_dir, args.eval_limit, sts_limit=args.sts_limit, worker=worker)
+        summary = run_sweep(methods, seeds, args.grid, args.out, _backbone(args.model), args.data,
+                            args.set, args.data_dir, args.eval_limit, sts_limit=args.sts_limit, worker=worker,
+                            profile=args.profile, bias=args.bias)
         if summary is None:
             return
     print(summary_markdown(summary["rows"]))

@@ -48,14 +48,17 @@ def test_transformer_model_folder_through_the_cli(data_dir, tiny_bert_dir, tmp_p
 
 
 def test_bias_suite_then_compare(data_dir, tmp_path, capsys):
-    for model in ("bow", "tfidf"):
+    for model, protocol in (("bow", "paper"), ("tfidf", "footnote")):
         assert main(["probe", "run", "--model", model, "--suite", "bias", "--limit", "40", "--data-dir", str(data_dir),
-                     "--out", str(tmp_path / f"{model}.json")]) == 0
+                     "--split-protocol", protocol, "--out", str(tmp_path / f"{model}.json")]) == 0
     printed = capsys.readouterr().out
     assert "### Cont. and Oppn. per subset" in printed and "| STSB-test" in printed
+    assert "Cont./Oppn. over 16 subsets, split protocol `paper` (the 16 subsets of OssCSE's Table 2)" in printed
+    assert "subsets, split protocol `footnote` (every subset whose median gold score lies in [2, 3.5]" in printed
     payload = json.loads((tmp_path / "bow.json").read_text())
     assert payload["suite"] == "bias" and "bias" in payload and "sts" not in payload
     bias = payload["bias"]
+    assert bias["splits"]["protocol"] == "paper" and "STS14-OnWN" not in bias["splits"]["subsets"]
     assert bias["splits"]["gap"] == pytest.approx(bias["splits"]["cont_wavg"] - bias["splits"]["oppn_wavg"])
     assert bias["transformations"]["n_sources"] == 48 and len(bias["transformations"]["pairs"]) == 288
     assert bias["cannot"]["all"]["n"] == 4 * 40
@@ -68,6 +71,7 @@ def test_bias_suite_then_compare(data_dir, tmp_path, capsys):
                  "--out", str(tmp_path / "cmp.md")]) == 0
     table = capsys.readouterr().out
     assert "| Model | STS avg. | Cont." in table and "| bow   | n/a " in table and "| tfidf " in table
+    assert "different Cont./Oppn. split protocols (footnote, paper)" in table
     assert (tmp_path / "cmp.md").read_text().splitlines()[0] == table.splitlines()[0]
 
 
@@ -117,11 +121,30 @@ def test_probing_suite_without_files_says_how_to_get_them(data_dir, tmp_path, ca
     assert "probe build-probing --corpus FILE --out DIR" in capsys.readouterr().err
 
 
+def test_several_suites_in_one_run_encode_each_sentence_once(data_dir, tmp_path, monkeypatch):
+    from cselab.encoders.lexical import LexicalEncoder
+
+    encoded = []
+    original = LexicalEncoder._encode_unique
+    monkeypatch.setattr(LexicalEncoder, "_encode_unique",
+                        lambda self, sentences, *rest: encoded.extend(sentences) or original(self, sentences, *rest))
+    assert main(["probe", "run", "--model", "bow", "--suite", "sts,bias", "--limit", "20", "--data-dir", str(data_dir),
+                 "--out", str(tmp_path / "both.json")]) == 0
+    payload = json.loads((tmp_path / "both.json").read_text())
+    assert payload["suite"] == "sts,bias" and "sts" in payload and "bias" in payload and "transfer" not in payload
+    assert len(encoded) == len(set(encoded))  # STS-B test and STS12-16 are in both suites, encoded once
+    assert main(["probe", "run", "--model", "bow", "--suite", "sts,nosuch", "--data-dir", str(data_dir)]) == 2
+
+
 def test_probe_splits_writes_table_and_pairs(data_dir, tmp_path, capsys):
     assert main(["probe", "splits", "--data-dir", str(data_dir), "--out-dir", str(tmp_path)]) == 0
     assert "| STS12-MSRvid | 406 | 344 | 2.40 |" in capsys.readouterr().out
-    subsets = json.loads((tmp_path / "splits.json").read_text())["subsets"]
-    assert len(subsets) == 26 and sum(1 for s in subsets if s["included"]) == 20
+    written = json.loads((tmp_path / "splits.json").read_text())
+    subsets = written["subsets"]
+    assert written["protocol"] == "paper" and len(subsets) == 26 and sum(s["included"] for s in subsets) == 16
+    assert main(["probe", "splits", "--data-dir", str(data_dir), "--out-dir", str(tmp_path / "f"),
+                 "--protocol", "footnote"]) == 0
+    assert sum(s["included"] for s in json.loads((tmp_path / "f" / "splits.json").read_text())["subsets"]) == 20
     assert len((tmp_path / "pairs.jsonl").read_text().splitlines()) == sum(s["n_cont"] + s["n_oppn"] for s in subsets)
 
 

@@ -10,22 +10,70 @@ Backends implement :class:`Translator` (``round_trip(texts) -> candidates per te
 - :class:`HFTranslator`: pairs of Hugging Face seq2seq models, by default the paper's
   facebook/wmt19-en-de + de-en and en-ru + ru-en (FSMT); Marian opus-mt pairs work too.
 - :class:`ApertiumTranslator`: Debian's rule-based ``apertium`` (eng-spa), offline on CPU.
+
+:func:`resolve_backend` picks ``auto``'s backend: the WMT19 models when they load without a download
+(local folders or the Hugging Face cache), otherwise apertium, with a one-line warning that the
+paraphrases will not be the paper's.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import shutil
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Protocol
 
 from cselab.mer import Normalizer, mer, normalizer
 
+logger = logging.getLogger(__name__)
+
 MER_BAND = (0.15, 0.6)
 WMT19_PIVOTS = (("facebook/wmt19-en-de", "facebook/wmt19-de-en"), ("facebook/wmt19-en-ru", "facebook/wmt19-ru-en"))
+APERTIUM_PIVOTS = (("eng-spa", "spa-eng"),)
 APERTIUM_HOWTO = "install it with: apt-get install apertium apertium-eng-spa (Debian/Ubuntu)"
+BACKENDS = ("auto", "hf", "apertium", "none")
+
+
+def available_offline(name_or_path: str) -> bool:
+    """Whether a model loads without a download: a local folder, or a hub name already in the cache."""
+    if Path(name_or_path).is_dir():
+        return True
+    from huggingface_hub import try_to_load_from_cache
+
+    try:
+        return isinstance(try_to_load_from_cache(name_or_path, "config.json"), str)
+    except ValueError:  # not a valid repository id
+        return False
+
+
+def resolve_backend(backend: str, pivots: Sequence[Sequence[str]] = WMT19_PIVOTS) -> str:
+    """``auto`` -> ``hf`` when every model of ``pivots`` loads offline, else ``apertium`` (with a warning);
+    any other backend as it is."""
+    if backend not in BACKENDS:
+        raise ValueError(f"Unknown back-translation backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+    if backend != "auto":
+        return backend
+    missing = [name for pair in pivots for name in pair if not available_offline(name)]
+    if not missing:
+        return "hf"
+    logger.warning("back-translation: %s not found locally (no folder, not in the Hugging Face cache); using "
+                   "apertium eng-spa, so paraphrases are not the paper's (--backend hf downloads the models)",
+                   ", ".join(missing))
+    return "apertium"
+
+
+def backend_pivots(backend: str, hf_pivots: Sequence[Sequence[str]] = WMT19_PIVOTS) -> list[list[str]]:
+    """The round trips a (resolved) backend makes: model pairs for ``hf``, apertium modes, or none."""
+    return {"hf": [list(p) for p in hf_pivots], "apertium": [list(p) for p in APERTIUM_PIVOTS]}.get(backend, [])
+
+
+def is_paper_backtranslation(backend: str, pivots: Sequence[Sequence[str]]) -> bool:
+    """Whether these round trips are OssCSE's and sg-opt's: WMT19 en-de and en-ru through transformers."""
+    return backend == "hf" and [list(p) for p in pivots] == [list(p) for p in WMT19_PIVOTS]
 
 
 class Translator(Protocol):

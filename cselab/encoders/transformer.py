@@ -34,8 +34,11 @@ class TransformerEncoder(Encoder):
     """Encodes with a transformers model and a pooler (see :mod:`cselab.encoders.pooling`).
 
     ``prompt`` is a template such as ``This sentence : "{}" means [MASK] .``; ``{}`` receives
-    the sentence and ``[MASK]`` stands for the tokenizer's mask token. Sentences longer than
-    ``max_length`` tokens are cut (the prompt is kept whole) and a warning says how many.
+    the sentence and ``[MASK]`` stands for the tokenizer's mask token. ``max_length`` is the budget
+    of a sentence: without a prompt, its tokens with the special ones (as SimCSE's max length);
+    with a prompt, as PromptBERT, the sentence's own word-pieces, cut first and then wrapped in the
+    template (whose tokens come on top, within the model's positions). Longer sentences are cut and
+    a warning says how many.
     """
 
     def __init__(self, model, tokenizer, pooler: str = "avg", prompt: str | None = None,
@@ -50,7 +53,8 @@ class TransformerEncoder(Encoder):
         self.normalize = normalize
         self.spec = spec or getattr(model.config, "_name_or_path", "")
         positions = getattr(model.config, "max_position_embeddings", None) or DEFAULT_MAX_LENGTH
-        self.max_length = max_length or min(tokenizer.model_max_length, DEFAULT_MAX_LENGTH, positions)
+        self.limit = min(tokenizer.model_max_length, DEFAULT_MAX_LENGTH, positions)  # tokens the model takes
+        self.max_length = max_length or self.limit
         self.prompt = self._check_prompt(prompt) if prompt else None
 
     def _check_prompt(self, prompt: str) -> str:
@@ -64,8 +68,10 @@ class TransformerEncoder(Encoder):
                 raise ValueError(f"prompt {prompt!r} must contain {MASK_PLACEHOLDER} exactly once")
         filled = prompt.replace(MASK_PLACEHOLDER, mask_token) if mask_token else prompt
         self._mask_after_sentence = filled.find(mask_token or "\0") > filled.index("{}")
-        if len(self.tokenizer(filled.replace("{}", ""))["input_ids"]) >= self.max_length:
-            raise ValueError(f"prompt {prompt!r} leaves no room for a sentence within max_length={self.max_length}")
+        self._template_length = len(self.tokenizer(filled.replace("{}", ""))["input_ids"])
+        if self._template_length >= self.limit:
+            raise ValueError(f"prompt {prompt!r} leaves no room for a sentence within the model's {self.limit} "
+                             "positions")
         return filled
 
     @property
@@ -78,33 +84,53 @@ class TransformerEncoder(Encoder):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "pooler": self.pooler, "prompt": self.prompt, "max_length": self.max_length,
+                "max_length_counts": "the sentence's word-pieces (the prompt on top)" if self.prompt
+                else "tokens, special ones included",
                 "normalize": self.normalize, "dtype": str(next(self.model.parameters()).dtype)}
 
     def _fill(self, sentence: str) -> str:
         return self.prompt.replace("{}", sentence, 1) if self.prompt else sentence
 
+    @property
+    def sentence_budget(self) -> int:
+        """Word-pieces a sentence keeps inside the prompt: ``max_length``, less what the model's positions lack."""
+        return min(self.max_length, self.limit - self._template_length)
+
     def tokenize(self, sentences: list[str], warn: bool = True) -> list[list[int]]:
-        """Token ids with special tokens, each at most ``max_length`` long (a warning counts the cut ones)."""
+        """Token ids with special tokens (and the prompt); a sentence over its budget is cut at a token boundary
+        (a warning counts the cut ones)."""
+        sentences = list(sentences)
+        if self.prompt:  # PromptBERT: cut the sentence to its budget, then wrap it
+            pieces = self.tokenizer(sentences, add_special_tokens=False, verbose=False)["input_ids"]
+            too_long = [i for i, row in enumerate(pieces) if len(row) > self.sentence_budget]
+            for i in too_long:
+                sentences[i] = self._cut(sentences[i], self.sentence_budget)
+            cap = self.limit
         ids = self.tokenizer([self._fill(s) for s in sentences], verbose=False)["input_ids"]
-        too_long = [i for i, row in enumerate(ids) if len(row) > self.max_length]
+        if not self.prompt:
+            too_long, cap = [i for i, row in enumerate(ids) if len(row) > self.max_length], self.max_length
+        for i in [i for i, row in enumerate(ids) if len(row) > cap]:  # a template can re-tokenize the edges
+            ids[i] = self._truncate(sentences[i], len(ids[i]) - cap, cap)
         if too_long and warn:
-            warnings.warn(f"{len(too_long)} sentence(s) longer than max_length={self.max_length} tokens were truncated",
-                          stacklevel=3)
-        for i in too_long:
-            ids[i] = self._truncate(sentences[i], len(ids[i]) - self.max_length)
+            warnings.warn(f"{len(too_long)} sentence(s) longer than max_length={self.max_length} "
+                          f"{'word-pieces' if self.prompt else 'tokens'} were truncated", stacklevel=3)
         return ids
 
-    def _truncate(self, sentence: str, excess: int) -> list[int]:
-        """Cut the sentence (never the prompt) at a token boundary until it fits."""
+    def _cut(self, sentence: str, keep: int) -> str:
+        """The sentence up to the end of its ``keep``-th word-piece."""
+        offsets = self.tokenizer(sentence, add_special_tokens=False, return_offsets_mapping=True,
+                                 verbose=False)["offset_mapping"]
+        return sentence[: offsets[keep - 1][1]] if keep > 0 else ""
+
+    def _truncate(self, sentence: str, excess: int, cap: int) -> list[int]:
+        """Cut the sentence (never the prompt) at a token boundary until the whole fits in ``cap`` tokens."""
         while True:
-            offsets = self.tokenizer(sentence, add_special_tokens=False, return_offsets_mapping=True,
-                                     verbose=False)["offset_mapping"]
-            keep = max(len(offsets) - excess, 0)
-            sentence = sentence[: offsets[keep - 1][1]] if keep else ""
+            pieces = len(self.tokenizer(sentence, add_special_tokens=False, verbose=False)["input_ids"])
+            sentence = self._cut(sentence, max(pieces - excess, 0))
             ids = self.tokenizer(self._fill(sentence))["input_ids"]
-            if len(ids) <= self.max_length:
+            if len(ids) <= cap:
                 return ids
-            excess = len(ids) - self.max_length
+            excess = len(ids) - cap
 
     def pad(self, rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         """Token id rows padded to the longest (right padding), and their attention mask."""

@@ -40,6 +40,9 @@ def bias_tables(bias: dict[str, Any]) -> str:
     accuracy = transformations["paraphrase_over_negation"]
     parts = [
         "### Surface-structure bias (Spearman x 100)",
+        f"Cont./Oppn. over {len(splits['subsets'])} subsets, split protocol `{splits.get('protocol', 'footnote')}` "
+        f"({splits.get('protocol_description', 'median gold score in [2, 3.5]')}); averages weight each part by "
+        "its own size, as the paper's Table 3.",
         markdown_table(["Cont. (wavg)", "Oppn. (wavg)", "Gap", "Paraphrase > negation"],
                        [[_cell(splits["cont_wavg"]), _cell(splits["oppn_wavg"]), _cell(splits["gap"]),
                          f"{_cell(accuracy['accuracy'] and 100 * accuracy['accuracy'], 1)}% of {accuracy['n']}"]]),
@@ -202,8 +205,15 @@ def compare_table(payloads: Sequence[dict[str, Any]]) -> str:
                      _cell(accuracy and 100 * accuracy, 1), _cell(cannot, 3), _cell(_avg(payload, "transfer")),
                      _cell(sum(v["acc"] for v in probing.values()) / len(probing) if probing else None),
                      _cell(au.get("alignment"), 3), _cell(au.get("uniformity"), 3)])
-    return markdown_table(["Model", "STS avg.", "Cont.", "Oppn.", "Gap", "Para > neg (%)", "CANNOT cos.",
-                           "Transfer avg.", "Probing avg.", "Alignment", "Uniformity"], rows)
+    table = markdown_table(["Model", "STS avg.", "Cont.", "Oppn.", "Gap", "Para > neg (%)", "CANNOT cos.",
+                            "Transfer avg.", "Probing avg.", "Alignment", "Uniformity"], rows)
+    protocols = sorted({p["bias"]["splits"].get("protocol", "footnote") for p in payloads if "bias" in p})
+    if len(protocols) > 1:
+        table += (f"\n\nWarning: these results use different Cont./Oppn. split protocols ({', '.join(protocols)}); "
+                  "their Cont., Oppn. and Gap columns are not comparable.")
+    elif protocols:
+        table += f"\n\nCont./Oppn.: split protocol `{protocols[0]}`."
+    return table
 
 
 def compare_report(payloads: Sequence[dict[str, Any]]) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 from dataclasses import dataclass
@@ -21,7 +22,7 @@ from cselab.probes.geometry import alignment_uniformity, layer_geometry, pca_sts
 from cselab.probes.plots import plot_accuracies, plot_geometry, task_scores
 from cselab.probes.probing import probing_dir, run_probing
 from cselab.probes.results import checksums, package_versions
-from cselab.probes.splits import build_splits, split_summary
+from cselab.probes.splits import PROTOCOLS, build_splits, split_summary
 from cselab.probes.sts import SHORT_NAMES, STS_SUITE, run_sts, subset_limit
 from cselab.probes.transfer import run_transfer
 from cselab.probes.transformations import (handwritten_testset, plot_transformations, read_testset,
@@ -29,6 +30,16 @@ from cselab.probes.transformations import (handwritten_testset, plot_transformat
 
 SUITES = {"sts": ("sts",), "bias": ("bias",), "transfer": ("transfer",), "probing": ("probing",),
           "geometry": ("geometry",), "all": ("sts", "bias", "transfer", "probing", "geometry")}
+
+
+def suite_parts(suite: str) -> tuple[str, ...]:
+    """The suites a ``--suite`` value runs: one name, or names joined by commas (``sts,bias``)."""
+    names = [name.strip() for name in suite.split(",")]
+    unknown = [name for name in names if name not in SUITES]
+    if unknown:
+        raise ValueError(f"Unknown suite {', '.join(map(repr, unknown))}; choose from {', '.join(SUITES)}, or "
+                         "several joined by commas (sts,bias)")
+    return tuple(part for part in SUITES["all"] if any(part in SUITES[name] for name in names))
 
 
 @dataclass
@@ -46,14 +57,17 @@ class ProbeOptions:
     n_jobs: int = 1
     transfer_tasks: tuple[str, ...] = TRANSFER_TASKS
     probing_dir: str | os.PathLike | None = None
+    split_protocol: str = "paper"
 
 
 def run_bias(encoder: Encoder, options: ProbeOptions, files: list) -> dict[str, Any]:
     """Cont./Oppn. splits, the transformation test set and, when present, the CANNOT negation sets."""
-    splits = build_splits(options.data_dir, options.mer_normalize, limit=options.limit)
+    splits = build_splits(options.data_dir, options.mer_normalize, options.split_protocol, options.limit)
     files.extend(path for s in splits for path in s.pairs.files)
     result: dict[str, Any] = {"mer_normalize": options.mer_normalize,
-                              "splits": {**run_bias_splits(encoder, splits, options.batch_size),
+                              "splits": {"protocol": options.split_protocol,
+                                         "protocol_description": PROTOCOLS[options.split_protocol],
+                                         **run_bias_splits(encoder, splits, options.batch_size),
                                          "table": split_summary(splits)}}
     testset = Path(options.testset) if options.testset else handwritten_testset()
     summary, records = run_transformations(encoder, read_testset(testset), options.batch_size, options.mer_normalize)
@@ -104,28 +118,19 @@ def run_geometry(encoder: Encoder, options: ProbeOptions, files: list) -> dict[s
     return result
 
 
-def run_probes(encoder: Encoder, suite: str, options: ProbeOptions) -> dict[str, Any]:
-    """The results JSON payload of ``suite`` (``sts``, ``bias``, ``transfer``, ``probing``, ``geometry`` or ``all``)."""
-    if suite not in SUITES:
-        raise ValueError(f"Unknown suite {suite!r}; choose one of {', '.join(SUITES)}")
-    import torch
-
-    torch.manual_seed(options.seed)
-    started = datetime.now(timezone.utc)
-    clock = time.perf_counter()
-    payload: dict[str, Any] = {"cselab_version": __version__, "suite": suite, "model": encoder.describe(),
-                               "metric": "Spearman's rho x 100 of cosine similarity against gold scores"}
-    files: list = []
-    if "sts" in SUITES[suite]:
+def _run_parts(encoder: Encoder, parts: tuple[str, ...], suite: str, options: ProbeOptions, payload: dict[str, Any],
+               files: list) -> None:
+    """Each suite of ``parts`` into ``payload``; the files read go to ``files``."""
+    if "sts" in parts:
         payload["sts"], read = run_sts(encoder, options.tasks, options.data_dir, options.batch_size, options.limit)
         files.extend(read)
-    if "bias" in SUITES[suite]:
+    if "bias" in parts:
         payload["bias"] = run_bias(encoder, options, files)
-    if "transfer" in SUITES[suite]:
+    if "transfer" in parts:
         payload["transfer"], read = run_transfer(encoder, options.transfer_tasks, options.data_dir, options.protocol,
                                                  options.batch_size, options.n_jobs, options.limit)
         files.extend(read)
-    if "probing" in SUITES[suite]:
+    if "probing" in parts:
         try:
             folder = probing_dir(options.probing_dir, options.data_dir)
         except DataNotFoundError as err:
@@ -137,8 +142,24 @@ def run_probes(encoder: Encoder, suite: str, options: ProbeOptions) -> dict[str,
                                                    batch_size=options.batch_size, n_jobs=options.n_jobs,
                                                    limit=options.limit)
             files.extend(read)
-    if "geometry" in SUITES[suite]:
+    if "geometry" in parts:
         payload["geometry"] = run_geometry(encoder, options, files)
+
+
+def run_probes(encoder: Encoder, suite: str, options: ProbeOptions) -> dict[str, Any]:
+    """The results JSON payload of ``suite`` (``sts``, ``bias``, ``transfer``, ``probing``, ``geometry``, ``all``, or
+    several joined by commas); with several suites each distinct sentence is encoded once."""
+    parts = suite_parts(suite)
+    import torch
+
+    torch.manual_seed(options.seed)
+    started = datetime.now(timezone.utc)
+    clock = time.perf_counter()
+    payload: dict[str, Any] = {"cselab_version": __version__, "suite": suite, "model": encoder.describe(),
+                               "metric": "Spearman's rho x 100 of cosine similarity against gold scores"}
+    files: list = []
+    with encoder.remembering() if len(parts) > 1 else contextlib.nullcontext():
+        _run_parts(encoder, parts, suite, options, payload, files)
     root = data_root(options.data_dir)
     payload.update({"limit": options.limit, "seed": options.seed, "started": started.isoformat(timespec="seconds"),
                     "wall_time_s": round(time.perf_counter() - clock, 2), "versions": package_versions(),

@@ -14,10 +14,16 @@ A method (``cselab/train/presets/*.yaml``, or any path) has:
   :mod:`cselab.train.objectives`;
 - ``hooks``: ``weights: {kind: sam|awp, size}`` perturbs the weights for a second pass each
   step (:mod:`cselab.train.hooks`);
-- ``training``: batch size, learning rate, epochs ... (see :mod:`cselab.train.trainer`);
-- optionally ``description`` (one line for ``--list-methods``), ``extends`` (a preset this one
+- ``training``: batch size, learning rate, AdamW's ``weight_decay``, ``adam_betas`` and ``adam_eps``,
+  epochs, ``early_stop`` (patience in evaluations) ... (see :mod:`cselab.train.trainer`);
+- optionally ``data`` (the corpus or cache the method trains on when ``--data`` is not given, e.g. SG's
+  STS-B sentences), ``description`` (one line for ``--list-methods``), ``extends`` (a preset this one
   changes; deep-merged, ``key: null`` removes a key of the base) and ``profiles`` (name ->
-  ``{dotted.key: value}``, e.g. a paper's per-backbone defaults, picked with ``--profile``).
+  ``{dotted.key: value}``, e.g. a paper's per-backbone defaults, picked with ``--profile``; a preset
+  inherits the profiles of the one it extends, and its own profile of the same name replaces the base's).
+
+Every paper setting a preset or profile carries is a row of the protocol ledger
+(:mod:`cselab.train.protocols`).
 
 ``A+B`` composes presets: B's own settings (not those it extends) are merged onto A, so
 ``osscse+byop-c`` is OssCSE with BYOP's margin on its InfoNCE. ``--set a.b=value`` overrides
@@ -38,12 +44,13 @@ import yaml
 
 from cselab.train.objectives import LOSSES
 
-SECTIONS = ("method", "description", "extends", "encoder", "views", "losses", "hooks", "training", "profiles")
+SECTIONS = ("method", "description", "extends", "data", "encoder", "views", "losses", "hooks", "training",
+            "profiles")
 HOOK_KEYS = {"weights"}
 ENCODER_KEYS = {"pooler", "head", "prompt", "frozen", "freeze_embeddings"}
 VIEW_KEYS = {"column", "prompt", "layers", "layer_pooler", "frozen", "of", "augment"}
 TRAINING_KEYS = {"batch_size", "lr", "epochs", "max_steps", "max_length", "eval_steps", "grad_accum",
-                 "mixed_precision", "seed", "adam_betas"}
+                 "mixed_precision", "seed", "adam_betas", "adam_eps", "weight_decay", "early_stop"}
 VIEW_ROLES = ("anchor", "positive", "paraphrase", "negation", "guide")
 
 
@@ -79,8 +86,11 @@ def _resolve(name_or_path: str | os.PathLike) -> tuple[dict[str, Any], str]:
     config, source = _read(name_or_path)
     if "extends" in config:
         base, _ = _resolve(config["extends"])
+        profiles = {**base.get("profiles", {}), **config.get("profiles", {})}  # a same-named profile is replaced
         config = _merge({k: v for k, v in base.items() if k not in ("description", "profiles")},
-                        {k: v for k, v in config.items() if k != "extends"})
+                        {k: v for k, v in config.items() if k not in ("extends", "profiles")})
+        if profiles:
+            config["profiles"] = profiles
     return config, source
 
 
@@ -137,6 +147,10 @@ def validate(config: dict[str, Any], source: str = "method") -> None:
     unknown(config.get("encoder", {}), ENCODER_KEYS, "encoder")
     unknown(config.get("training", {}), TRAINING_KEYS, "training")
     unknown(config.get("hooks") or {}, HOOK_KEYS, "hooks")
+    patience = config.get("training", {}).get("early_stop")
+    if patience is not None and (not isinstance(patience, int) or isinstance(patience, bool) or patience < 1):
+        raise ValueError(f"{source}: training.early_stop must be a whole number of evaluations >= 1, or null; "
+                         f"got {patience!r}")
     views = config.get("views", {})
     for name, view in views.items():
         unknown(view, VIEW_KEYS, f"views.{name}")

@@ -27,7 +27,12 @@ import numpy as np
 
 from cselab.atomic import write_json_atomic, write_text_atomic
 
+# Named seed sets of the papers: the thesis's five (simcse-improvements.txt section 5) and SG-OPT's eight (Table 8).
+SEED_SETS = {"thesis": (19984, 5838, 16822, 19294, 17173), "sg-opt": (1, 2, 3, 4, 1234, 2345, 3456, 7890)}
 COLUMNS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R", "avg", "alignment", "uniformity")
+# With ``bias=True``: Cont./Oppn. (paper protocol), paraphrase-over-negation rate (%) and CANNOT cosine.
+BIAS_COLUMNS = ("cont", "oppn", "gap", "para_over_neg", "cannot_cosine")
+THREE_DECIMALS = ("alignment", "uniformity", "cannot_cosine")
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,20 @@ class SweepRun:
         return re.sub(r"[^A-Za-z0-9.=+-]+", "_", self.label).strip("_") + f"-seed{self.seed}"
 
 
+def parse_seeds(text: str) -> list[int]:
+    """``"3"`` -> 0, 1, 2; ``"5,7"`` -> 5, 7; a name of :data:`SEED_SETS` -> its seeds."""
+    if text in SEED_SETS:
+        return list(SEED_SETS[text])
+    try:
+        seeds = [int(s) for s in text.split(",")] if "," in text else list(range(int(text)))
+    except ValueError:
+        raise ValueError(f"--seeds {text!r}: expected a number N, a comma-separated list of seeds, or one of "
+                         f"{', '.join(SEED_SETS)}") from None
+    if not seeds:
+        raise ValueError(f"--seeds {text!r}: no seed to run (give N >= 1)")
+    return seeds
+
+
 def parse_grid(items: list[str]) -> list[tuple[str, ...]]:
     """``["a.b=1,2", "c=x,y"]`` -> every combination, as tuples of ``KEY=VALUE``."""
     axes = []
@@ -60,25 +79,35 @@ def plan(methods: list[str], seeds: list[int], grid: list[str]) -> list[SweepRun
     return [SweepRun(m, point, s) for m in methods for point in parse_grid(grid) for s in seeds]
 
 
-def score_run(folder: str | os.PathLike, data_dir: str | os.PathLike | None = None, sts_limit: int | None = None
-              ) -> dict[str, Any]:
+def score_run(folder: str | os.PathLike, data_dir: str | os.PathLike | None = None, sts_limit: int | None = None,
+              bias: bool = False) -> dict[str, Any]:
     """STS suite (the first ``sts_limit`` pairs of each subset: quick checks) and STS-B dev alignment/uniformity
-    of a run's best checkpoint."""
+    of a run's best checkpoint; with ``bias``, also the bias suite's headline figures (:data:`BIAS_COLUMNS`)."""
     from cselab.encoders import load_encoder
     from cselab.probes.geometry import alignment_uniformity
+    from cselab.probes.runner import ProbeOptions, run_bias
     from cselab.probes.sts import run_sts
 
     encoder = load_encoder(str(folder))
-    scores, _ = run_sts(encoder, data_dir=data_dir, limit=sts_limit)
-    geometry = alignment_uniformity(encoder, data_dir)
-    return {**{task: value["all"] for task, value in scores.items() if task != "avg"}, "avg": scores["avg"],
-            "alignment": geometry["alignment"], "uniformity": geometry["uniformity"]}
+    with encoder.remembering():
+        scores, _ = run_sts(encoder, data_dir=data_dir, limit=sts_limit)
+        geometry = alignment_uniformity(encoder, data_dir)
+        found = run_bias(encoder, ProbeOptions(data_dir=data_dir, limit=sts_limit), []) if bias else None
+    result = {**{task: value["all"] for task, value in scores.items() if task != "avg"}, "avg": scores["avg"],
+              "alignment": geometry["alignment"], "uniformity": geometry["uniformity"]}
+    if found is not None:
+        accuracy = found["transformations"]["paraphrase_over_negation"]["accuracy"]
+        result.update({"cont": found["splits"]["cont_wavg"], "oppn": found["splits"]["oppn_wavg"],
+                       "gap": found["splits"]["gap"], "para_over_neg": None if accuracy is None else 100 * accuracy,
+                       "cannot_cosine": found["cannot"].get("all", {}).get("mean_cosine")})
+    return result
 
 
 def run_sweep(methods: list[str], seeds: list[int], grid: list[str], out: str | os.PathLike, model: str,
-              data: str | os.PathLike, overrides: list[str] = (), data_dir: str | os.PathLike | None = None,
+              data: str | os.PathLike | None, overrides: list[str] = (), data_dir: str | os.PathLike | None = None,
               eval_limit: int | None = None, progress: bool = True, sts_limit: int | None = None,
-              worker: tuple[int, int] | None = None) -> dict[str, Any] | None:
+              worker: tuple[int, int] | None = None, profile: str | None = None, bias: bool = False
+              ) -> dict[str, Any] | None:
     """Train and score every run not scored yet, then write the summary; returns it. A ``worker`` ``(k, n)`` takes
     only every n-th run from the k-th and writes no summary (see :func:`run_parallel`)."""
     from cselab.train.methods import load_method
@@ -88,7 +117,7 @@ def run_sweep(methods: list[str], seeds: list[int], grid: list[str], out: str | 
     runs = plan(methods, seeds, grid)
     for method in methods:  # every config is checked before the first run starts
         for point in parse_grid(grid):
-            load_method(method, [*overrides, *point])
+            load_method(method, [*overrides, *point], profile)
     for number, run in enumerate(runs, 1):
         if worker is not None and (number - 1) % worker[1] != worker[0]:
             continue
@@ -97,11 +126,11 @@ def run_sweep(methods: list[str], seeds: list[int], grid: list[str], out: str | 
             continue
         if progress:
             print(f"[{number}/{len(runs)}] {run.label}, seed {run.seed}", flush=True)
-        config = load_method(run.method, [*overrides, *run.grid, f"training.seed={run.seed}"])
+        config = load_method(run.method, [*overrides, *run.grid, f"training.seed={run.seed}"], profile)
         summary = train(config, model, data, out / "runs" / run.slug, data_dir, eval_limit, progress=progress)
         result = {"method": run.method, "grid": list(run.grid), "seed": run.seed, "label": run.label,
                   "steps": summary["steps"], "best_stsb_dev": summary["best_stsb_dev"],
-                  "scores": score_run(summary["best"], data_dir, sts_limit)}
+                  "scores": score_run(summary["best"], data_dir, sts_limit, bias)}
         write_json_atomic(result_path, result)
     if worker is not None:
         return None
@@ -129,6 +158,11 @@ def run_parallel(arguments: list[str], devices: list[str], out: str | os.PathLik
     return write_summary(out, _read_results(Path(out), runs))
 
 
+def _columns(results: list[dict[str, Any]]) -> tuple[str, ...]:
+    """The score columns every result has (the bias ones only when all runs were scored with them)."""
+    return COLUMNS + tuple(c for c in BIAS_COLUMNS if results and all(c in r["scores"] for r in results))
+
+
 def summarize(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Per label (method and grid point): mean, std (ddof 1) and seeds of every column, in first-seen order."""
     labels = list(dict.fromkeys(r["label"] for r in results))
@@ -136,7 +170,7 @@ def summarize(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for label in labels:
         mine = [r for r in results if r["label"] == label]
         stats = {}
-        for column in COLUMNS:
+        for column in _columns(results):
             values = np.array([r["scores"][column] for r in mine], dtype=float)
             stats[column] = {"mean": float(values.mean()),
                              "std": float(values.std(ddof=1)) if len(values) > 1 else 0.0}
@@ -147,10 +181,11 @@ def summarize(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 def summary_markdown(rows: list[dict[str, Any]]) -> str:
     from cselab.probes.report import markdown_table
 
-    header = ["Method", "Seeds", *COLUMNS]
+    columns = [c for c in (*COLUMNS, *BIAS_COLUMNS) if rows and c in rows[0]]
+    header = ["Method", "Seeds", *columns]
     body = [[row["label"], ", ".join(map(str, row["seeds"])),
-             *(f"{row[c]['mean']:.2f} ± {row[c]['std']:.2f}" if c not in ("alignment", "uniformity")
-               else f"{row[c]['mean']:.3f} ± {row[c]['std']:.3f}" for c in COLUMNS)] for row in rows]
+             *(f"{row[c]['mean']:.3f} ± {row[c]['std']:.3f}" if c in THREE_DECIMALS
+               else f"{row[c]['mean']:.2f} ± {row[c]['std']:.2f}" for c in columns)] for row in rows]
     return markdown_table(header, body)
 
 
@@ -179,11 +214,54 @@ def plot_summary(rows: list[dict[str, Any]], results: list[dict[str, Any]], path
     plt.close(figure)
 
 
+BIAS_PANELS = {"avg": "STS avg.", "cont": "Cont.", "oppn": "Oppn.", "para_over_neg": "Paraphrase > negation (%)",
+               "cannot_cosine": "CANNOT cosine (sentence, negation)"}
+
+
+def _short_label(label: str) -> str:
+    """``osscse[losses.two_way_margin.weight=0.1]`` -> ``weight=0.1``; a label without a grid as it is."""
+    if "[" not in label:
+        return label
+    items = [item.split("=", 1) for item in label[label.index("[") + 1:-1].split(",")]
+    return ",".join(f"{key.rsplit('.', 1)[-1]}={value}" for key, value in items)
+
+
+def plot_bias_summary(rows: list[dict[str, Any]], path: str | os.PathLike) -> None:
+    """One panel per headline figure (STS avg., Cont., Oppn., paraphrase over negation, CANNOT cosine), a point per
+    label with its ±std, joined in the order of the sweep (a grid's values)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(1, len(BIAS_PANELS), figsize=(3.0 * len(BIAS_PANELS), 3.4))
+    positions = np.arange(len(rows))
+    for axis, (column, title) in zip(axes, BIAS_PANELS.items(), strict=True):
+        means = np.array([r[column]["mean"] for r in rows])
+        axis.errorbar(positions, means, yerr=[r[column]["std"] for r in rows], capsize=4, color="#3182bd",
+                      marker="o", linewidth=1)
+        spread = max(float(np.ptp(means)), 1e-3 if column == "cannot_cosine" else 0.5)
+        axis.set_ylim(means.min() - spread / 2, means.max() + spread / 2)
+        axis.set_xlim(-0.5, len(rows) - 0.5)
+        for x, value in zip(positions, means, strict=True):
+            axis.annotate(f"{value:.3f}" if column == "cannot_cosine" else f"{value:.2f}", (x, value),
+                          textcoords="offset points", xytext=(0, 5), ha="center", fontsize=7)
+        axis.set_xticks(positions, [_short_label(r["label"]) for r in rows], rotation=30, ha="right", fontsize=8)
+        axis.set_title(title, fontsize=9)
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
+
+
 def write_summary(out: str | os.PathLike, results: list[dict[str, Any]]) -> dict[str, Any]:
+    """``summary.json``, ``summary.md``, ``summary.png`` and, for a sweep scored with the bias suite,
+    ``summary-bias.png``."""
     out = Path(out)
     rows = summarize(results)
     summary = {"rows": rows, "runs": results}
     write_json_atomic(out / "summary.json", summary)
     write_text_atomic(out / "summary.md", summary_markdown(rows) + "\n")
     plot_summary(rows, results, out / "summary.png")
+    if rows and all(column in rows[0] for column in BIAS_PANELS):
+        plot_bias_summary(rows, out / "summary-bias.png")
     return summary

@@ -8,7 +8,10 @@ accumulation over ``grad_accum`` batches; a linear learning-rate decay; STS-B de
 the full training state (model, optimizer, scheduler, RNG states, step) in ``OUT/last`` at
 each evaluation: a run started again on the same ``OUT`` resumes from there, the data order
 being a function of the seed and the epoch. A NaN or infinite loss stops the run, naming the
-step, with ``OUT/last`` left as the last good state. ``OUT/log.jsonl`` has one line per
+step, with ``OUT/last`` left as the last good state. With ``training.early_stop`` (a patience counted in
+evaluations) the run ends once that many evaluations in a row did not improve the best dev score
+(SG/SG-OPT's "early stopping endurance"). The optimizer is AdamW with the config's ``weight_decay``
+(0 in every preset, as SimCSE), ``adam_betas`` and ``adam_eps``. ``OUT/log.jsonl`` has one line per
 logged step and per evaluation; with ``tensorboard=True`` the same figures go to
 ``OUT/tensorboard`` too.
 """
@@ -29,6 +32,7 @@ import torch
 
 from cselab.encoders.checkpoint import CheckpointInfo
 from cselab.encoders.transformer import TransformerEncoder
+from cselab.train.data import training_rows
 from cselab.train.hooks import perturb_weights, restore_weights
 from cselab.train.objectives import batch_losses, build_generators, fgsm_view_names, total_loss
 from cselab.train.model import TrainingEncoder, save_checkpoint
@@ -88,6 +92,13 @@ def initial_weights(encoder: TrainingEncoder) -> list[torch.Tensor]:
     return [p.detach().clone() for p in encoder.backbone.parameters()]
 
 
+def build_optimizer(parameters: list[torch.Tensor], cfg: dict[str, Any]) -> torch.optim.AdamW:
+    """AdamW with every argument from the config: ``lr``, ``adam_betas``, ``adam_eps``, ``weight_decay`` (0 in every
+    preset, as SimCSE's Hugging Face Trainer settings; torch's own default, 0.01, would pull the weights to 0)."""
+    return torch.optim.AdamW(parameters, lr=cfg["lr"], betas=tuple(cfg.get("adam_betas", (0.9, 0.999))),
+                             eps=cfg.get("adam_eps", 1e-8), weight_decay=cfg.get("weight_decay", 0.0))
+
+
 def backward_pass(model, method: dict[str, Any], rows: dict[str, list], backward, recall_terms=None,
                   generators=None, trainable: list[torch.Tensor] | None = None):
     """One batch's losses and their ``backward``; with ``hooks.weights`` (SAM/AWP) the gradient is taken again at
@@ -115,20 +126,19 @@ def _local_rows(rows, order: torch.Tensor, batch: int, batch_size: int, accelera
     return rows[order[start:start + share].tolist()]
 
 
-def train(method: dict[str, Any], model: str, data: str | os.PathLike, out: str | os.PathLike,
+def train(method: dict[str, Any], model: str, data: str | os.PathLike | None, out: str | os.PathLike,
           data_dir: str | os.PathLike | None = None, eval_limit: int | None = None, log_every: int = 10,
           progress: bool = True, tensorboard: bool = False) -> dict[str, Any]:
-    """Train ``model`` with ``method`` on the cache ``data``; returns the run's summary.
+    """Train ``model`` with ``method`` on ``data`` (see :func:`cselab.train.data.training_rows`; None: the
+    method's own ``data``, else ``cache/augment``); returns the run's summary.
 
     ``training.batch_size`` rows make one contrastive batch (its in-batch negatives), split across processes
     when there are several; ``training.grad_accum`` batches make one optimizer step. ``max_steps``,
     ``eval_steps`` and the learning-rate schedule count optimizer steps."""
     from accelerate import Accelerator
-    from accelerate.utils import set_seed
+    from accelerate.utils import broadcast_object_list, set_seed
     from tqdm.auto import tqdm
     from transformers import get_linear_schedule_with_warmup
-
-    from cselab.augment.cache import load_cache
 
     cfg = method["training"]
     out = Path(out)
@@ -149,18 +159,18 @@ def train(method: dict[str, Any], model: str, data: str | os.PathLike, out: str 
                           "`accelerate launch --multi_gpu -m cselab.cli train ...`")
     set_seed(cfg["seed"])
     out.mkdir(parents=True, exist_ok=True)
-    rows = load_cache(data)
+    rows, source = training_rows(method, data, data_dir)
     per_epoch = len(rows) // batch_size
     if per_epoch < accum:
-        raise TrainingError(f"{data}: {len(rows)} rows, fewer than one step of {accum} batch(es) of {batch_size}")
+        raise TrainingError(f"{source.get('path') or source.get('name')}: {len(rows)} rows, fewer than one step of "
+                            f"{accum} batch(es) of {batch_size}")
     total = per_epoch * cfg["epochs"] // accum
     total = total if cfg.get("max_steps") is None else min(cfg["max_steps"], total)
     enc = method["encoder"]
     encoder = build_encoder(method, model)
     initial = initial_weights(encoder) if any(p.get("type", n) == "recall" for n, p in method["losses"].items()) \
         else None
-    optimizer = torch.optim.AdamW([p for p in encoder.parameters() if p.requires_grad], lr=cfg["lr"],
-                                  betas=tuple(cfg.get("adam_betas", (0.9, 0.999))))
+    optimizer = build_optimizer([p for p in encoder.parameters() if p.requires_grad], cfg)
     scheduler = get_linear_schedule_with_warmup(optimizer, 0, total)
     weights_hook = (method.get("hooks") or {}).get("weights")
     if (weights_hook or fgsm_view_names(method)) and processes > 1:
@@ -181,14 +191,14 @@ def train(method: dict[str, Any], model: str, data: str | os.PathLike, out: str 
     def recall_terms():
         return list(core.backbone.parameters()), initial
 
-    step, best = 0, -math.inf
+    step, best, stale = 0, -math.inf, 0  # stale: evaluations in a row without a better dev score
     last = out / "last"
     if not last.exists() and last.with_name("last.old").exists():
         last = last.with_name("last.old")  # a kill between the two renames of _replace_folder
     if last.exists():
         accelerator.load_state(str(last))
         state = json.loads((last / STATE_FILE).read_text())
-        step, best = state["step"], state["best"]
+        step, best, stale = state["step"], state["best"], state.get("stale", 0)
     main = accelerator.is_main_process
     log = open(out / "log.jsonl", "a", encoding="utf-8") if main else None
     if tensorboard:
@@ -208,7 +218,7 @@ def train(method: dict[str, Any], model: str, data: str | os.PathLike, out: str 
         accelerator.log({k: v for k, v in values.items() if k != "seconds"}, step=step)
 
     def evaluate_and_save() -> float | None:
-        nonlocal best
+        nonlocal best, stale
         score = None
         accelerator.save_state(str(out / "last.tmp"))
         accelerator.wait_for_everyone()  # every process's RNG state is in last.tmp before it is renamed
@@ -216,16 +226,20 @@ def train(method: dict[str, Any], model: str, data: str | os.PathLike, out: str 
             core.eval()
             score = dev.score()
             core.train()
+            stale = 0 if score > best else stale + 1
             if score > best:
                 best = score
                 save_checkpoint(out / "best.tmp", core, info)
                 _replace_folder(out / "best.tmp", out / "best")
-            (out / "last.tmp" / STATE_FILE).write_text(json.dumps({"step": step, "best": best}))
+            (out / "last.tmp" / STATE_FILE).write_text(json.dumps({"step": step, "best": best, "stale": stale}))
             _replace_folder(out / "last.tmp", out / "last")
             record({"stsb_dev": score, "best": best})
         accelerator.wait_for_everyone()
+        if processes > 1:  # only the main process evaluates; every process stops early at the same step
+            stale = broadcast_object_list([stale])[0]
         return score
 
+    patience = cfg.get("early_stop")
     bar = tqdm(total=total, initial=step, desc=f"Training {method['method']}", unit="step",
                disable=not (progress and main))
     clock = time.perf_counter()
@@ -270,10 +284,14 @@ def train(method: dict[str, Any], model: str, data: str | os.PathLike, out: str 
                 score = evaluate_and_save()
                 if main:
                     bar.set_postfix(loss=f"{parts_sum['loss']:.4f}", dev=f"{score:.2f}")
+                if patience is not None and stale >= patience:
+                    record({"early_stop": f"{stale} evaluations without a better dev score"})
+                    break
     finally:
         bar.close()
         if log is not None:
             log.close()
         if tensorboard:
             accelerator.end_training()
-    return {"steps": step, "best_stsb_dev": best, "best": str(out / "best"), "last": str(out / "last")}
+    return {"steps": step, "best_stsb_dev": best, "best": str(out / "best"), "last": str(out / "last"),
+            "stopped_early": patience is not None and stale >= patience, "data": source}

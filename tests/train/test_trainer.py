@@ -12,7 +12,8 @@ from safetensors.torch import load_file
 from cselab.cli import main
 from cselab.encoders import load_encoder
 from cselab.train.methods import load_method
-from cselab.train.trainer import TrainingError, train
+from cselab.train.data import training_rows, warn_if_paraphrases_differ
+from cselab.train.trainer import TrainingError, build_optimizer, train
 
 def small(method: str, **training) -> dict:
     settings = {"batch_size": 16, "max_length": 24, "eval_steps": 10, "lr": 1e-4, **training}
@@ -100,3 +101,47 @@ def test_bad_keys_are_named(capsys):
     assert "unknown key(s) gama in losses.two_way_margin" in capsys.readouterr().err
     assert main(["train", "--out", "x", "--method", "nosuch"]) == 2
     assert "Unknown method 'nosuch'" in capsys.readouterr().err
+
+
+def test_early_stop_ends_the_run_after_patience_evaluations_without_a_better_score(tiny_bert_dir, tiny_cache,
+                                                                                  data_dir, tmp_path):
+    # lr 0: every evaluation gives the first one's score, so none is better
+    summary = train(small("simcse", max_steps=20, eval_steps=1, lr=0.0, early_stop=2), str(tiny_bert_dir),
+                    tiny_cache, tmp_path / "run", data_dir, eval_limit=20, progress=False)
+    assert summary["steps"] == 3 and summary["stopped_early"]
+    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    assert log[-1] == {"step": 3, "early_stop": "2 evaluations without a better dev score"}
+    assert json.loads((tmp_path / "run" / "last" / "trainer_state.json").read_text())["stale"] == 2
+
+
+def test_the_optimizer_takes_every_argument_from_the_config():
+    parameter = torch.nn.Parameter(torch.ones(2))
+    training = load_method("sg")["training"]
+    (group,) = build_optimizer([parameter], training).param_groups
+    assert (group["lr"], group["betas"], group["eps"], group["weight_decay"]) == (5e-5, (0.9, 0.9), 1e-8, 0.0)
+    assert load_method("simcse")["training"]["weight_decay"] == 0.0
+
+
+def test_sg_trains_on_the_stsb_sentences_by_default(tiny_bert_dir, data_dir, tmp_path):
+    from cselab.data import load_corpus
+
+    method = load_method("sg", ["training.max_steps=2", "training.eval_steps=2", "training.max_length=16"])
+    summary = train(method, str(tiny_bert_dir), None, tmp_path / "run", data_dir, eval_limit=20, progress=False)
+    sentences = load_corpus("stsb-sentences", data_dir)
+    assert summary["data"] == {"kind": "corpus", "name": "stsb-sentences", "rows": len(sentences)}
+    assert 10_000 < len(sentences) == len(set(sentences))
+
+
+def test_a_plain_corpus_is_refused_for_a_method_that_reads_paraphrases(data_dir):
+    with pytest.raises(ValueError, match="stsb-sentences is a plain corpus .* it has no negation, paraphrase column"):
+        training_rows(load_method("osscse"), "stsb-sentences", data_dir)
+
+
+def test_paraphrases_not_made_by_the_papers_models_are_warned_about(caplog, tmp_path):
+    apertium = {"models": {"backtranslation": "apertium", "pivots": [["eng-spa", "spa-eng"]],
+                           "paper_backtranslation": False}}
+    paper = {"models": {"backtranslation": "hf", "paper_backtranslation": True}}
+    assert warn_if_paraphrases_differ(load_method("osscse"), apertium, tmp_path)
+    assert "paraphrases made by apertium (eng-spa+spa-eng), not the paper's WMT19" in caplog.text
+    assert not warn_if_paraphrases_differ(load_method("osscse"), paper, tmp_path)
+    assert not warn_if_paraphrases_differ(load_method("simcse"), apertium, tmp_path)  # reads no paraphrase

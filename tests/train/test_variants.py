@@ -184,3 +184,35 @@ def test_sweep_over_devices_shares_the_runs_between_workers(tiny_bert_dir, tiny_
     assert main(arguments) == 0  # on CPU the device ids change nothing; the two workers split the runs
     summary = json.loads((tmp_path / "sweep" / "summary.json").read_text())
     assert [r["seed"] for r in summary["runs"]] == [0, 1] and summary["rows"][0]["seeds"] == [0, 1]
+
+
+def test_seeds_are_a_count_a_list_or_a_papers_named_set():
+    from cselab.train.sweep import parse_seeds
+
+    assert parse_seeds("3") == [0, 1, 2] and parse_seeds("5,7") == [5, 7]
+    assert parse_seeds("thesis") == [19984, 5838, 16822, 19294, 17173]
+    assert parse_seeds("sg-opt") == [1, 2, 3, 4, 1234, 2345, 3456, 7890]
+    with pytest.raises(ValueError, match="no seed to run"):
+        parse_seeds("0")
+    with pytest.raises(ValueError, match="expected a number N, a comma-separated list of seeds, or one of thesis"):
+        parse_seeds("five")
+
+
+def test_a_grid_sweep_with_a_profile_scores_the_bias_suite(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
+    """The mechanism check's path: OssCSE's margin weight on a grid, the minilm profile, bias figures per run."""
+    from cselab.train.sweep import BIAS_COLUMNS, run_sweep
+
+    settings = ["training.batch_size=16", "training.max_length=24", "training.max_steps=1", "training.eval_steps=1"]
+    summary = run_sweep(["osscse"], [0], ["losses.two_way_margin.weight=0,0.1"], tmp_path / "sweep",
+                        str(tiny_bert_dir), tiny_cache, settings, data_dir, eval_limit=20, progress=False,
+                        sts_limit=20, profile="minilm", bias=True)
+    assert [row["label"] for row in summary["rows"]] == ["osscse[losses.two_way_margin.weight=0]",
+                                                         "osscse[losses.two_way_margin.weight=0.1]"]
+    for run in summary["runs"]:
+        assert set(BIAS_COLUMNS) <= set(run["scores"])
+        assert run["scores"]["gap"] == pytest.approx(run["scores"]["cont"] - run["scores"]["oppn"])
+    header = (tmp_path / "sweep" / "summary.md").read_text().splitlines()[0]
+    assert "para_over_neg" in header and "cannot_cosine" in header
+    assert (tmp_path / "sweep" / "summary-bias.png").read_bytes()[:4] == b"\x89PNG"
+    for info in (tmp_path / "sweep" / "runs").glob("*/best/cselab.json"):
+        assert json.loads(info.read_text())["pooler"] == "avg" and json.loads(info.read_text())["prompt"] is None

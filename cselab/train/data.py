@@ -1,0 +1,71 @@
+"""What a run trains on: an augment cache, or a plain corpus whose sentences become the ``text`` column.
+
+``--data`` (or a method's ``data`` key) is one of: an augment cache folder; a root holding caches (the
+newest finished one is used); a corpus name (``wiki1m``, ``stsb-sentences``) or a one-sentence-per-line
+file. A plain corpus has only ``text``: methods whose views read ``paraphrase`` or ``negation`` need a cache.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+from cselab.augment.cache import MANIFEST, load_cache
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_DATA = "cache/augment"
+
+
+def finished_cache(path: str | os.PathLike) -> Path:
+    """An augment cache folder, or the newest finished one under a root of caches."""
+    data = Path(path)
+    if not (data / MANIFEST).exists():
+        finished = sorted(data.glob(f"*/{MANIFEST}"), key=lambda p: p.stat().st_mtime)
+        if not finished:
+            raise ValueError(f"{data} holds no finished augment cache (run `cselab augment` or `make augment`), "
+                             "and is not a corpus name or file")
+        data = finished[-1].parent
+    return data
+
+
+def training_rows(method: dict[str, Any], data: str | os.PathLike | None = None,
+                  data_dir: str | os.PathLike | None = None):
+    """The rows ``method`` trains on (``data``, else the method's ``data``, else ``cache/augment``) as a
+    ``datasets.Dataset``, and a description of where they came from (recorded with the run)."""
+    from datasets import Dataset
+
+    from cselab.data import is_corpus, load_corpus
+
+    spec = str(data if data is not None else method.get("data", DEFAULT_DATA))
+    if is_corpus(spec) and not Path(spec).is_dir():
+        columns = sorted({view["column"] for view in method["views"].values() if view.get("column")} - {"text"})
+        if columns:
+            raise ValueError(f"{spec} is a plain corpus (one sentence a line): it has no {', '.join(columns)} "
+                             f"column, which method {method['method']} reads; build an augment cache with "
+                             f"`cselab augment --corpus {spec}` and train on it")
+        sentences = load_corpus(spec, data_dir)
+        return Dataset.from_dict({"text": sentences}), {"kind": "corpus", "name": spec, "rows": len(sentences)}
+    folder = finished_cache(spec)
+    manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    warn_if_paraphrases_differ(method, manifest, folder)
+    return load_cache(folder), {"kind": "augment-cache", "path": str(folder), "key": manifest.get("key"),
+                                "backtranslation": manifest.get("models", {})}
+
+
+def warn_if_paraphrases_differ(method: dict[str, Any], manifest: dict[str, Any], folder: Path) -> bool:
+    """Warn (one line) when ``method`` reads paraphrases that were not made by the paper's WMT19 round trips;
+    returns whether it warned."""
+    if not any(view.get("column") == "paraphrase" for view in method["views"].values()):
+        return False
+    models = manifest.get("models", {})
+    if models.get("paper_backtranslation"):
+        return False
+    pivots, made_by = models.get("pivots", []), models.get("backtranslation", "unknown")
+    logger.warning("%s: paraphrases made by %s%s, not the paper's WMT19 en-de/en-ru round trips; figures of %s on "
+                   "this cache are not comparable with the paper's", folder, made_by,
+                   f" ({', '.join('+'.join(p) for p in pivots)})" if pivots else "", method["method"])
+    return True
