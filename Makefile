@@ -28,7 +28,7 @@ EVAL_STEPS ?= 25
 METHODS ?= simcse,noise-neg,awp-fgsm
 SEEDS ?= 3
 
-.PHONY: setup system lint test demo augment train sweep probing bench clean
+.PHONY: setup system lint test demo augment train sweep probing bench gpu-wheels gpu-check clean
 
 setup: system $(VENV)/.installed
 
@@ -79,6 +79,19 @@ sweep: setup
 
 bench: setup
 	$(BIN)/python benchmarks/sts_speed.py
+
+# The GPU path measured on a lent device (benchmarks/gpu_check.py), which has torch, transformers, accelerate and
+# sentence-transformers and no network. `make gpu-wheels` here downloads what else it needs (rapidfuzz, for every
+# Python a device may run) into .gpu-wheels/; carry that folder with the device tool and run `make gpu-check` there.
+GPU_PYTHON ?= python3
+GPU_WHEEL_PYTHONS := 3.10 3.11 3.12 3.13
+gpu-wheels: setup
+	for v in $(GPU_WHEEL_PYTHONS); do $(BIN)/pip download -q rapidfuzz --only-binary=:all: --no-deps \
+		--python-version $$v --platform manylinux_2_17_x86_64 -d .gpu-wheels || exit 1; done
+
+gpu-check:
+	@if [ -d .gpu-wheels ]; then $(GPU_PYTHON) -m pip install -q --no-index --find-links .gpu-wheels rapidfuzz; fi
+	PYTHONPATH=. $(GPU_PYTHON) benchmarks/gpu_check.py --device cuda --out benchmarks/gpu-check
 
 clean:
 	rm -rf $(VENV) results cache runs sweeps probing .pytest_cache

@@ -2,7 +2,8 @@
 
 ``--data`` (or a method's ``data`` key) is one of: an augment cache folder; a root holding caches (the
 newest finished one is used); a corpus name (``wiki1m``, ``stsb-sentences``) or a one-sentence-per-line
-file. A plain corpus has only ``text``: methods whose views read ``paraphrase`` or ``negation`` need a cache.
+file. A plain corpus has only ``text`` (held as :class:`TextRows`, without the ``datasets`` package): methods
+whose views read ``paraphrase`` or ``negation`` need a cache.
 """
 
 from __future__ import annotations
@@ -20,6 +21,19 @@ logger = logging.getLogger(__name__)
 DEFAULT_DATA = "cache/augment"
 
 
+class TextRows:
+    """Sentences as a one-column table: ``rows[[i, j]]`` is ``{"text": [...]}``, as a ``datasets.Dataset`` gives."""
+
+    def __init__(self, sentences: list[str]):
+        self.sentences = sentences
+
+    def __len__(self) -> int:
+        return len(self.sentences)
+
+    def __getitem__(self, indices: list[int]) -> dict[str, list[str]]:
+        return {"text": [self.sentences[i] for i in indices]}
+
+
 def finished_cache(path: str | os.PathLike) -> Path:
     """An augment cache folder, or the newest finished one under a root of caches."""
     data = Path(path)
@@ -34,10 +48,9 @@ def finished_cache(path: str | os.PathLike) -> Path:
 
 def training_rows(method: dict[str, Any], data: str | os.PathLike | None = None,
                   data_dir: str | os.PathLike | None = None):
-    """The rows ``method`` trains on (``data``, else the method's ``data``, else ``cache/augment``) as a
-    ``datasets.Dataset``, and a description of where they came from (recorded with the run)."""
-    from datasets import Dataset
-
+    """The rows ``method`` trains on (``data``, else the method's ``data``, else ``cache/augment``): a cache's
+    ``datasets.Dataset`` or a corpus's :class:`TextRows`, and a description of where they came from (recorded with
+    the run)."""
     from cselab.data import is_corpus, load_corpus
 
     spec = str(data if data is not None else method.get("data", DEFAULT_DATA))
@@ -48,7 +61,7 @@ def training_rows(method: dict[str, Any], data: str | os.PathLike | None = None,
                              f"column, which method {method['method']} reads; build an augment cache with "
                              f"`cselab augment --corpus {spec}` and train on it")
         sentences = load_corpus(spec, data_dir)
-        return Dataset.from_dict({"text": sentences}), {"kind": "corpus", "name": spec, "rows": len(sentences)}
+        return TextRows(sentences), {"kind": "corpus", "name": spec, "rows": len(sentences)}
     folder = finished_cache(spec)
     manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
     warn_if_paraphrases_differ(method, manifest, folder)

@@ -132,7 +132,9 @@ def _override(config: dict[str, Any], item: str) -> None:
     try:
         node[parts[-1]] = json.loads(raw)  # JSON first: YAML 1.1 reads 1e-5 as a string
     except json.JSONDecodeError:
-        node[parts[-1]] = yaml.safe_load(raw)
+        value = yaml.safe_load(raw)
+        # YAML 1.1 also reads no/yes/on/off as booleans: mixed_precision=no means the string "no"
+        node[parts[-1]] = raw if isinstance(value, bool) and raw.lower() not in ("true", "false") else value
 
 
 def validate(config: dict[str, Any], source: str = "method") -> None:

@@ -81,7 +81,7 @@ def test_composition_profiles_and_removal():
     assert (large["training"]["batch_size"], large["training"]["lr"]) == (256, 3e-5)
     assert (large["losses"]["info_nce"]["margin"], large["losses"]["info_nce"]["perturbation"]) == (0.02, "p+n-")
     assert set(load_method("sg-opt")["losses"]) == {"sg_opt", "recall"}  # `nt_xent: null` removed SG's loss
-    with pytest.raises(ValueError, match="no profile 'gpt'; profiles: bert-base"):
+    with pytest.raises(ValueError, match="no profile 'gpt'; profiles: minilm, bert-base, bert-large, roberta-base"):
         load_method("byop-d", profile="gpt")
     with pytest.raises(ValueError, match="perturbation 'p\\+\\+'"):
         load_method("byop-c", ["losses.info_nce.perturbation=p++"])
@@ -94,3 +94,11 @@ def test_list_methods_has_one_line_per_preset(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert [line.split()[0] for line in lines] == preset_names()
     assert all(len(line.split(maxsplit=1)) == 2 for line in lines)
+
+
+def test_set_reads_yaml_words_as_strings_and_json_as_values():
+    config = load_method("simcse", ["training.mixed_precision=no", "training.lr=1e-5", "encoder.head=null",
+                                    "training.adam_betas=[0.9, 0.98]"])
+    assert config["training"]["mixed_precision"] == "no"  # not YAML 1.1's False
+    assert config["training"]["lr"] == 1e-5 and config["encoder"]["head"] is None
+    assert config["training"]["adam_betas"] == [0.9, 0.98]

@@ -1,0 +1,544 @@
+"""GPU check: cselab's training, augment and probe paths on an accelerator, measured, in one call.
+
+Nothing is downloaded: models are random-init transformers built from their configs (BERT-base, or a tiny
+BERT with ``--tiny``), the tokenizer is a WordPiece vocabulary of synthetic words written here (30,522
+entries, as bert-base-uncased), sentences are random words of that vocabulary (30-40 words, so that every
+training sequence fills the 32-token length), and the STS-B dev file the trainer evaluates on is synthetic
+too. Sections (``--only`` picks some):
+
+- ``steps``: ``simcse`` and ``osscse`` (its prompts, so 32 + 10 tokens) training steps through the trainer's
+  own ``backward_pass`` at batch 64 and 512, length 32, in fp32, TF32 and bf16 autocast, and bf16 under
+  ``torch.compile`` (``--compile-all``: every mode): steps/s, sentences/s, tokens/s, peak memory, TFLOP/s and
+  MFU against the device's dense bf16 peak. FLOPs per step = 3 x forward, forward per sequence of S tokens =
+  2 N S + 4 L S^2 d (N: non-embedding parameters, L layers, width d), summed over the method's forward passes.
+- ``agreement``: 20 ``simcse`` steps from the same weights, data and dropout masks in fp32 and in bf16: each
+  step's losses within 5% (relative), none NaN.
+- ``run``: a whole ``cselab train`` (subprocess, bf16 on CUDA) with dev evaluation and best checkpoint, killed
+  after its first evaluation and resumed to the end; then ``sam``, ``awp-fgsm`` and ``sg`` (frozen copy in
+  bf16 on CUDA) for a few steps each.
+- ``augment``: masked-LM substitution batched (``MaskedLMEditor``) against one forward pass per mask, on a
+  random BERT-base masked LM; translation with length-sorted batches (``HFTranslator``) against input order, a
+  random transformer-big seq2seq (WMT19's size: 6+6 layers, width 1024, FFN 8192) whose outputs are forced to
+  the batch's input length; sentences/s and the projected hours for 1M sentences x 2 pivots (greedy, one
+  candidate).
+- ``probes``: sentence encoding (what the STS suite costs) on the device and on the CPU, and the transfer
+  classifier (SentEval's full protocol, nested 10-fold CV) on an MR-sized problem, which runs on the CPU.
+
+    python benchmarks/gpu_check.py --device cuda --out benchmarks/gpu-check      # make gpu-check
+    python benchmarks/gpu_check.py --device cpu --tiny --out /tmp/gpu-check       # the CPU test's run
+
+Writes ``OUT/gpu-check.json`` and ``OUT/gpu-check.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import inspect
+import json
+import math
+import os
+import platform
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from functools import cache
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+NEEDED = {"torch": "all", "transformers": "all", "accelerate": "run", "numpy": "all", "scipy": "probes",
+          "sklearn": "probes", "yaml": "all", "safetensors": "run", "tqdm": "all", "rapidfuzz": "augment"}
+SECTIONS = ("steps", "agreement", "run", "augment", "probes")
+PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "A10": 125.0}
+
+
+def missing_packages(sections: list[str]) -> list[str]:
+    """``package (needed by: section)`` for each package the chosen sections need and the machine lacks."""
+    absent = []
+    for package, needed_by in NEEDED.items():
+        if needed_by != "all" and needed_by not in sections:
+            continue
+        try:
+            importlib.import_module(package)
+        except ImportError:
+            absent.append(f"{package} (needed by: {needed_by})")
+    return absent
+
+
+@cache
+def synthetic_words(count: int = 3000) -> list[str]:
+    """Distinct lower-case pseudo-words (2 to 4 of 12 syllables: 22,464 possible), each one WordPiece token of the
+    synthetic vocabulary."""
+    rng, syllables = random.Random(0), ["ka", "lo", "mi", "tes", "ra", "nu", "po", "sel", "di", "van", "be", "or"]
+    words: dict[str, None] = {}
+    while len(words) < count:
+        words["".join(rng.choice(syllables) for _ in range(rng.randint(2, 4)))] = None
+    return list(words)
+
+
+def save_tokenizer(folder: Path):
+    """A bert-base-uncased-sized WordPiece tokenizer (30,522 entries) over the synthetic words and the prompts'."""
+    from transformers import BertTokenizerFast
+
+    special = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    prompt_words = ["this", "sentence", "of", "means", ":", '"', ".", "not"]
+    vocab = special + prompt_words + synthetic_words()
+    vocab += [f"[unused{i}]" for i in range(30522 - len(vocab))]
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "vocab.txt").write_text("\n".join(vocab) + "\n", encoding="utf-8")
+    # transformers 4 names the file vocab_file, transformers 5 vocab
+    key = "vocab_file" if "vocab_file" in inspect.signature(BertTokenizerFast.__init__).parameters else "vocab"
+    tokenizer = BertTokenizerFast(**{key: str(folder / "vocab.txt")}, do_lower_case=True)
+    if len(tokenizer) != len(vocab):
+        raise RuntimeError(f"the synthetic tokenizer has {len(tokenizer)} entries, not {len(vocab)}")
+    tokenizer.save_pretrained(folder)
+    return tokenizer
+
+
+def sentences(count: int, seed: int = 0, words: tuple[int, int] = (30, 40)) -> list[str]:
+    rng, vocabulary = random.Random(seed), synthetic_words()
+    return [" ".join(rng.choice(vocabulary) for _ in range(rng.randint(*words))) for _ in range(count)]
+
+
+def bert_config(tiny: bool, **overrides):
+    from transformers import BertConfig
+
+    size = {"hidden_size": 32, "num_hidden_layers": 2, "num_attention_heads": 2, "intermediate_size": 64} if tiny \
+        else {}
+    return BertConfig(vocab_size=30522, **size, **overrides)
+
+
+def save_bert(folder: Path, tiny: bool, masked_lm: bool = False) -> Path:
+    import torch
+    from transformers import BertForMaskedLM, BertModel
+
+    torch.manual_seed(0)
+    (BertForMaskedLM if masked_lm else BertModel)(bert_config(tiny)).save_pretrained(folder)
+    save_tokenizer(folder)
+    return folder
+
+
+def write_dev_set(root: Path, pairs: int) -> Path:
+    """A synthetic STS-B dev file in SentEval's layout, for the trainer's evaluation."""
+    folder = root / "senteval" / "downstream" / "STS" / "STSBenchmark"
+    folder.mkdir(parents=True, exist_ok=True)
+    first, second = sentences(pairs, 1, (8, 20)), sentences(pairs, 2, (8, 20))
+    rng = random.Random(3)
+    lines = [f"main-captions\tMSRvid\t2012test\t{i:04d}\t{rng.uniform(0, 5):.3f}\t{a}\t{b}"
+             for i, (a, b) in enumerate(zip(first, second))]
+    (folder / "sts-dev.csv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return root
+
+
+def synchronize(device: str) -> None:
+    import torch
+
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def peak_memory_mib(device: str) -> float | None:
+    import torch
+
+    return torch.cuda.max_memory_allocated() / 2**20 if device.startswith("cuda") else None
+
+
+def reset_peak(device: str) -> None:
+    import torch
+
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats()
+
+
+def peak_tflops(device: str, override: float | None) -> float | None:
+    import torch
+
+    if override:
+        return override
+    if not device.startswith("cuda"):
+        return None
+    name = torch.cuda.get_device_name(device)
+    return next((value for key, value in PEAK_BF16_TFLOPS.items() if key in name), None)
+
+
+class Stepper:
+    """One method's training steps through the trainer's ``backward_pass``, on synthetic rows."""
+
+    def __init__(self, method_name: str, model_dir: Path, device: str, batch_size: int, overrides=()):
+        import torch
+
+        from cselab.train.methods import load_method
+        from cselab.train.objectives import build_generators
+        from cselab.train.trainer import build_encoder, build_optimizer, initial_weights
+
+        self.method = load_method(method_name, ["training.max_length=32", *overrides])
+        self.device, self.batch_size = device, batch_size
+        self.encoder = build_encoder(self.method, str(model_dir)).to(device)
+        if self.encoder.frozen is not None:
+            self.encoder.frozen.to(device)
+        self.trainable = [p for p in self.encoder.parameters() if p.requires_grad]
+        self.optimizer = build_optimizer(self.trainable, {**self.method["training"], "lr": 1e-5})
+        self.initial = initial_weights(self.encoder)
+        self.generators = build_generators(self.method)
+        self.pool = sentences(batch_size * 4, seed=batch_size)
+        self.torch = torch
+
+    def rows(self, step: int) -> dict[str, list[str]]:
+        start = (step % 4) * self.batch_size
+        batch = self.pool[start:start + self.batch_size]
+        return {"text": batch, "paraphrase": [" ".join(reversed(s.split())) for s in batch],
+                "negation": ["not " + s for s in batch]}
+
+    def step(self, step: int, bf16: bool) -> float:
+        from cselab.train.trainer import backward_pass
+
+        torch = self.torch
+        for generator in self.generators.values():
+            generator.new_batch()
+        kind = "cuda" if self.device.startswith("cuda") else "cpu"
+        with torch.autocast(kind, dtype=torch.bfloat16, enabled=bf16):
+            loss, _ = backward_pass(self.encoder, self.method, self.rows(step), lambda value: value.backward(),
+                                    lambda: (list(self.encoder.backbone.parameters()), self.initial),
+                                    self.generators, self.trainable)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return float(loss.detach())
+
+    def flops_per_step(self) -> float:
+        """3 x forward FLOPs of every forward pass of a step (see the module docstring)."""
+        config = self.encoder.backbone.config
+        embedding = sum(p.numel() for p in self.encoder.backbone.get_input_embeddings().parameters())
+        non_embedding = sum(p.numel() for p in self.encoder.backbone.parameters()) - embedding
+        total = 0.0
+        for view in self.method["views"].values():
+            if "column" not in view:
+                continue
+            ids, _ = self.encoder.tokenize(self.rows(0)[view["column"]][:1], prompt=view.get("prompt"))
+            length = ids.shape[1]
+            forward = 2 * non_embedding * length + 4 * config.num_hidden_layers * length ** 2 * config.hidden_size
+            total += 3 * forward * self.batch_size
+        return total
+
+    def tokens_per_step(self) -> int:
+        return sum(int(self.encoder.tokenize(self.rows(0)[v["column"]], prompt=v.get("prompt"))[1].sum())
+                   for v in self.method["views"].values() if "column" in v)
+
+
+def set_mode(mode: str) -> bool:
+    """TF32 on or off for the matmuls; returns whether the mode autocasts to bf16."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = mode == "tf32"
+    return mode == "bf16"
+
+
+def measure_steps(args, model_dir: Path, peak: float | None) -> list[dict]:
+    batches = (8, 16) if args.tiny else (64, 512)
+    modes = ["fp32", "bf16"] + (["tf32"] if args.device.startswith("cuda") else [])
+    plan = [(m, b, mode, False) for m in ("simcse", "osscse") for b in batches for mode in modes]
+    if not args.no_compile:
+        plan += [(m, b, mode, True) for m in ("simcse", "osscse") for b in batches
+                 for mode in (modes if args.compile_all else ["bf16"])]
+    rows = []
+    for method, batch, mode, compiled in plan:
+        import torch
+
+        reset_peak(args.device)
+        row = {"method": method, "batch": batch, "mode": mode, "compile": compiled}
+        try:
+            stepper = Stepper(method, model_dir, args.device, batch)
+            if compiled:
+                stepper.encoder.backbone = torch.compile(stepper.encoder.backbone)
+            bf16 = set_mode(mode)
+            for warm in range(args.warmup):
+                stepper.step(warm, bf16)
+            synchronize(args.device)
+            clock = time.perf_counter()
+            for step in range(args.steps):
+                stepper.step(step, bf16)
+            synchronize(args.device)
+            seconds = (time.perf_counter() - clock) / args.steps
+            flops = stepper.flops_per_step()
+            row.update({"steps_per_s": 1 / seconds, "sentences_per_s": batch / seconds,
+                        "tokens_per_s": stepper.tokens_per_step() / seconds, "tflops": flops / seconds / 1e12,
+                        "mfu": flops / seconds / 1e12 / peak if peak else None,
+                        "peak_mib": peak_memory_mib(args.device)})
+        except torch.cuda.OutOfMemoryError:
+            row["error"] = "out of memory"
+        finally:
+            set_mode("fp32")
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
+def measure_agreement(args, model_dir: Path) -> dict:
+    import torch
+
+    steps = 5 if args.tiny else 20
+    losses = {}
+    for mode in ("fp32", "bf16"):
+        torch.manual_seed(0)
+        stepper = Stepper("simcse", model_dir, args.device, 16 if args.tiny else 64)
+        bf16 = set_mode(mode)
+        values = []
+        for step in range(steps):
+            torch.manual_seed(1000 + step)  # the same dropout masks in both precisions
+            values.append(stepper.step(step, bf16))
+        losses[mode] = values
+    set_mode("fp32")
+    relative = [abs(a - b) / max(abs(a), 1e-8) for a, b in zip(losses["fp32"], losses["bf16"])]
+    finite = all(math.isfinite(v) for v in losses["fp32"] + losses["bf16"])
+    return {"steps": steps, "losses": losses, "max_relative_difference": max(relative), "tolerance": 0.05,
+            "agree": finite and max(relative) <= 0.05, "finite": finite}
+
+
+def cselab_train(arguments: list[str]) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "cselab.cli", "train", *arguments], cwd=ROOT,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+
+
+def measure_run(args, model_dir: Path, work: Path) -> dict:
+    from cselab.encoders import load_encoder
+
+    steps, every = (6, 2) if args.tiny else (300, 100)
+    corpus = work / "corpus.txt"
+    corpus.write_text("\n".join(sentences(64 * (steps + 10), seed=7)) + "\n", encoding="utf-8")
+    root = write_dev_set(work / "data", 200 if args.tiny else 1500)
+    out = work / "run"
+    arguments = ["--method", "simcse", "--model", str(model_dir), "--data", str(corpus), "--data-dir", str(root),
+                 "--out", str(out), "--set", f"training.max_steps={steps}", "--set", f"training.eval_steps={every}",
+                 "--set", f"training.mixed_precision={'bf16' if args.device.startswith('cuda') else 'no'}"]
+    if args.tiny:
+        arguments += ["--set", "training.batch_size=16"]
+    clock = time.perf_counter()
+    first = cselab_train(arguments)
+    state = out / "last" / "trainer_state.json"
+    while first.poll() is None and not state.exists():
+        time.sleep(0.05)
+    killed_at = json.loads(state.read_text())["step"] if state.exists() else None
+    if first.poll() is None:
+        first.send_signal(signal.SIGKILL)
+    first.wait()
+    resumed = cselab_train(arguments)
+    _, errors = resumed.communicate()
+    wall = time.perf_counter() - clock
+    if resumed.returncode != 0:
+        return {"ok": False, "resumed_rc": resumed.returncode, "stderr_tail": errors[-2000:]}
+    log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    best = load_encoder(str(out / "best"), device=args.device)
+    result = {"steps": steps, "eval_steps": every, "killed_after_step": killed_at, "resumed_rc": resumed.returncode,
+              "final_step": json.loads(state.read_text())["step"], "evaluations": [r for r in log if "stsb_dev" in r],
+              "wall_s": wall, "best_encodes": best.encode(["a check"]).shape[-1] == best.dim}
+    result["ok"] = result["final_step"] == steps and result["best_encodes"]
+    variants = {}
+    for name, overrides in (("sam", ()), ("awp-fgsm", ()),
+                            ("sg", ("encoder.frozen=bfloat16",) if args.device.startswith("cuda") else ())):
+        stepper = Stepper(name, model_dir, args.device, 8 if args.tiny else 64, overrides)
+        losses, clock = [], time.perf_counter()
+        for step in range(3 if args.tiny else 10):
+            losses.append(stepper.step(step, bf16=args.device.startswith("cuda")))
+        synchronize(args.device)
+        variants[name] = {"step_s": (time.perf_counter() - clock) / len(losses), "losses": losses,
+                          "finite": all(math.isfinite(v) for v in losses)}
+    result["variants"] = variants
+    return result
+
+
+def measure_augment(args, work: Path) -> dict:
+    import torch
+    from transformers import BartConfig, BartForConditionalGeneration
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from augment_speed import one_mask_per_pass, unsorted_translate
+
+    from cselab.augment.backtranslate import HFTranslator
+    from cselab.augment.edits import MaskedLMEditor
+
+    count = 64 if args.tiny else 1024
+    texts = sentences(count, seed=11, words=(5, 40))
+    editor = MaskedLMEditor(str(save_bert(work / "mlm", args.tiny, masked_lm=True)), batch_size=32,
+                            device=args.device)
+    synchronize(args.device)
+    clock = time.perf_counter()
+    editor.substitute(texts)
+    synchronize(args.device)
+    batched = time.perf_counter() - clock
+    clock = time.perf_counter()
+    passes = one_mask_per_pass(editor, texts)
+    synchronize(args.device)
+    per_mask = time.perf_counter() - clock
+
+    size = dict(d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2, decoder_attention_heads=2,
+                encoder_ffn_dim=64, decoder_ffn_dim=64) if args.tiny else \
+        dict(d_model=1024, encoder_layers=6, decoder_layers=6, encoder_attention_heads=16,
+             decoder_attention_heads=16, encoder_ffn_dim=8192, decoder_ffn_dim=8192)
+    torch.manual_seed(0)
+    mt = work / "mt"
+    BartForConditionalGeneration(BartConfig(vocab_size=30522, max_position_embeddings=256, pad_token_id=0,
+                                            bos_token_id=2, eos_token_id=3, decoder_start_token_id=2,
+                                            forced_eos_token_id=None, **size)).save_pretrained(mt)
+    save_tokenizer(mt)
+    translator = HFTranslator([(str(mt), str(mt))], num_candidates=1, num_beams=1, batch_size=32, max_length=64,
+                              device=args.device)
+    tokenizer, model = translator.models[0][0]
+    generate = model.generate
+
+    def length_following(**kwargs):  # random weights: make each output as long as the batch's input
+        width = kwargs["input_ids"].shape[1]
+        return generate(**{**kwargs, "max_new_tokens": width, "min_new_tokens": width})
+
+    model.generate = length_following
+    timings = {}
+    for name, run in (("sorted", lambda: translator.translate(tokenizer, model, texts)),
+                      ("input_order", lambda: unsorted_translate(translator, tokenizer, model, texts))):
+        synchronize(args.device)
+        clock = time.perf_counter()
+        run()
+        synchronize(args.device)
+        timings[name] = time.perf_counter() - clock
+    per_sentence = timings["sorted"] / count  # one direction
+    return {"sentences": count, "masks": passes, "mlm_batched_s": batched, "mlm_per_mask_s": per_mask,
+            "mlm_speedup": per_mask / batched, "translate_sorted_s": timings["sorted"],
+            "translate_input_order_s": timings["input_order"],
+            "translate_speedup": timings["input_order"] / timings["sorted"],
+            "translate_sentences_per_s": count / timings["sorted"],
+            "projected_hours_1m_x2_pivots": per_sentence * 1_000_000 * 2 * 2 / 3600}
+
+
+def measure_probes(args, model_dir: Path) -> dict:
+    import numpy as np
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+
+    from cselab.encoders import TransformerEncoder
+    from cselab.probes.validation import inner_kfold, protocol
+
+    result = {}
+    for device, count in ((args.device, 512 if args.tiny else 20000), ("cpu", 256 if args.tiny else 2000)):
+        encoder = TransformerEncoder(AutoModel.from_pretrained(model_dir).to(device),
+                                     AutoTokenizer.from_pretrained(model_dir), pooler="avg")
+        texts = sentences(count, seed=5, words=(5, 30))
+        encoder.encode(texts[:64], batch_size=64)
+        synchronize(device)
+        clock = time.perf_counter()
+        encoder.encode(texts, batch_size=128)
+        synchronize(device)
+        where = "cpu" if device == "cpu" else "device"
+        result[f"encode_{where}_sentences_per_s"] = count / (time.perf_counter() - clock)
+        if device == "cpu":
+            break
+    rows = 1000 if args.tiny else 10662  # MR
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 2, rows)
+    features = rng.normal(size=(rows, 32 if args.tiny else 768)).astype(np.float32) + labels[:, None] * 0.1
+    torch.set_num_threads(os.cpu_count() or 1)
+    clock = time.perf_counter()
+    scores = inner_kfold(features, labels, 2, protocol("fast" if args.tiny else "full"))
+    result.update({"classifier_rows": rows, "classifier_cpu_s": time.perf_counter() - clock,
+                   "classifier_accuracy": scores["acc"], "classifier_device": "cpu (no device option yet)"})
+    return result
+
+
+def markdown(report: dict) -> str:
+    lines = [f"# GPU check: {report['device_name']}", "",
+             f"{report['date']}, torch {report['torch']}, CUDA {report['cuda']}, driver {report['driver']}, "
+             f"{'tiny models' if report['tiny'] else 'BERT-base size'}; command: `{report['command']}`", ""]
+    if "steps" in report:
+        lines += ["## Training steps (length 32)", "",
+                  "| method | batch | mode | compile | steps/s | sentences/s | tokens/s | TFLOP/s | MFU | peak MiB |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for r in report["steps"]:
+            if "error" in r:
+                lines.append(f"| {r['method']} | {r['batch']} | {r['mode']} | {r['compile']} | {r['error']} "
+                             "| | | | | |")
+                continue
+            mfu = f"{100 * r['mfu']:.1f}%" if r.get("mfu") is not None else "n/a"
+            memory = f"{r['peak_mib']:.0f}" if r.get("peak_mib") is not None else "n/a"
+            lines.append(f"| {r['method']} | {r['batch']} | {r['mode']} | {r['compile']} | {r['steps_per_s']:.2f} | "
+                         f"{r['sentences_per_s']:.0f} | {r['tokens_per_s']:.0f} | {r['tflops']:.2f} | {mfu} | "
+                         f"{memory} |")
+        lines.append("")
+    for section in ("agreement", "run", "augment", "probes"):
+        if section in report:
+            lines += [f"## {section}", "", "```json", json.dumps(report[section], indent=1, default=str)[:4000],
+                      "```", ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="cuda", help="cuda, cuda:1 or cpu (default: cuda)")
+    parser.add_argument("--tiny", action="store_true", help="tiny models and few steps (the CPU test)")
+    parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated sections of {SECTIONS}")
+    parser.add_argument("--out", default="benchmarks/gpu-check", help="folder for gpu-check.json and .md")
+    parser.add_argument("--steps", type=int, default=20, help="timed steps per configuration (default: 20)")
+    parser.add_argument("--warmup", type=int, default=5, help="untimed steps first (default: 5)")
+    parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
+    parser.add_argument("--compile-all", action="store_true", help="torch.compile in every mode, not only bf16")
+    parser.add_argument("--peak-tflops", type=float, help="the device's dense bf16 peak, for MFU (default: "
+                                                          "known for H100, H200, A100, L40S, A10)")
+    args = parser.parse_args(argv)
+    sections = [s.strip() for s in args.only.split(",")]
+    unknown = sorted(set(sections) - set(SECTIONS))
+    if unknown:
+        parser.error(f"unknown section(s) {', '.join(unknown)}; choose from {', '.join(SECTIONS)}")
+    absent = missing_packages(sections)
+    if absent:
+        print(f"missing on this machine: {'; '.join(absent)}. Carry wheels and `pip install --no-index` them, or "
+              f"leave those sections out with --only", file=sys.stderr)
+        return 2
+    import torch
+
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print(f"--device {args.device}: torch {torch.__version__} sees no CUDA device", file=sys.stderr)
+        return 2
+    cuda = args.device.startswith("cuda")
+    report = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "tiny": args.tiny,
+              "device": args.device, "device_name": torch.cuda.get_device_name(args.device) if cuda
+              else platform.processor() or "cpu", "torch": torch.__version__, "cuda": torch.version.cuda,
+              "driver": _driver() if cuda else None, "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+              "peak_bf16_tflops": peak_tflops(args.device, args.peak_tflops)}
+    with tempfile.TemporaryDirectory() as folder:
+        work = Path(folder)
+        model_dir = save_bert(work / "bert", args.tiny)
+        clock = time.perf_counter()
+        for section in sections:
+            started = time.perf_counter()
+            if section == "steps":
+                report["steps"] = measure_steps(args, model_dir, report["peak_bf16_tflops"])
+            elif section == "agreement":
+                report["agreement"] = measure_agreement(args, model_dir)
+            elif section == "run":
+                report["run"] = measure_run(args, model_dir, work)
+            elif section == "augment":
+                report["augment"] = measure_augment(args, work)
+            else:
+                report["probes"] = measure_probes(args, model_dir)
+            print(f"{section}: {time.perf_counter() - started:.1f} s", flush=True)
+        report["wall_s"] = time.perf_counter() - clock
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "gpu-check.json").write_text(json.dumps(report, indent=1, default=str) + "\n", encoding="utf-8")
+    (out / "gpu-check.md").write_text(markdown(report), encoding="utf-8")
+    print(f"wrote {out / 'gpu-check.json'} and {out / 'gpu-check.md'} ({report['wall_s']:.0f} s)")
+    return 0
+
+
+def _driver() -> str | None:
+    try:
+        return subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                              capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

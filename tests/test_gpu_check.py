@@ -1,0 +1,38 @@
+"""`make gpu-check`'s script runs end to end on the CPU with tiny models, so that it cannot rot between devices."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.py"
+
+
+def test_every_section_runs_on_the_cpu_with_tiny_models(tmp_path):
+    run = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--tiny", "--no-compile", "--steps", "2",
+                          "--warmup", "1", "--out", str(tmp_path)], capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = json.loads((tmp_path / "gpu-check.json").read_text())
+    configurations = {(r["method"], r["batch"], r["mode"]) for r in report["steps"]}
+    assert configurations == {(m, b, mode) for m in ("simcse", "osscse") for b in (8, 16) for mode in ("fp32", "bf16")}
+    for row in report["steps"]:
+        assert "error" not in row and row["steps_per_s"] > 0 and row["tflops"] > 0
+        views = 2 if row["method"] == "simcse" else 4
+        assert row["tokens_per_s"] >= row["sentences_per_s"] * views * 32 * 0.99  # every sequence fills its 32
+    assert report["agreement"]["finite"] and report["agreement"]["agree"]
+    run_section = report["run"]
+    assert run_section["ok"] and run_section["final_step"] == 6 and run_section["evaluations"]
+    assert all(v["finite"] for v in run_section["variants"].values())
+    assert report["augment"]["mlm_speedup"] > 1 and report["augment"]["masks"] > report["augment"]["sentences"]
+    assert report["probes"]["encode_cpu_sentences_per_s"] > 0 and report["probes"]["classifier_cpu_s"] > 0
+    assert "| simcse | 8 | fp32 | False |" in (tmp_path / "gpu-check.md").read_text()
+
+
+def test_a_missing_device_is_said_plainly(tmp_path):
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    run = subprocess.run([sys.executable, str(SCRIPT), "--device", "cuda", "--out", str(tmp_path)],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "sees no CUDA device" in run.stderr
