@@ -292,8 +292,9 @@ def _add_train_command(train: argparse.ArgumentParser) -> None:
     train.add_argument("--method", default="simcse",
                        help="preset (see --list-methods), a method YAML file, or presets joined by + "
                             "(osscse+byop-c: B's changes applied to A)")
-    train.add_argument("--profile", help="a named set of the method's settings, e.g. a paper's per-backbone "
-                                         "defaults (byop-c: bert-base, bert-large, roberta-base, roberta-large)")
+    train.add_argument("--profile", help="a named set of the method's settings: a paper's per-backbone rows "
+                                         "(bert-base, bert-large, roberta-base, roberta-large where the paper gives "
+                                         "them) or minilm (the packaged MiniLM's own mean pooling, no prompt)")
     train.add_argument("--model", default="minilm", help="backbone: minilm (packaged), a folder or a hub name")
     train.add_argument("--data", help="augment cache folder, a root holding caches (the newest finished one is "
                                       "used), or a corpus name or file (a text column only) (default: the method's "

@@ -45,7 +45,7 @@ import yaml
 from cselab.train.objectives import LOSSES
 
 SECTIONS = ("method", "description", "extends", "data", "encoder", "views", "losses", "hooks", "training",
-            "profiles")
+            "profiles", "profile")
 HOOK_KEYS = {"weights"}
 ENCODER_KEYS = {"pooler", "head", "prompt", "frozen", "freeze_embeddings"}
 VIEW_KEYS = {"column", "prompt", "layers", "layer_pooler", "frozen", "of", "augment"}
@@ -111,6 +111,7 @@ def load_method(name_or_path: str | os.PathLike, overrides: list[str] = (), prof
         if profile not in profiles:
             raise ValueError(f"{source}: no profile {profile!r}; profiles: {', '.join(profiles) or 'none'}")
         overrides = [f"{key}={json.dumps(value)}" for key, value in profiles[profile].items()] + list(overrides)
+        config["profile"] = profile  # recorded with the run (OUT/best/cselab.json)
     for item in overrides:
         _override(config, item)
     validate(config, source)

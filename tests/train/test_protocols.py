@@ -52,6 +52,7 @@ def test_the_minilm_profile_keeps_mean_pooling_and_drops_prompts():
         assert config["encoder"].get("prompt") is None, name
         assert all(view.get("prompt") is None for view in config["views"].values()), name
         assert config["losses"] == load_method(name)["losses"], name  # the objective is untouched
+        assert config["profile"] == "minilm" and "profile" not in load_method(name), name
 
 
 def test_profiles_are_inherited_through_extends_and_replaced_by_name():
