@@ -293,5 +293,8 @@ def train(method: dict[str, Any], model: str, data: str | os.PathLike | None, ou
             log.close()
         if tensorboard:
             accelerator.end_training()
+    if processes > 1 and torch.distributed.is_initialized():
+        accelerator.wait_for_everyone()
+        torch.distributed.destroy_process_group()  # no gloo thread left running at interpreter exit
     return {"steps": step, "best_stsb_dev": best, "best": str(out / "best"), "last": str(out / "last"),
             "stopped_early": patience is not None and stale >= patience, "data": source}
