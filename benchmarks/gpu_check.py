@@ -422,7 +422,8 @@ def measure_probes(args, model_dir: Path) -> dict:
     from cselab.probes.validation import inner_kfold, protocol
 
     result = {}
-    for device, count in ((args.device, 512 if args.tiny else 20000), ("cpu", 256 if args.tiny else 2000)):
+    where = [("device", args.device, 512 if args.tiny else 20000)] if args.device != "cpu" else []
+    for name, device, count in where + [("cpu", "cpu", 256 if args.tiny else 2000)]:
         encoder = TransformerEncoder(AutoModel.from_pretrained(model_dir).to(device),
                                      AutoTokenizer.from_pretrained(model_dir), pooler="avg")
         texts = sentences(count, seed=5, words=(5, 30))
@@ -431,10 +432,7 @@ def measure_probes(args, model_dir: Path) -> dict:
         clock = time.perf_counter()
         encoder.encode(texts, batch_size=128)
         synchronize(device)
-        where = "cpu" if device == "cpu" else "device"
-        result[f"encode_{where}_sentences_per_s"] = count / (time.perf_counter() - clock)
-        if device == "cpu":
-            break
+        result[f"encode_{name}_sentences_per_s"] = count / (time.perf_counter() - clock)
     rows = 1000 if args.tiny else 10662  # MR
     rng = np.random.default_rng(0)
     labels = rng.integers(0, 2, rows)

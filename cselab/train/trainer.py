@@ -226,11 +226,12 @@ def train(method: dict[str, Any], model: str, data: str | os.PathLike | None, ou
             core.eval()
             score = dev.score()
             core.train()
-            stale = 0 if score > best else stale + 1
             if score > best:
-                best = score
+                best, stale = score, 0
                 save_checkpoint(out / "best.tmp", core, info)
                 _replace_folder(out / "best.tmp", out / "best")
+            else:
+                stale += 1
             (out / "last.tmp" / STATE_FILE).write_text(json.dumps({"step": step, "best": best, "stale": stale}))
             _replace_folder(out / "last.tmp", out / "last")
             record({"stsb_dev": score, "best": best})
