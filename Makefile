@@ -18,7 +18,7 @@ METHOD ?= simcse
 MODEL ?= minilm
 # DATA empty: the method's own (stsb-sentences for sg/sg-opt), else cache/augment.
 DATA ?=
-# On the packaged MiniLM the presets' `minilm` profile keeps its mean pooling and drops prompts (README, Train);
+# On the packaged MiniLM the presets' `minilm` profile keeps its mean pooling and drops prompts (docs/train.md);
 # PROFILE= (empty) trains with the paper's pooler and prompt instead.
 PROFILE ?= $(if $(filter minilm,$(MODEL)),minilm,)
 TRAIN_OPTIONS = $(if $(DATA),--data $(DATA)) $(if $(PROFILE),--profile $(PROFILE))

@@ -174,7 +174,7 @@ class Stepper:
         import torch
 
         from cselab.train.methods import load_method
-        from cselab.train.objectives import build_generators
+        from cselab.train.objectives import build_states
         from cselab.train.trainer import build_encoder, build_optimizer, initial_weights
 
         self.method = load_method(method_name, ["training.max_length=32", *overrides])
@@ -185,7 +185,7 @@ class Stepper:
         self.trainable = [p for p in self.encoder.parameters() if p.requires_grad]
         self.optimizer = build_optimizer(self.trainable, {**self.method["training"], "lr": 1e-5})
         self.initial = initial_weights(self.encoder)
-        self.generators = build_generators(self.method)
+        self.generators = build_states(self.method)
         self.pool = sentences(batch_size * 4, seed=batch_size)
         self.torch = torch
 

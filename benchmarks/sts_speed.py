@@ -23,11 +23,11 @@ import time
 
 import numpy as np
 import torch
+from cselab.metrics import cosine_rows, spearman
 
 from cselab.data import load_sts
 from cselab.encoders import load_encoder
 from cselab.encoders.transformer import TransformerEncoder
-from cselab.probes.metrics import cosine_rows, spearman
 from cselab.probes.sts import SHORT_NAMES, STS_SUITE, run_sts
 
 

@@ -26,7 +26,7 @@ def run(variant: str, model: str, batch_size: int, steps: int, max_length: int) 
     from cselab.encoders.loading import ALIASES
     from cselab.train.losses import info_nce
     from cselab.train.methods import load_method
-    from cselab.train.objectives import build_generators
+    from cselab.train.objectives import build_states
     from cselab.train.trainer import backward_pass, build_encoder, initial_weights
 
     torch.manual_seed(0)
@@ -41,7 +41,7 @@ def run(variant: str, model: str, batch_size: int, steps: int, max_length: int) 
     initial = initial_weights(encoder)
     tokenizer = encoder.tokenizer
 
-    generators = build_generators(method)
+    generators = build_states(method)
     trainable = [p for p in encoder.parameters() if p.requires_grad]
 
     def ours(batch):  # the trainer's own step: views, losses, FGSM/SAM/AWP passes, generated negatives

@@ -20,6 +20,8 @@ from collections.abc import Callable, Iterable
 import numpy as np
 from rapidfuzz.distance import Levenshtein
 
+from cselab.errors import ConfigError
+
 Normalizer = Callable[[str], list[str]]
 _PUNCTUATION = re.compile(r"[^\w\s]")
 
@@ -37,7 +39,7 @@ def normalizer(name_or_function: str | Normalizer = "lower") -> Normalizer:
     try:
         return NORMALIZERS[name_or_function]
     except KeyError:
-        raise ValueError(f"Unknown MER normalisation {name_or_function!r}; "
+        raise ConfigError(f"Unknown MER normalisation {name_or_function!r}; "
                          f"choose one of {', '.join(NORMALIZERS)}") from None
 
 

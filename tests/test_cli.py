@@ -1,3 +1,4 @@
+import argparse
 import json
 import os
 import subprocess
@@ -6,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from cselab.cli import main
+from cselab.cli import build_parser, main
 
 BIN = Path(sys.executable).parent
 
@@ -177,10 +178,29 @@ def test_data_download_offline_says_what_failed(tmp_path, capsys):
     assert not any(tmp_path.rglob("*.txt"))
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["probe", "run", "--help"], ["data", "--help"],
-                                  ["probe", "build-probing", "--help"]])
-def test_help_reads(argv, capsys):
+def _subparsers(parser):
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield name, sub
+                yield from ((f"{name} {n}", s) for n, s in _subparsers(sub))
+
+
+def test_every_option_of_every_command_says_what_it_does():
+    parser = build_parser()
+    missing = [f"{name}: {action.option_strings[0]}" for name, sub in [("cselab", parser), *_subparsers(parser)]
+               for action in sub._actions if action.option_strings and not action.help]
+    assert missing == []
+
+
+@pytest.mark.parametrize("argv", [["train", "--help"], ["probe", "run", "--help"], ["sweep", "--help"]])
+def test_help_lists_each_option_with_its_default(argv, capsys):
     with pytest.raises(SystemExit) as exit_info:
         main(argv)
     assert exit_info.value.code == 0
-    assert "usage: cselab" in capsys.readouterr().out
+    page = capsys.readouterr().out
+    command = dict(_subparsers(build_parser()))[" ".join(argv[:-1])]
+    for action in command._actions:
+        assert action.option_strings[-1] in page
+        if action.help and action.default not in (None, False, [], argparse.SUPPRESS) and action.dest != "help":
+            assert f"default: {action.default}" in action.help or str(action.default) in page, action.dest

@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from cselab.encoders.transformer import default_device, inference_dtype
+from cselab.errors import ConfigError, ExternalToolError
 from cselab.mer import Normalizer, mer, normalizer
 
 logger = logging.getLogger(__name__)
@@ -54,7 +56,7 @@ def resolve_backend(backend: str, pivots: Sequence[Sequence[str]] = WMT19_PIVOTS
     """``auto`` -> ``hf`` when every model of ``pivots`` loads offline, else ``apertium`` (with a warning);
     any other backend as it is."""
     if backend not in BACKENDS:
-        raise ValueError(f"Unknown back-translation backend {backend!r}; choose one of {', '.join(BACKENDS)}")
+        raise ConfigError(f"Unknown back-translation backend {backend!r}; choose one of {', '.join(BACKENDS)}")
     if backend != "auto":
         return backend
     missing = [name for pair in pivots for name in pair if not available_offline(name)]
@@ -118,7 +120,7 @@ class ApertiumTranslator:
                  binary: str = "apertium"):
         path = shutil.which(binary)
         if path is None:
-            raise FileNotFoundError(f"the apertium command was not found; {APERTIUM_HOWTO}")
+            raise ExternalToolError(f"the apertium command was not found; {APERTIUM_HOWTO}")
         self.binary, self.pair, self.batch_size = path, pair, batch_size
         self.name = f"apertium:{pair[0]}+{pair[1]}"
 
@@ -126,10 +128,11 @@ class ApertiumTranslator:
         text = "".join(f"{_one_line(t)}\n" for t in texts)
         run = subprocess.run([self.binary, "-u", mode], input=text, capture_output=True, text=True, check=False)
         if run.returncode != 0:
-            raise RuntimeError(f"apertium {mode} failed ({run.returncode}): {run.stderr.strip()}; {APERTIUM_HOWTO}")
+            raise ExternalToolError(f"apertium {mode} failed ({run.returncode}): {run.stderr.strip()}; "
+                                    f"{APERTIUM_HOWTO}")
         lines = run.stdout.split("\n")[: len(texts)]
         if len(lines) != len(texts):
-            raise RuntimeError(f"apertium {mode} returned {len(lines)} lines for {len(texts)}")
+            raise ExternalToolError(f"apertium {mode} returned {len(lines)} lines for {len(texts)}")
         # '#' and '@' mark words apertium could not generate or transfer
         return [_one_line(re.sub(r"[#@]", "", line)) for line in lines]
 
@@ -155,8 +158,6 @@ class HFTranslator:
                  num_beams: int = 4, sample: bool = False, batch_size: int = 32, max_length: int = 128,
                  device: str | None = None, dtype: str = "auto"):
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
-        from cselab.encoders.transformer import default_device, inference_dtype
 
         self.device = device or default_device()
         torch_dtype = inference_dtype(self.device, dtype)
@@ -195,3 +196,16 @@ class HFTranslator:
             for i, back in enumerate(self.translate(backward_tok, backward, pivot, self.num_candidates)):
                 result[i].extend(back)
         return result
+
+
+def make_translator(backend: str, pivots: Sequence[Sequence[str]] = WMT19_PIVOTS,
+                    num_candidates: int = 4) -> Translator | None:
+    """The translator of a resolved backend (``hf``, ``apertium``), or None for ``none``."""
+    if backend == "none":
+        return None
+    if backend == "apertium":
+        return ApertiumTranslator()
+    if backend == "hf":
+        return HFTranslator([tuple(p) for p in pivots], num_candidates)
+    raise ConfigError(f"back-translation backend {backend!r}: expected hf, apertium or none (resolve auto first, "
+                      "with resolve_backend)")

@@ -19,18 +19,27 @@ import hashlib
 import json
 import os
 from collections import Counter, deque
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, fields, replace
+from importlib import metadata
 from itertools import islice
+from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from cselab import __version__
 from cselab.atomic import write_json_atomic
+from cselab.augment.backtranslate import (backend_pivots, is_paper_backtranslation, make_translator, resolve_backend,
+                                         select_paraphrase)
+from cselab.augment.negation import Negator
 from cselab.augment.source import SourceLine, read_source
 from cselab.checksum import sha256
+from cselab.data.augmented import MANIFEST
+from cselab.errors import ConfigError
+from cselab.versions import debian_versions, package_versions
 
-MANIFEST = "manifest.json"
 COLUMNS = ("id", "text", "paraphrase", "paraphrase_mer", "negation", "negation_rule", "negation_reason")
 
 
@@ -59,8 +68,6 @@ class AugmentConfig:
 
     def key(self, input_sha256: str) -> str:
         """Hash of the config, the input's sha256 and cselab's version (a new release may write other rows)."""
-        from cselab import __version__
-
         payload = json.dumps({"config": asdict(self), "input": input_sha256, "cselab": __version__}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
@@ -72,7 +79,7 @@ class AugmentConfig:
         for item in overrides:
             name, sep, raw = item.partition("=")
             if not sep or name not in known:
-                raise ValueError(f"--set {item!r}: unknown key {name!r}; known keys: {', '.join(sorted(known))}")
+                raise ConfigError(f"--set {item!r}: unknown key {name!r}; known keys: {', '.join(sorted(known))}")
             try:
                 values[name] = json.loads(raw)
             except json.JSONDecodeError:
@@ -81,8 +88,6 @@ class AugmentConfig:
 
     def resolved(self) -> AugmentConfig:
         """The config with ``backend: auto`` replaced by the backend it picks (what the key and manifest record)."""
-        from cselab.augment.backtranslate import resolve_backend
-
         return replace(self, backend=resolve_backend(self.backend, self.hf_pivots))
 
 
@@ -100,28 +105,16 @@ class Augmenter:
     @property
     def negator(self):
         if self._negator is None:
-            from cselab.augment.negation import Negator
-
             self._negator = Negator(self.config.negation_model, contractions=self.config.contractions)
         return self._negator
 
     @property
     def translator(self):
         if self._translator is None and self.config.backend != "none":
-            from cselab.augment.backtranslate import ApertiumTranslator, HFTranslator
-
-            if self.config.backend == "apertium":
-                self._translator = ApertiumTranslator()
-            elif self.config.backend == "hf":
-                self._translator = HFTranslator([tuple(p) for p in self.config.hf_pivots], self.config.num_candidates)
-            else:
-                raise ValueError(f"Unknown backend {self.config.backend!r}; resolve auto first "
-                                 "(AugmentConfig.resolved)")
+            self._translator = make_translator(self.config.backend, self.config.hf_pivots, self.config.num_candidates)
         return self._translator
 
     def rows(self, lines: list[SourceLine]) -> dict[str, list]:
-        from cselab.augment.backtranslate import select_paraphrase
-
         kept = [line for line in lines if line.text is not None]
         texts = [line.text for line in kept]
         negations = list(self.negator(texts))
@@ -152,7 +145,7 @@ def build_cache(corpus: str | os.PathLike, out: str | os.PathLike, config: Augme
     from tqdm.auto import tqdm
 
     if not 0 <= shard_index < num_shards:
-        raise ValueError(f"--shard-index must be in [0, {num_shards}), got {shard_index}")
+        raise ConfigError(f"--shard-index must be in [0, {num_shards}), got {shard_index}")
     config = config.resolved()
     digest = sha256(corpus)
     folder = Path(out) / config.key(digest)
@@ -182,15 +175,20 @@ def build_cache(corpus: str | os.PathLike, out: str | os.PathLike, config: Augme
     return folder
 
 
-def load_cache(folder: str | os.PathLike):
-    """The cached rows as a ``datasets.Dataset``, in id order."""
-    from datasets import load_dataset
+def _build_shard(corpus: str, out: str, config: AugmentConfig, num_shards: int, shard_index: int) -> Path:
+    return build_cache(corpus, out, config, num_shards, shard_index, progress=shard_index == 0)
 
-    folder = Path(folder)
-    if not (folder / MANIFEST).exists():
-        raise FileNotFoundError(f"{folder} has no {MANIFEST}: the cache is unfinished (run `cselab augment` again)")
-    files = sorted(str(p) for p in folder.glob("chunk-*.parquet"))
-    return load_dataset("parquet", data_files=files, split="train")
+
+def build_cache_parallel(corpus: str | os.PathLike, out: str | os.PathLike, config: AugmentConfig,
+                         num_proc: int) -> Path:
+    """:func:`build_cache` over ``num_proc`` local worker processes (one shard each); returns the cache folder."""
+    config = config.resolved()  # once, so that every shard agrees
+    if num_proc == 1:
+        return build_cache(corpus, out, config)
+    with ProcessPoolExecutor(num_proc, mp_context=get_context("spawn")) as pool:
+        folders = list(pool.map(_build_shard, [str(corpus)] * num_proc, [str(out)] * num_proc, [config] * num_proc,
+                                [num_proc] * num_proc, range(num_proc)))
+    return folders[0]
 
 
 def summarize(folder: Path) -> dict[str, Any]:
@@ -220,14 +218,30 @@ def _load_rows(folder: Path) -> dict[str, list]:
     return {column: [value for table in tables for value in table.column(column).to_pylist()] for column in COLUMNS}
 
 
-def write_manifest(folder: Path, config: AugmentConfig, corpus, digest: str, chunks: int) -> Path:
-    from cselab.augment.backtranslate import backend_pivots, is_paper_backtranslation
-    from cselab.probes.results import package_versions
+def cache_versions(config: AugmentConfig) -> dict[str, str | None]:
+    """Versions of what shapes a cache: the negation parser (spaCy and its model), the back-translation (apertium
+    and its language pair, transformers and torch for WMT19) and MER (jiwer)."""
+    return {**package_versions(("cselab", "spacy", "transformers", "torch", "jiwer", "datasets", "pyarrow")),
+            "spacy_model": spacy_model_version(config.negation_model),
+            **debian_versions(("apertium", "apertium-eng-spa"))}
 
+
+def spacy_model_version(model: str) -> str | None:
+    """The version of a spaCy pipeline given by package name or folder (its meta.json), None when unknown."""
+    meta = Path(model) / "meta.json"
+    if meta.is_file():
+        return json.loads(meta.read_text(encoding="utf-8")).get("version")
+    try:
+        return metadata.version(model)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def write_manifest(folder: Path, config: AugmentConfig, corpus, digest: str, chunks: int) -> Path:
     pivots = backend_pivots(config.backend, config.hf_pivots)
     return write_json_atomic(folder / MANIFEST, {
         "format": "cselab-augment-cache", "version": 1, "key": folder.name, "input": str(corpus),
         "input_sha256": digest, "config": asdict(config), "chunks": chunks,
         "models": {"negation": config.negation_model, "backtranslation": config.backend, "pivots": pivots,
                    "paper_backtranslation": is_paper_backtranslation(config.backend, pivots)},
-        "versions": package_versions(), "summary": summarize(folder)})
+        "versions": cache_versions(config), "summary": summarize(folder)})

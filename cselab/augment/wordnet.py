@@ -11,6 +11,8 @@ import os
 import re
 from pathlib import Path
 
+from cselab.errors import DataError
+
 WORDNET_DIR = Path("/usr/share/wordnet")
 WORDNET_HOWTO = ("install Debian's wordnet-base (apt-get install wordnet-base) "
                  "or pass the folder of WordNet's data files")
@@ -41,7 +43,7 @@ class Antonyms:
     def __init__(self, folder: str | os.PathLike = WORDNET_DIR):
         folder = Path(folder)
         if not (folder / "data.adj").is_file():
-            raise FileNotFoundError(f"no WordNet data.adj in {folder}; {WORDNET_HOWTO}")
+            raise DataError(f"no WordNet data.adj in {folder}; {WORDNET_HOWTO}")
         self.table: dict[str, str] = {}
         for name in ("data.adj", "data.adv"):
             synsets = _synsets(folder / name)

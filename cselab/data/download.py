@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from cselab.atomic import write_text_atomic
+from cselab.errors import ExternalToolError
 
 HUB_STS = {"STS12-en-test": "mteb/sts12-sts", "STS13-en-test": "mteb/sts13-sts", "STS14-en-test": "mteb/sts14-sts",
            "STS15-en-test": "mteb/sts15-sts", "STS16-en-test": "mteb/sts16-sts"}
@@ -30,7 +31,7 @@ def _load(name: str, split: str):
     try:
         return load_dataset(name, split=split)
     except Exception as err:
-        raise RuntimeError(f"could not fetch {name} ({split}) from the Hugging Face hub: {err}") from None
+        raise ExternalToolError(f"could not fetch {name} ({split}) from the Hugging Face hub: {err}") from None
 
 
 def download(data_dir: str | os.PathLike) -> list[Path]:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cselab.errors import DataError
 
-class DataNotFoundError(FileNotFoundError):
+
+class DataNotFoundError(DataError, FileNotFoundError):
     """The data root, or a file expected inside it, is missing."""
 
 
-class DataFormatError(ValueError):
+class DataFormatError(DataError, ValueError):
     """A line of a data file does not have the expected form."""
 
     def __init__(self, path: str | Path, line: int, message: str):

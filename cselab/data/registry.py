@@ -8,9 +8,17 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cselab.data.errors import DataNotFoundError
-from cselab.data.readers import (NegationPairs, STSPairs, read_corpus, read_negation_pairs, read_sick_split,
-                                 read_stsb_split, read_sts_subset)
+from cselab.data.readers import (
+    NegationPairs,
+    STSPairs,
+    read_corpus,
+    read_negation_pairs,
+    read_sick_split,
+    read_sts_subset,
+    read_stsb_split,
+)
 from cselab.data.root import corpus_dir, data_root, senteval_dir
+from cselab.errors import ConfigError
 
 DataDir = str | os.PathLike | None
 
@@ -55,7 +63,7 @@ def sts_task(key: str) -> STSTask:
     try:
         return STS_TASKS[key.lower()]
     except KeyError:
-        raise KeyError(f"Unknown STS task {key!r}; known: {', '.join(STS_TASKS)}") from None
+        raise ConfigError(f"Unknown STS task {key!r}; known: {', '.join(STS_TASKS)}") from None
 
 
 def load_sts(key: str, split: str | None = None, data_dir: DataDir = None) -> list[STSPairs]:
@@ -63,7 +71,7 @@ def load_sts(key: str, split: str | None = None, data_dir: DataDir = None) -> li
     task = sts_task(key)
     split = split or task.eval_split
     if split not in task.splits:
-        raise KeyError(f"{task.name} has no split {split!r}; it has {', '.join(task.splits)}")
+        raise ConfigError(f"{task.name} has no split {split!r}; it has {', '.join(task.splits)}")
     root = senteval_dir(data_dir)
     if task.key in STS_YEARS:
         name, folder, subsets = STS_YEARS[task.key]

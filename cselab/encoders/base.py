@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from cselab.errors import ConfigError
+
 
 def as_sentences(inputs: str | Iterable[Any]) -> list[str]:
     """A flat list of sentences from a list of strings or an iterable of ``{"text": [...]}`` batches."""
@@ -73,7 +75,7 @@ class Encoder(ABC):
         that MTEB passes (``task_name``, ``prompt_type``, ...) are accepted and ignored.
         """
         if batch_size < 1:
-            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+            raise ConfigError(f"batch_size must be at least 1, got {batch_size}")
         single = isinstance(sentences, str)
         texts = [sentences] if single else as_sentences(sentences)
         unique = list(dict.fromkeys(texts))

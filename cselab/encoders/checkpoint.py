@@ -19,7 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from cselab.atomic import write_json_atomic
-from cselab.encoders.pooling import POOLERS
+from cselab.encoders import pooling  # noqa: F401  (registers the poolers)
+from cselab.errors import ModelError
+from cselab.registry import get
 
 CHECKPOINT_FILE = "cselab.json"
 FORMAT = "cselab-checkpoint"
@@ -39,8 +41,7 @@ class CheckpointInfo:
     config: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
-        if self.pooler not in POOLERS:
-            raise ValueError(f"Unknown pooler {self.pooler!r}; choose one of {', '.join(POOLERS)}")
+        get("pooler", self.pooler, "pooler")
 
 
 def write_checkpoint_info(folder: str | os.PathLike, info: CheckpointInfo) -> Path:
@@ -54,17 +55,17 @@ def read_checkpoint_info(path: str | os.PathLike) -> CheckpointInfo:
     try:
         payload = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as err:
-        raise ValueError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
+        raise ModelError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
     if payload.pop("format", None) != FORMAT:
-        raise ValueError(f"{path}: 'format' must be {FORMAT!r}")
+        raise ModelError(f"{path}: 'format' must be {FORMAT!r}")
     version = payload.pop("version", None)
     if version != VERSION:
-        raise ValueError(f"{path}: checkpoint version {version!r} is not supported (this cselab reads {VERSION})")
+        raise ModelError(f"{path}: checkpoint version {version!r} is not supported (this cselab reads {VERSION})")
     known = set(CheckpointInfo.__dataclass_fields__)
     unknown = sorted(set(payload) - known)
     if unknown:
-        raise ValueError(f"{path}: unknown field(s) {', '.join(unknown)}; expected {', '.join(sorted(known))}")
+        raise ModelError(f"{path}: unknown field(s) {', '.join(unknown)}; expected {', '.join(sorted(known))}")
     try:
         return CheckpointInfo(**payload)
     except ValueError as err:
-        raise ValueError(f"{path}: {err}") from None
+        raise ModelError(f"{path}: {err}") from None

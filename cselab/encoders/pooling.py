@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import torch
 
-POOLERS = ("cls", "cls_before_pooler", "avg", "avg_first_last", "avg_top2", "mask")
+from cselab.errors import ConfigError
+from cselab.registry import get, names, register
+
 LAYER_POOLERS = ("first", "avg", "max", "mask")
 # the per-layer pooling that matches each sentence pooler (SSCL pools intermediate layers alike)
 LAYER_POOLER = {"cls": "first", "cls_before_pooler": "first", "avg": "avg", "avg_first_last": "avg",
@@ -24,7 +26,7 @@ LAYER_POOLER = {"cls": "first", "cls_before_pooler": "first", "avg": "avg", "avg
 
 def needs_hidden_states(pooler: str) -> bool:
     """Whether the pooler reads intermediate layers (``output_hidden_states=True``)."""
-    return pooler in ("avg_first_last", "avg_top2")
+    return "hidden_states" in get("pooler", pooler).needs
 
 
 def masked_mean(states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -47,22 +49,48 @@ def pool_states(states: torch.Tensor, attention_mask: torch.Tensor, kind: str,
         if mask_positions is None:
             raise ValueError("pooler 'mask' needs the mask token's positions")
         return states[torch.arange(len(states), device=states.device), mask_positions]
-    raise ValueError(f"Unknown layer pooler {kind!r}; choose one of {', '.join(LAYER_POOLERS)}")
+    raise ConfigError(f"Unknown layer pooler {kind!r}; choose one of {', '.join(LAYER_POOLERS)}")
+
+
+@register("pooler", "cls")
+def _cls(outputs, attention_mask, mask_positions):
+    """The model's pooler output (BERT's dense + tanh over [CLS])."""
+    if getattr(outputs, "pooler_output", None) is None:
+        raise ConfigError("pooler 'cls' needs a model with a pooler layer; use 'cls_before_pooler' instead")
+    return outputs.pooler_output
+
+
+def _last_layer(pooler: str):
+    def pool_last(outputs, attention_mask, mask_positions):
+        return pool_states(outputs.last_hidden_state, attention_mask, LAYER_POOLER[pooler], mask_positions)
+    pool_last.__doc__ = {"cls_before_pooler": "The last layer's [CLS] state.",
+                         "avg": "Mean of the last layer over non-padding tokens.",
+                         "mask": "The last layer's state at the prompt's mask token."}[pooler]
+    return pool_last
+
+
+for _name in ("cls_before_pooler", "avg", "mask"):
+    register("pooler", _name)(_last_layer(_name))
+
+
+@register("pooler", "avg_first_last", needs=("hidden_states",))
+def _avg_first_last(outputs, attention_mask, mask_positions):
+    """Mean over tokens of the first transformer layer's and the last layer's average."""
+    hidden = outputs.hidden_states
+    return masked_mean((hidden[1] + hidden[-1]) / 2, attention_mask)
+
+
+@register("pooler", "avg_top2", needs=("hidden_states",))
+def _avg_top2(outputs, attention_mask, mask_positions):
+    """Mean over tokens of the last two layers' average."""
+    hidden = outputs.hidden_states
+    return masked_mean((hidden[-1] + hidden[-2]) / 2, attention_mask)
+
+
+POOLERS = tuple(names("pooler"))
 
 
 def pool(pooler: str, outputs, attention_mask: torch.Tensor,
          mask_positions: torch.Tensor | None = None) -> torch.Tensor:
     """One vector per sentence from a transformers model output."""
-    if pooler == "cls":
-        if getattr(outputs, "pooler_output", None) is None:
-            raise ValueError("pooler 'cls' needs a model with a pooler layer; use 'cls_before_pooler' instead")
-        return outputs.pooler_output
-    if pooler in ("cls_before_pooler", "avg", "mask"):
-        return pool_states(outputs.last_hidden_state, attention_mask, LAYER_POOLER[pooler], mask_positions)
-    if pooler == "avg_first_last":
-        hidden = outputs.hidden_states
-        return masked_mean((hidden[1] + hidden[-1]) / 2, attention_mask)
-    if pooler == "avg_top2":
-        hidden = outputs.hidden_states
-        return masked_mean((hidden[-1] + hidden[-2]) / 2, attention_mask)
-    raise ValueError(f"Unknown pooler {pooler!r}; choose one of {', '.join(POOLERS)}")
+    return get("pooler", pooler).function(outputs, attention_mask, mask_positions)

@@ -11,7 +11,9 @@ import torch
 from tqdm.auto import tqdm
 
 from cselab.encoders.base import Encoder
-from cselab.encoders.pooling import POOLERS, needs_hidden_states, pool
+from cselab.encoders.pooling import needs_hidden_states, pool
+from cselab.errors import ConfigError
+from cselab.registry import get
 
 MASK_PLACEHOLDER = "[MASK]"
 DEFAULT_MAX_LENGTH = 512
@@ -43,10 +45,9 @@ class TransformerEncoder(Encoder):
 
     def __init__(self, model, tokenizer, pooler: str = "avg", prompt: str | None = None,
                  max_length: int | None = None, normalize: bool = False, spec: str = ""):
-        if pooler not in POOLERS:
-            raise ValueError(f"Unknown pooler {pooler!r}; choose one of {', '.join(POOLERS)}")
+        get("pooler", pooler, "pooler")
         if pooler == "mask" and not prompt:
-            raise ValueError("pooler 'mask' needs a prompt template, e.g. 'This sentence : \"{}\" means [MASK] .'")
+            raise ConfigError("pooler 'mask' needs a prompt template, e.g. 'This sentence : \"{}\" means [MASK] .'")
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.pooler = pooler
@@ -59,18 +60,18 @@ class TransformerEncoder(Encoder):
 
     def _check_prompt(self, prompt: str) -> str:
         if prompt.count("{}") != 1:
-            raise ValueError(f"prompt {prompt!r} must contain '{{}}' exactly once, where the sentence goes")
+            raise ConfigError(f"prompt {prompt!r} must contain '{{}}' exactly once, where the sentence goes")
         mask_token = self.tokenizer.mask_token
         if self.pooler == "mask":
             if mask_token is None:
-                raise ValueError("pooler 'mask' needs a tokenizer with a mask token")
+                raise ConfigError("pooler 'mask' needs a tokenizer with a mask token")
             if prompt.count(MASK_PLACEHOLDER) != 1:
-                raise ValueError(f"prompt {prompt!r} must contain {MASK_PLACEHOLDER} exactly once")
+                raise ConfigError(f"prompt {prompt!r} must contain {MASK_PLACEHOLDER} exactly once")
         filled = prompt.replace(MASK_PLACEHOLDER, mask_token) if mask_token else prompt
         self._mask_after_sentence = filled.find(mask_token or "\0") > filled.index("{}")
         self._template_length = len(self.tokenizer(filled.replace("{}", ""))["input_ids"])
         if self._template_length >= self.limit:
-            raise ValueError(f"prompt {prompt!r} leaves no room for a sentence within the model's {self.limit} "
+            raise ConfigError(f"prompt {prompt!r} leaves no room for a sentence within the model's {self.limit} "
                              "positions")
         return filled
 

@@ -1,9 +1,8 @@
 """Probes: score any encoder (STS, surface-structure bias, transfer and probing tasks, geometry) and write
 results JSON."""
 
-from cselab.probes.metrics import cosine_rows, pearson, spearman
 from cselab.probes.probing import run_probing
 from cselab.probes.sts import STS_SUITE, run_sts
 from cselab.probes.transfer import run_transfer
 
-__all__ = ["STS_SUITE", "cosine_rows", "pearson", "run_probing", "run_sts", "run_transfer", "spearman"]
+__all__ = ["STS_SUITE", "run_probing", "run_sts", "run_transfer"]

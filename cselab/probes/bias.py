@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from cselab.encoders import Encoder
-from cselab.probes.metrics import spearman
+from cselab.metrics import spearman
 from cselab.probes.splits import SubsetSplit
 from cselab.probes.sts import similarities
 

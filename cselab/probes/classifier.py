@@ -24,6 +24,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from cselab.errors import ConfigError
+
 OPTIMIZERS = ("adam", "rmsprop")
 
 
@@ -41,9 +43,9 @@ class ClassifierConfig:
 
     def __post_init__(self):
         if self.optim not in OPTIMIZERS:
-            raise ValueError(f"Unknown optimizer {self.optim!r}; choose one of {', '.join(OPTIMIZERS)}")
+            raise ConfigError(f"Unknown optimizer {self.optim!r}; choose one of {', '.join(OPTIMIZERS)}")
         if self.nhid < 0 or self.batch_size < 1 or self.epoch_size < 1 or self.tenacity < 0:
-            raise ValueError(f"invalid classifier settings: {self}")
+            raise ConfigError(f"invalid classifier settings: {self}")
 
 
 @dataclass

@@ -22,9 +22,11 @@ from typing import Any
 import numpy as np
 import scipy.linalg
 
+from cselab.data import load_sts
 from cselab.encoders import Encoder, TransformerEncoder
 from cselab.encoders.pooling import LAYER_POOLER, pool_states
-from cselab.probes.metrics import cosine_rows, spearman
+from cselab.errors import DataError
+from cselab.metrics import cosine_rows, spearman
 from cselab.probes.sts import x100
 
 LAYER_GRID_POOLERS = {"cls": "first", "mean": "avg", "max": "max"}
@@ -51,8 +53,6 @@ def uniformity(vectors: np.ndarray, t: float = 2.0) -> float:
 def alignment_uniformity(encoder: Encoder, data_dir: str | os.PathLike | None = None, split: str = "dev",
                          threshold: float = 4.0) -> dict[str, Any]:
     """Alignment on the STS-B ``split`` pairs with gold >= ``threshold``, uniformity over all its sentences."""
-    from cselab.data import load_sts
-
     (pairs,) = load_sts("stsb", split, data_dir)
     sentences = list(dict.fromkeys(pairs.sentences1 + pairs.sentences2))
     vectors = encoder.encode(sentences)
@@ -120,7 +120,7 @@ def pca_sts(train: np.ndarray, tasks: dict[str, tuple[np.ndarray, np.ndarray, np
     gold scores)."""
     full = train.shape[1]
     if len(train) < full:
-        raise ValueError(f"PCA needs at least {full} reference vectors, got {len(train)}")
+        raise DataError(f"PCA needs at least {full} reference vectors, got {len(train)}")
     reduced = sorted((d for d in dims if d < full), reverse=True)
     components = np.empty((full, 0))
     if reduced:  # the top eigenvectors of the covariance only: far cheaper than a full SVD for wide vectors

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import html
+import json
 import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from cselab.errors import DataError
 from cselab.probes.plots import task_scores
 
 PLOT_CAPTIONS = {"transformations": "cosine against MER per transformation",
@@ -233,3 +235,16 @@ def compare_report(payloads: Sequence[dict[str, Any]]) -> str:
         else:
             parts += ["\n".join(t) for t in tables]
     return "\n\n".join(parts)
+
+
+def read_results(paths: Sequence[str | os.PathLike]) -> list[dict[str, Any]]:
+    """The results JSONs ``probe run`` wrote, each checked to be one."""
+    payloads = []
+    for path in paths:
+        try:
+            payloads.append(json.loads(Path(path).read_text(encoding="utf-8")))
+        except (OSError, json.JSONDecodeError) as err:
+            raise DataError(f"{path}: not a readable results JSON ({err})") from None
+        if not isinstance(payloads[-1], dict) or "model" not in payloads[-1]:
+            raise DataError(f"{path}: not a results JSON of `probe run` (no 'model' field)")
+    return payloads

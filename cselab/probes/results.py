@@ -3,24 +3,9 @@
 from __future__ import annotations
 
 import os
-import platform
-from importlib import metadata
 from pathlib import Path
 
 from cselab.checksum import sha256
-
-PACKAGES = ("cselab", "torch", "transformers", "sentence-transformers", "numpy", "scipy", "scikit-learn")
-
-
-def package_versions() -> dict[str, str | None]:
-    """Installed versions of the packages that shape the scores, and Python's."""
-    versions: dict[str, str | None] = {"python": platform.python_version()}
-    for name in PACKAGES:
-        try:
-            versions[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            versions[name] = None
-    return versions
 
 
 def checksums(paths, root: str | os.PathLike) -> dict[str, str]:

@@ -1,4 +1,4 @@
-"""Runs probe suites on an encoder and assembles the results JSON (see README, "Results JSON")."""
+"""Runs probe suites on an encoder and assembles the results JSON (see docs/results-json.md)."""
 
 from __future__ import annotations
 
@@ -13,20 +13,29 @@ from typing import Any
 import numpy as np
 
 from cselab import __version__
+from cselab.atomic import write_json_atomic, write_text_atomic
 from cselab.checksum import sha256
-from cselab.data import DataNotFoundError, NegationPairs, data_root, load_cannot
-from cselab.encoders import Encoder, TransformerEncoder
+from cselab.data import DataNotFoundError, NegationPairs, corpus_path, data_root, load_cannot, load_sts, read_corpus
 from cselab.data.transfer import TRANSFER_TASKS
+from cselab.encoders import Encoder, TransformerEncoder
+from cselab.errors import ConfigError
 from cselab.probes.bias import run_bias_splits
 from cselab.probes.geometry import alignment_uniformity, layer_geometry, pca_sts
 from cselab.probes.plots import plot_accuracies, plot_geometry, task_scores
 from cselab.probes.probing import probing_dir, run_probing
-from cselab.probes.results import checksums, package_versions
+from cselab.probes.report import html_report, markdown_report
+from cselab.probes.results import checksums
 from cselab.probes.splits import PROTOCOLS, build_splits, split_summary
 from cselab.probes.sts import SHORT_NAMES, STS_SUITE, run_sts, subset_limit
 from cselab.probes.transfer import run_transfer
-from cselab.probes.transformations import (handwritten_testset, plot_transformations, read_testset,
-                                           run_negation_pairs, run_transformations)
+from cselab.probes.transformations import (
+    handwritten_testset,
+    plot_transformations,
+    read_testset,
+    run_negation_pairs,
+    run_transformations,
+)
+from cselab.versions import package_versions
 
 SUITES = {"sts": ("sts",), "bias": ("bias",), "transfer": ("transfer",), "probing": ("probing",),
           "geometry": ("geometry",), "all": ("sts", "bias", "transfer", "probing", "geometry")}
@@ -37,7 +46,7 @@ def suite_parts(suite: str) -> tuple[str, ...]:
     names = [name.strip() for name in suite.split(",")]
     unknown = [name for name in names if name not in SUITES]
     if unknown:
-        raise ValueError(f"Unknown suite {', '.join(map(repr, unknown))}; choose from {', '.join(SUITES)}, or "
+        raise ConfigError(f"Unknown suite {', '.join(map(repr, unknown))}; choose from {', '.join(SUITES)}, or "
                          "several joined by commas (sts,bias)")
     return tuple(part for part in SUITES["all"] if any(part in SUITES[name] for name in names))
 
@@ -87,8 +96,6 @@ def run_bias(encoder: Encoder, options: ProbeOptions, files: list) -> dict[str, 
 
 def run_geometry(encoder: Encoder, options: ProbeOptions, files: list) -> dict[str, Any]:
     """Alignment/uniformity, the layer-wise measures (transformer encoders) and STS after PCA."""
-    from cselab.data import corpus_path, load_sts, read_corpus
-
     result: dict[str, Any] = {"alignment_uniformity": alignment_uniformity(encoder, options.data_dir)}
     (test,) = subset_limit(load_sts("stsb", "test", options.data_dir), options.limit)
     files.extend(test.files)
@@ -181,3 +188,16 @@ def write_plots(payload: dict[str, Any], out: str | os.PathLike) -> list[Path]:
     if "geometry" in payload:
         plots.append(plot_geometry(payload["geometry"], out.with_suffix(".geometry.png"), spec))
     return plots
+
+
+def write_outputs(payload: dict[str, Any], out: str | os.PathLike) -> list[Path]:
+    """The results JSON at ``out`` and, beside it, its plots, a Markdown report and an HTML page; returns them."""
+    if Path(out).is_dir():
+        raise ConfigError(f"--out {out}: a directory; give the results JSON's file name, e.g. "
+                          f"{Path(out) / 'results.json'}")
+    out = write_json_atomic(out, payload)
+    plots = write_plots(payload, out)
+    markdown = markdown_report(payload, plots)
+    report = write_text_atomic(out.with_suffix(".md"), markdown)
+    page = write_text_atomic(out.with_suffix(".html"), html_report(markdown))
+    return [out, report, page, *plots]

@@ -27,8 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from cselab.atomic import write_text_atomic
+from cselab.atomic import write_json_atomic, write_text_atomic
 from cselab.data import STSPairs, load_sts
+from cselab.errors import ConfigError
 from cselab.mer import Normalizer, mer_pairs
 from cselab.probes.sts import subset_limit
 
@@ -88,7 +89,7 @@ def subset_name(pairs: STSPairs) -> str:
 
 def check_protocol(protocol: str) -> str:
     if protocol not in PROTOCOLS:
-        raise ValueError(f"Unknown split protocol {protocol!r}; choose one of {', '.join(PROTOCOLS)}")
+        raise ConfigError(f"Unknown split protocol {protocol!r}; choose one of {', '.join(PROTOCOLS)}")
     return protocol
 
 
@@ -107,7 +108,7 @@ def build_splits(data_dir: str | os.PathLike | None = None, normalize: str | Nor
     splits = [split_subset(pairs, normalize, protocol)
               for key, split in SOURCES for pairs in subset_limit(load_sts(key, split, data_dir), limit)]
     if not any(s.included for s in splits):
-        raise ValueError(f"no STS subset is used under the {protocol!r} split protocol ({PROTOCOLS[protocol]}); "
+        raise ConfigError(f"no STS subset is used under the {protocol!r} split protocol ({PROTOCOLS[protocol]}); "
                          f"the subsets found are {', '.join(s.name for s in splits)}")
     return splits
 
@@ -146,3 +147,14 @@ def write_pairs_jsonl(splits: Sequence[SubsetSplit], path: str | os.PathLike) ->
                                      "score": float(s.pairs.scores[i]), "mer": float(s.mer[i]),
                                      "split": "cont" if s.cont[i] else "oppn", "subset_used": s.included}))
     return write_text_atomic(path, "\n".join(lines) + "\n")
+
+
+def write_split_files(splits: Sequence[SubsetSplit], out_dir: str | os.PathLike, normalize: str,
+                      protocol: str) -> list[Path]:
+    """``splits.json`` (the table and the protocol), ``splits.md`` and ``pairs.jsonl`` in ``out_dir``."""
+    out = Path(out_dir)
+    summary = {"mer_normalize": normalize, "protocol": protocol, "protocol_description": PROTOCOLS[protocol],
+               "subsets": split_summary(splits)}
+    return [write_json_atomic(out / "splits.json", summary),
+            write_text_atomic(out / "splits.md", split_table(splits) + "\n"),
+            write_pairs_jsonl(splits, out / "pairs.jsonl")]

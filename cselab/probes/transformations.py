@@ -31,7 +31,7 @@ from cselab.data import DataFormatError, NegationPairs
 from cselab.data.readers import read_lines
 from cselab.encoders import Encoder
 from cselab.mer import Normalizer, mer_pairs
-from cselab.probes.metrics import cosine_rows
+from cselab.metrics import cosine_rows
 
 TRANSFORMATIONS = ("paraphrase", "negation", "insertion", "deletion", "substitution", "random")
 METADATA = ("id", "domain")

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from sklearn.model_selection import StratifiedKFold
 
+from cselab.errors import ConfigError
 from cselab.probes.classifier import ClassifierConfig, Job, holdout_job, train_jobs
 
 REGS = (1e-5, 1e-4, 1e-3, 1e-2)  # SentEval's weight decays for its PyTorch classifier
@@ -47,7 +48,7 @@ def protocol(name: str) -> Protocol:
     try:
         return PROTOCOLS[name]
     except KeyError:
-        raise ValueError(f"Unknown protocol {name!r}; choose one of {', '.join(PROTOCOLS)}") from None
+        raise ConfigError(f"Unknown protocol {name!r}; choose one of {', '.join(PROTOCOLS)}") from None
 
 
 def _folds(y: np.ndarray, k: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:

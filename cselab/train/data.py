@@ -8,13 +8,14 @@ whose views read ``paraphrase`` or ``negation`` need a cache.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from pathlib import Path
 from typing import Any
 
-from cselab.augment.cache import MANIFEST, load_cache
+from cselab.data import is_corpus, load_corpus
+from cselab.data.augmented import finished_cache, load_cache, read_manifest
+from cselab.errors import ConfigError
 
 logger = logging.getLogger(__name__)
 
@@ -34,36 +35,22 @@ class TextRows:
         return {"text": [self.sentences[i] for i in indices]}
 
 
-def finished_cache(path: str | os.PathLike) -> Path:
-    """An augment cache folder, or the newest finished one under a root of caches."""
-    data = Path(path)
-    if not (data / MANIFEST).exists():
-        finished = sorted(data.glob(f"*/{MANIFEST}"), key=lambda p: p.stat().st_mtime)
-        if not finished:
-            raise ValueError(f"{data} holds no finished augment cache (run `cselab augment` or `make augment`), "
-                             "and is not a corpus name or file")
-        data = finished[-1].parent
-    return data
-
-
 def training_rows(method: dict[str, Any], data: str | os.PathLike | None = None,
                   data_dir: str | os.PathLike | None = None):
     """The rows ``method`` trains on (``data``, else the method's ``data``, else ``cache/augment``): a cache's
     ``datasets.Dataset`` or a corpus's :class:`TextRows`, and a description of where they came from (recorded with
     the run)."""
-    from cselab.data import is_corpus, load_corpus
-
     spec = str(data if data is not None else method.get("data", DEFAULT_DATA))
     if is_corpus(spec) and not Path(spec).is_dir():
         columns = sorted({view["column"] for view in method["views"].values() if view.get("column")} - {"text"})
         if columns:
-            raise ValueError(f"{spec} is a plain corpus (one sentence a line): it has no {', '.join(columns)} "
+            raise ConfigError(f"{spec} is a plain corpus (one sentence a line): it has no {', '.join(columns)} "
                              f"column, which method {method['method']} reads; build an augment cache with "
                              f"`cselab augment --corpus {spec}` and train on it")
         sentences = load_corpus(spec, data_dir)
         return TextRows(sentences), {"kind": "corpus", "name": spec, "rows": len(sentences)}
     folder = finished_cache(spec)
-    manifest = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    manifest = read_manifest(folder)
     warn_if_paraphrases_differ(method, manifest, folder)
     return load_cache(folder), {"kind": "augment-cache", "path": str(folder), "key": manifest.get("key"),
                                 "backtranslation": manifest.get("models", {})}

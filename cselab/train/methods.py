@@ -35,23 +35,15 @@ from __future__ import annotations
 import copy
 import json
 import os
-import re
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from cselab.train.objectives import LOSSES
-
-SECTIONS = ("method", "description", "extends", "data", "encoder", "views", "losses", "hooks", "training",
-            "profiles", "profile")
-HOOK_KEYS = {"weights"}
-ENCODER_KEYS = {"pooler", "head", "prompt", "frozen", "freeze_embeddings"}
-VIEW_KEYS = {"column", "prompt", "layers", "layer_pooler", "frozen", "of", "augment"}
-TRAINING_KEYS = {"batch_size", "lr", "epochs", "max_steps", "max_length", "eval_steps", "grad_accum",
-                 "mixed_precision", "seed", "adam_betas", "adam_eps", "weight_decay", "early_stop"}
-VIEW_ROLES = ("anchor", "positive", "paraphrase", "negation", "guide")
+from cselab.errors import ConfigError
+from cselab.train.plugins import load_plugins
+from cselab.train.schema import resolve
 
 
 def preset_names() -> list[str]:
@@ -64,7 +56,7 @@ def _read(name_or_path: str | os.PathLike) -> tuple[dict[str, Any], str]:
     path = Path(name_or_path)
     if not path.is_file():
         if str(name_or_path) not in preset_names():
-            raise ValueError(f"Unknown method {name_or_path!r}: not a YAML file, and the presets are "
+            raise ConfigError(f"Unknown method {name_or_path!r}: not a YAML file, and the presets are "
                              f"{', '.join(preset_names())}")
         path = Path(str(resources.files("cselab.train").joinpath("presets", f"{name_or_path}.yaml")))
     return yaml.safe_load(path.read_text(encoding="utf-8")), str(path)
@@ -97,93 +89,66 @@ def _resolve(name_or_path: str | os.PathLike) -> tuple[dict[str, Any], str]:
 def load_method(name_or_path: str | os.PathLike, overrides: list[str] = (), profile: str | None = None
                 ) -> dict[str, Any]:
     """A method config from a preset name, a YAML path or ``A+B+...``, with a profile and ``key.path=value``
-    overrides, validated."""
+    overrides, resolved and validated to the leaf (:func:`cselab.train.schema.resolve`)."""
     first, *more = str(name_or_path).split("+") if not Path(name_or_path).is_file() else [name_or_path]
-    config, source = _resolve(first)
+    config, _ = _resolve(first)
+    source = str(name_or_path)
     for name in more:
         addition, _ = _read(name)
         own = {k: v for k, v in addition.items() if k not in ("extends", "method", "description")}
         config = _merge(config, own)
         config["method"] = f"{config['method']}+{addition['method']}"
-        source = f"{source}+{name}"
+    profiles = config.pop("profiles", {})
     if profile is not None:
-        profiles = config.get("profiles", {})
         if profile not in profiles:
-            raise ValueError(f"{source}: no profile {profile!r}; profiles: {', '.join(profiles) or 'none'}")
+            raise ConfigError(f"{source}: no profile {profile!r}; profiles: {', '.join(profiles) or 'none'}")
         overrides = [f"{key}={json.dumps(value)}" for key, value in profiles[profile].items()] + list(overrides)
-        config["profile"] = profile  # recorded with the run (OUT/best/cselab.json)
+        config["profile"] = profile  # recorded with the run (OUT/config.yaml, OUT/best/cselab.json)
     for item in overrides:
         _override(config, item)
-    validate(config, source)
-    return config
+    load_plugins(config.get("imports") or [], f"{source}: imports")
+    return resolve(config, source)
 
 
 def _override(config: dict[str, Any], item: str) -> None:
+    """Set one ``dotted.key=value`` (JSON, else YAML); missing sections are created, so any key of the schema can
+    be set whether or not the YAML lists it (the schema then checks it); ``null`` removes the key."""
     key, sep, raw = item.partition("=")
-    if not sep:
-        raise ValueError(f"--set {item!r}: expected KEY=VALUE, e.g. training.lr=1e-5")
-    parts = key.split(".")
+    if not sep or not key:
+        raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. training.lr=1e-5")
+    *parents, leaf = key.split(".")
     node = config
-    for part in parts[:-1]:
-        if not isinstance(node, dict) or part not in node:
-            raise ValueError(f"--set {item!r}: unknown key {key!r} (no {part!r} there)")
-        node = node[part]
-    if not isinstance(node, dict) or (parts[-1] not in node and len(parts) < 3):
-        raise ValueError(f"--set {item!r}: unknown key {key!r}")
+    for depth, part in enumerate(parents):
+        child = node.setdefault(part, {})
+        if child is None:
+            child = node[part] = {}
+        if not isinstance(child, dict):
+            raise ConfigError(f"--set {item!r}: {'.'.join(parents[:depth + 1])} is {child!r}, not a section")
+        node = child
+    value = _parse(raw)
+    if value is None:
+        node.pop(leaf, None)
+    else:
+        node[leaf] = value
+
+
+def _parse(raw: str) -> Any:
     try:
-        node[parts[-1]] = json.loads(raw)  # JSON first: YAML 1.1 reads 1e-5 as a string
+        return json.loads(raw)  # JSON first: YAML 1.1 reads 1e-5 as a string
     except json.JSONDecodeError:
         value = yaml.safe_load(raw)
         # YAML 1.1 also reads no/yes/on/off as booleans: mixed_precision=no means the string "no"
-        node[parts[-1]] = raw if isinstance(value, bool) and raw.lower() not in ("true", "false") else value
+        return raw if isinstance(value, bool) and raw.lower() not in ("true", "false") else value
 
 
-def validate(config: dict[str, Any], source: str = "method") -> None:
-    """Every section and key known, every view a loss names defined."""
-    def unknown(found, known, where):
-        extra = sorted(set(found) - set(known))
-        if extra:
-            raise ValueError(f"{source}: unknown key(s) {', '.join(extra)} in {where}; "
-                             f"known: {', '.join(sorted(known))}")
+def preset_base(name: str) -> str | None:
+    """The preset a preset extends (None for a base preset)."""
+    return _read(name)[0].get("extends")
 
-    unknown(config, SECTIONS, "the top level")
-    unknown(config.get("encoder", {}), ENCODER_KEYS, "encoder")
-    unknown(config.get("training", {}), TRAINING_KEYS, "training")
-    unknown(config.get("hooks") or {}, HOOK_KEYS, "hooks")
-    patience = config.get("training", {}).get("early_stop")
-    if patience is not None and (not isinstance(patience, int) or isinstance(patience, bool) or patience < 1):
-        raise ValueError(f"{source}: training.early_stop must be a whole number of evaluations >= 1, or null; "
-                         f"got {patience!r}")
-    views = config.get("views", {})
-    for name, view in views.items():
-        unknown(view, VIEW_KEYS, f"views.{name}")
-        if "of" in view and view["of"] not in views:
-            raise ValueError(f"{source}: views.{name}.of names view {view['of']!r}, which is not in views")
-        if ("of" in view) == ("column" in view):
-            raise ValueError(f"{source}: views.{name} needs either a column (a forward pass) or of (a view made "
-                             "from another view's vectors)")
-        if "of" in view and not view.get("augment"):
-            raise ValueError(f"{source}: views.{name} is made of {view['of']!r} but has no augment")
-    available = set(views) | {f"{name}.layers" for name, view in views.items() if view.get("layers")}
-    if not config.get("losses"):
-        raise ValueError(f"{source}: no losses")
-    for name, params in config["losses"].items():
-        kind = params.get("type", name)
-        if kind not in LOSSES:
-            raise ValueError(f"{source}: losses.{name} is of unknown type {kind!r}; types: {', '.join(LOSSES)}")
-        unknown(params, LOSSES[kind].keys | {"type", "weight"}, f"losses.{name}")
-        missing = sorted(LOSSES[kind].required - set(params))
-        if missing:
-            raise ValueError(f"{source}: losses.{name} needs {', '.join(missing)}")
-        pattern = params.get("perturbation")
-        if pattern and not re.fullmatch(r"(p[+-])?(n[+-])?", pattern):
-            raise ValueError(f"{source}: losses.{name}.perturbation {pattern!r}: expected p+, p-, n+, n- or a pair "
-                             "such as p+n-")
-        named = [params[role] for role in VIEW_ROLES if role in params] + list(params.get("negatives", []))
-        for view in named:
-            if view not in available:
-                raise ValueError(f"{source}: losses.{name} names view {view!r}, which is not one of "
-                                 f"{', '.join(sorted(available))}")
+
+def method_profiles(name_or_path: str | os.PathLike) -> dict[str, dict[str, Any]]:
+    """A method's profiles (its own and those of the methods it extends), by name."""
+    return _resolve(name_or_path)[0].get("profiles", {})
 
 
 def describe_presets() -> list[tuple[str, str]]:

@@ -27,10 +27,13 @@ from cselab.atomic import write_json_atomic
 from cselab.encoders.checkpoint import CheckpointInfo, write_checkpoint_info
 from cselab.encoders.pooling import LAYER_POOLER, needs_hidden_states, pool, pool_states
 from cselab.encoders.transformer import TransformerEncoder
+from cselab.errors import ConfigError
+from cselab.registry import get, register
 
 ST_POOLING = {"cls_before_pooler": "pooling_mode_cls_token", "avg": "pooling_mode_mean_tokens"}
 
 
+@register("head", "mlp")
 class MLPHead(nn.Module):
     """SimCSE's training head over the pooled vector: dense layer and tanh."""
 
@@ -42,14 +45,12 @@ class MLPHead(nn.Module):
         return torch.tanh(self.dense(vectors))
 
 
+@register("head", "projection")
 class ProjectionHead(nn.Sequential):
     """SG-OPT's projection head f: two linear layers (hidden size 4096), each followed by GELU."""
 
     def __init__(self, hidden: int, inner: int = 4096):
         super().__init__(nn.Linear(hidden, inner), nn.GELU(), nn.Linear(inner, hidden), nn.GELU())
-
-
-HEADS = {"mlp": MLPHead, "projection": ProjectionHead}
 
 
 class TrainingEncoder(nn.Module):
@@ -68,9 +69,7 @@ class TrainingEncoder(nn.Module):
         self.view = TransformerEncoder(backbone, tokenizer, pooler=pooler, prompt=prompt, max_length=max_length)
         self.prompt = prompt
         self._views = {prompt: self.view}  # by template as given, before [MASK] becomes the tokenizer's token
-        if head is not None and head not in HEADS:
-            raise ValueError(f"Unknown head {head!r}; choose one of {', '.join(HEADS)}")
-        self.head = HEADS[head](backbone.config.hidden_size) if head else None
+        self.head = get("head", head, "encoder.head").function(backbone.config.hidden_size) if head else None
         # not a submodule: outside the optimizer, DDP and the saved state (it is rebuilt from the base model)
         self.__dict__["frozen"] = (copy.deepcopy(backbone).to(getattr(torch, frozen)).eval().requires_grad_(False)
                                    if frozen else None)
@@ -116,7 +115,7 @@ class TrainingEncoder(nn.Module):
         view = self._view(prompt)
         model = self.frozen if frozen else self.backbone
         if frozen and model is None:
-            raise ValueError("a frozen view needs the encoder's frozen copy (encoder.frozen in the method)")
+            raise ConfigError("a frozen view needs the encoder's frozen copy (encoder.frozen in the method)")
         device = next(self.backbone.parameters()).device
         if frozen and next(model.parameters()).device != device:
             model.to(device)  # the frozen copy follows the backbone (it is not a submodule)

@@ -2,17 +2,8 @@
 anchors' vectors rather than from more sentences. All are detached: they are points to push
 away from, not paths for the gradient.
 
-=================  ====================================================================
-kind               the ``count`` extra negatives of a batch
-=================  ====================================================================
-memory_bank        the anchors of the previous steps (a queue of ``count``)
-anchor_noise       each anchor plus N(0, the batch's per-dimension std)
-gaussian           samples of N(mean, std) per dimension, ``mean``/``std`` from the batch
-                   (``batch``) or fixed (``mean: 0``, ``std: 1``): N(mu,sigma), N(0,1), N(mu,1), N(0,sigma)
-covariance         samples of N(mu, Sigma) with the batch's full covariance (plus ``ridge`` I)
-gmm                samples of a Gaussian mixture (diagonal) fitted on the last ``history`` steps' anchors
-vae                samples of a small VAE trained a few steps per batch on the last ``history`` steps' anchors
-=================  ====================================================================
+Each kind is a ``negatives`` plug-in (:mod:`cselab.registry`), declared below with its parameters;
+``docs/train.md`` lists them.
 
 A generator keeps its state (queue, history, VAE weights) in ``state_dict()`` so that a resumed
 run continues with it.
@@ -25,7 +16,7 @@ from typing import Any
 import torch
 from torch import nn
 
-KINDS = ("memory_bank", "anchor_noise", "gaussian", "covariance", "gmm", "vae")
+from cselab.registry import Param, check, get, register
 
 
 def gaussian_samples(anchors: torch.Tensor, count: int, mean: str | float = "batch", std: str | float = "batch"
@@ -60,15 +51,62 @@ class _VAE(nn.Module):
         return reconstruction - 0.5 * (1 + log_var - mu ** 2 - log_var.exp()).sum(dim=1).mean()
 
 
-class NegativeGenerator:
-    """Makes a batch's generated negatives and remembers what it needs from past batches."""
+COUNT = Param(int, 64, "negatives per batch", min=1)
+HISTORY = Param(int, 8, "past batches of anchors kept", min=1)
 
-    def __init__(self, kind: str, count: int = 64, mean: str | float = "batch", std: str | float = "batch",
-                 ridge: float = 1e-4, history: int = 8, components: int = 4, vae_steps: int = 10):
-        if kind not in KINDS:
-            raise ValueError(f"Unknown generated negatives {kind!r}; choose one of {', '.join(KINDS)}")
-        self.kind, self.count, self.mean, self.std, self.ridge = kind, count, mean, std, ridge
-        self.history, self.components, self.vae_steps = history, components, vae_steps
+
+@register("negatives", "memory_bank", params={"count": COUNT}, needs=("queue",))
+def memory_bank(generator: NegativeGenerator, anchors: torch.Tensor, past: torch.Tensor | None):
+    """The anchors of the previous steps (a queue of ``count``)."""
+    return past[-generator.params["count"]:] if past is not None else None
+
+
+@register("negatives", "anchor_noise")
+def anchor_noise(generator: NegativeGenerator, anchors: torch.Tensor, past: torch.Tensor | None):
+    """Each anchor plus N(0, the batch's per-dimension std)."""
+    return anchors + torch.randn_like(anchors) * anchors.std(dim=0, keepdim=True)
+
+
+@register("negatives", "gaussian", params={
+    "count": COUNT, "mean": Param((float, str), "batch", "the batch's mean, or a number", words=("batch",)),
+    "std": Param((float, str), "batch", "the batch's std, or a number", words=("batch",))})
+def gaussian(generator: NegativeGenerator, anchors: torch.Tensor, past: torch.Tensor | None):
+    """Samples of N(mean, std) per dimension, each the batch's or a number."""
+    params = generator.params
+    return gaussian_samples(anchors, params["count"], params["mean"], params["std"])
+
+
+@register("negatives", "covariance", params={"count": COUNT, "ridge": Param(float, 1e-4, "added to the "
+                                                                            "diagonal", min=0.0)})
+def covariance(generator: NegativeGenerator, anchors: torch.Tensor, past: torch.Tensor | None):
+    """Samples of N(mu, Sigma) with the batch's full covariance (plus ``ridge`` I)."""
+    return covariance_samples(anchors, generator.params["count"], generator.params["ridge"]).to(anchors.dtype)
+
+
+@register("negatives", "gmm", params={"count": COUNT, "history": HISTORY,
+                                      "components": Param(int, 4, "mixture components", min=1)},
+          needs=("history",))
+def gmm(generator: NegativeGenerator, anchors: torch.Tensor, past: torch.Tensor | None):
+    """Samples of a diagonal Gaussian mixture fitted on the last ``history`` steps' anchors."""
+    return None if past is None else generator.gmm(past).to(anchors.device, anchors.dtype)
+
+
+@register("negatives", "vae", params={"count": COUNT, "history": HISTORY,
+                                      "vae_steps": Param(int, 10, "VAE training steps per batch", min=1)},
+          needs=("history",))
+def vae(generator: NegativeGenerator, anchors: torch.Tensor, past: torch.Tensor | None):
+    """Samples of a small VAE trained a few steps per batch on the last ``history`` steps' anchors."""
+    return None if past is None else generator.vae_samples(past).to(anchors.dtype)
+
+
+class NegativeGenerator:
+    """Makes a batch's generated negatives with a ``negatives`` plug-in and remembers what it needs from past
+    batches (a queue of anchors, or the last ``history`` batches)."""
+
+    def __init__(self, kind: str, **params):
+        self.plugin = get("negatives", kind, "generated.kind")
+        self.kind = kind
+        self.params = check(params, self.plugin.schema(), f"generated ({kind})")
         self.memory: list[torch.Tensor] = []  # past anchors, newest last
         self.vae: _VAE | None = None
         self.vae_optimizer: torch.optim.Optimizer | None = None
@@ -88,51 +126,42 @@ class NegativeGenerator:
 
     def _generate(self, anchors: torch.Tensor) -> torch.Tensor | None:
         past = torch.cat(self.memory).to(anchors.device) if self.memory else None
-        if self.kind == "memory_bank":
-            result = past[-self.count:] if past is not None else None
-        elif self.kind == "anchor_noise":
-            result = anchors + torch.randn_like(anchors) * anchors.std(dim=0, keepdim=True)
-        elif self.kind == "gaussian":
-            result = gaussian_samples(anchors, self.count, self.mean, self.std)
-        elif self.kind == "covariance":
-            result = covariance_samples(anchors, self.count, self.ridge).to(anchors.dtype)
-        elif self.kind == "gmm":
-            result = None if past is None else self._gmm(past).to(anchors.device, anchors.dtype)
-        else:
-            result = None if past is None else self._vae(past).to(anchors.dtype)
+        result = self.plugin.function(self, anchors, past)
         self._remember(anchors)
         return result
 
     def _remember(self, anchors: torch.Tensor) -> None:
-        self.memory.append(anchors.cpu())
-        if self.kind == "memory_bank":
-            while sum(len(m) for m in self.memory) - len(self.memory[0]) >= self.count:
+        if "queue" in self.plugin.needs:
+            self.memory.append(anchors.cpu())
+            while sum(len(m) for m in self.memory) - len(self.memory[0]) >= self.params["count"]:
                 self.memory.pop(0)
-        elif len(self.memory) > self.history:
-            self.memory.pop(0)
+        elif "history" in self.plugin.needs:
+            self.memory.append(anchors.cpu())
+            if len(self.memory) > self.params["history"]:
+                self.memory.pop(0)
 
-    def _gmm(self, past: torch.Tensor) -> torch.Tensor:
+    def gmm(self, past: torch.Tensor) -> torch.Tensor:
         from sklearn.mixture import GaussianMixture
 
-        components = min(self.components, len(past))
+        components = min(self.params["components"], len(past))
         mixture = GaussianMixture(components, covariance_type="diag", max_iter=20,
                                   random_state=int(torch.randint(0, 2**31 - 1, ()).item()))
         mixture.fit(past.float().numpy())
-        return torch.from_numpy(mixture.sample(self.count)[0]).float()
+        return torch.from_numpy(mixture.sample(self.params["count"])[0]).float()
 
-    def _vae(self, past: torch.Tensor) -> torch.Tensor:
+    def vae_samples(self, past: torch.Tensor) -> torch.Tensor:
         device = past.device
         if self.vae is None:
             self.vae = _VAE(past.shape[1])
             self.vae_optimizer = torch.optim.Adam(self.vae.parameters(), lr=1e-3)
         self.vae.to(device)
         with torch.enable_grad():
-            for _ in range(self.vae_steps):
+            for _ in range(self.params["vae_steps"]):
                 self.vae_optimizer.zero_grad()
                 self.vae.loss(past.float()).backward()
                 self.vae_optimizer.step()
         with torch.no_grad():
-            return self.vae.decoder(torch.randn(self.count, self.vae.latent, device=device))
+            return self.vae.decoder(torch.randn(self.params["count"], self.vae.latent, device=device))
 
     def state_dict(self) -> dict[str, Any]:
         return {"memory": self.memory,

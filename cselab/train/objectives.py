@@ -1,52 +1,46 @@
 """A method's objective: encode its views of a batch, then apply its losses.
 
-Each loss type is a plug-in: the views it reads (by role), its parameters, and a function of
-the encoded views. A loss only sees the rows where all the views it uses exist (a row without a
-paraphrase adds nothing to the margin loss, and still trains InfoNCE). On several processes,
-views are gathered from all of them with their gradient (:mod:`cselab.train.distributed`) and
-each loss is this process's share of the batch's loss.
-
-===============  ===========================================================================
-type             what it computes (pure functions in :mod:`cselab.train.losses`)
-===============  ===========================================================================
-info_nce         InfoNCE of ``anchor`` against ``positive`` and the batch's other positives, plus
-                 extra ``negatives`` columns (views, e.g. SSCL's ``anchor.layers``) and ``generated``
-                 ones (:mod:`cselab.train.negatives`); optional IFM/BYOP ``perturbation`` with a
-                 ``margin`` (number or ``dynamic``), ``multitask``; ``label_smoothing``
-two_way_margin   OssCSE's max-margin on (``anchor``, ``paraphrase``, ``negation``), ``alpha``/``beta``
-recall           ``gamma / 2`` times the squared distance of the weights to the initial (frozen) ones
-nt_xent          SG's NT-Xent between ``anchor`` and one layer view of ``guide`` (``NAME.layers``)
-                 drawn per row by a uniform sampler
-sg_opt           SG-OPT's ``L_opt3`` between ``anchor`` and every layer view of ``guide``
-===============  ===========================================================================
+Losses, view augmentations and generated negatives are plug-ins (:mod:`cselab.registry`; the losses
+in :mod:`cselab.train.loss_plugins`); nothing here names one. A loss only sees the rows where all the
+views it reads exist. On several processes, views are gathered from all of them with their gradient
+(:mod:`cselab.train.distributed`) and each loss is reduced as its plug-in declares (``rows``: this
+process's share of the mean over every process's rows; ``whole_batch``: views gathered first;
+``replicated``: the same number everywhere).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
-from cselab.train import losses as L
-from cselab.train.augmentations import augment_input, augment_output, fgsm
+from cselab.registry import Plugin, get
+from cselab.train import plugins  # noqa: F401  (every plug-in registered)
 from cselab.train.distributed import gather_rows, global_count, global_mean
-from cselab.train.negatives import NegativeGenerator
+from cselab.train.loss_plugins import LossContext
 
 Encoded = dict[str, tuple[torch.Tensor, list[int]]]
 
 
+def augment_plugin(view: dict[str, Any]) -> Plugin | None:
+    """The plug-in of a view's ``augment``: an output augmentation for a view ``of`` another, else an input one."""
+    augment = view.get("augment")
+    if not augment:
+        return None
+    return get("output_augment" if view.get("of") else "input_augment", augment["kind"])
+
+
 def _input_augment(view: dict[str, Any], name: str, captured: dict | None, directions: dict | None):
     """The word-embedding map of a view's ``augment`` (None when it has none at the input)."""
-    augment = view.get("augment")
-    if not augment or "of" in view:
+    plugin = augment_plugin(view)
+    if plugin is None or view.get("of"):
         return None
-    if augment["kind"] != "fgsm":
-        return lambda embeddings: augment_input(embeddings, augment["kind"], augment.get("sigma", 0.001),
-                                                augment.get("p", 0.1))
+    params = view["augment"]
+    if "gradient" not in plugin.needs:
+        return lambda embeddings: plugin.function(embeddings, params)
     if directions is not None and name in directions:
-        return lambda embeddings: fgsm(embeddings, directions[name], augment.get("epsilon", 0.001))
+        return lambda embeddings: plugin.function(embeddings, params, directions[name])
 
     def capture(embeddings):
         if not embeddings.requires_grad:  # frozen embeddings: the gradient is still wanted here
@@ -60,15 +54,32 @@ def _input_augment(view: dict[str, Any], name: str, captured: dict | None, direc
 def _output_view(view: dict[str, Any], name: str, base: torch.Tensor, captured: dict | None,
                  directions: dict | None) -> torch.Tensor:
     """A view made from another view's vectors (``of``), through its output ``augment``."""
-    augment = view["augment"]
-    if augment["kind"] != "fgsm":
-        return augment_output(base, augment["kind"], augment.get("p", 0.1), augment.get("fraction", 0.1))
+    plugin, params = augment_plugin(view), view["augment"]
+    if "gradient" not in plugin.needs:
+        return plugin.function(base, params)
     if directions is not None and name in directions:
-        return fgsm(base, directions[name], augment.get("epsilon", 0.001))
+        return plugin.function(base, params, directions[name])
     vectors = base * 1.0  # a node of its own, for the gradient with respect to this view
     if captured is not None:
         captured[name] = vectors
     return vectors
+
+
+def _forward_view(model, encoder, view, name, rows, tokens, captured, directions) -> dict[str, tuple]:
+    column, prompt = view["column"], view.get("prompt")
+    present = [i for i, value in enumerate(rows[column]) if value]
+    if not present:
+        empty = encoder.empty()
+        return {name: (empty, present), **({f"{name}.layers": (empty.unsqueeze(1), present)}
+                                          if view.get("layers") else {})}
+    if (column, prompt) not in tokens:
+        tokens[column, prompt] = encoder.tokenize([rows[column][i] for i in present], prompt=prompt)
+    result = model(*tokens[column, prompt], prompt=prompt, layers=view.get("layers"),
+                   layer_pooler=view.get("layer_pooler"), frozen=view.get("frozen", False),
+                   input_augment=_input_augment(view, name, captured, directions))
+    if view.get("layers"):
+        return {name: (result[0], present), f"{name}.layers": (result[1], present)}
+    return {name: (result, present)}
 
 
 def encode_views(model, config: dict[str, Any], rows: dict[str, list], captured: dict | None = None,
@@ -80,36 +91,19 @@ def encode_views(model, config: dict[str, Any], rows: dict[str, list], captured:
     processes' gradients in step). Views of the same column and prompt share one tokenization; each still has its
     own forward pass. A view no row has is an empty tensor (other processes may still have rows of it).
 
-    FGSM views take two calls: the first fills ``captured`` (view -> the tensor whose loss gradient is wanted), the
-    second gets those gradients as ``directions`` and re-encodes only those views, the rest coming from ``reuse``."""
+    Views whose augment needs the gradient (FGSM) take two calls: the first fills ``captured`` (view -> the tensor
+    whose loss gradient is wanted), the second gets those gradients as ``directions`` and re-encodes only those
+    views, the rest coming from ``reuse``."""
     encoder = getattr(model, "module", model)
     out, tokens = {}, {}
     for name, view in config["views"].items():
         if reuse is not None and name not in directions and view.get("of") not in directions:
-            out[name] = reuse[name]
-            if f"{name}.layers" in reuse:
-                out[f"{name}.layers"] = reuse[f"{name}.layers"]
-            continue
-        if "of" in view:
+            out.update({key: reuse[key] for key in (name, f"{name}.layers") if key in reuse})
+        elif view.get("of"):
             base, present = out[view["of"]]
             out[name] = (_output_view(view, name, base, captured, directions), present)
-            continue
-        column, prompt = view["column"], view.get("prompt")
-        present = [i for i, value in enumerate(rows[column]) if value]
-        if not present:
-            out[name] = (encoder.empty(), present)
-            if view.get("layers"):
-                out[f"{name}.layers"] = (encoder.empty().unsqueeze(1), present)
-            continue
-        if (column, prompt) not in tokens:
-            tokens[column, prompt] = encoder.tokenize([rows[column][i] for i in present], prompt=prompt)
-        result = model(*tokens[column, prompt], prompt=prompt, layers=view.get("layers"),
-                       layer_pooler=view.get("layer_pooler"), frozen=view.get("frozen", False),
-                       input_augment=_input_augment(view, name, captured, directions))
-        if view.get("layers"):
-            out[name], out[f"{name}.layers"] = (result[0], present), (result[1], present)
         else:
-            out[name] = (result, present)
+            out.update(_forward_view(model, encoder, view, name, rows, tokens, captured, directions))
     return out
 
 
@@ -124,115 +118,76 @@ def aligned(encoded: Encoded, names: list[str]) -> list[torch.Tensor]:
     return result
 
 
-@dataclass(frozen=True)
-class Loss:
-    """A loss plug-in: its parameters (``required`` ones among them) and its function."""
-
-    keys: set[str]
-    required: set[str]
-    compute: Callable[[dict[str, Any], Encoded, Callable[[], tuple]], torch.Tensor | None] = field(repr=False)
+def loss_plugin(name: str, params: dict[str, Any]) -> Plugin:
+    return get("loss", params.get("type", name), f"losses.{name}.type")
 
 
-def _info_nce(params, encoded, _, generator=None):
-    anchors, positives = aligned(encoded, [params["anchor"], params["positive"]])
-    positives, offset = gather_rows(positives)
-    columns = [gather_rows(encoded[v][0].flatten(0, -2))[0] for v in params.get("negatives", [])]
-    generated = generator(anchors) if generator is not None and len(anchors) else None
-    if generated is not None:
-        columns.append(generated)
-    negatives = torch.cat(columns) if columns else None
-    if negatives is not None and not len(negatives):
-        negatives = None
-    if not len(anchors):
-        return global_mean(anchors.sum(dim=1))
-    return global_mean(L.info_nce(anchors, positives, params["temperature"], negatives, offset, reduction="none",
-                                  perturbation=params.get("perturbation"), margin=params.get("margin", 0.0),
-                                  multitask=params.get("multitask", False),
-                                  label_smoothing=params.get("label_smoothing", 0.0)))
+def apply_loss(plugin: Plugin, params: dict[str, Any], context: LossContext) -> torch.Tensor | None:
+    """One loss on the encoded views, reduced over processes as the plug-in declares; None when no row of the
+    batch (on any process) can take a ``whole_batch`` loss."""
+    views = aligned(context.encoded, [params[role] for role in plugin.roles]) if plugin.roles else []
+    if plugin.prepare is not None:
+        views = plugin.prepare(views, params)
+    if plugin.reduce == "whole_batch":
+        if global_count(len(views[0]), views[0].device) == 0:
+            return None
+        views = [gather_rows(view)[0] for view in views]
+    value = plugin.function(views, params, context)
+    return global_mean(value) if plugin.reduce == "rows" else value
 
 
-def _two_way_margin(params, encoded, _):
-    views = aligned(encoded, [params["anchor"], params["paraphrase"], params["negation"]])
-    return global_mean(L.two_way_margin(*views, params["alpha"], params["beta"], reduction="none"))
-
-
-def _recall(params, _, recall_terms):
-    return L.recall(*recall_terms(), params["gamma"])
-
-
-def _whole_batch(*views: torch.Tensor) -> list[torch.Tensor] | None:
-    """Every process's rows of ``views`` (each process then computes the whole batch's loss: the gathered rows'
-    gradients sum back to their owners, and DDP's average makes it the gradient of that loss)."""
-    if global_count(len(views[0]), views[0].device) == 0:
-        return None
-    return [gather_rows(view)[0] for view in views]
-
-
-def _nt_xent(params, encoded, _):
-    anchors, guides = aligned(encoded, [params["anchor"], params["guide"]])
-    chosen = torch.randint(guides.shape[1], (len(guides),), device=guides.device)  # SG's uniform sampler
-    views = _whole_batch(anchors, guides[torch.arange(len(guides), device=guides.device), chosen])
-    return None if views is None else L.nt_xent(*views, params["temperature"])
-
-
-def _sg_opt(params, encoded, _):
-    views = _whole_batch(*aligned(encoded, [params["anchor"], params["guide"]]))
-    return None if views is None else L.sg_opt(*views, params["temperature"])
-
-
-LOSSES = {
-    "info_nce": Loss({"anchor", "positive", "temperature", "negatives", "perturbation", "margin", "multitask",
-                      "label_smoothing", "generated"},
-                     {"anchor", "positive", "temperature"}, _info_nce),
-    "two_way_margin": Loss({"anchor", "paraphrase", "negation", "alpha", "beta"},
-                           {"anchor", "paraphrase", "negation", "alpha", "beta"}, _two_way_margin),
-    "recall": Loss({"gamma"}, {"gamma"}, _recall),
-    "nt_xent": Loss({"anchor", "guide", "temperature"}, {"anchor", "guide", "temperature"}, _nt_xent),
-    "sg_opt": Loss({"anchor", "guide", "temperature"}, {"anchor", "guide", "temperature"}, _sg_opt),
-}
-
-
-def method_losses(config: dict[str, Any], encoded: Encoded, recall_terms: Callable[[], tuple] | None = None,
-                  generators: dict[str, NegativeGenerator] | None = None) -> dict[str, torch.Tensor]:
+def method_losses(config: dict[str, Any], encoded: Encoded, initial_weights: Callable[[], tuple] | None = None,
+                  states: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:
     """Each configured loss, unweighted; a loss no row of the batch (on any process) can take is left out.
-    ``recall_terms()`` gives the current and initial parameters, for ``recall``; ``generators`` (see
-    :func:`build_generators`) the generated negatives of the losses that have them."""
+    ``initial_weights()`` gives the current and initial parameters (for losses that need them); ``states`` (see
+    :func:`build_states`) each loss's own state."""
     result = {}
     for name, params in config["losses"].items():
-        extra = {"generator": generators[name]} if generators and name in generators else {}
-        loss = LOSSES[params.get("type", name)].compute(params, encoded, recall_terms, **extra)
+        context = LossContext(encoded, (states or {}).get(name), initial_weights)
+        loss = apply_loss(loss_plugin(name, params), params, context)
         if loss is not None:
             result[name] = loss
     return result
 
 
-def build_generators(config: dict[str, Any]) -> dict[str, NegativeGenerator]:
-    """One generator of negatives per loss with ``generated`` settings."""
-    return {name: NegativeGenerator(**params["generated"]) for name, params in config["losses"].items()
-            if params.get("generated")}
+def build_states(config: dict[str, Any]) -> dict[str, Any]:
+    """Each loss's own state (e.g. a negative generator), for the losses whose plug-in makes one."""
+    states = {}
+    for name, params in config["losses"].items():
+        plugin = loss_plugin(name, params)
+        state = plugin.make_state(params) if plugin.make_state else None
+        if state is not None:
+            states[name] = state
+    return states
 
 
-def fgsm_view_names(config: dict[str, Any]) -> list[str]:
-    """The views whose augment is FGSM (they take a second pass per step)."""
-    return [name for name, view in config["views"].items() if (view.get("augment") or {}).get("kind") == "fgsm"]
+def losses_need(config: dict[str, Any], need: str) -> bool:
+    """Whether any of the method's losses declares ``need`` (e.g. ``initial_weights``)."""
+    return any(need in loss_plugin(name, params).needs for name, params in config["losses"].items())
 
 
-def batch_losses(model, config: dict[str, Any], rows: dict[str, list], recall_terms: Callable[[], tuple] | None = None,
-                 generators: dict[str, NegativeGenerator] | None = None) -> dict[str, torch.Tensor]:
-    """Encode the views of ``rows`` and apply the losses; with FGSM views, a first pass finds the direction that
-    increases the loss, and the views are encoded again moved that way."""
-    fgsm_views = fgsm_view_names(config)
-    if not fgsm_views:
-        return method_losses(config, encode_views(model, config, rows), recall_terms, generators)
+def gradient_view_names(config: dict[str, Any]) -> list[str]:
+    """The views whose augment needs the loss gradient (FGSM): they take a second pass per step."""
+    return [name for name, view in config["views"].items()
+            if (plugin := augment_plugin(view)) is not None and "gradient" in plugin.needs]
+
+
+def batch_losses(model, config: dict[str, Any], rows: dict[str, list], initial_weights=None,
+                 states: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:
+    """Encode the views of ``rows`` and apply the losses; with views that need the gradient (FGSM), a first pass
+    finds the direction that increases the loss, and those views are encoded again moved that way."""
+    gradient_views = gradient_view_names(config)
+    if not gradient_views:
+        return method_losses(config, encode_views(model, config, rows), initial_weights, states)
     captured = {}
     encoded = encode_views(model, config, rows, captured=captured)
-    loss = total_loss(config, method_losses(config, encoded, recall_terms, generators))
-    gradients = torch.autograd.grad(loss, [captured[name] for name in fgsm_views], retain_graph=True,
+    loss = total_loss(config, method_losses(config, encoded, initial_weights, states))
+    gradients = torch.autograd.grad(loss, [captured[name] for name in gradient_views], retain_graph=True,
                                     allow_unused=True)
     directions = {name: torch.zeros_like(captured[name]) if g is None else g
-                  for name, g in zip(fgsm_views, gradients, strict=True)}
+                  for name, g in zip(gradient_views, gradients, strict=True)}
     encoded = encode_views(model, config, rows, directions=directions, reuse=encoded)
-    return method_losses(config, encoded, recall_terms, generators)
+    return method_losses(config, encoded, initial_weights, states)
 
 
 def total_loss(config: dict[str, Any], parts: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -19,6 +19,10 @@ from typing import Any
 
 import yaml
 
+from cselab.atomic import write_text_atomic
+from cselab.train.methods import load_method
+from cselab.train.schema import setting
+
 STATUSES = ("same", "deviates", "interpretation")
 
 
@@ -57,14 +61,12 @@ def _code(path: str) -> Any:
 
 def resolve(row: dict[str, Any], root: Path | None = None) -> Any:
     """What cselab uses today for ``row``; a ``test`` row resolves to its ``cselab_value`` when the test exists."""
-    from cselab.train.methods import load_method
-
     if "at" in row:
         at = row["at"]
         config = load_method(at["preset"], profile=at.get("profile"))
         if "keys" in at:
-            return [_lookup(config, key) for key in at["keys"]]
-        return _plain(_lookup(config, at["key"]))
+            return [setting(config, key) for key in at["keys"]]
+        return _plain(setting(config, at["key"]))
     if "code" in row:
         return _plain(_code(row["code"]))
     if "test" in row:
@@ -141,8 +143,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="list the rows that no longer hold (exit 1 if any)")
     args = parser.parse_args(argv)
     if args.markdown:
-        from cselab.atomic import write_text_atomic
-
         print(f"wrote {write_text_atomic(args.markdown, markdown())}")
     if args.check:
         found = problems()

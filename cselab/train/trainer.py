@@ -1,19 +1,19 @@
 """The training loop: a method (see :mod:`cselab.train.methods`) over the augment cache.
 
-Through accelerate: one CPU or GPU, or several GPUs with ``accelerate launch`` (DDP; each
-batch split across the processes, in-batch negatives gathered from all of them with their
-gradient, see :mod:`cselab.train.distributed`); bf16/fp16 with ``mixed_precision``; gradient
-accumulation over ``grad_accum`` batches; a linear learning-rate decay; STS-B dev evaluation every
-``eval_steps`` (the dev set tokenized once) keeping the best checkpoint in ``OUT/best``, and
-the full training state (model, optimizer, scheduler, RNG states, step) in ``OUT/last`` at
-each evaluation: a run started again on the same ``OUT`` resumes from there, the data order
-being a function of the seed and the epoch. A NaN or infinite loss stops the run, naming the
-step, with ``OUT/last`` left as the last good state. With ``training.early_stop`` (a patience counted in
-evaluations) the run ends once that many evaluations in a row did not improve the best dev score
-(SG/SG-OPT's "early stopping endurance"). The optimizer is AdamW with the config's ``weight_decay``
-(0 in every preset, as SimCSE), ``adam_betas`` and ``adam_eps``. ``OUT/log.jsonl`` has one line per
-logged step and per evaluation; with ``tensorboard=True`` the same figures go to
-``OUT/tensorboard`` too.
+Through accelerate: one CPU or GPU, or several GPUs with ``accelerate launch`` (DDP; each batch split across
+the processes, in-batch negatives gathered from all of them with their gradient, see
+:mod:`cselab.train.distributed`); bf16/fp16 with ``mixed_precision``; gradient accumulation over
+``grad_accum`` batches; a linear learning-rate decay; STS-B dev evaluation every ``eval_steps`` (the dev set
+tokenized once) keeping the best checkpoint in ``OUT/best``, and the full training state (model, optimizer,
+scheduler, RNG states, step) in ``OUT/last`` at each evaluation: a run started again on the same ``OUT``
+resumes from there, the data order being a function of the seed and the epoch. A NaN or infinite loss stops
+the run, naming the step, with ``OUT/last`` left as the last good state. With ``training.early_stop`` (a
+patience counted in evaluations) the run ends once that many evaluations in a row did not improve the best dev
+score (SG/SG-OPT's "early stopping endurance"). With ``training.dev: none`` there is no dev set: every
+evaluation step saves ``OUT/best`` (the latest weights) and the data root is not needed. The optimizer is
+AdamW with the config's ``weight_decay`` (0 in every preset, as SimCSE), ``adam_betas`` and ``adam_eps``.
+``OUT/log.jsonl`` has one line per logged step and per evaluation; ``OUT/config.yaml`` is the resolved method;
+with ``tensorboard=True`` the same figures go to ``OUT/tensorboard`` too.
 """
 
 from __future__ import annotations
@@ -29,27 +29,31 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
+from accelerate import Accelerator
+from accelerate.utils import broadcast_object_list, set_seed
+from tqdm.auto import tqdm
+from transformers import get_linear_schedule_with_warmup
 
+from cselab.atomic import write_text_atomic
+from cselab.data import load_sts
 from cselab.encoders.checkpoint import CheckpointInfo
 from cselab.encoders.transformer import TransformerEncoder
+from cselab.errors import TrainingError
+from cselab.metrics import cosine_rows, spearman
 from cselab.train.data import training_rows
 from cselab.train.hooks import perturb_weights, restore_weights
-from cselab.train.objectives import batch_losses, build_generators, fgsm_view_names, total_loss
 from cselab.train.model import TrainingEncoder, save_checkpoint
+from cselab.train.objectives import batch_losses, build_states, gradient_view_names, losses_need, total_loss
 
 STATE_FILE = "trainer_state.json"
-
-
-class TrainingError(RuntimeError):
-    """Training cannot go on (a diverged loss, an unusable cache)."""
+CONFIG_FILE = "config.yaml"
 
 
 class DevSet:
     """STS-B dev pairs, tokenized once (whole, as the checkpoint will encode them), scored by Spearman x 100."""
 
     def __init__(self, view, data_dir=None, limit: int | None = None):
-        from cselab.data import load_sts
-
         (pairs,) = load_sts("stsb", "dev", data_dir)
         self.first, self.second = pairs.sentences1[:limit], pairs.sentences2[:limit]
         self.scores = pairs.scores[:limit]
@@ -58,8 +62,6 @@ class DevSet:
         self.ids = view.tokenize(self.sentences)
 
     def score(self, batch_size: int = 128) -> float:
-        from cselab.probes.metrics import cosine_rows, spearman
-
         vectors = self.view.encode_ids(self.ids, batch_size)
         position = {text: i for i, text in enumerate(self.sentences)}
         sims = cosine_rows(vectors[[position[t] for t in self.first]], vectors[[position[t] for t in self.second]])
@@ -99,12 +101,12 @@ def build_optimizer(parameters: list[torch.Tensor], cfg: dict[str, Any]) -> torc
                              eps=cfg.get("adam_eps", 1e-8), weight_decay=cfg.get("weight_decay", 0.0))
 
 
-def backward_pass(model, method: dict[str, Any], rows: dict[str, list], backward, recall_terms=None,
-                  generators=None, trainable: list[torch.Tensor] | None = None):
+def backward_pass(model, method: dict[str, Any], rows: dict[str, list], backward, initial_weights=None,
+                  states=None, trainable: list[torch.Tensor] | None = None):
     """One batch's losses and their ``backward``; with ``hooks.weights`` (SAM/AWP) the gradient is taken again at
     the perturbed ``trainable`` weights, which are then restored. Returns the (first pass's) loss and its parts;
     a loss that is not finite is returned without a backward pass."""
-    parts = batch_losses(model, method, rows, recall_terms, generators)
+    parts = batch_losses(model, method, rows, initial_weights, states)
     loss = total_loss(method, parts)
     if not torch.isfinite(loss):
         return loss, parts
@@ -114,7 +116,7 @@ def backward_pass(model, method: dict[str, Any], rows: dict[str, list], backward
         originals = perturb_weights(trainable, hook["kind"], hook["size"])
         for parameter in trainable:
             parameter.grad = None
-        backward(total_loss(method, batch_losses(model, method, rows, recall_terms, generators)))
+        backward(total_loss(method, batch_losses(model, method, rows, initial_weights, states)))
         restore_weights(trainable, originals)
     return loss, parts
 
@@ -126,176 +128,217 @@ def _local_rows(rows, order: torch.Tensor, batch: int, batch_size: int, accelera
     return rows[order[start:start + share].tolist()]
 
 
-def train(method: dict[str, Any], model: str, data: str | os.PathLike | None, out: str | os.PathLike,
-          data_dir: str | os.PathLike | None = None, eval_limit: int | None = None, log_every: int = 10,
-          progress: bool = True, tensorboard: bool = False) -> dict[str, Any]:
-    """Train ``model`` with ``method`` on ``data`` (see :func:`cselab.train.data.training_rows`; None: the
-    method's own ``data``, else ``cache/augment``); returns the run's summary.
-
-    ``training.batch_size`` rows make one contrastive batch (its in-batch negatives), split across processes
-    when there are several; ``training.grad_accum`` batches make one optimizer step. ``max_steps``,
-    ``eval_steps`` and the learning-rate schedule count optimizer steps."""
-    from accelerate import Accelerator
-    from accelerate.utils import broadcast_object_list, set_seed
-    from tqdm.auto import tqdm
-    from transformers import get_linear_schedule_with_warmup
-
-    cfg = method["training"]
-    out = Path(out)
+def _launch(cfg: dict[str, Any], out: Path, tensorboard: bool) -> Accelerator:
+    """The accelerator, once the launch adds up (processes, batch split, tensorboard installed)."""
     if tensorboard and importlib.util.find_spec("tensorboard") is None:
         raise TrainingError("tensorboard=True needs the tensorboard package: pip install 'cselab[tensorboard]'")
     accelerator = Accelerator(mixed_precision=cfg["mixed_precision"], log_with="tensorboard" if tensorboard else None,
                               project_dir=str(out))
-    batch_size, accum, processes = cfg["batch_size"], cfg["grad_accum"], accelerator.num_processes
+    processes = accelerator.num_processes
     launched = int(os.environ.get("WORLD_SIZE", 1))
     if launched != processes:  # each process would train alone, all writing to OUT
         raise TrainingError(f"{launched} processes were launched but accelerate set up {processes} (no GPU? on CPU, "
                             "set ACCELERATE_USE_CPU=1 for torchrun, the gloo backend is then used)")
-    if batch_size % processes:
-        raise TrainingError(f"training.batch_size {batch_size} does not split evenly across {processes} processes")
+    if cfg["batch_size"] % processes:
+        raise TrainingError(f"training.batch_size {cfg['batch_size']} does not split evenly across {processes} "
+                            "processes")
     if processes == 1 and torch.cuda.device_count() > 1:
         accelerator.print(f"{torch.cuda.device_count()} GPUs visible, training on one: DataParallel is not used "
                           "(its replicas would each see a part of the in-batch negatives); to use them all, run "
                           "`accelerate launch --multi_gpu -m cselab.cli train ...`")
-    set_seed(cfg["seed"])
-    out.mkdir(parents=True, exist_ok=True)
-    rows, source = training_rows(method, data, data_dir)
-    per_epoch = len(rows) // batch_size
-    if per_epoch < accum:
-        raise TrainingError(f"{source.get('path') or source.get('name')}: {len(rows)} rows, fewer than one step of "
-                            f"{accum} batch(es) of {batch_size}")
-    total = per_epoch * cfg["epochs"] // accum
-    total = total if cfg.get("max_steps") is None else min(cfg["max_steps"], total)
-    enc = method["encoder"]
-    encoder = build_encoder(method, model)
-    initial = initial_weights(encoder) if any(p.get("type", n) == "recall" for n, p in method["losses"].items()) \
-        else None
-    optimizer = build_optimizer([p for p in encoder.parameters() if p.requires_grad], cfg)
-    scheduler = get_linear_schedule_with_warmup(optimizer, 0, total)
-    weights_hook = (method.get("hooks") or {}).get("weights")
-    if (weights_hook or fgsm_view_names(method)) and processes > 1:
+    return accelerator
+
+
+def _check_hooks(method: dict[str, Any], processes: int) -> None:
+    weights_hook = method["hooks"].get("weights")
+    if (weights_hook or gradient_view_names(method)) and processes > 1:
         raise TrainingError("FGSM views and SAM/AWP take a second pass per step that is not synchronised across "
                             "processes yet: train them on one device")
-    if weights_hook and accum > 1:
+    if weights_hook and method["training"]["grad_accum"] > 1:
         raise TrainingError("hooks.weights (SAM/AWP) perturbs the weights once per step: set training.grad_accum=1")
-    encoder, optimizer = accelerator.prepare(encoder, optimizer)
-    accelerator.register_for_checkpointing(scheduler)  # stepped here once per optimizer step, whatever the processes
-    generators = build_generators(method)
-    for name in sorted(generators):  # their queues and histories resume with the run
-        accelerator.register_for_checkpointing(generators[name])
-    if processes > 1:
-        set_seed(cfg["seed"] + accelerator.process_index)  # distinct dropout masks on each process
-    core = accelerator.unwrap_model(encoder)
-    trainable = [p for p in core.parameters() if p.requires_grad]
 
-    def recall_terms():
-        return list(core.backbone.parameters()), initial
 
-    step, best, stale = 0, -math.inf, 0  # stale: evaluations in a row without a better dev score
-    last = out / "last"
-    if not last.exists() and last.with_name("last.old").exists():
-        last = last.with_name("last.old")  # a kill between the two renames of _replace_folder
-    if last.exists():
-        accelerator.load_state(str(last))
-        state = json.loads((last / STATE_FILE).read_text())
-        step, best, stale = state["step"], state["best"], state.get("stale", 0)
-    main = accelerator.is_main_process
-    log = open(out / "log.jsonl", "a", encoding="utf-8") if main else None
-    if tensorboard:
-        accelerator.init_trackers("tensorboard")
-    # training cuts sentences at training.max_length; the checkpoint encodes them whole (up to the tokenizer's
-    # limit, at most 512 tokens), as SimCSE evaluates
-    info = CheckpointInfo(pooler=enc["pooler"], prompt=enc.get("prompt"),
-                          max_length=min(core.tokenizer.model_max_length, 512),
-                          method=method["method"], base_model=str(model), config=method)
-    dev = DevSet(TransformerEncoder(core.backbone, core.tokenizer, pooler=info.pooler, prompt=info.prompt,
-                                    max_length=info.max_length), data_dir, eval_limit) if main else None
+class Run:
+    """One training run over ``OUT``: set up (launch checks, data, encoder, optimizer), resumed from ``OUT/last``,
+    then stepped; every ``eval_steps`` it is evaluated and saved."""
 
-    def record(values: dict[str, Any]) -> None:
-        if main:
-            log.write(json.dumps({"step": step, **values}) + "\n")
-            log.flush()
-        accelerator.log({k: v for k, v in values.items() if k != "seconds"}, step=step)
+    def __init__(self, method: dict[str, Any], model: str, data, out: str | os.PathLike, data_dir=None,
+                 eval_limit: int | None = None, tensorboard: bool = False):
+        self.method, self.cfg, self.out, self.tensorboard = method, method["training"], Path(out), tensorboard
+        self.accelerator = _launch(self.cfg, self.out, tensorboard)
+        self.main = self.accelerator.is_main_process
+        _check_hooks(method, self.accelerator.num_processes)
+        set_seed(self.cfg["seed"])
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.rows, self.source = training_rows(method, data, data_dir)
+        self.per_epoch = len(self.rows) // self.cfg["batch_size"]
+        if self.per_epoch < self.cfg["grad_accum"]:
+            raise TrainingError(f"{self.source.get('path') or self.source.get('name')}: {len(self.rows)} rows, fewer "
+                                f"than one step of {self.cfg['grad_accum']} batch(es) of {self.cfg['batch_size']}")
+        total = self.per_epoch * self.cfg["epochs"] // self.cfg["grad_accum"]
+        self.total = total if self.cfg.get("max_steps") is None else min(self.cfg["max_steps"], total)
+        self._build_model(model)
+        self.step, self.best, self.stale = 0, -math.inf, 0  # stale: evaluations in a row without a better score
+        self.orders: dict[int, torch.Tensor] = {}  # the epoch's data order, a function of the seed and the epoch
+        self.info = CheckpointInfo(pooler=method["encoder"]["pooler"], prompt=method["encoder"].get("prompt"),
+                                   max_length=min(self.core.tokenizer.model_max_length, 512),
+                                   method=method["method"], base_model=str(model), config=method)
+        # training cuts sentences at training.max_length; the checkpoint encodes them whole (up to the tokenizer's
+        # limit, at most 512 tokens), as SimCSE evaluates
+        self.dev = DevSet(TransformerEncoder(self.core.backbone, self.core.tokenizer, pooler=self.info.pooler,
+                                             prompt=self.info.prompt, max_length=self.info.max_length),
+                          data_dir, eval_limit) if self.main and self.cfg["dev"] == "stsb" else None
 
-    def evaluate_and_save() -> float | None:
-        nonlocal best, stale
+    def _build_model(self, model: str) -> None:
+        encoder = build_encoder(self.method, model)
+        initial = initial_weights(encoder) if losses_need(self.method, "initial_weights") else None
+        optimizer = build_optimizer([p for p in encoder.parameters() if p.requires_grad], self.cfg)
+        self.scheduler = get_linear_schedule_with_warmup(optimizer, 0, self.total)
+        self.encoder, self.optimizer = self.accelerator.prepare(encoder, optimizer)
+        self.accelerator.register_for_checkpointing(self.scheduler)  # stepped once per optimizer step
+        self.states = build_states(self.method)
+        for name in sorted(self.states):  # their queues and histories resume with the run
+            self.accelerator.register_for_checkpointing(self.states[name])
+        if self.accelerator.num_processes > 1:
+            set_seed(self.cfg["seed"] + self.accelerator.process_index)  # distinct dropout masks on each process
+        self.core = self.accelerator.unwrap_model(self.encoder)
+        self.trainable = [p for p in self.core.parameters() if p.requires_grad]
+        self.initial_weights = lambda: (list(self.core.backbone.parameters()), initial)
+
+    def resume(self) -> None:
+        """Continue from ``OUT/last`` when a previous run left it."""
+        last = self.out / "last"
+        if not last.exists() and last.with_name("last.old").exists():
+            last = last.with_name("last.old")  # a kill between the two renames of _replace_folder
+        if last.exists():
+            self.accelerator.load_state(str(last))
+            state = json.loads((last / STATE_FILE).read_text())
+            self.step, self.best, self.stale = state["step"], state["best"], state.get("stale", 0)
+
+    def train_step(self) -> dict[str, float]:
+        """One optimizer step over ``grad_accum`` batches; returns the loss and its parts (this process's)."""
+        accum, parts_sum = self.cfg["grad_accum"], {}
+        for micro in range(accum):
+            epoch, batch = divmod(self.step * accum + micro, self.per_epoch)
+            if epoch not in self.orders:
+                generator = torch.Generator().manual_seed(self.cfg["seed"] + epoch)
+                self.orders = {epoch: torch.randperm(len(self.rows), generator=generator)}
+            local = _local_rows(self.rows, self.orders[epoch], batch, self.cfg["batch_size"], self.accelerator)
+            for state in self.states.values():
+                if hasattr(state, "new_batch"):
+                    state.new_batch()
+            with self.accelerator.no_sync(self.encoder) if micro < accum - 1 else contextlib.nullcontext():
+                loss, parts = backward_pass(self.encoder, self.method, local,
+                                            lambda value: self.accelerator.backward(value / accum),
+                                            self.initial_weights, self.states, self.trainable)
+            if not torch.isfinite(loss):
+                raise TrainingError(f"the loss became {loss.item()} at step {self.step + 1}; the last good state is "
+                                    f"{self.out / 'last'} (best checkpoint {self.out / 'best'}); lower training.lr "
+                                    "or check the data")
+            for key, value in {"loss": loss, **parts}.items():
+                parts_sum[key] = parts_sum.get(key, 0.0) + value.item() / accum
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad()
+        self.step += 1
+        return parts_sum
+
+    def mean_over_processes(self, parts: dict[str, float]) -> dict[str, float]:
+        """Each process holds its share of the batch; their mean is the batch's loss."""
+        if self.accelerator.num_processes == 1:
+            return parts
+        means = self.accelerator.reduce(torch.tensor(list(parts.values()), device=self.accelerator.device),
+                                        reduction="mean")
+        return dict(zip(parts, means.tolist(), strict=True))
+
+    def evaluate_and_save(self) -> float | None:
+        """Save the state to ``OUT/last``; score STS-B dev and keep ``OUT/best`` (with ``training.dev: none``, every
+        save is the best). Returns the dev score (None without one, or off the main process)."""
         score = None
-        accelerator.save_state(str(out / "last.tmp"))
-        accelerator.wait_for_everyone()  # every process's RNG state is in last.tmp before it is renamed
-        if main:
-            core.eval()
-            score = dev.score()
-            core.train()
-            if score > best:
-                best, stale = score, 0
-                save_checkpoint(out / "best.tmp", core, info)
-                _replace_folder(out / "best.tmp", out / "best")
+        self.accelerator.save_state(str(self.out / "last.tmp"))
+        self.accelerator.wait_for_everyone()  # every process's RNG state is in last.tmp before it is renamed
+        if self.main:
+            score = self._score()
+            if score is None or score > self.best:
+                self.best, self.stale = (self.best if score is None else score), 0
+                save_checkpoint(self.out / "best.tmp", self.core, self.info)
+                _replace_folder(self.out / "best.tmp", self.out / "best")
             else:
-                stale += 1
-            (out / "last.tmp" / STATE_FILE).write_text(json.dumps({"step": step, "best": best, "stale": stale}))
-            _replace_folder(out / "last.tmp", out / "last")
-            record({"stsb_dev": score, "best": best})
-        accelerator.wait_for_everyone()
-        if processes > 1:  # only the main process evaluates; every process stops early at the same step
-            stale = broadcast_object_list([stale])[0]
+                self.stale += 1
+            state = {"step": self.step, "best": self.best, "stale": self.stale}
+            (self.out / "last.tmp" / STATE_FILE).write_text(json.dumps(state))
+            _replace_folder(self.out / "last.tmp", self.out / "last")
+            self.record({"stsb_dev": score, "best": self.best} if score is not None else {"saved": "best"})
+        self.accelerator.wait_for_everyone()
+        if self.accelerator.num_processes > 1:  # only the main process evaluates; all stop early at the same step
+            self.stale = broadcast_object_list([self.stale])[0]
         return score
 
-    patience = cfg.get("early_stop")
-    bar = tqdm(total=total, initial=step, desc=f"Training {method['method']}", unit="step",
-               disable=not (progress and main))
-    clock = time.perf_counter()
-    core.train()
-    orders: dict[int, torch.Tensor] = {}  # the epoch's data order, a function of the seed and the epoch
-    try:
-        while step < total:
-            parts_sum: dict[str, float] = {}
-            for micro in range(accum):
-                epoch, batch = divmod(step * accum + micro, per_epoch)
-                if epoch not in orders:
-                    orders = {epoch: torch.randperm(len(rows),
-                                                    generator=torch.Generator().manual_seed(cfg["seed"] + epoch))}
-                order = orders[epoch]
-                local = _local_rows(rows, order, batch, batch_size, accelerator)
-                for generator in generators.values():
-                    generator.new_batch()
-                with accelerator.no_sync(encoder) if micro < accum - 1 else contextlib.nullcontext():
-                    loss, parts = backward_pass(encoder, method, local,
-                                                lambda value: accelerator.backward(value / accum), recall_terms,
-                                                generators, trainable)
-                if not torch.isfinite(loss):
-                    raise TrainingError(f"the loss became {loss.item()} at step {step + 1}; the last good state "
-                                        f"is {out / 'last'} (best checkpoint {out / 'best'}); lower training.lr "
-                                        "or check the data")
-                for key, value in {"loss": loss, **parts}.items():
-                    parts_sum[key] = parts_sum.get(key, 0.0) + value.item() / accum
-            optimizer.step()
-            scheduler.step()
-            optimizer.zero_grad()
-            step += 1
-            bar.update(1)
-            if step % log_every == 0 or step == total:
-                if processes > 1:  # each process holds its share; their mean is the batch's loss
-                    means = accelerator.reduce(torch.tensor(list(parts_sum.values()), device=accelerator.device),
-                                               reduction="mean")
-                    parts_sum = dict(zip(parts_sum, means.tolist(), strict=True))
-                record({**parts_sum, "lr": scheduler.get_last_lr()[0],
-                        "seconds": round(time.perf_counter() - clock, 2)})
-                bar.set_postfix(loss=f"{parts_sum['loss']:.4f}")
-            if step % cfg["eval_steps"] == 0 or step == total:
-                score = evaluate_and_save()
-                if main:
-                    bar.set_postfix(loss=f"{parts_sum['loss']:.4f}", dev=f"{score:.2f}")
-                if patience is not None and stale >= patience:
-                    record({"early_stop": f"{stale} evaluations without a better dev score"})
-                    break
-    finally:
-        bar.close()
-        if log is not None:
-            log.close()
-        if tensorboard:
-            accelerator.end_training()
-    if processes > 1 and torch.distributed.is_initialized():
-        accelerator.wait_for_everyone()
-        torch.distributed.destroy_process_group()  # no gloo thread left running at interpreter exit
-    return {"steps": step, "best_stsb_dev": best, "best": str(out / "best"), "last": str(out / "last"),
-            "stopped_early": patience is not None and stale >= patience, "data": source}
+    def _score(self) -> float | None:
+        if self.dev is None:
+            return None
+        self.core.eval()
+        score = self.dev.score()
+        self.core.train()
+        return score
+
+    def record(self, values: dict[str, Any]) -> None:
+        if self.main:
+            with open(self.out / "log.jsonl", "a", encoding="utf-8") as log:
+                log.write(json.dumps({"step": self.step, **values}) + "\n")
+        self.accelerator.log({k: v for k, v in values.items() if k not in ("seconds", "saved")}, step=self.step)
+
+    def run(self, log_every: int = 10, progress: bool = True) -> dict[str, Any]:
+        """Train to the end (or the early stop); returns the run's summary."""
+        if self.main:
+            write_text_atomic(self.out / CONFIG_FILE, yaml.safe_dump(self.method, sort_keys=False, width=110))
+        self.resume()
+        if self.tensorboard:
+            self.accelerator.init_trackers("tensorboard")
+        patience, clock = self.cfg.get("early_stop"), time.perf_counter()
+        bar = tqdm(total=self.total, initial=self.step, desc=f"Training {self.method['method']}", unit="step",
+                   disable=not (progress and self.main))
+        self.core.train()
+        try:
+            while self.step < self.total:
+                parts = self.train_step()
+                bar.update(1)
+                if self.step % log_every == 0 or self.step == self.total:
+                    parts = self.mean_over_processes(parts)
+                    self.record({**parts, "lr": self.scheduler.get_last_lr()[0],
+                                 "seconds": round(time.perf_counter() - clock, 2)})
+                    bar.set_postfix(loss=f"{parts['loss']:.4f}")
+                if self.step % self.cfg["eval_steps"] == 0 or self.step == self.total:
+                    score = self.evaluate_and_save()
+                    if score is not None:
+                        bar.set_postfix(loss=f"{parts['loss']:.4f}", dev=f"{score:.2f}")
+                    if patience is not None and self.stale >= patience:
+                        self.record({"early_stop": f"{self.stale} evaluations without a better dev score"})
+                        break
+        finally:
+            bar.close()
+            if self.tensorboard:
+                self.accelerator.end_training()
+        return self._finish(patience)
+
+    def _finish(self, patience: int | None) -> dict[str, Any]:
+        if self.accelerator.num_processes > 1 and torch.distributed.is_initialized():
+            self.accelerator.wait_for_everyone()
+            torch.distributed.destroy_process_group()  # no gloo thread left running at interpreter exit
+        best = None if self.cfg["dev"] == "none" else self.best
+        return {"steps": self.step, "best_stsb_dev": best, "best": str(self.out / "best"),
+                "last": str(self.out / "last"), "stopped_early": patience is not None and self.stale >= patience,
+                "data": self.source}
+
+
+def train(method: dict[str, Any], model: str, data: str | os.PathLike | None, out: str | os.PathLike,
+          data_dir: str | os.PathLike | None = None, eval_limit: int | None = None, log_every: int = 10,
+          progress: bool = True, tensorboard: bool = False) -> dict[str, Any]:
+    """Train ``model`` with ``method`` on ``data`` (see :func:`cselab.train.data.training_rows`; None: the
+    method's own ``data``, else ``cache/augment``); returns the run's summary. ``OUT/config.yaml`` is the resolved
+    method, so ``cselab train --method OUT/config.yaml`` repeats the run.
+
+    ``training.batch_size`` rows make one contrastive batch (its in-batch negatives), split across processes
+    when there are several; ``training.grad_accum`` batches make one optimizer step. ``max_steps``,
+    ``eval_steps`` and the learning-rate schedule count optimizer steps."""
+    return Run(method, model, data, out, data_dir, eval_limit, tensorboard).run(log_every, progress)

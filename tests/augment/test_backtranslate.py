@@ -83,9 +83,8 @@ def test_auto_backend_takes_the_papers_models_only_when_they_load_offline(tiny_b
 
 
 def test_a_model_in_the_hub_cache_counts_as_available(tiny_bert_dir):
-    from tests.conftest import cache_as_hub_model
-
     from cselab.augment.backtranslate import available_offline
+    from tests.conftest import cache_as_hub_model
 
     assert available_offline(cache_as_hub_model(tiny_bert_dir, "cselab-tests/cached-model"))
     assert not available_offline("cselab-tests/never-downloaded")

@@ -8,7 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from cselab.augment.cache import MANIFEST, AugmentConfig, build_cache, load_cache
+from cselab.augment.cache import AugmentConfig, build_cache
+from cselab.data.augmented import MANIFEST, load_cache
+from cselab.errors import DataError
 
 SUBJECTS = ["The old bridge", "My neighbour", "The committee", "A small bird", "The river", "Our team", "The museum"]
 VERBS = ["crosses the valley", "likes fresh bread", "meets every week", "sings in the morning", "flows to the sea",
@@ -123,7 +125,7 @@ def test_wiki1m_without_a_data_root_falls_back_to_the_hub(tmp_path, monkeypatch)
 
 
 def test_unfinished_cache_cannot_be_loaded(tmp_path):
-    with pytest.raises(FileNotFoundError, match="the cache is unfinished"):
+    with pytest.raises(DataError, match="the cache is unfinished"):
         load_cache(tmp_path)
 
 

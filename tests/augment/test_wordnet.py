@@ -1,6 +1,7 @@
 import pytest
 
 from cselab.augment.wordnet import Antonyms
+from cselab.errors import DataError
 
 
 def test_antonyms_from_wordnet_data_files(tmp_path):
@@ -16,5 +17,5 @@ def test_antonyms_from_wordnet_data_files(tmp_path):
 
 
 def test_missing_wordnet_says_how_to_get_it(tmp_path):
-    with pytest.raises(FileNotFoundError, match="apt-get install wordnet-base"):
+    with pytest.raises(DataError, match="apt-get install wordnet-base"):
         Antonyms(tmp_path)

@@ -1,7 +1,7 @@
 import pytest
 
 from cselab.data import DataFormatError, DataNotFoundError, load_corpus, load_sts, read_corpus, read_lines
-from cselab.data.readers import read_sick_split, read_stsb_split, read_sts_subset
+from cselab.data.readers import read_sick_split, read_sts_subset, read_stsb_split
 
 EXPECTED_PAIRS = {("sts12", "test"): 3108, ("sts13", "test"): 1500, ("sts14", "test"): 3750, ("sts15", "test"): 3000,
                   ("sts16", "test"): 1186, ("stsb", "train"): 5749, ("stsb", "dev"): 1500, ("stsb", "test"): 1379,

@@ -2,6 +2,7 @@ import pytest
 
 from cselab.data import DataNotFoundError, data_root, load_sts, senteval_dir, sts_task
 from cselab.data.registry import corpus_path
+from cselab.errors import ConfigError
 
 
 def test_no_data_root_explains_how_to_get_the_data(monkeypatch):
@@ -25,9 +26,9 @@ def test_root_may_be_the_data_root_or_senteval_data_folder(tmp_path):
 
 
 def test_unknown_task_and_split_are_named():
-    with pytest.raises(KeyError, match="Unknown STS task 'sts99'"):
+    with pytest.raises(ConfigError, match="Unknown STS task 'sts99'"):
         sts_task("sts99")
-    with pytest.raises(KeyError, match="STSBenchmark has no split 'validation'; it has train, dev, test"):
+    with pytest.raises(ConfigError, match="STSBenchmark has no split 'validation'; it has train, dev, test"):
         load_sts("stsb", "validation", "/nonexistent")
 
 

@@ -4,6 +4,7 @@ import pytest
 from cselab.data import DataFormatError
 from cselab.data.probing import read_probing_file
 from cselab.data.transfer import load_transfer
+from cselab.errors import ConfigError
 
 SIZES = {"MR": {"all": 10662}, "CR": {"all": 3775}, "SUBJ": {"all": 10000}, "MPQA": {"all": 10606},
          "SST2": {"train": 67349, "dev": 872, "test": 1821}, "TREC": {"train": 5452, "test": 500},
@@ -44,7 +45,7 @@ def test_malformed_trec_line_names_file_and_line(tmp_path):
 
 
 def test_unknown_task(data_dir):
-    with pytest.raises(KeyError, match="Unknown transfer task 'STS'"):
+    with pytest.raises(ConfigError, match="Unknown transfer task 'STS'"):
         load_transfer("STS", data_dir)
 
 

@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 
 from cselab.encoders import LexicalEncoder
-from cselab.probes import cosine_rows
+from cselab.metrics import cosine_rows
 
 
 def test_bag_of_words_cosine_is_word_overlap():

@@ -10,9 +10,17 @@ try:  # sentence-transformers >= 6
 except ImportError:
     from sentence_transformers import models
 
-from cselab.encoders import (CheckpointInfo, EncoderNotFoundError, LexicalEncoder, TransformerEncoder, load_encoder,
-                             read_checkpoint_info, write_checkpoint_info)
+from cselab.encoders import (
+    CheckpointInfo,
+    EncoderNotFoundError,
+    LexicalEncoder,
+    TransformerEncoder,
+    load_encoder,
+    read_checkpoint_info,
+    write_checkpoint_info,
+)
 from cselab.encoders.st_folder import SentenceTransformerEncoder
+from cselab.errors import ModelError
 from tests.conftest import cache_as_hub_model
 
 SENTENCES = ["a cat sits on the mat", "stocks fell on monday", "a cat sits on the mat"]
@@ -46,13 +54,13 @@ def test_checkpoint_info_round_trip_and_errors(tmp_path):
     assert read_checkpoint_info(path) == info
     payload = json.loads(path.read_text())
     path.write_text(json.dumps({**payload, "temperature": 0.05}))
-    with pytest.raises(ValueError, match=r"cselab.json: unknown field\(s\) temperature"):
+    with pytest.raises(ModelError, match=r"cselab.json: unknown field\(s\) temperature"):
         read_checkpoint_info(path)
     path.write_text(json.dumps({**payload, "pooler": "max"}))
-    with pytest.raises(ValueError, match=r"cselab.json: Unknown pooler 'max'"):
+    with pytest.raises(ModelError, match=r"cselab.json: pooler: unknown pooler 'max'"):
         read_checkpoint_info(path)
     path.write_text(json.dumps({**payload, "version": 9}))
-    with pytest.raises(ValueError, match="version 9 is not supported"):
+    with pytest.raises(ModelError, match="version 9 is not supported"):
         read_checkpoint_info(path)
 
 

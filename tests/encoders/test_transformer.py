@@ -133,7 +133,7 @@ def test_normalize_and_mteb_style_batches(parts):
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    ({"pooler": "max"}, "Unknown pooler 'max'"),
+    ({"pooler": "max"}, "unknown pooler 'max'; known: avg, "),
     ({"pooler": "mask"}, "needs a prompt template"),
     ({"pooler": "mask", "prompt": "no slot [MASK]"}, "must contain '{}' exactly once"),
     ({"pooler": "mask", "prompt": "{} means nothing"}, r"must contain \[MASK\] exactly once"),

@@ -3,6 +3,9 @@ import math
 import numpy as np
 import pytest
 
+from cselab.errors import DataError
+from cselab.data import load_sts
+from cselab.metrics import cosine_rows, spearman
 from cselab.probes.geometry import alignment, alignment_uniformity, uniformity
 
 
@@ -19,9 +22,16 @@ def test_alignment_and_uniformity_against_their_formulas():
 def test_alignment_uniformity_on_stsb_dev(data_dir):
     from cselab.encoders import load_encoder
 
-    result = alignment_uniformity(load_encoder("bow"), data_dir)
-    assert result["split"] == "dev" and result["positive_pairs"] > 100
-    assert 0 <= result["alignment"] <= 4 and -4 <= result["uniformity"] <= 0
+    encoder = load_encoder("bow")
+    result = alignment_uniformity(encoder, data_dir)
+    (pairs,) = load_sts("stsb", "dev", data_dir)
+    positive = [i for i, score in enumerate(pairs.scores) if score >= 4.0]
+    assert (result["split"], result["positive_pairs"]) == ("dev", len(positive))
+    first = encoder.encode([pairs.sentences1[i] for i in positive])
+    second = encoder.encode([pairs.sentences2[i] for i in positive])
+    assert result["alignment"] == pytest.approx(alignment(first, second))
+    assert result["uniformity"] == pytest.approx(uniformity(encoder.encode(sorted(set(pairs.sentences1 +
+                                                                                      pairs.sentences2)))))
 
 
 def test_token_similarity_against_eq_1():
@@ -32,8 +42,8 @@ def test_token_similarity_against_eq_1():
 
 
 def test_pca_full_size_is_a_rotation_and_fewer_dims_keep_the_main_directions():
+    from cselab.metrics import cosine_rows, spearman
     from cselab.probes.geometry import pca_sts
-    from cselab.probes.metrics import cosine_rows, spearman
 
     rs = np.random.RandomState(0)
     train = rs.randn(200, 6) * np.array([10, 5, 1, 0.1, 0.1, 0.1])
@@ -43,7 +53,7 @@ def test_pca_full_size_is_a_rotation_and_fewer_dims_keep_the_main_directions():
     assert result["6"]["t"] == pytest.approx(100 * spearman(cosine_rows(a, b), gold))
     top2 = np.linalg.svd(train - train.mean(axis=0))[2][:2].T  # the two principal directions, by SVD
     assert result["2"]["t"] == pytest.approx(100 * spearman(cosine_rows(a @ top2, b @ top2), gold))
-    with pytest.raises(ValueError, match="at least 6 reference vectors"):
+    with pytest.raises(DataError, match="at least 6 reference vectors"):
         pca_sts(train[:3], {"t": (a, b, gold)})
 
 
@@ -59,4 +69,19 @@ def test_layer_geometry_on_a_tiny_bert(tiny_bert_dir):
     assert len(result["inter_layer_cosine"]) == 2 and len(result["token_similarity"]) == 3
     assert set(result["sts_by_layer"]) == {"cls", "mean", "max"}
     assert all(len(v) == 3 for v in result["sts_by_layer"].values())
-    assert all(-1 <= c <= 1 for c in result["inter_layer_cosine"] + result["token_similarity"])
+    # the last layer mean-pooled is what the encoder itself gives: the grid's last cell is its STS score
+    sentences = list(dict.fromkeys(s1 + s2))
+    vectors = dict(zip(sentences, encoder.encode(sentences), strict=True))
+    expected = 100 * spearman(cosine_rows(np.stack([vectors[t] for t in s1]), np.stack([vectors[t] for t in s2])),
+                              np.array([4.0, 3.5, 1.0, 4.5]))
+    assert result["sts_by_layer"]["mean"][-1] == pytest.approx(expected, abs=1e-4)
+    # inter-layer cosine of the last two layers, from the hidden states directly
+    import torch
+
+    ids, mask = encoder.pad(encoder.tokenize(sentences, warn=False))
+    with torch.inference_mode():
+        hidden = encoder.model(input_ids=ids, attention_mask=mask, output_hidden_states=True).hidden_states
+    weights = mask.unsqueeze(-1).float()
+    last, before = ((h * weights).sum(1) / weights.sum(1) for h in (hidden[-1], hidden[-2]))
+    cosine = torch.nn.functional.cosine_similarity(before, last, dim=1).mean().item()
+    assert result["inter_layer_cosine"][-1] == pytest.approx(cosine, abs=1e-5)

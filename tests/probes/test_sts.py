@@ -3,7 +3,8 @@ import pytest
 
 from cselab.data import STSPairs
 from cselab.encoders import LexicalEncoder
-from cselab.probes import run_sts, spearman
+from cselab.metrics import spearman
+from cselab.probes import run_sts
 from cselab.probes.sts import score_task
 
 

@@ -7,8 +7,8 @@ import pytest
 import yaml
 
 from cselab.cli import main
-from cselab.train import protocols
-from cselab.train.methods import load_method, preset_names
+from cselab.train import protocols, reference
+from cselab.train.methods import load_method, method_profiles, preset_names
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -56,7 +56,7 @@ def test_the_minilm_profile_keeps_mean_pooling_and_drops_prompts():
 
 
 def test_profiles_are_inherited_through_extends_and_replaced_by_name():
-    profiles = load_method("byop-c").get("profiles")
+    profiles = method_profiles("byop-c")
     assert {"minilm", "bert-base", "bert-large", "roberta-base", "roberta-large"} <= set(profiles)
     assert load_method("byop-c", profile="bert-large")["losses"]["info_nce"]["margin"] == 0.04
     assert load_method("sg-opt", profile="bert-base")["training"]["early_stop"] == 10
@@ -71,5 +71,10 @@ def test_show_config_prints_the_resolved_config(capsys):
 
 
 def test_early_stop_must_be_a_positive_whole_number():
-    with pytest.raises(ValueError, match="training.early_stop must be a whole number of evaluations >= 1"):
+    with pytest.raises(ValueError, match="training.early_stop: 0 is out of range; expected a whole number >= 1"):
         load_method("simcse", ["training.early_stop=0"])
+
+
+def test_the_presets_page_is_generated_from_the_registry():
+    page = (ROOT / "docs" / "presets.md").read_text(encoding="utf-8")
+    assert page == reference.markdown(), "run: python -m cselab.train.reference --markdown docs/presets.md"

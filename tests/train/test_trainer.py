@@ -11,9 +11,10 @@ from safetensors.torch import load_file
 
 from cselab.cli import main
 from cselab.encoders import load_encoder
-from cselab.train.methods import load_method
 from cselab.train.data import training_rows, warn_if_paraphrases_differ
+from cselab.train.methods import load_method
 from cselab.train.trainer import TrainingError, build_optimizer, train
+
 
 def small(method: str, **training) -> dict:
     settings = {"batch_size": 16, "max_length": 24, "eval_steps": 10, "lr": 1e-4, **training}
@@ -96,9 +97,9 @@ def test_tensorboard_gets_the_logged_figures(tiny_bert_dir, tiny_cache, data_dir
 
 def test_bad_keys_are_named(capsys):
     assert main(["train", "--out", "x", "--set", "training.lrr=1"]) == 2
-    assert "unknown key 'training.lrr'" in capsys.readouterr().err
+    assert "simcse: training.lrr: unknown key; known: adam_betas" in capsys.readouterr().err
     assert main(["train", "--out", "x", "--method", "osscse", "--set", "losses.two_way_margin.gama=1"]) == 2
-    assert "unknown key(s) gama in losses.two_way_margin" in capsys.readouterr().err
+    assert "osscse: losses.two_way_margin.gama: unknown key; known: alpha, anchor, beta" in capsys.readouterr().err
     assert main(["train", "--out", "x", "--method", "nosuch"]) == 2
     assert "Unknown method 'nosuch'" in capsys.readouterr().err
 

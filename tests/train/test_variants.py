@@ -1,11 +1,10 @@
-import json
 import math
 
-import numpy as np
 import pytest
 import torch
 
-from cselab.train.augmentations import augment_input, augment_output, fgsm
+from cselab.registry import get
+from cselab.train.augmentations import fgsm
 from cselab.train.hooks import perturb_weights, restore_weights
 from cselab.train.losses import info_nce
 from cselab.train.methods import load_method
@@ -19,7 +18,8 @@ from tests.train.test_objectives import ROWS
 def test_input_augmentations_change_the_embeddings_and_keep_shapes(kind):
     torch.manual_seed(0)
     embeddings = torch.randn(8, 20, 64)
-    augmented = augment_input(embeddings, kind, sigma=0.001, p=0.1)
+    plugin = get("input_augment", kind)
+    augmented = plugin.function(embeddings, {"sigma": 0.001, "p": 0.1})
     assert augmented.shape == embeddings.shape and not torch.equal(augmented, embeddings)
     if kind == "gaussian_noise":
         assert (augmented - embeddings).std().item() == pytest.approx(0.001, rel=0.05)
@@ -33,6 +33,10 @@ def test_input_augmentations_change_the_embeddings_and_keep_shapes(kind):
         dropped = (augmented == 0).all(dim=1)
         assert dropped.float().mean().item() == pytest.approx(0.1, abs=0.04)
         assert ((augmented == 0).any(dim=1) == dropped).all()
+
+
+def augment_output(vectors, kind, **params):
+    return get("output_augment", kind).function(vectors, params)
 
 
 def test_output_augmentations():
@@ -50,7 +54,7 @@ def test_output_augmentations():
 
 def test_fgsm_steps_along_the_sign_of_the_gradient():
     values, gradient = torch.tensor([1.0, 2.0, 3.0]), torch.tensor([-0.3, 0.0, 5.0])
-    assert fgsm(values, gradient, 0.1).tolist() == pytest.approx([0.9, 2.0, 3.1])
+    assert fgsm(values, {"epsilon": 0.1}, gradient).tolist() == pytest.approx([0.9, 2.0, 3.1])
 
 
 @pytest.mark.parametrize("preset", ["output-fgsm", "input-fgsm"])
@@ -139,7 +143,9 @@ def test_covariance_samples_keep_correlations():
 @pytest.mark.parametrize("kind", ["gmm", "vae", "anchor_noise", "covariance"])
 def test_history_and_noise_generators_give_count_negatives(kind):
     torch.manual_seed(0)
-    generator = NegativeGenerator(kind, count=16, history=2)
+    schema = get("negatives", kind).schema()
+    params = {key: value for key, value in {"count": 16, "history": 2}.items() if key in schema}
+    generator = NegativeGenerator(kind, **params)
     outputs = []
     for _ in range(3):
         generator.new_batch()
@@ -148,71 +154,3 @@ def test_history_and_noise_generators_give_count_negatives(kind):
     assert all(o.shape == expected for o in outputs[1:])
     assert (outputs[0] is None) == (kind in ("gmm", "vae"))
     assert len(generator.memory) <= 2
-
-
-def test_sweep_runs_every_seed_resumes_and_reports_mean_and_std(tiny_bert_dir, tiny_cache, data_dir, tmp_path,
-                                                                capsys):
-    from cselab.train.sweep import run_sweep, summarize
-
-    settings = ["training.batch_size=16", "training.max_length=24", "training.max_steps=2", "training.eval_steps=2"]
-    summary = run_sweep(["simcse", "noise-neg"], [0, 1], [], tmp_path / "sweep", str(tiny_bert_dir), tiny_cache,
-                        settings, data_dir, eval_limit=20, progress=False, sts_limit=20)
-    assert [row["label"] for row in summary["rows"]] == ["simcse", "noise-neg"]
-    assert all(row["seeds"] == [0, 1] for row in summary["rows"])
-    simcse = [r["scores"]["avg"] for r in summary["runs"] if r["method"] == "simcse"]
-    assert summary["rows"][0]["avg"]["mean"] == pytest.approx(np.mean(simcse))
-    assert summary["rows"][0]["avg"]["std"] == pytest.approx(np.std(simcse, ddof=1))
-    assert simcse[0] != simcse[1]  # the seed changes the run
-    for name in ("summary.json", "summary.md", "summary.png"):
-        assert (tmp_path / "sweep" / name).exists()
-    # started again: every run is scored already, nothing trains
-    (tmp_path / "sweep" / "runs").rename(tmp_path / "moved")
-    again = run_sweep(["simcse", "noise-neg"], [0, 1], [], tmp_path / "sweep", str(tiny_bert_dir), tiny_cache,
-                      settings, data_dir, eval_limit=20, progress=False, sts_limit=20)
-    assert again["rows"] == summary["rows"] and not (tmp_path / "sweep" / "runs").exists()
-    assert summarize(summary["runs"]) == summary["rows"]
-
-
-def test_sweep_over_devices_shares_the_runs_between_workers(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
-    from cselab.cli import main
-
-    arguments = ["sweep", "--methods", "simcse", "--seeds", "0,1", "--model", str(tiny_bert_dir),
-                 "--data", str(tiny_cache), "--data-dir", str(data_dir), "--eval-limit", "20",
-                 "--set", "training.batch_size=16", "--set", "training.max_length=24", "--set", "training.max_steps=1",
-                 "--set", "training.eval_steps=1", "--sts-limit", "20", "--out", str(tmp_path / "sweep"),
-                 "--devices", "0,1"]
-    assert main(arguments) == 0  # on CPU the device ids change nothing; the two workers split the runs
-    summary = json.loads((tmp_path / "sweep" / "summary.json").read_text())
-    assert [r["seed"] for r in summary["runs"]] == [0, 1] and summary["rows"][0]["seeds"] == [0, 1]
-
-
-def test_seeds_are_a_count_a_list_or_a_papers_named_set():
-    from cselab.train.sweep import parse_seeds
-
-    assert parse_seeds("3") == [0, 1, 2] and parse_seeds("5,7") == [5, 7]
-    assert parse_seeds("thesis") == [19984, 5838, 16822, 19294, 17173]
-    assert parse_seeds("sg-opt") == [1, 2, 3, 4, 1234, 2345, 3456, 7890]
-    with pytest.raises(ValueError, match="no seed to run"):
-        parse_seeds("0")
-    with pytest.raises(ValueError, match="expected a number N, a comma-separated list of seeds, or one of thesis"):
-        parse_seeds("five")
-
-
-def test_a_grid_sweep_with_a_profile_scores_the_bias_suite(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
-    """The mechanism check's path: OssCSE's margin weight on a grid, the minilm profile, bias figures per run."""
-    from cselab.train.sweep import BIAS_COLUMNS, run_sweep
-
-    settings = ["training.batch_size=16", "training.max_length=24", "training.max_steps=1", "training.eval_steps=1"]
-    summary = run_sweep(["osscse"], [0], ["losses.two_way_margin.weight=0,0.1"], tmp_path / "sweep",
-                        str(tiny_bert_dir), tiny_cache, settings, data_dir, eval_limit=20, progress=False,
-                        sts_limit=20, profile="minilm", bias=True)
-    assert [row["label"] for row in summary["rows"]] == ["osscse[losses.two_way_margin.weight=0]",
-                                                         "osscse[losses.two_way_margin.weight=0.1]"]
-    for run in summary["runs"]:
-        assert set(BIAS_COLUMNS) <= set(run["scores"])
-        assert run["scores"]["gap"] == pytest.approx(run["scores"]["cont"] - run["scores"]["oppn"])
-    header = (tmp_path / "sweep" / "summary.md").read_text().splitlines()[0]
-    assert "para_over_neg" in header and "cannot_cosine" in header
-    assert (tmp_path / "sweep" / "summary-bias.png").read_bytes()[:4] == b"\x89PNG"
-    for info in (tmp_path / "sweep" / "runs").glob("*/best/cselab.json"):
-        assert json.loads(info.read_text())["pooler"] == "avg" and json.loads(info.read_text())["prompt"] is None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import multiprocessing
 import os
 import re
 from dataclasses import dataclass
@@ -26,6 +27,14 @@ from typing import Any
 import numpy as np
 
 from cselab.atomic import write_json_atomic, write_text_atomic
+from cselab.encoders import load_encoder
+from cselab.errors import ConfigError, TrainingError
+from cselab.probes.geometry import alignment_uniformity
+from cselab.probes.report import markdown_table
+from cselab.probes.runner import ProbeOptions, run_bias
+from cselab.probes.sts import run_sts
+from cselab.train.methods import load_method
+from cselab.train.trainer import train
 
 # Named seed sets of the papers: the thesis's five (simcse-improvements.txt section 5) and SG-OPT's eight (Table 8).
 SEED_SETS = {"thesis": (19984, 5838, 16822, 19294, 17173), "sg-opt": (1, 2, 3, 4, 1234, 2345, 3456, 7890)}
@@ -57,10 +66,10 @@ def parse_seeds(text: str) -> list[int]:
     try:
         seeds = [int(s) for s in text.split(",")] if "," in text else list(range(int(text)))
     except ValueError:
-        raise ValueError(f"--seeds {text!r}: expected a number N, a comma-separated list of seeds, or one of "
+        raise ConfigError(f"--seeds {text!r}: expected a number N, a comma-separated list of seeds, or one of "
                          f"{', '.join(SEED_SETS)}") from None
     if not seeds:
-        raise ValueError(f"--seeds {text!r}: no seed to run (give N >= 1)")
+        raise ConfigError(f"--seeds {text!r}: no seed to run (give N >= 1)")
     return seeds
 
 
@@ -70,7 +79,7 @@ def parse_grid(items: list[str]) -> list[tuple[str, ...]]:
     for item in items:
         key, sep, values = item.partition("=")
         if not sep or not values:
-            raise ValueError(f"--grid {item!r}: expected KEY=V1,V2,...")
+            raise ConfigError(f"--grid {item!r}: expected KEY=V1,V2,...")
         axes.append([f"{key}={value}" for value in values.split(",")])
     return list(itertools.product(*axes)) if axes else [()]
 
@@ -83,11 +92,6 @@ def score_run(folder: str | os.PathLike, data_dir: str | os.PathLike | None = No
               bias: bool = False) -> dict[str, Any]:
     """STS suite (the first ``sts_limit`` pairs of each subset: quick checks) and STS-B dev alignment/uniformity
     of a run's best checkpoint; with ``bias``, also the bias suite's headline figures (:data:`BIAS_COLUMNS`)."""
-    from cselab.encoders import load_encoder
-    from cselab.probes.geometry import alignment_uniformity
-    from cselab.probes.runner import ProbeOptions, run_bias
-    from cselab.probes.sts import run_sts
-
     encoder = load_encoder(str(folder))
     with encoder.remembering():
         scores, _ = run_sts(encoder, data_dir=data_dir, limit=sts_limit)
@@ -103,21 +107,37 @@ def score_run(folder: str | os.PathLike, data_dir: str | os.PathLike | None = No
     return result
 
 
-def run_sweep(methods: list[str], seeds: list[int], grid: list[str], out: str | os.PathLike, model: str,
-              data: str | os.PathLike | None, overrides: list[str] = (), data_dir: str | os.PathLike | None = None,
-              eval_limit: int | None = None, progress: bool = True, sts_limit: int | None = None,
-              worker: tuple[int, int] | None = None, profile: str | None = None, bias: bool = False
+@dataclass(frozen=True)
+class SweepSpec:
+    """What a sweep runs: every method x grid point x seed, trained on ``data`` from ``model`` into ``out``, with
+    ``overrides`` (``KEY=VALUE``) and ``profile`` for every run; ``sts_limit``/``eval_limit`` for quick checks,
+    ``bias`` to score the bias suite too."""
+
+    methods: tuple[str, ...]
+    seeds: tuple[int, ...]
+    out: str | os.PathLike
+    model: str
+    grid: tuple[str, ...] = ()
+    data: str | os.PathLike | None = None
+    overrides: tuple[str, ...] = ()
+    data_dir: str | os.PathLike | None = None
+    eval_limit: int | None = None
+    sts_limit: int | None = None
+    profile: str | None = None
+    bias: bool = False
+
+    def runs(self) -> list[SweepRun]:
+        return plan(list(self.methods), list(self.seeds), list(self.grid))
+
+
+def run_sweep(spec: SweepSpec, progress: bool = True, worker: tuple[int, int] | None = None
               ) -> dict[str, Any] | None:
     """Train and score every run not scored yet, then write the summary; returns it. A ``worker`` ``(k, n)`` takes
     only every n-th run from the k-th and writes no summary (see :func:`run_parallel`)."""
-    from cselab.train.methods import load_method
-    from cselab.train.trainer import train
-
-    out = Path(out)
-    runs = plan(methods, seeds, grid)
-    for method in methods:  # every config is checked before the first run starts
-        for point in parse_grid(grid):
-            load_method(method, [*overrides, *point], profile)
+    out, runs = Path(spec.out), spec.runs()
+    for method in spec.methods:  # every config is checked before the first run starts
+        for point in parse_grid(list(spec.grid)):
+            load_method(method, [*spec.overrides, *point], spec.profile)
     for number, run in enumerate(runs, 1):
         if worker is not None and (number - 1) % worker[1] != worker[0]:
             continue
@@ -126,11 +146,12 @@ def run_sweep(methods: list[str], seeds: list[int], grid: list[str], out: str | 
             continue
         if progress:
             print(f"[{number}/{len(runs)}] {run.label}, seed {run.seed}", flush=True)
-        config = load_method(run.method, [*overrides, *run.grid, f"training.seed={run.seed}"], profile)
-        summary = train(config, model, data, out / "runs" / run.slug, data_dir, eval_limit, progress=progress)
+        config = load_method(run.method, [*spec.overrides, *run.grid, f"training.seed={run.seed}"], spec.profile)
+        summary = train(config, spec.model, spec.data, out / "runs" / run.slug, spec.data_dir, spec.eval_limit,
+                        progress=progress)
         result = {"method": run.method, "grid": list(run.grid), "seed": run.seed, "label": run.label,
                   "steps": summary["steps"], "best_stsb_dev": summary["best_stsb_dev"],
-                  "scores": score_run(summary["best"], data_dir, sts_limit, bias)}
+                  "scores": score_run(summary["best"], spec.data_dir, spec.sts_limit, spec.bias)}
         write_json_atomic(result_path, result)
     if worker is not None:
         return None
@@ -141,21 +162,25 @@ def _read_results(out: Path, runs: list[SweepRun]) -> list[dict[str, Any]]:
     return [json.loads((out / "results" / f"{run.slug}.json").read_text()) for run in runs]
 
 
-def run_parallel(arguments: list[str], devices: list[str], out: str | os.PathLike, runs: list[SweepRun]
-                 ) -> dict[str, Any]:
-    """One ``cselab sweep ... --worker k/n`` process per device (``CUDA_VISIBLE_DEVICES``), then the summary."""
-    import subprocess
-    import sys
+def _worker(spec: SweepSpec, index: int, count: int, device: str) -> None:
+    os.environ["CUDA_VISIBLE_DEVICES"] = device  # before this process first touches CUDA
+    run_sweep(spec, progress=index == 0, worker=(index, count))
 
-    workers = [subprocess.Popen([sys.executable, "-m", "cselab.cli", "sweep", *arguments,
-                                 "--worker", f"{k}/{len(devices)}"],
-                                env={**os.environ, "CUDA_VISIBLE_DEVICES": device})
+
+def run_parallel(spec: SweepSpec, devices: list[str]) -> dict[str, Any]:
+    """One worker process per device (``CUDA_VISIBLE_DEVICES``) sharing the runs, then the summary."""
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_worker, args=(spec, k, len(devices), device))
                for k, device in enumerate(devices)]
-    failed = [device for device, worker in zip(devices, workers, strict=True) if worker.wait() != 0]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    failed = [device for device, worker in zip(devices, workers, strict=True) if worker.exitcode != 0]
     if failed:
-        raise RuntimeError(f"the sweep's worker(s) on device(s) {', '.join(failed)} failed; start the sweep again "
-                           "to resume")
-    return write_summary(out, _read_results(Path(out), runs))
+        raise TrainingError(f"the sweep's worker(s) on device(s) {', '.join(failed)} failed; start the sweep again "
+                            "to resume")
+    return write_summary(spec.out, _read_results(Path(spec.out), spec.runs()))
 
 
 def _columns(results: list[dict[str, Any]]) -> tuple[str, ...]:
@@ -179,8 +204,6 @@ def summarize(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def summary_markdown(rows: list[dict[str, Any]]) -> str:
-    from cselab.probes.report import markdown_table
-
     columns = [c for c in (*COLUMNS, *BIAS_COLUMNS) if rows and c in rows[0]]
     header = ["Method", "Seeds", *columns]
     body = [[row["label"], ", ".join(map(str, row["seeds"])),

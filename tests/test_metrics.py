@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 from scipy.stats import pearsonr, spearmanr
 
-from cselab.probes import cosine_rows, pearson, spearman
+from cselab.metrics import cosine_rows, pearson, spearman
 
 
 def test_spearman_matches_scipy_with_ties():

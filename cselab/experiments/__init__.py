@@ -1,0 +1,1 @@
+"""Experiments: what trains and then probes (sweeps), above both stages."""

@@ -1,0 +1,220 @@
+"""One registry for every plug-in kind, each plug-in declared once next to its code.
+
+A plug-in is a name, a typed schema of its parameters (:class:`Param`) and a function::
+
+    @register("loss", "triplet", roles=("anchor", "positive", "negative"),
+              params={"margin": Param(float, 0.5, min=0.0)})
+    def triplet(views, params, context): ...
+
+Kinds (the modules that register them): ``loss`` (:mod:`cselab.train.loss_plugins`), ``input_augment`` and
+``output_augment`` (:mod:`cselab.train.augmentations`), ``negatives`` (:mod:`cselab.train.negatives`),
+``weight_hook`` (:mod:`cselab.train.hooks`), ``head`` (:mod:`cselab.train.model`) and ``pooler``
+(:mod:`cselab.encoders.pooling`). :func:`check` validates a config section against a schema: every key known,
+every value type-checked, coerced and range-checked, defaults filled in; a mistake is a
+:class:`~cselab.errors.ConfigError` naming the key and what is allowed.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from cselab.errors import ConfigError
+
+REQUIRED = object()  # a Param default: the key must be given
+KINDS = ("loss", "input_augment", "output_augment", "negatives", "weight_hook", "head", "pooler")
+
+
+@dataclass(frozen=True)
+class Param:
+    """A typed parameter: ``type`` is bool, int, float, str, list or dict (or a tuple of them); ``min``/``max`` bound
+    numbers (``above``/``below``: strictly); ``words`` are the strings allowed beside a number; ``choices``
+    lists the allowed values (those of a plug-in kind when it is ``"plugin:KIND"``); ``nullable`` allows None;
+    ``items`` types a list's items and ``length`` fixes its length; ``plugin`` makes the value a ``{kind:
+    NAME, ...}`` mapping checked against that kind's plug-in."""
+
+    type: type | tuple[type, ...]
+    default: Any = REQUIRED
+    help: str = ""
+    min: float | None = None
+    max: float | None = None
+    above: bool = False
+    below: bool = False
+    choices: tuple | str | None = None
+    nullable: bool = False
+    items: Param | None = None
+    length: int | None = None
+    plugin: str | None = None
+    words: tuple[str, ...] | None = None
+
+    def allowed(self) -> tuple | None:
+        if isinstance(self.choices, str) and self.choices.startswith("plugin:"):
+            return tuple(names(self.choices[len("plugin:"):]))
+        return self.choices
+
+    def describe(self) -> str:
+        """The allowed values in words, for error messages and generated docs."""
+        if self.plugin:
+            return f"a mapping with kind: one of {', '.join(names(self.plugin))}"
+        if self.allowed():
+            return "one of " + ", ".join(map(str, self.allowed())) + (" or null" if self.nullable else "")
+        types = self.type if isinstance(self.type, tuple) else (self.type,)
+        string = " or ".join(map(repr, self.words)) if self.words else "a string"
+        words = " or ".join({bool: "true/false", int: "a whole number", float: "a number", str: string,
+                             list: "a list", dict: "a mapping"}[t] for t in types)
+        bounds = []
+        if self.min is not None:
+            bounds.append(f"{'>' if self.above else '>='} {self.min:g}")
+        if self.max is not None:
+            bounds.append(f"{'<' if self.below else '<='} {self.max:g}")
+        if self.length is not None:
+            bounds.append(f"of {self.length} items")
+        return " ".join([words, *bounds]) + (" or null" if self.nullable else "")
+
+    def check(self, value: Any, where: str) -> Any:
+        """``value`` coerced to this parameter's type, or a ConfigError naming ``where``."""
+        if value is None:
+            if self.nullable:
+                return None
+            raise ConfigError(f"{where}: null is not allowed; expected {self.describe()}")
+        if self.plugin:
+            return check_plugin(self.plugin, value, where)
+        value = self._coerce(value, where)
+        allowed = self.allowed()
+        if allowed is not None and value not in allowed:
+            raise ConfigError(f"{where}: {value!r} is not allowed; expected {self.describe()}")
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            self._bounds(value, where)
+        if isinstance(value, list):
+            if self.length is not None and len(value) != self.length:
+                raise ConfigError(f"{where}: {value!r} has {len(value)} items; expected {self.describe()}")
+            if self.items is not None:
+                value = [self.items.check(item, f"{where}[{i}]") for i, item in enumerate(value)]
+        return value
+
+    def _coerce(self, value: Any, where: str) -> Any:
+        types = self.type if isinstance(self.type, tuple) else (self.type,)
+        for kind in types:
+            if kind is bool and isinstance(value, bool):
+                return value
+            if kind is int and isinstance(value, int) and not isinstance(value, bool):
+                return value
+            if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+                return float(value)
+            if kind is float and isinstance(value, str):  # YAML 1.1 reads 1e-5 as a string
+                try:
+                    number = float(value)
+                except ValueError:
+                    continue
+                if math.isfinite(number):
+                    return number
+            if kind is str and isinstance(value, str) and (self.words is None or value in self.words):
+                return value
+            if kind in (list, dict) and isinstance(value, kind):
+                return value
+        raise ConfigError(f"{where}: {value!r} is not valid; expected {self.describe()}")
+
+    def _bounds(self, value: float, where: str) -> None:
+        low_fails = self.min is not None and (value <= self.min if self.above else value < self.min)
+        high_fails = self.max is not None and (value >= self.max if self.below else value > self.max)
+        if low_fails or high_fails or (isinstance(value, float) and not math.isfinite(value)):
+            raise ConfigError(f"{where}: {value!r} is out of range; expected {self.describe()}")
+
+
+@dataclass(frozen=True)
+class Plugin:
+    """A registered plug-in: its kind, name, parameter schema and function; for a loss also the view roles it
+    reads (each a parameter naming a view), the state it needs from the trainer (``initial_weights``: the
+    backbone's initial weights), a ``make_state(params)`` for state of its own that resumes with the run (e.g.
+    a negative generator), how its value reduces over processes (``rows``: a loss per row, averaged over every
+    process's rows; ``whole_batch``: its views gathered from all processes first, then one loss; ``replicated``:
+    the same number on every process) and an optional ``prepare`` of its local views before they are gathered."""
+
+    kind: str
+    name: str
+    function: Callable = field(repr=False)
+    params: dict[str, Param] = field(default_factory=dict)
+    roles: tuple[str, ...] = ()
+    optional_roles: tuple[str, ...] = ()
+    view_lists: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()
+    reduce: str = "rows"
+    make_state: Callable | None = field(default=None, repr=False)
+    prepare: Callable | None = field(default=None, repr=False)
+    summary: str = ""
+
+    def schema(self) -> dict[str, Param]:
+        """The parameters, roles included (each names a view)."""
+        roles = {role: Param(str, help=f"the view read as {role}") for role in self.roles}
+        roles.update({role: Param(str, None, nullable=True, help=f"the view read as {role}")
+                      for role in self.optional_roles})
+        lists = {name: Param(list, [], items=Param(str), help="views whose vectors are extra negatives")
+                 for name in self.view_lists}
+        return {**roles, **lists, **self.params}
+
+
+_REGISTRY: dict[str, dict[str, Plugin]] = {kind: {} for kind in KINDS}
+
+
+def register(kind: str, name: str, **declaration) -> Callable[[Callable], Callable]:
+    """Decorator: register the function as plug-in ``name`` of ``kind`` (see :class:`Plugin` for the fields)."""
+    if kind not in _REGISTRY:
+        raise ValueError(f"unknown plug-in kind {kind!r}; kinds: {', '.join(KINDS)}")
+
+    def add(function: Callable) -> Callable:
+        if name in _REGISTRY[kind]:
+            raise ValueError(f"{kind} {name!r} is registered twice")
+        summary = " ".join((function.__doc__ or "").strip().split("\n\n")[0].split())
+        _REGISTRY[kind][name] = Plugin(kind, name, function, summary=summary, **declaration)
+        return function
+    return add
+
+
+def names(kind: str) -> list[str]:
+    """The registered plug-ins of ``kind`` (a kind's module registers them when it is imported: poolers with
+    :mod:`cselab.encoders`, the training kinds with :mod:`cselab.train.plugins`)."""
+    return sorted(_REGISTRY[kind])
+
+
+def get(kind: str, name: Any, where: str = "") -> Plugin:
+    """The plug-in, or a ConfigError naming the valid ones."""
+    if name not in _REGISTRY[kind]:
+        label = kind.replace("_", " ")
+        raise ConfigError(f"{where + ': ' if where else ''}unknown {label} {name!r}; "
+                          f"known: {', '.join(sorted(_REGISTRY[kind]))}")
+    return _REGISTRY[kind][name]
+
+
+def check(section: Any, schema: dict[str, Param], where: str) -> dict[str, Any]:
+    """``section`` (a mapping) validated against ``schema``: unknown keys, missing required keys, types, ranges;
+    defaults filled in (a None default leaves the key out)."""
+    if not isinstance(section, dict):
+        raise ConfigError(f"{where or 'the file'}: expected a mapping of keys, got {section!r}")
+    unknown = sorted(set(section) - set(schema))
+    if unknown:
+        raise ConfigError(f"{_join(where, unknown[0])}: unknown key; known: {', '.join(sorted(schema))}")
+    result = {}
+    for key, param in schema.items():
+        if key in section:
+            value = param.check(section[key], _join(where, key))
+        elif param.default is REQUIRED:
+            raise ConfigError(f"{_join(where, key)}: required ({param.describe()})")
+        else:
+            value = param.default
+        if value is not None:
+            result[key] = value
+    return result
+
+
+def _join(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else str(key)
+
+
+def check_plugin(kind: str, value: Any, where: str) -> dict[str, Any]:
+    """A ``{kind: NAME, params...}`` mapping checked against plug-in NAME's schema."""
+    if not isinstance(value, dict) or "kind" not in value:
+        raise ConfigError(f"{where}: expected a mapping with kind: one of {', '.join(names(kind))}")
+    plugin = get(kind, value["kind"], f"{where}.kind")
+    return {"kind": plugin.name, **check({k: v for k, v in value.items() if k != "kind"}, plugin.schema(), where)}

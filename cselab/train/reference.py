@@ -1,0 +1,95 @@
+"""The method reference, generated from the presets and the plug-in registry: ``docs/presets.md``.
+
+``python -m cselab.train.reference --markdown docs/presets.md`` writes it; a test fails when the page and the
+registry drift apart.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from cselab.atomic import write_text_atomic
+from cselab.registry import KINDS, REQUIRED, get, names
+from cselab.train.methods import describe_presets, load_method, method_profiles, preset_base
+from cselab.train.schema import ENCODER, TRAINING, VIEW
+
+KIND_TITLES = {"loss": "Losses", "input_augment": "Input augmentations (a forward view's `augment`)",
+               "output_augment": "Output augmentations (the `augment` of a view `of` another)",
+               "negatives": "Generated negatives (`losses.NAME.generated`)", "weight_hook": "Weight hooks "
+               "(`hooks.weights`)", "head": "Training heads (`encoder.head`)", "pooler": "Poolers (`encoder.pooler`)"}
+
+
+def _cell(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def _default(param) -> str:
+    if param.default is REQUIRED:
+        return "required"
+    return "null" if param.default is None else f"`{param.default}`"
+
+
+def _params_table(schema: dict) -> list[str]:
+    lines = ["| key | default | allowed | meaning |", "|---|---|---|---|"]
+    lines += [f"| `{key}` | {_default(p)} | {_cell(p.describe())} | {_cell(p.help)} |" for key, p in schema.items()]
+    return lines
+
+
+def _losses(config: dict[str, Any]) -> str:
+    return ", ".join(f"{name} ({params.get('type') or name}, ×{params['weight']:g})"
+                     for name, params in config["losses"].items())
+
+
+def preset_table() -> list[str]:
+    lines = ["| preset | extends | losses (type, weight) | lr | batch | profiles | description |",
+             "|---|---|---|---|---|---|---|"]
+    for name, description in describe_presets():
+        config = load_method(name)
+        lines.append(f"| `{name}` | {preset_base(name) or ''} | {_cell(_losses(config))} | "
+                     f"{config['training']['lr']:g} | {config['training']['batch_size']} | "
+                     f"{', '.join(method_profiles(name))} | {_cell(description)} |")
+    return lines
+
+
+def plugin_sections() -> list[str]:
+    lines = []
+    for kind in KINDS:
+        lines += ["", f"## {KIND_TITLES[kind]}"]
+        for name in names(kind):
+            plugin = get(kind, name)
+            extra = []
+            if plugin.roles or plugin.view_lists:
+                extra.append("reads views " + ", ".join(f"`{r}`" for r in (*plugin.roles, *plugin.view_lists)))
+            if kind == "loss":
+                extra.append(f"reduces over processes: {plugin.reduce}")
+            if plugin.needs:
+                extra.append("needs " + ", ".join(plugin.needs))
+            lines += ["", f"### `{name}`", "", plugin.summary + (f" ({'; '.join(extra)})" if extra else "")]
+            schema = {k: v for k, v in plugin.schema().items() if k not in (*plugin.roles, *plugin.view_lists)}
+            if schema:
+                lines += ["", *_params_table(schema)]
+    return lines
+
+
+def markdown() -> str:
+    lines = ["# Presets and plug-ins", "",
+             "Generated from the presets and the plug-in registry by `python -m cselab.train.reference --markdown "
+             "docs/presets.md`; a test fails when this page drifts. The papers' settings behind each preset are "
+             "rows of the [protocol ledger](protocols.md).", "", "## Presets", "", *preset_table(),
+             "", "## Sections of a method", "", "### `encoder`", "", *_params_table(ENCODER),
+             "", "### `views.NAME`", "", *_params_table(VIEW), "", "### `training`", "", *_params_table(TRAINING),
+             *plugin_sections()]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m cselab.train.reference", description=__doc__)
+    parser.add_argument("--markdown", metavar="FILE", required=True, help="write the page to FILE")
+    args = parser.parse_args(argv)
+    print(f"wrote {write_text_atomic(args.markdown, markdown())}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

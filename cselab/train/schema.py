@@ -1,0 +1,142 @@
+"""The method config's schema, and :func:`resolve`: a method validated to the leaf, defaults filled in.
+
+Every section has a typed schema (:class:`~cselab.registry.Param`); plug-in sections (a loss's parameters, a
+view's ``augment``, ``hooks.weights``, ``generated``) take theirs from the plug-in they name. A mistake is a
+:class:`~cselab.errors.ConfigError` naming the key and what is allowed, raised before any model loads.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cselab.encoders.pooling import LAYER_POOLERS
+from cselab.errors import ConfigError
+from cselab.registry import Param, check, check_plugin, get
+from cselab.train import plugins  # noqa: F401  (every plug-in registered)
+
+DTYPES = ("float32", "bfloat16", "float16")
+
+TOP = {
+    "method": Param(str, help="the method's name"),
+    "description": Param(str, "", "one line for --list-methods"),
+    "data": Param(str, None, "corpus or cache trained on when --data is not given", nullable=True),
+    "imports": Param(list, [], "modules imported first (a method's own plug-ins)", items=Param(str)),
+    "profile": Param(str, None, "the profile applied (a record)", nullable=True),
+    "encoder": Param(dict), "views": Param(dict), "losses": Param(dict),
+    "hooks": Param(dict, {}, "step hooks"), "training": Param(dict),
+}
+ENCODER = {
+    "pooler": Param(str, help="how token states become the sentence vector", choices="plugin:pooler"),
+    "prompt": Param(str, None, "template with {} for the sentence", nullable=True),
+    "head": Param(str, None, "training-only head", choices="plugin:head", nullable=True),
+    "frozen": Param(str, None, "dtype of a frozen copy of the initial backbone", choices=DTYPES, nullable=True),
+    "freeze_embeddings": Param(bool, False, "do not train the embedding layer"),
+}
+VIEW = {
+    "column": Param(str, None, "the cache column encoded (a forward pass)", nullable=True),
+    "of": Param(str, None, "the view whose vectors this one is made from", nullable=True),
+    "prompt": Param(str, None, "this view's prompt template", nullable=True),
+    "layers": Param((list, str), None, "hidden layers pooled too (NAME.layers), or all", nullable=True,
+                    items=Param(int), words=("all",)),
+    "layer_pooler": Param(str, None, "how each layer is pooled", choices=LAYER_POOLERS, nullable=True),
+    "frozen": Param(bool, False, "encode with the frozen copy"),
+    "augment": Param(dict, None, "an input augmentation, or an output one for a view of another", nullable=True),
+}
+TRAINING = {
+    "batch_size": Param(int, help="rows per contrastive batch", min=1),
+    "lr": Param(float, help="peak learning rate (0: a control run that does not move)", min=0.0),
+    "epochs": Param(int, 1, min=1),
+    "max_steps": Param(int, None, "stop after this many optimizer steps", min=1, nullable=True),
+    "max_length": Param(int, help="tokens per training sentence", min=1),
+    "eval_steps": Param(int, help="steps between evaluations and saves", min=1),
+    "grad_accum": Param(int, 1, "batches per optimizer step", min=1),
+    "mixed_precision": Param(str, "no", choices=("no", "fp16", "bf16")),
+    "seed": Param(int, 42),
+    "weight_decay": Param(float, 0.0, "AdamW's decoupled decay", min=0.0),
+    "adam_betas": Param(list, [0.9, 0.999], items=Param(float, min=0.0, max=1.0, below=True), length=2),
+    "adam_eps": Param(float, 1e-8, min=0.0, above=True),
+    "early_stop": Param(int, None, "patience in evaluations", min=1, nullable=True),
+    "dev": Param(str, "stsb", "scored at each evaluation: stsb (STS-B dev) or none (best = last save)",
+                 choices=("stsb", "none")),
+}
+LOSS = {"type": Param(str, None, "the plug-in, when the name is not", nullable=True),
+        "weight": Param(float, 1.0, "factor in the total loss", min=0.0)}
+HOOKS = {"weights": Param(dict, None, "SAM/AWP", nullable=True, plugin="weight_hook")}
+
+
+def _views(views: Any) -> dict[str, dict[str, Any]]:
+    if not isinstance(views, dict) or not views:
+        raise ConfigError("views: expected a mapping of view names to views")
+    result = {}
+    for name, view in views.items():
+        where = f"views.{name}"
+        result[name] = check(view or {}, VIEW, where)
+        resolved = result[name]
+        if ("of" in resolved) == ("column" in resolved):
+            raise ConfigError(f"{where}: needs either column (a forward pass) or of (made from another view's "
+                              "vectors)")
+        if "of" in resolved and resolved["of"] not in views:
+            raise ConfigError(f"{where}.of: {resolved['of']!r} is not a view; views: {', '.join(views)}")
+        if "of" in resolved and "augment" not in resolved:
+            raise ConfigError(f"{where}: is made of {resolved['of']!r} but has no augment")
+        if "augment" in resolved:
+            kind = "output_augment" if "of" in resolved else "input_augment"
+            resolved["augment"] = check_plugin(kind, resolved["augment"], f"{where}.augment")
+    return result
+
+
+def _losses(losses: Any, views: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    if not isinstance(losses, dict) or not losses:
+        raise ConfigError("losses: expected at least one loss")
+    available = set(views) | {f"{name}.layers" for name, view in views.items() if view.get("layers")}
+    result = {}
+    for name, params in losses.items():
+        where = f"losses.{name}"
+        params = params or {}
+        plugin = get("loss", params.get("type") or name, f"{where}.type" if params.get("type") else where)
+        resolved = check(params, {**LOSS, **plugin.schema()}, where)
+        for key in (*plugin.roles, *plugin.optional_roles, *plugin.view_lists):
+            for view in resolved[key] if key in plugin.view_lists else [resolved.get(key)]:
+                if view is not None and view not in available:
+                    raise ConfigError(f"{where}.{key}: {view!r} is not a view; views: {', '.join(sorted(available))}")
+        result[name] = resolved
+    return result
+
+
+def resolve(config: dict[str, Any], source: str) -> dict[str, Any]:
+    """``config`` validated to the leaf, with defaults filled in (a key whose default is null is left out)."""
+    try:
+        top = check(config, TOP, "")
+        resolved = {key: top[key] for key in ("method", "description", "data", "imports", "profile") if key in top}
+        resolved["encoder"] = check(top["encoder"], ENCODER, "encoder")
+        resolved["views"] = _views(top["views"])
+        resolved["losses"] = _losses(top["losses"], resolved["views"])
+        resolved["hooks"] = check(top["hooks"] or {}, HOOKS, "hooks")
+        resolved["training"] = check(top["training"], TRAINING, "training")
+    except ConfigError as err:
+        raise ConfigError(f"{source}: {err}") from None
+    return resolved
+
+
+def section_schema(config: dict[str, Any], section: list[str]) -> dict[str, Param]:
+    """The schema of the section at path ``section`` of a resolved ``config`` (empty when it has none)."""
+    if section in (["encoder"], ["training"], ["hooks"]):
+        return {"encoder": ENCODER, "training": TRAINING, "hooks": HOOKS}[section[0]]
+    if len(section) == 2 and section[0] == "views":
+        return VIEW
+    if len(section) == 2 and section[0] == "losses":
+        params = config["losses"][section[1]]
+        return {**LOSS, **get("loss", params.get("type") or section[1]).schema()}
+    return {}
+
+
+def setting(config: dict[str, Any], dotted: str) -> Any:
+    """The value at ``dotted`` of a resolved config; a key of the schema left out (its value null) is None, a key
+    the schema does not know is a KeyError."""
+    *parents, leaf = dotted.split(".")
+    node = config
+    for part in parents:
+        node = node[part]
+    if leaf not in node and leaf not in section_schema(config, parents):
+        raise KeyError(dotted)
+    return node.get(leaf)

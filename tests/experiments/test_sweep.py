@@ -1,0 +1,68 @@
+import json
+
+import numpy as np
+import pytest
+
+from cselab.cli import main
+from cselab.experiments.sweep import BIAS_COLUMNS, SweepSpec, parse_seeds, run_sweep, summarize
+
+
+def test_sweep_runs_every_seed_resumes_and_reports_mean_and_std(tiny_bert_dir, tiny_cache, data_dir, tmp_path,
+                                                                capsys):
+    settings = ["training.batch_size=16", "training.max_length=24", "training.max_steps=2", "training.eval_steps=2"]
+    spec = SweepSpec(("simcse", "noise-neg"), (0, 1), tmp_path / "sweep", str(tiny_bert_dir), data=tiny_cache,
+                     overrides=settings, data_dir=data_dir, eval_limit=20, sts_limit=20)
+    summary = run_sweep(spec, progress=False)
+    assert [row["label"] for row in summary["rows"]] == ["simcse", "noise-neg"]
+    assert all(row["seeds"] == [0, 1] for row in summary["rows"])
+    simcse = [r["scores"]["avg"] for r in summary["runs"] if r["method"] == "simcse"]
+    assert summary["rows"][0]["avg"]["mean"] == pytest.approx(np.mean(simcse))
+    assert summary["rows"][0]["avg"]["std"] == pytest.approx(np.std(simcse, ddof=1))
+    assert simcse[0] != simcse[1]  # the seed changes the run
+    for name in ("summary.json", "summary.md", "summary.png"):
+        assert (tmp_path / "sweep" / name).exists()
+    # started again: every run is scored already, nothing trains
+    (tmp_path / "sweep" / "runs").rename(tmp_path / "moved")
+    again = run_sweep(spec, progress=False)
+    assert again["rows"] == summary["rows"] and not (tmp_path / "sweep" / "runs").exists()
+    assert summarize(summary["runs"]) == summary["rows"]
+
+
+def test_sweep_over_devices_shares_the_runs_between_workers(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
+    arguments = ["sweep", "--methods", "simcse", "--seeds", "0,1", "--model", str(tiny_bert_dir),
+                 "--data", str(tiny_cache), "--data-dir", str(data_dir), "--eval-limit", "20",
+                 "--set", "training.batch_size=16", "--set", "training.max_length=24", "--set", "training.max_steps=1",
+                 "--set", "training.eval_steps=1", "--sts-limit", "20", "--out", str(tmp_path / "sweep"),
+                 "--devices", "0,1"]
+    assert main(arguments) == 0  # on CPU the device ids change nothing; the two workers split the runs
+    summary = json.loads((tmp_path / "sweep" / "summary.json").read_text())
+    assert [r["seed"] for r in summary["runs"]] == [0, 1] and summary["rows"][0]["seeds"] == [0, 1]
+
+
+def test_seeds_are_a_count_a_list_or_a_papers_named_set():
+    assert parse_seeds("3") == [0, 1, 2] and parse_seeds("5,7") == [5, 7]
+    assert parse_seeds("thesis") == [19984, 5838, 16822, 19294, 17173]
+    assert parse_seeds("sg-opt") == [1, 2, 3, 4, 1234, 2345, 3456, 7890]
+    with pytest.raises(ValueError, match="no seed to run"):
+        parse_seeds("0")
+    with pytest.raises(ValueError, match="expected a number N, a comma-separated list of seeds, or one of thesis"):
+        parse_seeds("five")
+
+
+def test_a_grid_sweep_with_a_profile_scores_the_bias_suite(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
+    """The mechanism check's path: OssCSE's margin weight on a grid, the minilm profile, bias figures per run."""
+    settings = ["training.batch_size=16", "training.max_length=24", "training.max_steps=1", "training.eval_steps=1"]
+    spec = SweepSpec(("osscse",), (0,), tmp_path / "sweep", str(tiny_bert_dir),
+                     grid=("losses.two_way_margin.weight=0,0.1",), data=tiny_cache, overrides=settings,
+                     data_dir=data_dir, eval_limit=20, sts_limit=20, profile="minilm", bias=True)
+    summary = run_sweep(spec, progress=False)
+    assert [row["label"] for row in summary["rows"]] == ["osscse[losses.two_way_margin.weight=0]",
+                                                         "osscse[losses.two_way_margin.weight=0.1]"]
+    for run in summary["runs"]:
+        assert set(BIAS_COLUMNS) <= set(run["scores"])
+        assert run["scores"]["gap"] == pytest.approx(run["scores"]["cont"] - run["scores"]["oppn"])
+    header = (tmp_path / "sweep" / "summary.md").read_text().splitlines()[0]
+    assert "para_over_neg" in header and "cannot_cosine" in header
+    assert (tmp_path / "sweep" / "summary-bias.png").read_bytes()[:4] == b"\x89PNG"
+    for info in (tmp_path / "sweep" / "runs").glob("*/best/cselab.json"):
+        assert json.loads(info.read_text())["pooler"] == "avg" and json.loads(info.read_text())["prompt"] is None

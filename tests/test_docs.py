@@ -1,0 +1,82 @@
+"""The docs' worked examples run."""
+
+import json
+import math
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from cselab.registry import get
+from cselab.train.methods import load_method
+from cselab.train.trainer import train
+
+DOCS = Path(__file__).resolve().parents[1] / "docs"
+
+
+def example_files(page: str) -> dict[str, str]:
+    """The files a page spells out: each fenced block right after a ``<!-- file: NAME -->`` line."""
+    text = (DOCS / page).read_text(encoding="utf-8")
+    return dict(re.findall(r"<!-- file: (\S+) -->\n```\w*\n(.*?)```", text, flags=re.S))
+
+
+def test_adding_a_method_is_one_module_and_one_yaml_that_train(tmp_path, monkeypatch, tiny_bert_dir, tiny_cache):
+    files = example_files("adding-a-method.md")
+    assert sorted(files) == ["simcse-triplet.yaml", "triplet.py"]
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    method = load_method(tmp_path / "simcse-triplet.yaml",
+                         ["training.batch_size=16", "training.max_length=24", "training.max_steps=2",
+                          "training.eval_steps=2", "training.dev=none"])
+    assert method["losses"]["triplet"] == {"weight": 0.5, "anchor": "anchor", "positive": "paraphrase",
+                                           "negative": "negation", "margin": 0.1}
+    # the function against a hand-computed value: cos(a, p) = 1, cos(a, n) = 0.6 -> max(0, 0.1 - 0.4) = 0; and
+    # cos(a, p) = 0.6, cos(a, n) = 1 -> 0.1 + 0.4 = 0.5
+    a, p, n = torch.tensor([[1.0, 0.0]]), torch.tensor([[2.0, 0.0]]), torch.tensor([[0.6, 0.8]])
+    function = get("loss", "triplet").function
+    assert function([a, p, n], {"margin": 0.1}, None).tolist() == pytest.approx([0.0])
+    assert function([a, n, p], {"margin": 0.1}, None).tolist() == pytest.approx([0.5])
+    with pytest.raises(ValueError, match="losses.triplet.margin: -1.0 is out of range; expected a number >= 0"):
+        load_method(tmp_path / "simcse-triplet.yaml", ["losses.triplet.margin=-1"])
+    # trains without the data root (no dev set), the triplet loss logged beside InfoNCE
+    summary = train(method, str(tiny_bert_dir), tiny_cache, tmp_path / "run", progress=False, log_every=1)
+    assert summary["steps"] == 2 and summary["best_stsb_dev"] is None
+    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    steps = [r for r in log if "loss" in r]
+    assert all({"info_nce", "triplet"} <= set(r) and math.isfinite(r["triplet"]) for r in steps)
+    assert all(r["loss"] == pytest.approx(r["info_nce"] + 0.5 * r["triplet"], rel=1e-5) for r in steps)
+    assert load_method(tmp_path / "run" / "config.yaml") == method  # the run's config repeats it
+    assert (tmp_path / "run" / "best" / "model.safetensors").exists()
+
+
+def test_a_factory_encoder_is_scored_like_any_other(tmp_path, monkeypatch, capsys, data_dir):
+    from cselab.cli import main
+
+    (tmp_path / "mybaseline.py").write_text(
+        "from cselab.encoders import LexicalEncoder\n\n\n"
+        "class Wrapped:\n    def __init__(self):\n        self.inner = LexicalEncoder()\n\n"
+        "    def encode(self, sentences):\n        return self.inner.encode(sentences)\n\n\n"
+        "def factory():\n    return Wrapped()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    out = tmp_path / "factory.json"
+    assert main(["probe", "run", "--model", "mybaseline:factory", "--suite", "sts", "--tasks", "sts12,stsb",
+                 "--limit", "50", "--data-dir", str(data_dir), "--out", str(out)]) == 0
+    assert main(["probe", "run", "--model", "bow", "--suite", "sts", "--tasks", "sts12,stsb", "--limit", "50",
+                 "--data-dir", str(data_dir), "--out", str(tmp_path / "bow.json")]) == 0
+    factory, bow = (json.loads(p.read_text()) for p in (out, tmp_path / "bow.json"))
+    assert factory["model"]["spec"] == "mybaseline:factory" and factory["model"]["factory_returned"] == "Wrapped"
+    assert factory["sts"] == bow["sts"]  # the same vectors through the factory give the same scores
+    assert main(["probe", "run", "--model", "mybaseline:nothing", "--out", str(out)]) == 2
+    assert "mybaseline has no function 'nothing'" in capsys.readouterr().err
+
+
+def test_the_readme_is_a_front_door_that_links_every_page():
+    readme = (DOCS.parent / "README.md").read_text(encoding="utf-8")
+    assert len(readme.splitlines()) <= 200
+    linked = set(re.findall(r"\]\(docs/([\w.-]+\.md)\)", readme))
+    assert linked == {page.name for page in DOCS.glob("*.md")}
+    for page in DOCS.glob("*.md"):  # every relative link of the docs points at a file
+        for target in re.findall(r"\]\(((?!https?:)[^)#]+)\)", page.read_text(encoding="utf-8")):
+            assert (page.parent / target).exists(), f"{page.name} links {target}"

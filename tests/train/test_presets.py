@@ -1,0 +1,62 @@
+"""Every preset's own part acts: a part silently dropped (a misspelt key, a plug-in that ignores a parameter)
+would leave the first steps' losses and gradients equal to those of the preset it extends."""
+
+import pytest
+import torch
+
+from cselab.train.methods import load_method, preset_base, preset_names
+from cselab.train.objectives import build_states, losses_need
+from cselab.train.trainer import backward_pass, build_encoder, initial_weights
+
+BATCHES = [{"text": [f"sentence number {i} of batch {b} about {topic}" for i, topic in
+                     enumerate(["music", "dogs", "markets", "rivers", "trains", "bread"])],
+            "paraphrase": [f"about {topic}, sentence {i} of batch {b}" for i, topic in
+                           enumerate(["music", "dogs", "markets", "rivers", "trains", "bread"])],
+            "negation": [f"sentence number {i} of batch {b} is not about {topic}" for i, topic in
+                         enumerate(["music", "dogs", "markets", "rivers", "trains", "bread"])]}
+           for b in range(3)]
+EXTENDING = [name for name in preset_names() if preset_base(name)]
+
+
+def first_steps(method: dict, model: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """Losses and gradients of three batches at the initial weights (no update between: the second and third let
+    memory banks and history-based generators act)."""
+    torch.manual_seed(0)
+    encoder = build_encoder(method, model)
+    initial = initial_weights(encoder) if losses_need(method, "initial_weights") else None
+    states = build_states(method)
+    trainable = [p for p in encoder.parameters() if p.requires_grad]
+    losses, gradients = [], []
+    for rows in BATCHES:
+        for state in states.values():
+            state.new_batch()
+        encoder.zero_grad()
+        loss, _ = backward_pass(encoder, method, rows, lambda value: value.backward(),
+                                lambda: (list(encoder.backbone.parameters()), initial), states, trainable)
+        losses.append(loss.detach())
+        gradients.append(torch.cat([p.grad.flatten() for p in trainable if p.grad is not None]))
+    return torch.stack(losses), torch.cat(gradients)
+
+
+@pytest.mark.parametrize("preset", EXTENDING)
+def test_each_presets_own_part_changes_the_first_steps(preset, tiny_bert_dir):
+    base = preset_base(preset)
+    settings = ["training.max_length=16"]
+    own, parent = load_method(preset, settings), load_method(base, settings)
+    changed = {key for key in own if key not in ("method", "description") and own[key] != parent.get(key)}
+    if changed == {"training"}:  # a trainer setting (e.g. batch-128's batch size) acts across steps, not in one
+        assert own["training"]["batch_size"] != parent["training"]["batch_size"]
+        return
+    mine = first_steps(own, str(tiny_bert_dir))
+    theirs = first_steps(parent, str(tiny_bert_dir))
+    same_loss = torch.allclose(mine[0], theirs[0], rtol=1e-6, atol=1e-7)
+    same_gradient = mine[1].shape == theirs[1].shape and torch.allclose(mine[1], theirs[1], rtol=1e-6, atol=1e-9)
+    assert not (same_loss and same_gradient), f"{preset} trains exactly as {base}: its own part did nothing"
+
+
+def test_the_check_fails_for_a_part_that_does_nothing(tiny_bert_dir):
+    settings = ["training.max_length=16"]
+    inert = load_method("simcse", [*settings, "losses.info_nce.label_smoothing=0.0"])  # the default: no change
+    assert all(torch.equal(a, b) for a, b in zip(first_steps(inert, str(tiny_bert_dir)),
+                                                  first_steps(load_method("simcse", settings), str(tiny_bert_dir)),
+                                                  strict=True))

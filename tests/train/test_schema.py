@@ -1,0 +1,72 @@
+"""Config mistakes are caught at load time, before any model loads: exit 2, one line naming the key and what is
+allowed."""
+
+import pytest
+import yaml
+
+from cselab.cli import main
+from cselab.train.methods import load_method
+
+NO_MODEL = "/nonexistent/backbone"  # were the model loaded, the error would name this folder instead
+
+
+@pytest.mark.parametrize(("method", "setting", "message"), [
+    ("input-noise", "views.positive.augment.sigmaa=0.5",
+     "input-noise: views.positive.augment.sigmaa: unknown key; known: sigma"),
+    ("simcse", "training.lr=abc", "simcse: training.lr: 'abc' is not valid; expected a number >= 0"),
+    ("simcse", "training.batch_size=0", "simcse: training.batch_size: 0 is out of range; expected a whole number >= 1"),
+    ("simcse", "losses.info_nce.temperature=0",
+     "simcse: losses.info_nce.temperature: 0.0 is out of range; expected a number > 0"),
+    ("input-dropout", "views.positive.augment.p=1.5",
+     "input-dropout: views.positive.augment.p: 1.5 is out of range; expected a number >= 0 < 1"),
+    ("simcse", "training.mixed_precision=fp8",
+     "simcse: training.mixed_precision: 'fp8' is not allowed; expected one of no, fp16, bf16"),
+    ("input-noise", "views.positive.augment.kind=gaussian_nois",
+     "input-noise: views.positive.augment.kind: unknown input augment 'gaussian_nois'; known: bernoulli_dropout, "
+     "feature_dropout, fgsm, gaussian_dropout, gaussian_noise"),
+    ("noise-neg", "losses.info_nce.generated.kind=gausian",
+     "noise-neg: losses.info_nce.generated.kind: unknown negatives 'gausian'; known: anchor_noise, covariance"),
+    ("sam", "hooks.weights.kind=sma", "sam: hooks.weights.kind: unknown weight hook 'sma'; known: awp, sam"),
+    ("simcse", "losses.info_nce.type=info_nse", "simcse: losses.info_nce.type: unknown loss 'info_nse'; known: "),
+    ("simcse", "losses.info_nce.positive=positiv",
+     "simcse: losses.info_nce.positive: 'positiv' is not a view; views: anchor, positive"),
+    ("simcse", "encoder.head=mpl", "simcse: encoder.head: 'mpl' is not allowed; expected one of mlp, projection"),
+])
+def test_each_config_mistake_exits_2_with_one_line_before_any_model_loads(capsys, method, setting, message):
+    assert main(["train", "--method", method, "--model", NO_MODEL, "--out", "unused", "--set", setting]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {message}") and err.count("\n") == 1, err
+
+
+def test_set_accepts_any_schema_key_a_user_yaml_leaves_out(tmp_path, capsys):
+    config = load_method("simcse")
+    del config["training"]["epochs"], config["losses"]["info_nce"]["label_smoothing"]
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert main(["train", "--method", str(path), "--set", "training.max_steps=2",
+                 "--set", "losses.info_nce.label_smoothing=0.1", "--show-config"]) == 0
+    shown = yaml.safe_load(capsys.readouterr().out)
+    assert shown["training"]["max_steps"] == 2 and shown["losses"]["info_nce"]["label_smoothing"] == 0.1
+    assert shown["training"]["epochs"] == 1  # a left-out key gets the schema's default, and shows it
+
+
+def test_a_required_key_missing_from_a_user_yaml_is_named(tmp_path, capsys):
+    config = load_method("simcse")
+    del config["training"]["max_length"]
+    path = tmp_path / "mine.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert main(["train", "--method", str(path), "--model", NO_MODEL, "--out", "unused"]) == 2
+    assert capsys.readouterr().err == f"error: {path}: training.max_length: required (a whole number >= 1)\n"
+
+
+def test_debug_shows_the_traceback(capsys):
+    with pytest.raises(ValueError, match="training.lr"):
+        main(["--debug", "train", "--set", "training.lr=abc", "--show-config"])
+
+
+@pytest.mark.parametrize("preset", ["simcse", "osscse", "sg-opt", "noise-neg", "awp-fgsm", "output-mask"])
+def test_show_config_output_loads_back_to_the_same_config(tmp_path, capsys, preset):
+    assert main(["train", "--method", preset, "--profile", "minilm", "--show-config"]) == 0
+    path = tmp_path / "config.yaml"
+    path.write_text(capsys.readouterr().out)
+    assert load_method(path) == load_method(preset, profile="minilm")
