@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from collections import Counter, deque
 from concurrent.futures import ProcessPoolExecutor
@@ -36,11 +37,14 @@ from cselab.augment.backtranslate import (backend_pivots, is_paper_backtranslati
 from cselab.augment.negation import Negator
 from cselab.augment.source import SourceLine, read_source
 from cselab.checksum import sha256
-from cselab.data.augmented import MANIFEST
-from cselab.errors import ConfigError
+from cselab.data.augmented import MANIFEST, data_files, damaged_files, file_record, read_manifest
+from cselab.errors import ConfigError, DataError
+from cselab.registry import Param, check
 from cselab.versions import debian_versions, package_versions
 
 COLUMNS = ("id", "text", "paraphrase", "paraphrase_mer", "negation", "negation_rule", "negation_reason")
+
+logger = logging.getLogger(__name__)
 
 
 def _schema():
@@ -49,6 +53,19 @@ def _schema():
     return pa.schema([("id", pa.int64()), ("text", pa.string()), ("paraphrase", pa.string()),
                       ("paraphrase_mer", pa.float64()), ("negation", pa.string()), ("negation_rule", pa.string()),
                       ("negation_reason", pa.string())])
+
+
+AUGMENT_SCHEMA = {
+    "negation_model": Param(str, help="spaCy pipeline name or folder"),
+    "contractions": Param(bool),
+    "backend": Param(str, choices=("auto", "hf", "apertium", "none")),
+    "hf_pivots": Param(list, items=Param(list, items=Param(str), length=2)),
+    "num_candidates": Param(int, min=1),
+    "mer_band": Param(list, items=Param(float, min=0.0, max=1.0), length=2),
+    "mer_normalize": Param(str, choices=("lower", "none", "lower_nopunct")),
+    "max_chars": Param(int, min=1),
+    "chunk_size": Param(int, min=1),
+}
 
 
 @dataclass
@@ -65,6 +82,15 @@ class AugmentConfig:
     mer_normalize: str = "lower"
     max_chars: int = 1000
     chunk_size: int = 2000
+
+    def __post_init__(self) -> None:
+        checked = check(asdict(self), AUGMENT_SCHEMA, "augment config")
+        low, high = checked["mer_band"]
+        if not low < high:
+            raise ConfigError(f"augment config.mer_band: {[low, high]} keeps no paraphrase; expected [low, high] "
+                              "with low < high, both within [0, 1]")
+        for name, value in checked.items():
+            setattr(self, name, value)
 
     def key(self, input_sha256: str) -> str:
         """Hash of the config, the input's sha256 and cselab's version (a new release may write other rows)."""
@@ -149,8 +175,8 @@ def build_cache(corpus: str | os.PathLike, out: str | os.PathLike, config: Augme
     config = config.resolved()
     digest = sha256(corpus)
     folder = Path(out) / config.key(digest)
-    if (folder / MANIFEST).exists():
-        return folder  # built already: the same config twice is a no-op
+    if (folder / MANIFEST).exists() and not _remove_damaged(folder):
+        return folder  # built already and intact: the same config twice is a no-op
     folder.mkdir(parents=True, exist_ok=True)
     write_json_atomic(folder / "config.json", {"config": asdict(config), "input": str(corpus), "input_sha256": digest})
     with open(corpus, "rb") as handle:
@@ -171,8 +197,41 @@ def build_cache(corpus: str | os.PathLike, out: str | os.PathLike, config: Augme
     if all(chunk_path(folder, i).exists() for i in range(chunks)):
         for stale in folder.glob(".chunk-*.tmp"):  # left by killed runs; no writer is left once all chunks exist
             stale.unlink(missing_ok=True)
-        write_manifest(folder, config, corpus, digest, chunks)
+        summary = summarize(folder)
+        if summary["rows"] == 0:
+            raise DataError(f"{corpus}: no usable sentence, so no cache (skipped input lines: "
+                            f"{summary['skipped_input'] or 'none'}; {chunks} chunk(s) read); {folder} stays "
+                            "unfinished")
+        write_manifest(folder, config, corpus, digest, chunks, summary)
     return folder
+
+
+def _remove_damaged(folder: Path) -> list[str]:
+    """Check a finished cache against its manifest; remove the damaged chunks (with their skipped-line lists) and
+    the manifest, so that the build makes them again. Returns the damaged files' names (none: intact)."""
+    manifest = read_manifest(folder)
+    if "files" in manifest:
+        damaged = damaged_files(folder, manifest)
+    else:  # an older cselab's manifest: keep the chunks that read back whole, then record them
+        damaged = [path.name for path in data_files(folder) if not _readable(path)] or [MANIFEST]
+    for name in damaged:
+        stem = name.split(".")[0].split("-")[-1]
+        for path in (folder / f"chunk-{stem}.parquet", folder / f"skipped-{stem}.json"):
+            path.unlink(missing_ok=True)
+    if damaged:
+        logger.warning("%s: %s damaged or unrecorded; rebuilding", folder, ", ".join(damaged))
+        (folder / MANIFEST).unlink()
+    return damaged
+
+
+def _readable(path: Path) -> bool:
+    import pyarrow.parquet as pq
+
+    try:
+        pq.read_table(path) if path.suffix == ".parquet" else json.loads(path.read_text(encoding="utf-8"))
+    except Exception:  # any damage that stops a read
+        return False
+    return True
 
 
 def _build_shard(corpus: str, out: str, config: AugmentConfig, num_shards: int, shard_index: int) -> Path:
@@ -237,11 +296,13 @@ def spacy_model_version(model: str) -> str | None:
         return None
 
 
-def write_manifest(folder: Path, config: AugmentConfig, corpus, digest: str, chunks: int) -> Path:
+def write_manifest(folder: Path, config: AugmentConfig, corpus, digest: str, chunks: int,
+                   summary: dict[str, Any] | None = None) -> Path:
     pivots = backend_pivots(config.backend, config.hf_pivots)
     return write_json_atomic(folder / MANIFEST, {
-        "format": "cselab-augment-cache", "version": 1, "key": folder.name, "input": str(corpus),
+        "format": "cselab-augment-cache", "version": 2, "key": folder.name, "input": str(corpus),
         "input_sha256": digest, "config": asdict(config), "chunks": chunks,
+        "files": {path.name: file_record(path) for path in data_files(folder)},
         "models": {"negation": config.negation_model, "backtranslation": config.backend, "pivots": pivots,
                    "paper_backtranslation": is_paper_backtranslation(config.backend, pivots)},
-        "versions": cache_versions(config), "summary": summarize(folder)})
+        "versions": cache_versions(config), "summary": summary or summarize(folder)})

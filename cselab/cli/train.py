@@ -6,12 +6,13 @@ import argparse
 import json
 
 import yaml
+from transformers.utils import logging as transformers_logging
 
 from cselab.cli.options import add_backbone, add_data_dir, add_overrides, add_profile, whole_number
 from cselab.encoders.loading import resolve_backbone
 from cselab.errors import ConfigError
 from cselab.train.methods import describe_presets, load_method
-from cselab.train.trainer import train
+from cselab.train.trainer import RESTARTS, train
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -29,6 +30,12 @@ def register(parser: argparse.ArgumentParser) -> None:
     add_data_dir(parser, "data root for STS-B dev")
     parser.add_argument("--eval-limit", type=whole_number(1), help="score only the first N STS-B dev pairs "
                                                                    "(quick checks)")
+    parser.add_argument("--overwrite", action="store_true",
+                        help="delete the run's files in OUT first (config.yaml, run.json, best/, last/, log.jsonl) "
+                             "and start afresh; without it, an existing OUT is resumed only when it holds this run")
+    parser.add_argument("--restart-from", choices=RESTARTS,
+                        help="when OUT/last is damaged: continue from OUT/best's weights with a fresh optimizer, "
+                             "at the step best was saved")
     parser.add_argument("--tensorboard", action="store_true",
                         help="also log to OUT/tensorboard (pip install cselab[tensorboard])")
     parser.add_argument("--list-methods", action="store_true", help="list the method presets and exit")
@@ -46,11 +53,12 @@ def run(args: argparse.Namespace) -> None:
             print(f"{name:<{width}}  {description}")
         return
     method = load_method(args.method, args.set, args.profile)  # validated before any model loads
+    transformers_logging.disable_progress_bar()  # weight loading is quick; the training bar says what matters
     if args.show_config:
         print(yaml.safe_dump(method, sort_keys=False, width=110), end="")
         return
     if not args.out:
         raise ConfigError("--out is required: the run folder (config.yaml, best/, last/, log.jsonl)")
     summary = train(method, resolve_backbone(args.model), args.data, args.out, args.data_dir, args.eval_limit,
-                    tensorboard=args.tensorboard)
+                    tensorboard=args.tensorboard, overwrite=args.overwrite, restart_from=args.restart_from)
     print(json.dumps(summary, indent=2))

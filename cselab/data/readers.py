@@ -59,9 +59,9 @@ def _score(path: Path, line: int, text: str, low: float, high: float) -> float:
     return value
 
 
-def _fields(path: Path, line: int, text: str, needed: int, what: str) -> list[str]:
+def _fields(path: Path, line: int, text: str, needed: int, what: str, exact: bool = False) -> list[str]:
     parts = text.split("\t")
-    if len(parts) < needed:
+    if len(parts) < needed or (exact and len(parts) != needed):
         raise DataFormatError(path, line, f"expected {needed} tab-separated fields ({what}), found {len(parts)}")
     return parts
 
@@ -77,7 +77,7 @@ def read_sts_subset(task: str, subset: str, input_path: Path, gold_path: Path) -
         if not gold.strip():
             continue
         scores.append(_score(gold_path, number, gold.strip(), 0.0, 5.0))
-        first, second = _fields(input_path, number, pair, 2, "sentence1, sentence2")[:2]
+        first, second = _fields(input_path, number, pair, 2, "sentence1, sentence2", exact=True)
         s1.append(first)
         s2.append(second)
     return STSPairs(task, subset, s1, s2, np.asarray(scores), (input_path, gold_path))

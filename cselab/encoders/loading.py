@@ -27,8 +27,8 @@ from cselab.encoders.checkpoint import CHECKPOINT_FILE, read_checkpoint_info
 from cselab.encoders.factory import FactoryEncoder, is_factory_spec
 from cselab.encoders.lexical import LexicalEncoder
 from cselab.encoders.st_folder import SentenceTransformerEncoder, native_settings
-from cselab.encoders.transformer import TransformerEncoder, default_device, inference_dtype
-from cselab.errors import ModelError
+from cselab.encoders.transformer import TransformerEncoder, check_device, default_device, inference_dtype
+from cselab.errors import DataError, ModelError
 
 DEFAULT_POOLER = "avg"
 
@@ -87,6 +87,9 @@ def _lexical(spec: str, data_dir: str | os.PathLike | None) -> LexicalEncoder:
     if spec == "bow":
         return LexicalEncoder(spec=spec)
     corpus = read_corpus(spec.split(":", 1)[1]) if ":" in spec else load_corpus("wiki1m", data_dir)
+    if not any(sentence.strip() for sentence in corpus):
+        raise DataError(f"{spec.split(':', 1)[1] if ':' in spec else 'wiki1m'}: no sentence to take IDF weights "
+                        "from (an empty corpus would make tfidf the same as bow)")
     return LexicalEncoder(idf_corpus=corpus, spec=spec)
 
 
@@ -103,6 +106,8 @@ def load_encoder(spec: str, pooler: str | None = None, prompt: str | None = None
                  device: str | None = None, dtype: str = "auto",
                  data_dir: str | os.PathLike | None = None) -> Encoder:
     """The encoder a spec names (see the module docstring); ``dtype='auto'`` is fp32 on CPU, bf16/fp16 on GPU."""
+    if device is not None:
+        check_device(device)
     if spec == "bow" or spec == "tfidf" or spec.startswith("tfidf:"):
         return _lexical(spec, data_dir)
     if is_factory_spec(spec) and not Path(spec).exists():

@@ -23,6 +23,22 @@ def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
+def check_device(device: str) -> str:
+    """``device`` when this machine has it; a ConfigError saying what is there otherwise."""
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ConfigError(f"--device {device!r}: not a device; expected cpu, cuda or cuda:N") from None
+    if parsed.type == "cuda" and not torch.cuda.is_available():
+        build = "built without CUDA" if torch.version.cuda is None else "no GPU visible"
+        raise ConfigError(f"--device {device}: no CUDA device here (torch {torch.__version__}, {build}); use "
+                          "--device cpu")
+    if parsed.type == "cuda" and parsed.index is not None and parsed.index >= torch.cuda.device_count():
+        raise ConfigError(f"--device {device}: this machine has {torch.cuda.device_count()} CUDA device(s), "
+                          f"cuda:0 to cuda:{torch.cuda.device_count() - 1}")
+    return device
+
+
 def inference_dtype(device: str, dtype: str = "auto") -> torch.dtype:
     """``auto``: bf16 on a GPU that supports it, fp16 on other GPUs, fp32 on CPU."""
     if dtype != "auto":

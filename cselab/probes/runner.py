@@ -190,12 +190,17 @@ def write_plots(payload: dict[str, Any], out: str | os.PathLike) -> list[Path]:
     return plots
 
 
-def write_outputs(payload: dict[str, Any], out: str | os.PathLike) -> list[Path]:
-    """The results JSON at ``out`` and, beside it, its plots, a Markdown report and an HTML page; returns them."""
+def results_path(out: str | os.PathLike) -> Path:
+    """``out`` when it can be the results JSON (a file path, not a directory)."""
     if Path(out).is_dir():
         raise ConfigError(f"--out {out}: a directory; give the results JSON's file name, e.g. "
                           f"{Path(out) / 'results.json'}")
-    out = write_json_atomic(out, payload)
+    return Path(out)
+
+
+def write_outputs(payload: dict[str, Any], out: str | os.PathLike) -> list[Path]:
+    """The results JSON at ``out`` and, beside it, its plots, a Markdown report and an HTML page; returns them."""
+    out = write_json_atomic(results_path(out), payload)
     plots = write_plots(payload, out)
     markdown = markdown_report(payload, plots)
     report = write_text_atomic(out.with_suffix(".md"), markdown)

@@ -8,13 +8,15 @@ whose views read ``paraphrase`` or ``negation`` need a cache.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 from pathlib import Path
 from typing import Any
 
 from cselab.data import is_corpus, load_corpus
-from cselab.data.augmented import finished_cache, load_cache, read_manifest
+from cselab.checksum import sha256
+from cselab.data.augmented import MANIFEST, finished_cache, load_cache, read_manifest
 from cselab.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -48,11 +50,13 @@ def training_rows(method: dict[str, Any], data: str | os.PathLike | None = None,
                              f"column, which method {method['method']} reads; build an augment cache with "
                              f"`cselab augment --corpus {spec}` and train on it")
         sentences = load_corpus(spec, data_dir)
-        return TextRows(sentences), {"kind": "corpus", "name": spec, "rows": len(sentences)}
+        digest = hashlib.sha256("\n".join(sentences).encode("utf-8")).hexdigest()
+        return TextRows(sentences), {"kind": "corpus", "name": spec, "rows": len(sentences), "sha256": digest}
     folder = finished_cache(spec)
     manifest = read_manifest(folder)
     warn_if_paraphrases_differ(method, manifest, folder)
     return load_cache(folder), {"kind": "augment-cache", "path": str(folder), "key": manifest.get("key"),
+                                "manifest_sha256": sha256(folder / MANIFEST),
                                 "backtranslation": manifest.get("models", {})}
 
 

@@ -25,29 +25,33 @@ import math
 import os
 import shutil
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
-import yaml
 from accelerate import Accelerator
 from accelerate.utils import broadcast_object_list, set_seed
 from tqdm.auto import tqdm
+from safetensors.torch import load_model
 from transformers import get_linear_schedule_with_warmup
 
-from cselab.atomic import write_text_atomic
+from cselab.atomic import write_json_atomic
 from cselab.data import load_sts
 from cselab.encoders.checkpoint import CheckpointInfo
 from cselab.encoders.transformer import TransformerEncoder
 from cselab.errors import TrainingError
 from cselab.metrics import cosine_rows, spearman
+from cselab.train import run_folder, state
 from cselab.train.data import training_rows
 from cselab.train.hooks import perturb_weights, restore_weights
 from cselab.train.model import TrainingEncoder, save_checkpoint
 from cselab.train.objectives import batch_losses, build_states, gradient_view_names, losses_need, total_loss
 
-STATE_FILE = "trainer_state.json"
-CONFIG_FILE = "config.yaml"
+RESTARTS = ("best",)
+BEST_STATE = "training.json"  # in OUT/best: the step and score it was saved at
+RESUME_HELP = (f"resume from the best checkpoint with --restart-from best (its weights, a fresh optimizer), or "
+               f"{run_folder.AFRESH}")
 
 
 class DevSet:
@@ -163,14 +167,17 @@ class Run:
     then stepped; every ``eval_steps`` it is evaluated and saved."""
 
     def __init__(self, method: dict[str, Any], model: str, data, out: str | os.PathLike, data_dir=None,
-                 eval_limit: int | None = None, tensorboard: bool = False):
+                 eval_limit: int | None = None, tensorboard: bool = False, restart_from: str | None = None):
         self.method, self.cfg, self.out, self.tensorboard = method, method["training"], Path(out), tensorboard
+        self.restart_from = restart_from
         self.accelerator = _launch(self.cfg, self.out, tensorboard)
         self.main = self.accelerator.is_main_process
         _check_hooks(method, self.accelerator.num_processes)
         set_seed(self.cfg["seed"])
         self.out.mkdir(parents=True, exist_ok=True)
         self.rows, self.source = training_rows(method, data, data_dir)
+        run_folder.check_or_write(self.out, method, str(model), self.source)  # before a model loads
+        self.last, self.counters = self._verified_last()
         self.per_epoch = len(self.rows) // self.cfg["batch_size"]
         if self.per_epoch < self.cfg["grad_accum"]:
             raise TrainingError(f"{self.source.get('path') or self.source.get('name')}: {len(self.rows)} rows, fewer "
@@ -195,25 +202,58 @@ class Run:
         optimizer = build_optimizer([p for p in encoder.parameters() if p.requires_grad], self.cfg)
         self.scheduler = get_linear_schedule_with_warmup(optimizer, 0, self.total)
         self.encoder, self.optimizer = self.accelerator.prepare(encoder, optimizer)
-        self.accelerator.register_for_checkpointing(self.scheduler)  # stepped once per optimizer step
-        self.states = build_states(self.method)
-        for name in sorted(self.states):  # their queues and histories resume with the run
-            self.accelerator.register_for_checkpointing(self.states[name])
+        self.states = build_states(self.method)  # their queues and histories resume with the run
         if self.accelerator.num_processes > 1:
             set_seed(self.cfg["seed"] + self.accelerator.process_index)  # distinct dropout masks on each process
         self.core = self.accelerator.unwrap_model(self.encoder)
         self.trainable = [p for p in self.core.parameters() if p.requires_grad]
         self.initial_weights = lambda: (list(self.core.backbone.parameters()), initial)
 
-    def resume(self) -> None:
-        """Continue from ``OUT/last`` when a previous run left it."""
+    def _verified_last(self) -> tuple[Path | None, dict[str, Any] | None]:
+        """``OUT/last`` (or the ``last.old`` a kill between two renames left) once every file there is checked
+        against its manifest, and the counters it holds; None when there is nothing to resume."""
         last = self.out / "last"
         if not last.exists() and last.with_name("last.old").exists():
-            last = last.with_name("last.old")  # a kill between the two renames of _replace_folder
-        if last.exists():
-            self.accelerator.load_state(str(last))
-            state = json.loads((last / STATE_FILE).read_text())
-            self.step, self.best, self.stale = state["step"], state["best"], state.get("stale", 0)
+            last = last.with_name("last.old")
+        if self.restart_from == "best" or not last.exists():
+            return None, None
+        try:
+            return last, state.verify(last)
+        except state.StateError as err:
+            raise state.StateError(f"{err}; {RESUME_HELP}") from None
+
+    def resume(self) -> None:
+        """Continue from the verified ``OUT/last`` when a previous run left it; with ``restart_from="best"``, from
+        the best checkpoint's weights instead."""
+        if self.restart_from == "best":
+            self._restart_from_best()
+            return
+        if self.last is None:
+            return
+        try:
+            state.load_state(self.last, self.accelerator.process_index, self.core, self.optimizer, self.scheduler,
+                             self.accelerator.scaler, self.states)
+        except state.StateError as err:
+            raise state.StateError(f"{err}; {RESUME_HELP}") from None
+        self.step, self.best, self.stale = self.counters["step"], self.counters["best"], self.counters["stale"]
+
+    def _restart_from_best(self) -> None:
+        best = self.out / "best"
+        try:
+            saved = json.loads((best / BEST_STATE).read_text(encoding="utf-8"))
+            load_model(self.core.backbone, str(best / "model.safetensors"))
+        except Exception as err:
+            raise state.StateError(f"{best}: cannot restart from it ({type(err).__name__}: {err}); "
+                                   f"{run_folder.AFRESH}") from None
+        for name in ("last", "last.tmp", "last.old"):
+            shutil.rmtree(self.out / name, ignore_errors=True)
+        self.step, self.best, self.stale = saved["step"], saved["best"], 0
+        with warnings.catch_warnings():  # the schedule's position, without optimizer steps
+            warnings.simplefilter("ignore")
+            for _ in range(self.step):
+                self.scheduler.step()
+        set_seed(self.cfg["seed"] + self.step + self.accelerator.process_index)
+        self.record({"restarted_from": str(best), "at_step": self.step})
 
     def train_step(self) -> dict[str, float]:
         """One optimizer step over ``grad_accum`` batches; returns the loss and its parts (this process's)."""
@@ -224,9 +264,9 @@ class Run:
                 generator = torch.Generator().manual_seed(self.cfg["seed"] + epoch)
                 self.orders = {epoch: torch.randperm(len(self.rows), generator=generator)}
             local = _local_rows(self.rows, self.orders[epoch], batch, self.cfg["batch_size"], self.accelerator)
-            for state in self.states.values():
-                if hasattr(state, "new_batch"):
-                    state.new_batch()
+            for loss_state in self.states.values():
+                if hasattr(loss_state, "new_batch"):
+                    loss_state.new_batch()
             with self.accelerator.no_sync(self.encoder) if micro < accum - 1 else contextlib.nullcontext():
                 loss, parts = backward_pass(self.encoder, self.method, local,
                                             lambda value: self.accelerator.backward(value / accum),
@@ -254,20 +294,26 @@ class Run:
     def evaluate_and_save(self) -> float | None:
         """Save the state to ``OUT/last``; score STS-B dev and keep ``OUT/best`` (with ``training.dev: none``, every
         save is the best). Returns the dev score (None without one, or off the main process)."""
-        score = None
-        self.accelerator.save_state(str(self.out / "last.tmp"))
+        score, tmp = None, self.out / "last.tmp"
+        if self.main:
+            shutil.rmtree(tmp, ignore_errors=True)  # left by a killed run
+        self.accelerator.wait_for_everyone()
+        state.save_process_state(tmp, self.accelerator.process_index)
         self.accelerator.wait_for_everyone()  # every process's RNG state is in last.tmp before it is renamed
         if self.main:
             score = self._score()
             if score is None or score > self.best:
                 self.best, self.stale = (self.best if score is None else score), 0
                 save_checkpoint(self.out / "best.tmp", self.core, self.info)
+                write_json_atomic(self.out / "best.tmp" / BEST_STATE, {"step": self.step, "best": self.best})
                 _replace_folder(self.out / "best.tmp", self.out / "best")
             else:
                 self.stale += 1
-            state = {"step": self.step, "best": self.best, "stale": self.stale}
-            (self.out / "last.tmp" / STATE_FILE).write_text(json.dumps(state))
-            _replace_folder(self.out / "last.tmp", self.out / "last")
+            counters = {"step": self.step, "best": self.best, "stale": self.stale}
+            state.save_shared_state(tmp, self.core, self.optimizer, self.scheduler, self.accelerator.scaler,
+                                    self.states, counters)
+            state.write_manifest(tmp)
+            _replace_folder(tmp, self.out / "last")
             self.record({"stsb_dev": score, "best": self.best} if score is not None else {"saved": "best"})
         self.accelerator.wait_for_everyone()
         if self.accelerator.num_processes > 1:  # only the main process evaluates; all stop early at the same step
@@ -290,8 +336,6 @@ class Run:
 
     def run(self, log_every: int = 10, progress: bool = True) -> dict[str, Any]:
         """Train to the end (or the early stop); returns the run's summary."""
-        if self.main:
-            write_text_atomic(self.out / CONFIG_FILE, yaml.safe_dump(self.method, sort_keys=False, width=110))
         self.resume()
         if self.tensorboard:
             self.accelerator.init_trackers("tensorboard")
@@ -333,12 +377,24 @@ class Run:
 
 def train(method: dict[str, Any], model: str, data: str | os.PathLike | None, out: str | os.PathLike,
           data_dir: str | os.PathLike | None = None, eval_limit: int | None = None, log_every: int = 10,
-          progress: bool = True, tensorboard: bool = False) -> dict[str, Any]:
+          progress: bool = True, tensorboard: bool = False, overwrite: bool = False,
+          restart_from: str | None = None) -> dict[str, Any]:
     """Train ``model`` with ``method`` on ``data`` (see :func:`cselab.train.data.training_rows`; None: the
     method's own ``data``, else ``cache/augment``); returns the run's summary. ``OUT/config.yaml`` is the resolved
     method, so ``cselab train --method OUT/config.yaml`` repeats the run.
 
     ``training.batch_size`` rows make one contrastive batch (its in-batch negatives), split across processes
     when there are several; ``training.grad_accum`` batches make one optimizer step. ``max_steps``,
-    ``eval_steps`` and the learning-rate schedule count optimizer steps."""
-    return Run(method, model, data, out, data_dir, eval_limit, tensorboard).run(log_every, progress)
+    ``eval_steps`` and the learning-rate schedule count optimizer steps.
+
+    ``OUT`` is locked while the run writes it; on an existing ``OUT`` the run continues only the same run (same
+    config, data, base model, cselab version; :mod:`cselab.train.run_folder`), from ``OUT/last`` once every file
+    there is verified (:mod:`cselab.train.state`). ``overwrite`` deletes the run's files first; ``restart_from=
+    "best"`` continues from the best checkpoint's weights with a fresh optimizer when ``OUT/last`` is damaged."""
+    if restart_from not in (None, *RESTARTS):
+        raise TrainingError(f"--restart-from {restart_from!r}: expected one of {', '.join(RESTARTS)}")
+    out = Path(out)
+    with run_folder.RunLock(out) if int(os.environ.get("RANK", 0)) == 0 else contextlib.nullcontext():
+        if overwrite and int(os.environ.get("RANK", 0)) == 0:
+            run_folder.overwrite(out)
+        return Run(method, model, data, out, data_dir, eval_limit, tensorboard, restart_from).run(log_every, progress)

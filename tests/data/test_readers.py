@@ -64,6 +64,7 @@ def test_blank_gold_lines_drop_their_pairs(tmp_path):
 
 @pytest.mark.parametrize(("pairs", "gold", "message"), [
     ("a\tb\nc d\n", "1\n2\n", r"STS.input.x.txt:2: expected 2 tab-separated fields"),
+    ("a\tb\nc\td\textra\n", "1\n2\n", r"STS.input.x.txt:2: expected 2 tab-separated fields .*, found 3"),
     ("a\tb\nc\td\n", "1\nhigh\n", r"STS.gs.x.txt:2: score 'high' is not a number"),
     ("a\tb\nc\td\n", "1\n7\n", r"STS.gs.x.txt:2: score 7.0 is outside \[0.0, 5.0\]"),
     ("a\tb\nc\td\n", "1\n", r"STS.gs.x.txt:2: 1 gold lines but 2 lines in STS.input.x.txt"),

@@ -47,7 +47,7 @@ def test_two_processes_take_the_same_steps_as_one(dropout_free_bert, tiny_cache,
                           "--out", str(tmp_path / "two")], capture_output=True, timeout=600, env=environment)
     assert two.returncode == 0, two.stderr.decode()[-3000:]
 
-    assert {"random_states_0.pkl", "random_states_1.pkl"} <= set(os.listdir(tmp_path / "two" / "last"))
+    assert {"rng-0.pt", "rng-1.pt"} <= set(os.listdir(tmp_path / "two" / "last"))
     logs = [[json.loads(line) for line in (tmp_path / run / "log.jsonl").read_text().splitlines()]
             for run in ("one", "two")]
     losses = [[r["info_nce"] for r in log if "loss" in r] for log in logs]

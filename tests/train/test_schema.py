@@ -10,32 +10,29 @@ from cselab.train.methods import load_method
 NO_MODEL = "/nonexistent/backbone"  # were the model loaded, the error would name this folder instead
 
 
-@pytest.mark.parametrize(("method", "setting", "message"), [
-    ("input-noise", "views.positive.augment.sigmaa=0.5",
-     "input-noise: views.positive.augment.sigmaa: unknown key; known: sigma"),
-    ("simcse", "training.lr=abc", "simcse: training.lr: 'abc' is not valid; expected a number >= 0"),
-    ("simcse", "training.batch_size=0", "simcse: training.batch_size: 0 is out of range; expected a whole number >= 1"),
-    ("simcse", "losses.info_nce.temperature=0",
-     "simcse: losses.info_nce.temperature: 0.0 is out of range; expected a number > 0"),
-    ("input-dropout", "views.positive.augment.p=1.5",
-     "input-dropout: views.positive.augment.p: 1.5 is out of range; expected a number >= 0 < 1"),
-    ("simcse", "training.mixed_precision=fp8",
-     "simcse: training.mixed_precision: 'fp8' is not allowed; expected one of no, fp16, bf16"),
-    ("input-noise", "views.positive.augment.kind=gaussian_nois",
-     "input-noise: views.positive.augment.kind: unknown input augment 'gaussian_nois'; known: bernoulli_dropout, "
-     "feature_dropout, fgsm, gaussian_dropout, gaussian_noise"),
-    ("noise-neg", "losses.info_nce.generated.kind=gausian",
-     "noise-neg: losses.info_nce.generated.kind: unknown negatives 'gausian'; known: anchor_noise, covariance"),
-    ("sam", "hooks.weights.kind=sma", "sam: hooks.weights.kind: unknown weight hook 'sma'; known: awp, sam"),
-    ("simcse", "losses.info_nce.type=info_nse", "simcse: losses.info_nce.type: unknown loss 'info_nse'; known: "),
-    ("simcse", "losses.info_nce.positive=positiv",
-     "simcse: losses.info_nce.positive: 'positiv' is not a view; views: anchor, positive"),
-    ("simcse", "encoder.head=mpl", "simcse: encoder.head: 'mpl' is not allowed; expected one of mlp, projection"),
-])
-def test_each_config_mistake_exits_2_with_one_line_before_any_model_loads(capsys, method, setting, message):
+MISTAKES = {  # (method, --set): what the one line says after "METHOD: KEY: "
+    ("input-noise", "views.positive.augment.sigmaa=0.5"): "unknown key; known: sigma",
+    ("simcse", "training.lr=abc"): "'abc' is not valid; expected a number >= 0",
+    ("simcse", "training.batch_size=0"): "0 is out of range; expected a whole number >= 1",
+    ("simcse", "losses.info_nce.temperature=0"): "0.0 is out of range; expected a number > 0",
+    ("input-dropout", "views.positive.augment.p=1.5"): "1.5 is out of range; expected a number >= 0 < 1",
+    ("simcse", "training.mixed_precision=fp8"): "'fp8' is not allowed; expected one of no, fp16, bf16",
+    ("input-noise", "views.positive.augment.kind=gaussian_nois"): "unknown input augment 'gaussian_nois'; known: "
+                                                                  "bernoulli_dropout, feature_dropout, fgsm",
+    ("noise-neg", "losses.info_nce.generated.kind=gausian"): "unknown negatives 'gausian'; known: anchor_noise",
+    ("sam", "hooks.weights.kind=sma"): "unknown weight hook 'sma'; known: awp, sam",
+    ("simcse", "losses.info_nce.type=info_nse"): "unknown loss 'info_nse'; known: info_nce, nt_xent",
+    ("simcse", "losses.info_nce.positive=positiv"): "'positiv' is not a view; views: anchor, positive",
+    ("simcse", "encoder.head=mpl"): "'mpl' is not allowed; expected one of mlp, projection",
+}
+
+
+@pytest.mark.parametrize(("method", "setting"), MISTAKES)
+def test_each_config_mistake_exits_2_with_one_line_before_any_model_loads(capsys, method, setting):
     assert main(["train", "--method", method, "--model", NO_MODEL, "--out", "unused", "--set", setting]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"error: {message}") and err.count("\n") == 1, err
+    key = setting.partition("=")[0]
+    assert err.startswith(f"error: {method}: {key}: {MISTAKES[method, setting]}") and err.count("\n") == 1, err
 
 
 def test_set_accepts_any_schema_key_a_user_yaml_leaves_out(tmp_path, capsys):

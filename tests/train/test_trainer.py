@@ -1,3 +1,4 @@
+import hashlib
 import json
 import os
 import signal
@@ -77,7 +78,7 @@ def test_steps_count_optimizer_steps_with_gradient_accumulation(tiny_bert_dir, t
     summary = train(small("simcse", max_steps=3, grad_accum=2), str(tiny_bert_dir), tiny_cache, tmp_path / "run",
                     data_dir, eval_limit=20, progress=False)
     assert summary["steps"] == 3
-    optimizer = torch.load(tmp_path / "run" / "last" / "optimizer.bin", weights_only=True)
+    optimizer = torch.load(tmp_path / "run" / "last" / "optimizer.pt", weights_only=True)
     assert {float(state["step"]) for state in optimizer["state"].values()} == {3.0}
     # 96 rows = 6 batches of 16 = 3 steps of 2 batches per epoch
     assert train(small("simcse", grad_accum=2, epochs=1), str(tiny_bert_dir), tiny_cache, tmp_path / "epoch",
@@ -129,7 +130,8 @@ def test_sg_trains_on_the_stsb_sentences_by_default(tiny_bert_dir, data_dir, tmp
     method = load_method("sg", ["training.max_steps=2", "training.eval_steps=2", "training.max_length=16"])
     summary = train(method, str(tiny_bert_dir), None, tmp_path / "run", data_dir, eval_limit=20, progress=False)
     sentences = load_corpus("stsb-sentences", data_dir)
-    assert summary["data"] == {"kind": "corpus", "name": "stsb-sentences", "rows": len(sentences)}
+    digest = hashlib.sha256("\n".join(sentences).encode()).hexdigest()
+    assert summary["data"] == {"kind": "corpus", "name": "stsb-sentences", "rows": len(sentences), "sha256": digest}
     assert 10_000 < len(sentences) == len(set(sentences))
 
 

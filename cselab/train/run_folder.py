@@ -1,0 +1,154 @@
+"""What a run folder is and who writes it.
+
+``OUT/config.yaml`` is the resolved method and ``OUT/run.json`` the run's identity: the config's sha256, the data
+fingerprint (an augment cache's key and manifest sha256, or a corpus's sha256), the base model and cselab's
+version. A run started on an existing ``OUT`` resumes only when its identity is the same; otherwise it stops
+naming the field that differs. ``OUT/.lock`` holds the writer's pid, host, process start time and wall-clock
+start: a second run on the same ``OUT`` stops naming them, and a lock whose process is gone (a killed run) is
+taken over with a warning.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import socket
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cselab import __version__
+from cselab.atomic import write_json_atomic, write_text_atomic
+from cselab.errors import TrainingError
+
+logger = logging.getLogger(__name__)
+
+CONFIG = "config.yaml"
+IDENTITY = "run.json"
+LOCK = ".lock"
+ARTIFACTS = ("best", "best.tmp", "best.old", "last", "last.tmp", "last.old", "log.jsonl", "tensorboard", CONFIG,
+             IDENTITY)
+AFRESH = "start afresh with --overwrite (deletes this run's files), or give another --out"
+
+
+def config_sha256(method: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(method, sort_keys=True).encode()).hexdigest()
+
+
+def identity(method: dict[str, Any], base_model: str, data: dict[str, Any]) -> dict[str, Any]:
+    """What makes a run this run (the data by its content, not where it lies)."""
+    return {"format": "cselab-run", "version": 1, "cselab": __version__, "config_sha256": config_sha256(method),
+            "base_model": base_model, "data": {k: v for k, v in data.items() if k not in ("path", "backtranslation")}}
+
+
+def _differences(old: Any, new: Any, prefix: str = "") -> list[str]:
+    if isinstance(old, dict) and isinstance(new, dict):
+        return [d for key in sorted(set(old) | set(new), key=str)
+                for d in _differences(old.get(key), new.get(key), f"{prefix}{key}.")]
+    return [] if old == new else [f"{prefix[:-1]} ({new!r} now, {old!r} in this OUT)"]
+
+
+def check_or_write(out: Path, method: dict[str, Any], base_model: str, data: dict[str, Any]) -> None:
+    """Write the run's config and identity into a new ``OUT``; on an existing one, refuse to continue a different
+    run, naming the first field that differs."""
+    mine = identity(method, base_model, data)
+    if not (out / IDENTITY).exists():
+        if (out / "last").exists() or (out / "best").exists():
+            raise TrainingError(f"{out}: holds a run without {IDENTITY} (written by an older cselab), so it cannot "
+                                f"be checked to be this run; {AFRESH}")
+        write_text_atomic(out / CONFIG, yaml.safe_dump(method, sort_keys=False, width=110))
+        write_json_atomic(out / IDENTITY, mine)
+        return
+    try:
+        theirs = json.loads((out / IDENTITY).read_text(encoding="utf-8"))
+        written = yaml.safe_load((out / CONFIG).read_text(encoding="utf-8"))
+    except (OSError, ValueError, yaml.YAMLError) as err:  # ValueError: bad JSON or not UTF-8
+        raise TrainingError(f"{out / IDENTITY}: unreadable ({type(err).__name__}); {AFRESH}") from None
+    changed = _differences(written, method) if theirs.get("config_sha256") != mine["config_sha256"] else []
+    if theirs.get("config_sha256") != mine["config_sha256"] and not changed:
+        changed = [f"{CONFIG} (edited since the run began)"]
+    for field in ("data", "base_model", "cselab"):
+        changed += _differences({field: theirs.get(field)}, {field: mine[field]})
+    if changed:
+        raise TrainingError(f"{out}: a different run: {changed[0]}" + (f" and {len(changed) - 1} more"
+                                                                        if len(changed) > 1 else "")
+                            + f"; to continue the run in {out}, use its config (--method {out / CONFIG}) and data; "
+                            + AFRESH)
+
+
+def overwrite(out: Path) -> None:
+    """Delete a run's own files from ``OUT`` (anything else there stays)."""
+    for name in ARTIFACTS:
+        path = out / name
+        if path.is_dir():
+            shutil.rmtree(path)
+        elif path.exists():
+            path.unlink()
+
+
+def _process_start(pid: int) -> str | None:
+    """The process's start time in clock ticks since boot (Linux), to tell a live pid from a reused one."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
+    except (OSError, IndexError):
+        return None
+
+
+def _alive(holder: dict[str, Any]) -> bool:
+    if holder.get("host") != socket.gethostname():
+        return True  # cannot be checked from here: assume it runs
+    pid = holder.get("pid")
+    try:
+        os.kill(int(pid), 0)
+    except (ProcessLookupError, TypeError, ValueError):
+        return False
+    except PermissionError:
+        return True
+    start = _process_start(int(pid))
+    return start is None or holder.get("process_start") in (None, start)
+
+
+class RunLock:
+    """``OUT/.lock`` while a run writes ``OUT`` (a context manager)."""
+
+    def __init__(self, out: Path):
+        self.path = out / LOCK
+        self.mine = {"pid": os.getpid(), "host": socket.gethostname(), "process_start": _process_start(os.getpid()),
+                     "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+
+    def __enter__(self) -> RunLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        while not self._create():
+            try:
+                holder = json.loads(self.path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):  # bad JSON or not UTF-8
+                holder = {}  # half-written by a run killed while locking
+            if holder and _alive(holder):
+                raise TrainingError(f"{self.path.parent}: being written by pid {holder.get('pid')} on "
+                                    f"{holder.get('host')}, started {holder.get('started')}; wait for it to end, or "
+                                    f"give another --out (delete {self.path} only if that run is gone)")
+            logger.warning("%s: taking over the lock of pid %s (started %s), which is no longer running",
+                           self.path, holder.get("pid"), holder.get("started"))
+            self.path.unlink(missing_ok=True)
+        return self
+
+    def _create(self) -> bool:
+        try:
+            handle = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(handle, "w", encoding="utf-8") as lock:
+            json.dump(self.mine, lock)
+        return True
+
+    def __exit__(self, *exc) -> None:
+        try:
+            if json.loads(self.path.read_text(encoding="utf-8")).get("pid") == self.mine["pid"]:
+                self.path.unlink()
+        except (OSError, ValueError):  # bad JSON or not UTF-8
+            pass

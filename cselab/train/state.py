@@ -1,0 +1,138 @@
+"""The training state a run leaves in ``OUT/last``, written and read by cselab, with no pickle that can hold code.
+
+Files: ``model.safetensors`` (the training encoder: backbone and head), ``optimizer.pt``, ``scheduler.pt``,
+``scaler.pt`` (fp16 only), ``rng-RANK.pt`` (each process's Python, NumPy, torch and CUDA generators),
+``loss-NAME.pt`` (each loss's own state, e.g. a negative generator's memory), ``trainer_state.json`` (step, best
+score, evaluations without a better one, the step of the best checkpoint) and ``MANIFEST.json``, written last:
+the size and sha256 of every other file. The ``.pt`` files are ``torch.save`` of tensors and plain containers,
+read with ``weights_only=True``.
+
+:func:`verify` checks a state folder against its manifest before anything in it is read: a missing, damaged,
+unlisted or planted file is a :class:`StateError` naming it.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from safetensors.torch import load_model, save_model
+
+from cselab.atomic import write_json_atomic
+from cselab.checksum import sha256
+from cselab.errors import TrainingError
+
+MANIFEST = "MANIFEST.json"
+STATE_FILE = "trainer_state.json"
+FORMAT = "cselab-training-state"
+
+
+class StateError(TrainingError):
+    """A state folder that cannot be resumed from: the message names the file."""
+
+
+def rng_state() -> dict[str, Any]:
+    """This process's random generators, as tensors and plain values."""
+    name, keys, position, has_gauss, cached = np.random.get_state()
+    state = {"python": random.getstate(), "numpy": (name, torch.from_numpy(keys.astype(np.int64)), position,
+                                                    has_gauss, cached), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    random.setstate(state["python"])
+    name, keys, position, has_gauss, cached = state["numpy"]
+    np.random.set_state((name, keys.numpy().astype(np.uint32), position, has_gauss, cached))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_process_state(folder: Path, rank: int) -> None:
+    """Every process's own part: its random generators."""
+    folder.mkdir(parents=True, exist_ok=True)
+    torch.save(rng_state(), folder / f"rng-{rank}.pt")
+
+
+def save_shared_state(folder: Path, model: torch.nn.Module, optimizer, scheduler, scaler,
+                      loss_states: dict[str, Any], trainer: dict[str, Any]) -> None:
+    """The main process's part: weights, optimizer, schedule, loss states and the trainer's counters."""
+    folder.mkdir(parents=True, exist_ok=True)
+    save_model(model, str(folder / "model.safetensors"))
+    torch.save(optimizer.state_dict(), folder / "optimizer.pt")
+    torch.save(scheduler.state_dict(), folder / "scheduler.pt")
+    if scaler is not None:
+        torch.save(scaler.state_dict(), folder / "scaler.pt")
+    for name, state in loss_states.items():
+        torch.save(state.state_dict(), folder / f"loss-{name}.pt")
+    (folder / STATE_FILE).write_text(json.dumps(trainer), encoding="utf-8")
+
+
+def write_manifest(folder: Path) -> Path:
+    """The size and sha256 of every file in ``folder``; written last, atomically."""
+    files = {path.name: {"bytes": path.stat().st_size, "sha256": sha256(path)}
+             for path in sorted(folder.iterdir()) if path.is_file() and path.name != MANIFEST}
+    return write_json_atomic(folder / MANIFEST, {"format": FORMAT, "version": 1, "files": files})
+
+
+def verify(folder: Path) -> dict[str, Any]:
+    """Check every file of a state folder against its manifest; returns the trainer's counters."""
+    manifest_path = folder / MANIFEST
+    try:
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        listed = manifest["files"]
+    except (OSError, ValueError, KeyError, TypeError) as err:  # ValueError: bad JSON or not UTF-8
+        raise StateError(f"{manifest_path}: missing or unreadable ({type(err).__name__}), so nothing in "
+                         f"{folder} can be trusted") from None
+    unlisted = sorted({path.name for path in folder.iterdir()} - {MANIFEST} - set(listed))
+    if unlisted:
+        raise StateError(f"{folder / unlisted[0]}: not written by the run (not in {MANIFEST})")
+    for name, expected in listed.items():
+        path = folder / name
+        if not path.is_file():
+            raise StateError(f"{path}: missing (listed in {MANIFEST})")
+        if path.stat().st_size != expected["bytes"] or sha256(path) != expected["sha256"]:
+            raise StateError(f"{path}: damaged ({path.stat().st_size} bytes, {expected['bytes']} written; the "
+                             "sha256 differs)")
+    try:
+        return json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:  # ValueError: bad JSON or not UTF-8
+        raise StateError(f"{folder / STATE_FILE}: unreadable ({err})") from None
+
+
+def _load(path: Path) -> Any:
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # any failure to read a verified file: name it, never fall back to pickle
+        raise StateError(f"{path}: cannot be read safely ({type(err).__name__}: {err})") from None
+
+
+def load_state(folder: Path, rank: int, model: torch.nn.Module, optimizer, scheduler, scaler,
+               loss_states: dict[str, Any]) -> None:
+    """Restore everything :func:`save_process_state` and :func:`save_shared_state` wrote (verify first)."""
+    path = folder / f"rng-{rank}.pt"
+    if not path.is_file():
+        raise StateError(f"{path}: missing: the state was saved by a run with fewer processes")
+    try:
+        load_model(model, str(folder / "model.safetensors"), device=str(next(model.parameters()).device))
+    except Exception as err:
+        raise StateError(f"{folder / 'model.safetensors'}: does not fit the model ({type(err).__name__}: "
+                         f"{err})") from None
+    optimizer.load_state_dict(_load(folder / "optimizer.pt"))
+    scheduler.load_state_dict(_load(folder / "scheduler.pt"))
+    if scaler is not None:
+        scaler.load_state_dict(_load(folder / "scaler.pt"))
+    for name, state in loss_states.items():
+        state.load_state_dict(_load(folder / f"loss-{name}.pt"))
+    try:
+        set_rng_state(_load(path))
+    except StateError:
+        raise
+    except Exception as err:
+        raise StateError(f"{path}: the random generators cannot be restored ({type(err).__name__}: {err})") from None
