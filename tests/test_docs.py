@@ -3,11 +3,13 @@
 import json
 import math
 import re
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
+from cselab import registry
 from cselab.registry import get
 from cselab.train.methods import load_method
 from cselab.train.trainer import train
@@ -27,6 +29,9 @@ def test_adding_a_method_is_one_module_and_one_yaml_that_train(tmp_path, monkeyp
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     monkeypatch.syspath_prepend(str(tmp_path))
+    # the plug-in registers itself on import: keep that registration to this test
+    monkeypatch.setattr(registry, "_REGISTRY", {kind: dict(found) for kind, found in registry._REGISTRY.items()})
+    monkeypatch.delitem(sys.modules, "triplet", raising=False)
     method = load_method(tmp_path / "simcse-triplet.yaml",
                          ["training.batch_size=16", "training.max_length=24", "training.max_steps=2",
                           "training.eval_steps=2", "training.dev=none"])

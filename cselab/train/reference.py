@@ -58,6 +58,8 @@ def plugin_sections() -> list[str]:
         lines += ["", f"## {KIND_TITLES[kind]}"]
         for name in names(kind):
             plugin = get(kind, name)
+            if not plugin.function.__module__.startswith("cselab."):
+                continue  # a user's plug-in (a method's imports): not cselab's to document
             extra = []
             if plugin.roles or plugin.view_lists:
                 extra.append("reads views " + ", ".join(f"`{r}`" for r in (*plugin.roles, *plugin.view_lists)))
