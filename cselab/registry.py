@@ -71,7 +71,7 @@ class Param:
             bounds.append(f"{'<' if self.below else '<='} {self.max:g}")
         if self.length is not None:
             bounds.append(f"of {self.length} items")
-        return " ".join([words, *bounds]) + (" or null" if self.nullable else "")
+        return " ".join([words, " and ".join(bounds)] if bounds else [words]) + (" or null" if self.nullable else "")
 
     def check(self, value: Any, where: str) -> Any:
         """``value`` coerced to this parameter's type, or a ConfigError naming ``where``."""

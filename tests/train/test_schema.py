@@ -15,7 +15,7 @@ MISTAKES = {  # (method, --set): what the one line says after "METHOD: KEY: "
     ("simcse", "training.lr=abc"): "'abc' is not valid; expected a number >= 0",
     ("simcse", "training.batch_size=0"): "0 is out of range; expected a whole number >= 1",
     ("simcse", "losses.info_nce.temperature=0"): "0.0 is out of range; expected a number > 0",
-    ("input-dropout", "views.positive.augment.p=1.5"): "1.5 is out of range; expected a number >= 0 < 1",
+    ("input-dropout", "views.positive.augment.p=1.5"): "1.5 is out of range; expected a number >= 0 and < 1",
     ("simcse", "training.mixed_precision=fp8"): "'fp8' is not allowed; expected one of no, fp16, bf16",
     ("input-noise", "views.positive.augment.kind=gaussian_nois"): "unknown input augment 'gaussian_nois'; known: "
                                                                   "bernoulli_dropout, feature_dropout, fgsm",
