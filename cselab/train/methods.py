@@ -11,7 +11,7 @@ A method (``cselab/train/presets/*.yaml``, or any path) has:
   A view ``of`` another (no forward pass) is made from its vectors by an output ``augment``; a
   forward view's ``augment`` acts on its input embeddings (:mod:`cselab.train.augmentations`);
 - ``losses``: name -> parameters (``type`` when the name is not the loss's, ``weight``), see
-  :mod:`cselab.train.objectives`;
+  :mod:`cselab.train.loss_plugins` and ``docs/presets.md``;
 - ``hooks``: ``weights: {kind: sam|awp, size}`` perturbs the weights for a second pass each
   step (:mod:`cselab.train.hooks`);
 - ``training``: batch size, learning rate, AdamW's ``weight_decay``, ``adam_betas`` and ``adam_eps``,
@@ -26,8 +26,9 @@ Every paper setting a preset or profile carries is a row of the protocol ledger
 (:mod:`cselab.train.protocols`).
 
 ``A+B`` composes presets: B's own settings (not those it extends) are merged onto A, so
-``osscse+byop-c`` is OssCSE with BYOP's margin on its InfoNCE. ``--set a.b=value`` overrides
-any leaf; an unknown key is an error that names it.
+``osscse+byop-c`` is OssCSE with BYOP's margin on its InfoNCE. ``--set a.b=value`` sets any key of the
+schema; ``imports`` names modules holding a method's own plug-ins. The result is resolved and validated to the
+leaf by :func:`cselab.train.schema.resolve` (defaults filled in; a mistake names the key and what is allowed).
 """
 
 from __future__ import annotations
