@@ -53,11 +53,14 @@ def _differences(old: Any, new: Any, prefix: str = "") -> list[str]:
     return [] if old == new else [f"{prefix[:-1]} ({new!r} now, {old!r} in this OUT)"]
 
 
-def check_or_write(out: Path, method: dict[str, Any], base_model: str, data: dict[str, Any]) -> None:
-    """Write the run's config and identity into a new ``OUT``; on an existing one, refuse to continue a different
-    run, naming the first field that differs."""
+def check_or_write(out: Path, method: dict[str, Any], base_model: str, data: dict[str, Any],
+                   write: bool = True) -> None:
+    """Write the run's config and identity into a new ``OUT`` (``write``: the main process only); on an existing
+    one, refuse to continue a different run, naming the first field that differs."""
     mine = identity(method, base_model, data)
     if not (out / IDENTITY).exists():
+        if not write:
+            return
         if (out / "last").exists() or (out / "best").exists():
             raise TrainingError(f"{out}: holds a run without {IDENTITY} (written by an older cselab), so it cannot "
                                 f"be checked to be this run; {AFRESH}")

@@ -176,7 +176,7 @@ class Run:
         set_seed(self.cfg["seed"])
         self.out.mkdir(parents=True, exist_ok=True)
         self.rows, self.source = training_rows(method, data, data_dir)
-        run_folder.check_or_write(self.out, method, str(model), self.source)  # before a model loads
+        run_folder.check_or_write(self.out, method, str(model), self.source, write=self.main)  # before a model loads
         self.last, self.counters = self._verified_last()
         self.per_epoch = len(self.rows) // self.cfg["batch_size"]
         if self.per_epoch < self.cfg["grad_accum"]:
