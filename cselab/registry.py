@@ -137,7 +137,6 @@ class Plugin:
     function: Callable = field(repr=False)
     params: dict[str, Param] = field(default_factory=dict)
     roles: tuple[str, ...] = ()
-    optional_roles: tuple[str, ...] = ()
     view_lists: tuple[str, ...] = ()
     needs: tuple[str, ...] = ()
     reduce: str = "rows"
@@ -148,8 +147,6 @@ class Plugin:
     def schema(self) -> dict[str, Param]:
         """The parameters, roles included (each names a view)."""
         roles = {role: Param(str, help=f"the view read as {role}") for role in self.roles}
-        roles.update({role: Param(str, None, nullable=True, help=f"the view read as {role}")
-                      for role in self.optional_roles})
         lists = {name: Param(list, [], items=Param(str), help="views whose vectors are extra negatives")
                  for name in self.view_lists}
         return {**roles, **lists, **self.params}

@@ -86,10 +86,11 @@ def _read_json(spec: str, filename: str) -> Any:
 def _lexical(spec: str, data_dir: str | os.PathLike | None) -> LexicalEncoder:
     if spec == "bow":
         return LexicalEncoder(spec=spec)
-    corpus = read_corpus(spec.split(":", 1)[1]) if ":" in spec else load_corpus("wiki1m", data_dir)
+    source = spec.split(":", 1)[1] if ":" in spec else "wiki1m"
+    corpus = read_corpus(source) if ":" in spec else load_corpus(source, data_dir)
     if not any(sentence.strip() for sentence in corpus):
-        raise DataError(f"{spec.split(':', 1)[1] if ':' in spec else 'wiki1m'}: no sentence to take IDF weights "
-                        "from (an empty corpus would make tfidf the same as bow)")
+        raise DataError(f"{source}: no sentence to take IDF weights from (an empty corpus would make tfidf the "
+                        "same as bow)")
     return LexicalEncoder(idf_corpus=corpus, spec=spec)
 
 

@@ -105,7 +105,6 @@ class NegativeGenerator:
 
     def __init__(self, kind: str, **params):
         self.plugin = get("negatives", kind, "generated.kind")
-        self.kind = kind
         self.params = check(params, self.plugin.schema(), f"generated ({kind})")
         self.memory: list[torch.Tensor] = []  # past anchors, newest last
         self.vae: _VAE | None = None

@@ -72,9 +72,9 @@ def check_or_write(out: Path, method: dict[str, Any], base_model: str, data: dic
         written = yaml.safe_load((out / CONFIG).read_text(encoding="utf-8"))
     except (OSError, ValueError, yaml.YAMLError) as err:  # ValueError: bad JSON or not UTF-8
         raise TrainingError(f"{out / IDENTITY}: unreadable ({type(err).__name__}); {AFRESH}") from None
-    changed = _differences(written, method) if theirs.get("config_sha256") != mine["config_sha256"] else []
-    if theirs.get("config_sha256") != mine["config_sha256"] and not changed:
-        changed = [f"{CONFIG} (edited since the run began)"]
+    changed = []
+    if theirs.get("config_sha256") != mine["config_sha256"]:
+        changed = _differences(written, method) or [f"{CONFIG} (edited since the run began)"]
     for field in ("data", "base_model", "cselab"):
         changed += _differences({field: theirs.get(field)}, {field: mine[field]})
     if changed:

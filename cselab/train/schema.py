@@ -95,9 +95,9 @@ def _losses(losses: Any, views: dict[str, dict[str, Any]]) -> dict[str, dict[str
         params = params or {}
         plugin = get("loss", params.get("type") or name, f"{where}.type" if params.get("type") else where)
         resolved = check(params, {**LOSS, **plugin.schema()}, where)
-        for key in (*plugin.roles, *plugin.optional_roles, *plugin.view_lists):
-            for view in resolved[key] if key in plugin.view_lists else [resolved.get(key)]:
-                if view is not None and view not in available:
+        for key in (*plugin.roles, *plugin.view_lists):
+            for view in resolved[key] if key in plugin.view_lists else [resolved[key]]:
+                if view not in available:
                     raise ConfigError(f"{where}.{key}: {view!r} is not a view; views: {', '.join(sorted(available))}")
         result[name] = resolved
     return result

@@ -130,9 +130,8 @@ def load_state(folder: Path, rank: int, model: torch.nn.Module, optimizer, sched
         scaler.load_state_dict(_load(folder / "scaler.pt"))
     for name, state in loss_states.items():
         state.load_state_dict(_load(folder / f"loss-{name}.pt"))
+    rng = _load(path)
     try:
-        set_rng_state(_load(path))
-    except StateError:
-        raise
+        set_rng_state(rng)
     except Exception as err:
         raise StateError(f"{path}: the random generators cannot be restored ({type(err).__name__}: {err})") from None

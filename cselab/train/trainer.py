@@ -393,8 +393,8 @@ def train(method: dict[str, Any], model: str, data: str | os.PathLike | None, ou
     "best"`` continues from the best checkpoint's weights with a fresh optimizer when ``OUT/last`` is damaged."""
     if restart_from not in (None, *RESTARTS):
         raise TrainingError(f"--restart-from {restart_from!r}: expected one of {', '.join(RESTARTS)}")
-    out = Path(out)
-    with run_folder.RunLock(out) if int(os.environ.get("RANK", 0)) == 0 else contextlib.nullcontext():
-        if overwrite and int(os.environ.get("RANK", 0)) == 0:
+    out, main = Path(out), int(os.environ.get("RANK", 0)) == 0  # the lock and the overwrite: one process
+    with run_folder.RunLock(out) if main else contextlib.nullcontext():
+        if overwrite and main:
             run_folder.overwrite(out)
         return Run(method, model, data, out, data_dir, eval_limit, tensorboard, restart_from).run(log_every, progress)
