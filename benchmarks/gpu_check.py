@@ -175,15 +175,18 @@ class Stepper:
 
         from cselab.train.methods import load_method
         from cselab.train.objectives import build_states
-        from cselab.train.trainer import build_encoder, build_optimizer, initial_weights
+        from cselab.train.optim import build_optimizer
+        from cselab.train.trainer import build_encoder, initial_weights
 
         self.method = load_method(method_name, ["training.max_length=32", *overrides])
         self.device, self.batch_size = device, batch_size
         self.encoder = build_encoder(self.method, str(model_dir)).to(device)
         if self.encoder.frozen is not None:
             self.encoder.frozen.to(device)
-        self.trainable = [p for p in self.encoder.parameters() if p.requires_grad]
-        self.optimizer = build_optimizer(self.trainable, {**self.method["training"], "lr": 1e-5})
+        named = [(n, p) for n, p in self.encoder.named_parameters() if p.requires_grad]
+        self.trainable = [p for _, p in named]
+        self.optimizer = build_optimizer(named, {**self.method["training"], "lr": 1e-5})
+        self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda _: 1.0)
         self.initial = initial_weights(self.encoder)
         self.generators = build_states(self.method)
         self.pool = sentences(batch_size * 4, seed=batch_size)
@@ -196,6 +199,7 @@ class Stepper:
                 "negation": ["not " + s for s in batch]}
 
     def step(self, step: int, bf16: bool) -> float:
+        from cselab.train.optim import clip_and_step
         from cselab.train.trainer import backward_pass
 
         torch = self.torch
@@ -206,8 +210,7 @@ class Stepper:
             loss, _ = backward_pass(self.encoder, self.method, self.rows(step), lambda value: value.backward(),
                                     lambda: (list(self.encoder.backbone.parameters()), self.initial),
                                     self.generators, self.trainable)
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=True)
+        clip_and_step(self.optimizer, self.schedule, self.trainable, self.method["training"]["max_grad_norm"])
         return float(loss.detach())
 
     def flops_per_step(self) -> float:

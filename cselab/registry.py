@@ -186,7 +186,9 @@ def get(kind: str, name: Any, where: str = "") -> Plugin:
 
 def check(section: Any, schema: dict[str, Param], where: str) -> dict[str, Any]:
     """``section`` (a mapping) validated against ``schema``: unknown keys, missing required keys, types, ranges;
-    defaults filled in (a None default leaves the key out)."""
+    defaults filled in (a None default leaves the key out). A null given for a key that cannot be null means its
+    default; a null given for a nullable key whose default is not null is kept (e.g. ``max_grad_norm: null``, no
+    clipping), so that the resolved config loads back to itself."""
     if not isinstance(section, dict):
         raise ConfigError(f"{where or 'the file'}: expected a mapping of keys, got {section!r}")
     unknown = sorted(set(section) - set(schema))
@@ -194,8 +196,11 @@ def check(section: Any, schema: dict[str, Param], where: str) -> dict[str, Any]:
         raise ConfigError(f"{_join(where, unknown[0])}: unknown key; known: {', '.join(sorted(schema))}")
     result = {}
     for key, param in schema.items():
-        if key in section:
-            value = param.check(section[key], _join(where, key))
+        given = section.get(key)
+        if given is not None or (key in section and (param.nullable or param.default is REQUIRED)):
+            value = param.check(given, _join(where, key))
+            if value is None and param.default is not None:
+                result[key] = None
         elif param.default is REQUIRED:
             raise ConfigError(f"{_join(where, key)}: required ({param.describe()})")
         else:

@@ -1,15 +1,24 @@
-"""`make gpu-check`'s script runs end to end on the CPU with tiny models, so that it cannot rot between devices."""
+"""`make gpu-check`'s script runs end to end with tiny models, on the CPU here and on CUDA where there is a device, so
+that it cannot rot between devices."""
 
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+import torch
+
 SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_check.py"
 
 
-def test_every_section_runs_on_the_cpu_with_tiny_models(tmp_path):
-    run = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--tiny", "--no-compile", "--steps", "2",
+CUDA = torch.cuda.is_available()
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not CUDA, reason="no CUDA device here: the cuda run of this check happens where one is"))])
+def test_every_section_runs_with_tiny_models(tmp_path, device):
+    run = subprocess.run([sys.executable, str(SCRIPT), "--device", device, "--tiny", "--no-compile", "--steps", "2",
                           "--warmup", "1", "--out", str(tmp_path)], capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stderr[-3000:]
     report = json.loads((tmp_path / "gpu-check.json").read_text())
@@ -28,11 +37,8 @@ def test_every_section_runs_on_the_cpu_with_tiny_models(tmp_path):
     assert "| simcse | 8 | fp32 | False |" in (tmp_path / "gpu-check.md").read_text()
 
 
+@pytest.mark.skipif(CUDA, reason="a CUDA device is present, so it cannot be missing")
 def test_a_missing_device_is_said_plainly(tmp_path):
-    import torch
-
-    if torch.cuda.is_available():
-        return
     run = subprocess.run([sys.executable, str(SCRIPT), "--device", "cuda", "--out", str(tmp_path)],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and "sees no CUDA device" in run.stderr

@@ -24,7 +24,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     add_backbone(parser)
     parser.add_argument("--data", help="augment cache folder, a root holding caches (the newest finished one is "
                                        "used), or a corpus name or file (a text column only) (default: the method's "
-                                       "own data, e.g. stsb-sentences for sg, else cache/augment)")
+                                       "own data, e.g. stsb-rows for sg, else cache/augment)")
     parser.add_argument("--out", help="run folder: config.yaml, best/, last/, log.jsonl (required to train)")
     add_overrides(parser, "--set training.max_steps=100 --set losses.info_nce.temperature=0.1")
     add_data_dir(parser, "data root for STS-B dev")

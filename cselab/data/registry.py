@@ -53,9 +53,10 @@ STS_TASKS = {
     "sickr": STSTask("sickr", "SICKRelatedness", tuple(SICK_FILES), "test", "SICK relatedness scores 1-5"),
 }
 CORPORA = {"wiki1m": ("wiki1m_for_simcse.txt", "wiki1m_for_simcse.*.txt")}
-# Corpora made from other data sets: STS-B's train, dev and test sentences without their scores, each once in file
-# order (the unlabelled training text of BERT-flow and SG/SG-OPT, sg-opt.txt footnote 7).
-DERIVED_CORPORA = ("stsb-sentences",)
+# Corpora made from other data sets, STS-B's train, dev and test sentences without their scores (the unlabelled
+# training text of BERT-flow and SG/SG-OPT, sg-opt.txt footnote 7): `stsb-rows` has both sentences of every row in
+# file order, repeats kept (the concatenation SG-BERT's training.py reads), `stsb-sentences` each sentence once.
+DERIVED_CORPORA = ("stsb-rows", "stsb-sentences")
 
 
 def sts_task(key: str) -> STSTask:
@@ -103,9 +104,12 @@ def corpus_path(name_or_path: str | os.PathLike, data_dir: DataDir = None) -> Pa
 
 
 def load_corpus(name_or_path: str | os.PathLike, data_dir: DataDir = None) -> list[str]:
-    """The sentences of a corpus: a file's non-blank lines, or a derived corpus (``stsb-sentences``)."""
-    if str(name_or_path) == "stsb-sentences":
+    """The sentences of a corpus: a file's non-blank lines, or a derived corpus (``stsb-rows``,
+    ``stsb-sentences``)."""
+    if str(name_or_path) in DERIVED_CORPORA:
         pairs = [p for split in STSB_FILES for p in load_sts("stsb", split, data_dir)]
+        if str(name_or_path) == "stsb-rows":
+            return [s for p in pairs for row in zip(p.sentences1, p.sentences2) for s in row]
         return list(dict.fromkeys(s for p in pairs for s in (*p.sentences1, *p.sentences2)))
     return read_corpus(corpus_path(name_or_path, data_dir))
 

@@ -18,7 +18,8 @@ A method (``cselab/train/presets/*.yaml``, or any path) has:
   epochs, ``early_stop`` (patience in evaluations) ... (see :mod:`cselab.train.trainer`);
 - optionally ``data`` (the corpus or cache the method trains on when ``--data`` is not given, e.g. SG's
   STS-B sentences), ``description`` (one line for ``--list-methods``), ``extends`` (a preset this one
-  changes; deep-merged, ``key: null`` removes a key of the base) and ``profiles`` (name ->
+  changes; deep-merged, ``section: null`` removes a section of the base and ``key: null`` sets a value to
+  null) and ``profiles`` (name ->
   ``{dotted.key: value}``, e.g. a paper's per-backbone defaults, picked with ``--profile``; a preset
   inherits the profiles of the one it extends, and its own profile of the same name replaces the base's).
 
@@ -66,8 +67,8 @@ def _read(name_or_path: str | os.PathLike) -> tuple[dict[str, Any], str]:
 def _merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
     merged = copy.deepcopy(base)
     for key, value in changes.items():
-        if value is None:
-            merged.pop(key, None)  # `key: null` removes what the base had
+        if value is None and isinstance(merged.get(key), dict):
+            merged.pop(key)  # `section: null` removes a section of the base (a view, a loss)
         elif isinstance(value, dict) and isinstance(merged.get(key), dict):
             merged[key] = _merge(merged[key], value)
         else:
@@ -113,7 +114,8 @@ def load_method(name_or_path: str | os.PathLike, overrides: list[str] = (), prof
 
 def _override(config: dict[str, Any], item: str) -> None:
     """Set one ``dotted.key=value`` (JSON, else YAML); missing sections are created, so any key of the schema can
-    be set whether or not the YAML lists it (the schema then checks it); ``null`` removes the key."""
+    be set whether or not the YAML lists it (the schema then checks it); ``null`` removes a section, and sets a
+    value to null (the key's default where it cannot be null)."""
     key, sep, raw = item.partition("=")
     if not sep or not key:
         raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. training.lr=1e-5")
@@ -127,10 +129,10 @@ def _override(config: dict[str, Any], item: str) -> None:
             raise ConfigError(f"--set {item!r}: {'.'.join(parents[:depth + 1])} is {child!r}, not a section")
         node = child
     value = _parse(raw)
-    if value is None:
-        node.pop(leaf, None)
+    if value is None and isinstance(node.get(leaf), dict):
+        node.pop(leaf)  # a section (a view, a loss) is removed
     else:
-        node[leaf] = value
+        node[leaf] = value  # a null value means null where the key may be null, else the key's default
 
 
 def _parse(raw: str) -> Any:

@@ -28,7 +28,7 @@ from cselab.encoders.checkpoint import CheckpointInfo, write_checkpoint_info
 from cselab.encoders.pooling import LAYER_POOLER, needs_hidden_states, pool, pool_states
 from cselab.encoders.transformer import TransformerEncoder
 from cselab.errors import ConfigError
-from cselab.registry import get, register
+from cselab.registry import Param, get, register
 
 ST_POOLING = {"cls_before_pooler": "pooling_mode_cls_token", "avg": "pooling_mode_mean_tokens"}
 
@@ -45,34 +45,65 @@ class MLPHead(nn.Module):
         return torch.tanh(self.dense(vectors))
 
 
-@register("head", "projection")
+@register("head", "projection", params={
+    "inner": Param(int, 4096, "the first layer's width (sg-opt.txt footnote 4: 4096)", min=1),
+    "output": Param(int, None, "the second layer's width (null: the backbone's hidden size)", min=1,
+                    nullable=True)})
 class ProjectionHead(nn.Sequential):
-    """SG-OPT's projection head f: two linear layers (hidden size 4096), each followed by GELU."""
+    """SG-OPT's projection head f: two linear layers (hidden size ``inner``), each followed by GELU."""
 
-    def __init__(self, hidden: int, inner: int = 4096):
-        super().__init__(nn.Linear(hidden, inner), nn.GELU(), nn.Linear(inner, hidden), nn.GELU())
+    def __init__(self, hidden: int, inner: int = 4096, output: int | None = None):
+        super().__init__(nn.Linear(hidden, inner), nn.GELU(), nn.Linear(inner, output or hidden), nn.GELU())
+
+
+def init_head_bert(head: nn.Module, initializer_range: float) -> None:
+    """BERT's ``_init_weights`` for the head's linear layers: weights ~ normal(0, ``initializer_range``), biases 0
+    (how SimCSE's ``cl_init`` and SG-BERT's ``loss.py`` start their heads)."""
+    for module in head.modules():
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=initializer_range)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+
+
+def build_head(head: dict | str | None, init: str, config) -> nn.Module | None:
+    """The training head ``head`` (``{kind: NAME, ...parameters}``, or a bare name) over the backbone with
+    ``config``, its weights started as ``init`` says (``bert`` or ``torch``)."""
+    if not head:
+        return None
+    head = {"kind": head} if isinstance(head, str) else head
+    params = {key: value for key, value in head.items() if key != "kind"}
+    module = get("head", head["kind"], "encoder.head").function(config.hidden_size, **params)
+    if init == "bert":
+        if getattr(config, "initializer_range", None) is None:
+            raise ConfigError(f"encoder.head_init bert needs the backbone's initializer_range, which its "
+                              f"{type(config).__name__} lacks: set encoder.head_init=torch")
+        init_head_bert(module, config.initializer_range)
+    return module
 
 
 class TrainingEncoder(nn.Module):
     """A backbone with a pooler, an optional prompt, an optional training-only head and an optional frozen copy.
 
-    ``head``: ``None``, ``"mlp"`` (SimCSE) or ``"projection"`` (SG-OPT), applied to every view in training.
-    ``frozen``: a dtype name (``"float32"``, ``"bfloat16"``, ``"float16"``) to keep a frozen copy of the initial
-    backbone (eval mode, no gradient; SG-OPT's BERT_F), or ``None``. ``freeze_embeddings`` stops the embedding
-    layer (layer 0) from training."""
+    ``head``: ``None``, or ``{"kind": "mlp"}`` (SimCSE), ``{"kind": "projection", ...}`` (SG-OPT), applied to
+    every view in training, its weights started as ``head_init`` says. ``frozen``: a dtype name (``"float32"``,
+    ``"bfloat16"``, ``"float16"``) to keep a frozen copy of the initial backbone (no gradient; SG-OPT's BERT_F),
+    or ``None``; ``frozen_mode`` ``"eval"`` runs it without dropout, ``"train"`` with (as SG-BERT's released code
+    does). ``freeze_embeddings`` stops the embedding layer (layer 0) from training."""
 
     def __init__(self, backbone, tokenizer, pooler: str = "cls_before_pooler", prompt: str | None = None,
-                 max_length: int = 32, head: str | None = None, frozen: str | None = None,
-                 freeze_embeddings: bool = False):
+                 max_length: int = 32, head: dict | None = None, head_init: str = "bert", frozen: str | None = None,
+                 frozen_mode: str = "eval", freeze_embeddings: bool = False):
         super().__init__()
         self.backbone = backbone
         self.view = TransformerEncoder(backbone, tokenizer, pooler=pooler, prompt=prompt, max_length=max_length)
         self.prompt = prompt
         self._views = {prompt: self.view}  # by template as given, before [MASK] becomes the tokenizer's token
-        self.head = get("head", head, "encoder.head").function(backbone.config.hidden_size) if head else None
+        self.head = build_head(head, head_init, backbone.config)
         # not a submodule: outside the optimizer, DDP and the saved state (it is rebuilt from the base model)
         self.__dict__["frozen"] = (copy.deepcopy(backbone).to(getattr(torch, frozen)).eval().requires_grad_(False)
                                    if frozen else None)
+        self.frozen_mode = frozen_mode
         if pooler != "cls" and getattr(backbone, "pooler", None) is not None:
             # the backbone's pooler layer gets no gradient; frozen, DDP does not wait for one
             backbone.pooler.requires_grad_(False)
@@ -119,7 +150,8 @@ class TrainingEncoder(nn.Module):
         device = next(self.backbone.parameters()).device
         if frozen and next(model.parameters()).device != device:
             model.to(device)  # the frozen copy follows the backbone (it is not a submodule)
-        model.train(self.training and not frozen)  # TransformerEncoder puts the backbone in eval mode
+        # TransformerEncoder puts the backbone in eval mode; the frozen copy has dropout only in frozen_mode train
+        model.train(self.training and (not frozen or self.frozen_mode == "train"))
         input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
         positions = view._mask_positions(input_ids) if view.pooler == "mask" or layer_pooler == "mask" else None
         hook = model.get_input_embeddings().register_forward_hook(

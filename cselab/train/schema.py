@@ -7,6 +7,7 @@ view's ``augment``, ``hooks.weights``, ``generated``) take theirs from the plug-
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from cselab.encoders.pooling import LAYER_POOLERS
@@ -15,6 +16,9 @@ from cselab.registry import Param, check, check_plugin, get
 from cselab.train import plugins  # noqa: F401  (every plug-in registered)
 
 DTYPES = ("float32", "bfloat16", "float16")
+HEAD_INITS = ("bert", "torch")
+OPTIMIZERS = ("adamw", "adamw_legacy")
+EARLY_STOP_RULES = ("no_improvement", "drops")
 
 TOP = {
     "method": Param(str, help="the method's name"),
@@ -28,8 +32,13 @@ TOP = {
 ENCODER = {
     "pooler": Param(str, help="how token states become the sentence vector", choices="plugin:pooler"),
     "prompt": Param(str, None, "template with {} for the sentence", nullable=True),
-    "head": Param(str, None, "training-only head", choices="plugin:head", nullable=True),
+    "head": Param(dict, None, "training-only head: a name, or {kind: NAME, ...its parameters}", nullable=True,
+                  plugin="head"),
+    "head_init": Param(str, "bert", "the head's initial weights: bert (normal(0, the backbone's initializer_range), "
+                       "biases 0) or torch (PyTorch's default)", choices=HEAD_INITS),
     "frozen": Param(str, None, "dtype of a frozen copy of the initial backbone", choices=DTYPES, nullable=True),
+    "frozen_mode": Param(str, "eval", "the frozen copy's mode in training: eval (no dropout) or train (dropout on)",
+                         choices=("eval", "train")),
     "freeze_embeddings": Param(bool, False, "do not train the embedding layer"),
 }
 VIEW = {
@@ -52,10 +61,23 @@ TRAINING = {
     "grad_accum": Param(int, 1, "batches per optimizer step", min=1),
     "mixed_precision": Param(str, "no", choices=("no", "fp16", "bf16")),
     "seed": Param(int, 42),
+    "optimizer": Param(str, "adamw_legacy", "adamw (torch's) or adamw_legacy (transformers 4.x: eps added before "
+                       "the bias correction, decay after the update)", choices=OPTIMIZERS),
     "weight_decay": Param(float, 0.0, "AdamW's decoupled decay", min=0.0),
+    "no_decay": Param(list, ["bias", "LayerNorm.weight"], "parameters whose name contains one of these take no "
+                      "weight decay", items=Param(str)),
     "adam_betas": Param(list, [0.9, 0.999], items=Param(float, min=0.0, max=1.0, below=True), length=2),
     "adam_eps": Param(float, 1e-8, min=0.0, above=True),
+    "max_grad_norm": Param(float, 1.0, "clip the gradients' total norm to this before each step (null: no "
+                           "clipping)", min=0.0, above=True, nullable=True),
+    "warmup": Param((int, float), 0, "linear warm-up: a fraction of the total steps (below 1) or a number of "
+                    "steps", min=0),
     "early_stop": Param(int, None, "patience in evaluations", min=1, nullable=True),
+    "early_stop_rule": Param(str, "no_improvement", "what early_stop counts: no_improvement (evaluations in a "
+                             "row without a better best score) or drops (evaluations scoring below the one before, "
+                             "never reset)", choices=EARLY_STOP_RULES),
+    "eval_at_start": Param(bool, False, "score the initial weights before the first step: they are the best to "
+                           "beat (and OUT/best if nothing beats them)"),
     "dev": Param(str, "stsb", "scored at each evaluation: stsb (STS-B dev) or none (best = last save)",
                  choices=("stsb", "none")),
 }
@@ -69,6 +91,8 @@ def _views(views: Any) -> dict[str, dict[str, Any]]:
         raise ConfigError("views: expected a mapping of view names to views")
     result = {}
     for name, view in views.items():
+        if view is None:  # a view removed by `views.NAME: null`
+            continue
         where = f"views.{name}"
         result[name] = check(view or {}, VIEW, where)
         resolved = result[name]
@@ -91,8 +115,9 @@ def _losses(losses: Any, views: dict[str, dict[str, Any]]) -> dict[str, dict[str
     available = set(views) | {f"{name}.layers" for name, view in views.items() if view.get("layers")}
     result = {}
     for name, params in losses.items():
+        if params is None:  # a loss removed by `losses.NAME: null`
+            continue
         where = f"losses.{name}"
-        params = params or {}
         plugin = get("loss", params.get("type") or name, f"{where}.type" if params.get("type") else where)
         resolved = check(params, {**LOSS, **plugin.schema()}, where)
         for key in (*plugin.roles, *plugin.view_lists):
@@ -103,16 +128,36 @@ def _losses(losses: Any, views: dict[str, dict[str, Any]]) -> dict[str, dict[str
     return result
 
 
+def _encoder(encoder: Any) -> dict[str, Any]:
+    if isinstance(encoder, dict) and isinstance(encoder.get("head"), str):  # `head: mlp` is {kind: mlp}
+        encoder = {**encoder, "head": {"kind": get("head", encoder["head"], "encoder.head").name}}
+    return check(encoder, ENCODER, "encoder")
+
+
+def _training(training: Any) -> dict[str, Any]:
+    resolved = check(training, TRAINING, "training")
+    warmup = resolved["warmup"]
+    if warmup >= 1 and warmup != int(warmup):
+        raise ConfigError(f"training.warmup: {warmup!r} is neither a fraction below 1 nor a whole number of steps")
+    return resolved
+
+
+def warmup_steps(warmup: float, total: int) -> int:
+    """``training.warmup`` in steps: a fraction below 1 of ``total`` (rounded up, as Hugging Face's
+    ``warmup_ratio`` and SG-BERT's ``training.py``), else a count."""
+    return math.ceil(warmup * total) if warmup < 1 else int(warmup)
+
+
 def resolve(config: dict[str, Any], source: str) -> dict[str, Any]:
     """``config`` validated to the leaf, with defaults filled in (a key whose default is null is left out)."""
     try:
         top = check(config, TOP, "")
         resolved = {key: top[key] for key in ("method", "description", "data", "imports", "profile") if key in top}
-        resolved["encoder"] = check(top["encoder"], ENCODER, "encoder")
+        resolved["encoder"] = _encoder(top["encoder"])
         resolved["views"] = _views(top["views"])
         resolved["losses"] = _losses(top["losses"], resolved["views"])
         resolved["hooks"] = check(top["hooks"] or {}, HOOKS, "hooks")
-        resolved["training"] = check(top["training"], TRAINING, "training")
+        resolved["training"] = _training(top["training"])
     except ConfigError as err:
         raise ConfigError(f"{source}: {err}") from None
     return resolved

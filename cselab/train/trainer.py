@@ -2,18 +2,20 @@
 
 Through accelerate: one CPU or GPU, or several GPUs with ``accelerate launch`` (DDP; each batch split across
 the processes, in-batch negatives gathered from all of them with their gradient, see
-:mod:`cselab.train.distributed`); bf16/fp16 with ``mixed_precision``; gradient accumulation over
-``grad_accum`` batches; a linear learning-rate decay; STS-B dev evaluation every ``eval_steps`` (the dev set
-tokenized once) keeping the best checkpoint in ``OUT/best``, and the full training state (model, optimizer,
-scheduler, RNG states, step) in ``OUT/last`` at each evaluation: a run started again on the same ``OUT``
-resumes from there, the data order being a function of the seed and the epoch. A NaN or infinite loss stops
-the run, naming the step, with ``OUT/last`` left as the last good state. With ``training.early_stop`` (a
-patience counted in evaluations) the run ends once that many evaluations in a row did not improve the best dev
-score (SG/SG-OPT's "early stopping endurance"). With ``training.dev: none`` there is no dev set: every
-evaluation step saves ``OUT/best`` (the latest weights) and the data root is not needed. The optimizer is
-AdamW with the config's ``weight_decay`` (0 in every preset, as SimCSE), ``adam_betas`` and ``adam_eps``.
-``OUT/log.jsonl`` has one line per logged step and per evaluation; ``OUT/config.yaml`` is the resolved method;
-with ``tensorboard=True`` the same figures go to ``OUT/tensorboard`` too.
+:mod:`cselab.train.distributed`); bf16/fp16 with ``mixed_precision`` (refused where accelerate would fall back to
+fp32); gradient accumulation over ``grad_accum`` batches; the gradients' total norm clipped to ``max_grad_norm``;
+the optimizer, its linear warm-up and decay from :mod:`cselab.train.optim`; STS-B dev evaluation every
+``eval_steps`` (the dev set tokenized once; with ``eval_at_start`` also before the first step) keeping the best
+checkpoint in ``OUT/best``, and the full training state (model, optimizer, scheduler, RNG states, step) in
+``OUT/last`` at each evaluation: a run started again on the same ``OUT`` resumes from there, the data order being
+a function of the seed and the epoch. A NaN or infinite loss stops the run, naming the step, with ``OUT/last``
+left as the last good state. With ``training.early_stop`` the run ends once the early-stop count reaches it: by
+default evaluations in a row without a better best dev score, with ``early_stop_rule: drops`` every evaluation
+that scored below the one before (SG-BERT's "early stopping endurance"). With ``training.dev: none`` there is no
+dev set: every evaluation step saves ``OUT/best`` (the latest weights) and the data root is not needed.
+``OUT/log.jsonl`` has one line per logged step (the loss, its parts, the gradient norm before clipping, the
+learning rate) and per evaluation; ``OUT/config.yaml`` is the resolved method; with ``tensorboard=True`` the same
+figures go to ``OUT/tensorboard`` too.
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ from accelerate import Accelerator
 from accelerate.utils import broadcast_object_list, set_seed
 from tqdm.auto import tqdm
 from safetensors.torch import load_model
-from transformers import get_linear_schedule_with_warmup
 
 from cselab.atomic import write_json_atomic
 from cselab.data import load_sts
@@ -47,6 +48,7 @@ from cselab.train.data import training_rows
 from cselab.train.hooks import perturb_weights, restore_weights
 from cselab.train.model import TrainingEncoder, save_checkpoint
 from cselab.train.objectives import batch_losses, build_states, gradient_view_names, losses_need, total_loss
+from cselab.train.optim import build_optimizer, build_scheduler, clip_and_step
 
 RESTARTS = ("best",)
 BEST_STATE = "training.json"  # in OUT/best: the step and score it was saved at
@@ -72,6 +74,16 @@ class DevSet:
         return 100 * spearman(sims, self.scores)
 
 
+def early_stop_count(rule: str, count: int, score: float | None, previous: float, improved: bool) -> int:
+    """The early-stop count after an evaluation that gave ``score`` (None without a dev set): with
+    ``no_improvement``, evaluations in a row without a better best score (0 when ``improved``); with ``drops``
+    (SG-BERT's rule), every evaluation so far that scored below the one before it (``previous``; 0 before the
+    first), never reset."""
+    if rule == "drops":
+        return count + int(score is not None and score < previous)
+    return 0 if improved else count + 1
+
+
 def _replace_folder(temporary: Path, final: Path) -> None:
     """Put ``temporary`` at ``final``; at every moment one complete copy exists (``final`` or ``final.old``)."""
     old = final.with_name(final.name + ".old")
@@ -87,7 +99,8 @@ def build_encoder(method: dict[str, Any], model: str) -> TrainingEncoder:
     enc = method["encoder"]
     return TrainingEncoder.from_pretrained(
         model, pooler=enc["pooler"], prompt=enc.get("prompt"), max_length=method["training"]["max_length"],
-        head=enc.get("head"), frozen=enc.get("frozen"), freeze_embeddings=enc.get("freeze_embeddings", False))
+        head=enc.get("head"), head_init=enc["head_init"], frozen=enc.get("frozen"), frozen_mode=enc["frozen_mode"],
+        freeze_embeddings=enc["freeze_embeddings"])
 
 
 def initial_weights(encoder: TrainingEncoder) -> list[torch.Tensor]:
@@ -96,13 +109,6 @@ def initial_weights(encoder: TrainingEncoder) -> list[torch.Tensor]:
     if encoder.frozen is not None and next(encoder.frozen.parameters()).dtype == torch.float32:
         return list(encoder.frozen.parameters())
     return [p.detach().clone() for p in encoder.backbone.parameters()]
-
-
-def build_optimizer(parameters: list[torch.Tensor], cfg: dict[str, Any]) -> torch.optim.AdamW:
-    """AdamW with every argument from the config: ``lr``, ``adam_betas``, ``adam_eps``, ``weight_decay`` (0 in every
-    preset, as SimCSE's Hugging Face Trainer settings; torch's own default, 0.01, would pull the weights to 0)."""
-    return torch.optim.AdamW(parameters, lr=cfg["lr"], betas=tuple(cfg.get("adam_betas", (0.9, 0.999))),
-                             eps=cfg.get("adam_eps", 1e-8), weight_decay=cfg.get("weight_decay", 0.0))
 
 
 def backward_pass(model, method: dict[str, Any], rows: dict[str, list], backward, initial_weights=None,
@@ -136,8 +142,12 @@ def _launch(cfg: dict[str, Any], out: Path, tensorboard: bool) -> Accelerator:
     """The accelerator, once the launch adds up (processes, batch split, tensorboard installed)."""
     if tensorboard and importlib.util.find_spec("tensorboard") is None:
         raise TrainingError("tensorboard=True needs the tensorboard package: pip install 'cselab[tensorboard]'")
+    if cfg["mixed_precision"] == "fp16" and not torch.cuda.is_available():
+        _refuse_precision(cfg, "cpu")
     accelerator = Accelerator(mixed_precision=cfg["mixed_precision"], log_with="tensorboard" if tensorboard else None,
                               project_dir=str(out))
+    if cfg["mixed_precision"] != "no" and not accelerator.native_amp:
+        _refuse_precision(cfg, accelerator.device)
     processes = accelerator.num_processes
     launched = int(os.environ.get("WORLD_SIZE", 1))
     if launched != processes:  # each process would train alone, all writing to OUT
@@ -151,6 +161,12 @@ def _launch(cfg: dict[str, Any], out: Path, tensorboard: bool) -> Accelerator:
                           "(its replicas would each see a part of the in-batch negatives); to use them all, run "
                           "`accelerate launch --multi_gpu -m cselab.cli train ...`")
     return accelerator
+
+
+def _refuse_precision(cfg: dict[str, Any], device) -> None:
+    """accelerate trains in fp32, without a word, where the asked precision is not available: refuse instead."""
+    raise TrainingError(f"training.mixed_precision {cfg['mixed_precision']} is not available on {device} (fp16 needs "
+                        "a CUDA device); set training.mixed_precision=no")
 
 
 def _check_hooks(method: dict[str, Any], processes: int) -> None:
@@ -185,7 +201,8 @@ class Run:
         total = self.per_epoch * self.cfg["epochs"] // self.cfg["grad_accum"]
         self.total = total if self.cfg.get("max_steps") is None else min(self.cfg["max_steps"], total)
         self._build_model(model)
-        self.step, self.best, self.stale = 0, -math.inf, 0  # stale: evaluations in a row without a better score
+        # stale: the early-stop count (training.early_stop_rule); previous: the last dev score (0 before the first)
+        self.step, self.best, self.stale, self.previous = 0, -math.inf, 0, 0.0
         self.orders: dict[int, torch.Tensor] = {}  # the epoch's data order, a function of the seed and the epoch
         self.info = CheckpointInfo(pooler=method["encoder"]["pooler"], prompt=method["encoder"].get("prompt"),
                                    max_length=min(self.core.tokenizer.model_max_length, 512),
@@ -199,8 +216,8 @@ class Run:
     def _build_model(self, model: str) -> None:
         encoder = build_encoder(self.method, model)
         initial = initial_weights(encoder) if losses_need(self.method, "initial_weights") else None
-        optimizer = build_optimizer([p for p in encoder.parameters() if p.requires_grad], self.cfg)
-        self.scheduler = get_linear_schedule_with_warmup(optimizer, 0, self.total)
+        optimizer = build_optimizer([(n, p) for n, p in encoder.named_parameters() if p.requires_grad], self.cfg)
+        self.scheduler = build_scheduler(optimizer, self.cfg, self.total)
         self.encoder, self.optimizer = self.accelerator.prepare(encoder, optimizer)
         self.states = build_states(self.method)  # their queues and histories resume with the run
         if self.accelerator.num_processes > 1:
@@ -236,6 +253,7 @@ class Run:
         except state.StateError as err:
             raise state.StateError(f"{err}; {RESUME_HELP}") from None
         self.step, self.best, self.stale = self.counters["step"], self.counters["best"], self.counters["stale"]
+        self.previous = self.counters["previous"]
 
     def _restart_from_best(self) -> None:
         best = self.out / "best"
@@ -277,9 +295,10 @@ class Run:
                                     "or check the data")
             for key, value in {"loss": loss, **parts}.items():
                 parts_sum[key] = parts_sum.get(key, 0.0) + value.item() / accum
-        self.optimizer.step()
-        self.scheduler.step()
-        self.optimizer.zero_grad()
+        norm = clip_and_step(self.optimizer, self.scheduler, self.trainable, self.cfg["max_grad_norm"],
+                             self.accelerator.clip_grad_norm_)
+        if norm is not None:
+            parts_sum["grad_norm"] = norm  # before clipping
         self.step += 1
         return parts_sum
 
@@ -302,14 +321,13 @@ class Run:
         self.accelerator.wait_for_everyone()  # every process's RNG state is in last.tmp before it is renamed
         if self.main:
             score = self._score()
-            if score is None or score > self.best:
-                self.best, self.stale = (self.best if score is None else score), 0
-                save_checkpoint(self.out / "best.tmp", self.core, self.info)
-                write_json_atomic(self.out / "best.tmp" / BEST_STATE, {"step": self.step, "best": self.best})
-                _replace_folder(self.out / "best.tmp", self.out / "best")
-            else:
-                self.stale += 1
-            counters = {"step": self.step, "best": self.best, "stale": self.stale}
+            improved = score is None or score > self.best
+            self.stale = early_stop_count(self.cfg["early_stop_rule"], self.stale, score, self.previous, improved)
+            self.previous = self.previous if score is None else score
+            if improved:
+                self.best = self.best if score is None else score
+                self._save_best()
+            counters = {"step": self.step, "best": self.best, "stale": self.stale, "previous": self.previous}
             state.save_shared_state(tmp, self.core, self.optimizer, self.scheduler, self.accelerator.scaler,
                                     self.states, counters)
             state.write_manifest(tmp)
@@ -319,6 +337,20 @@ class Run:
         if self.accelerator.num_processes > 1:  # only the main process evaluates; all stop early at the same step
             self.stale = broadcast_object_list([self.stale])[0]
         return score
+
+    def _save_best(self) -> None:
+        save_checkpoint(self.out / "best.tmp", self.core, self.info)
+        write_json_atomic(self.out / "best.tmp" / BEST_STATE, {"step": self.step, "best": self.best})
+        _replace_folder(self.out / "best.tmp", self.out / "best")
+
+    def evaluate_start(self) -> None:
+        """``training.eval_at_start``: score the initial weights, which become the best to beat and ``OUT/best``
+        until something beats them (SG-BERT's ``fit()`` scores the model before the first step); the early-stop
+        count does not include it."""
+        if self.main and self.dev is not None:
+            self.best = self._score()
+            self._save_best()
+            self.record({"stsb_dev": self.best, "best": self.best, "initial": True})
 
     def _score(self) -> float | None:
         if self.dev is None:
@@ -339,6 +371,8 @@ class Run:
         self.resume()
         if self.tensorboard:
             self.accelerator.init_trackers("tensorboard")
+        if self.cfg["eval_at_start"] and self.step == 0:
+            self.evaluate_start()
         patience, clock = self.cfg.get("early_stop"), time.perf_counter()
         bar = tqdm(total=self.total, initial=self.step, desc=f"Training {self.method['method']}", unit="step",
                    disable=not (progress and self.main))
@@ -357,7 +391,9 @@ class Run:
                     if score is not None:
                         bar.set_postfix(loss=f"{parts['loss']:.4f}", dev=f"{score:.2f}")
                     if patience is not None and self.stale >= patience:
-                        self.record({"early_stop": f"{self.stale} evaluations without a better dev score"})
+                        self.record({"early_stop": f"{self.stale} evaluations " + (
+                            "scored below the one before" if self.cfg["early_stop_rule"] == "drops"
+                            else "without a better dev score")})
                         break
         finally:
             bar.close()

@@ -52,3 +52,32 @@ def test_prompt_checkpoint_loads_in_the_probe(tiny_bert_dir, tmp_path):
     assert not (folder / "modules.json").exists()  # sentence-transformers has no mask-token pooling
     np.testing.assert_allclose(load_encoder(str(folder), device="cpu").encode(SENTENCES),
                                encoder.embed(SENTENCES).detach().numpy(), atol=1e-5)
+
+
+def test_a_bert_initialised_head_has_the_backbones_spread_and_no_bias(tiny_bert_dir):
+    torch.manual_seed(0)
+    bert = TrainingEncoder.from_pretrained(tiny_bert_dir, head={"kind": "projection", "inner": 4096, "output": 4096},
+                                           head_init="bert")
+    first, last = bert.head[0], bert.head[2]
+    assert (first.in_features, first.out_features, last.out_features) == (32, 4096, 4096)
+    for layer in (first, last):  # normal(0, 0.02): BertConfig's initializer_range
+        assert layer.weight.mean().abs() < 1e-3 and layer.weight.std().item() == pytest.approx(0.02, rel=0.01)
+        assert not layer.bias.any()
+    torch.manual_seed(0)
+    default = TrainingEncoder.from_pretrained(tiny_bert_dir, head="mlp", head_init="torch").head.dense
+    bound = 1 / 32 ** 0.5  # torch's Linear: uniform(+-1/sqrt(fan_in)) weights and biases
+    assert default.weight.abs().max() <= bound and default.weight.std().item() == pytest.approx(bound / 3 ** 0.5,
+                                                                                                   rel=0.1)
+    assert default.bias.abs().max() > 0.02
+    output = TrainingEncoder.from_pretrained(tiny_bert_dir, head={"kind": "projection"}).head[2].out_features
+    assert output == 32  # output null: the backbone's width
+
+
+@pytest.mark.parametrize(("mode", "differ"), [("eval", False), ("train", True)])
+def test_the_frozen_copy_has_dropout_only_in_train_mode(tiny_bert_dir, mode, differ):
+    torch.manual_seed(0)
+    encoder = TrainingEncoder.from_pretrained(tiny_bert_dir, frozen="float32", frozen_mode=mode)
+    first, second = (encoder.embed(SENTENCES, frozen=True) for _ in range(2))
+    assert (not torch.equal(first, second)) is differ and not first.requires_grad
+    encoder.eval()  # at evaluation no view has dropout
+    assert torch.equal(encoder.embed(SENTENCES, frozen=True), encoder.embed(SENTENCES, frozen=True))

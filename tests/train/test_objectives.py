@@ -54,7 +54,7 @@ def test_frozen_copy_gives_layer_views_without_gradient_and_stays_put(tiny_bert_
     assert not any(p.requires_grad for p in encoder.backbone.embeddings.parameters())  # layer 0 frozen
     assert initial_weights(encoder)[0] is next(encoder.frozen.parameters())  # no third copy for the regularizer
     encoded = encode_views(encoder, method, ROWS)
-    assert encoded["guide.layers"][0].shape == (3, 3, 32)  # embeddings + 2 layers, max pooled, through the head
+    assert encoded["guide.layers"][0].shape == (3, 3, 4096)  # embeddings + 2 layers, max pooled, through the head
     before = [p.clone() for p in encoder.frozen.parameters()]
     method_losses(method, encoded, lambda: (list(encoder.backbone.parameters()), initial_weights(encoder))
                   )["sg_opt"].backward()
@@ -81,7 +81,7 @@ def test_composition_profiles_and_removal():
     assert (large["training"]["batch_size"], large["training"]["lr"]) == (256, 3e-5)
     assert (large["losses"]["info_nce"]["margin"], large["losses"]["info_nce"]["perturbation"]) == (0.02, "p+n-")
     assert set(load_method("sg-opt")["losses"]) == {"sg_opt", "recall"}  # `nt_xent: null` removed SG's loss
-    with pytest.raises(ValueError, match="no profile 'gpt'; profiles: minilm, bert-base, bert-large, roberta-base"):
+    with pytest.raises(ValueError, match="no profile 'gpt'; profiles: minilm, official, bert-base, bert-large, "):
         load_method("byop-d", profile="gpt")
     with pytest.raises(ValueError, match="perturbation: 'p\\+\\+' is not allowed; expected one of p\\+, p-"):
         load_method("byop-c", ["losses.info_nce.perturbation=p++"])

@@ -23,7 +23,13 @@ MISTAKES = {  # (method, --set): what the one line says after "METHOD: KEY: "
     ("sam", "hooks.weights.kind=sma"): "unknown weight hook 'sma'; known: awp, sam",
     ("simcse", "losses.info_nce.type=info_nse"): "unknown loss 'info_nse'; known: info_nce, nt_xent",
     ("simcse", "losses.info_nce.positive=positiv"): "'positiv' is not a view; views: anchor, positive",
-    ("simcse", "encoder.head=mpl"): "'mpl' is not allowed; expected one of mlp, projection",
+    ("simcse", "encoder.head=mpl"): "unknown head 'mpl'; known: mlp, projection",
+    ("simcse", "training.optimizer=adam"): "'adam' is not allowed; expected one of adamw, adamw_legacy",
+    ("simcse", "training.max_grad_norm=0"): "0.0 is out of range; expected a number > 0 or null",
+    ("sg", "encoder.frozen_mode=on"): "'on' is not allowed; expected one of eval, train",
+    ("sg", "encoder.head.output=0"): "0 is out of range; expected a whole number >= 1 or null",
+    ("simcse", "encoder.head_init=xavier"): "'xavier' is not allowed; expected one of bert, torch",
+    ("sg", "training.early_stop_rule=patience"): "'patience' is not allowed; expected one of no_improvement, drops",
 }
 
 
@@ -67,3 +73,16 @@ def test_show_config_output_loads_back_to_the_same_config(tmp_path, capsys, pres
     path = tmp_path / "config.yaml"
     path.write_text(capsys.readouterr().out)
     assert load_method(path) == load_method(preset, profile="minilm")
+
+
+def test_a_null_over_a_default_is_kept_and_loads_back(tmp_path, capsys):
+    assert main(["train", "--method", "simcse", "--set", "training.max_grad_norm=null", "--show-config"]) == 0
+    printed = capsys.readouterr().out
+    assert "  max_grad_norm: null\n" in printed
+    (tmp_path / "method.yaml").write_text(printed)
+    assert load_method(tmp_path / "method.yaml") == load_method("simcse", ["training.max_grad_norm=null"])
+    assert load_method(tmp_path / "method.yaml")["training"]["max_grad_norm"] is None  # not clipped
+    assert load_method("simcse", ["training.seed=null"])["training"]["seed"] == 42  # cannot be null: the default
+    # a section set to null is removed (a loss of the base, here in a profile's style)
+    assert "two_way_margin" not in load_method("osscse", ["losses.two_way_margin=null"])["losses"]
+

@@ -1,5 +1,6 @@
 import hashlib
 import json
+import math
 import os
 import signal
 import subprocess
@@ -14,7 +15,7 @@ from cselab.cli import main
 from cselab.encoders import load_encoder
 from cselab.train.data import training_rows, warn_if_paraphrases_differ
 from cselab.train.methods import load_method
-from cselab.train.trainer import TrainingError, build_optimizer, train
+from cselab.train.trainer import TrainingError, early_stop_count, train
 
 
 def small(method: str, **training) -> dict:
@@ -116,23 +117,54 @@ def test_early_stop_ends_the_run_after_patience_evaluations_without_a_better_sco
     assert json.loads((tmp_path / "run" / "last" / "trainer_state.json").read_text())["stale"] == 2
 
 
-def test_the_optimizer_takes_every_argument_from_the_config():
-    parameter = torch.nn.Parameter(torch.ones(2))
-    training = load_method("sg")["training"]
-    (group,) = build_optimizer([parameter], training).param_groups
-    assert (group["lr"], group["betas"], group["eps"], group["weight_decay"]) == (5e-5, (0.9, 0.9), 1e-8, 0.0)
-    assert load_method("simcse")["training"]["weight_decay"] == 0.0
-
-
-def test_sg_trains_on_the_stsb_sentences_by_default(tiny_bert_dir, data_dir, tmp_path):
-    from cselab.data import load_corpus
+def test_sg_trains_on_every_stsb_row_by_default(tiny_bert_dir, data_dir, tmp_path):
+    from cselab.data import load_corpus, load_sts
 
     method = load_method("sg", ["training.max_steps=2", "training.eval_steps=2", "training.max_length=16"])
     summary = train(method, str(tiny_bert_dir), None, tmp_path / "run", data_dir, eval_limit=20, progress=False)
-    sentences = load_corpus("stsb-sentences", data_dir)
+    sentences = load_corpus("stsb-rows", data_dir)
     digest = hashlib.sha256("\n".join(sentences).encode()).hexdigest()
-    assert summary["data"] == {"kind": "corpus", "name": "stsb-sentences", "rows": len(sentences), "sha256": digest}
-    assert 10_000 < len(sentences) == len(set(sentences))
+    assert summary["data"] == {"kind": "corpus", "name": "stsb-rows", "rows": len(sentences), "sha256": digest}
+    pairs = sum(len(p.scores) for split in ("train", "dev", "test") for p in load_sts("stsb", split, data_dir))
+    assert len(sentences) == 2 * pairs > len(set(sentences)) == len(load_corpus("stsb-sentences", data_dir))
+
+
+def test_an_epoch_drops_its_last_partial_batch(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
+    # 96 rows in batches of 20: four full batches, the last 16 rows left out of the epoch
+    summary = train(small("simcse", batch_size=20, epochs=1), str(tiny_bert_dir), tiny_cache, tmp_path / "run",
+                    data_dir, eval_limit=20, progress=False)
+    assert summary["steps"] == 4
+
+
+@pytest.mark.parametrize(("rule", "counts"), [("drops", [0, 0, 1, 1, 2, 3]), ("no_improvement", [0, 0, 1, 2, 3, 4])])
+def test_the_early_stop_count_by_hand(rule, counts):
+    count, best, previous, seen = 0, -math.inf, 0.0, []
+    for score in (50.0, 60.0, 55.0, 58.0, 57.0, 40.0):
+        count = early_stop_count(rule, count, score, previous, score > best)
+        best, previous = max(best, score), score
+        seen.append(count)
+    assert seen == counts
+
+
+def test_the_initial_model_is_scored_first_and_stays_best_until_beaten(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
+    # lr 0: no evaluation beats the initial score, and none drops below the one before
+    summary = train(small("simcse", max_steps=4, eval_steps=1, lr=0.0, early_stop=2, early_stop_rule="drops",
+                          eval_at_start=True), str(tiny_bert_dir), tiny_cache, tmp_path / "run", data_dir,
+                    eval_limit=20, progress=False)
+    assert summary["steps"] == 4 and not summary["stopped_early"]
+    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    first = next(r for r in log if "stsb_dev" in r)
+    assert first["step"] == 0 and first["initial"] and [r["step"] for r in log if "stsb_dev" in r] == [0, 1, 2, 3, 4]
+    assert json.loads((tmp_path / "run" / "best" / "training.json").read_text())["step"] == 0
+    logged = [r for r in log if "loss" in r]
+    assert logged and all(r["grad_norm"] > 0 for r in logged)  # clipped, and the norm before clipping logged
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="fp16 is refused only where it cannot run")
+def test_fp16_without_a_cuda_device_is_refused_not_trained_in_fp32(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
+    with pytest.raises(TrainingError, match="training.mixed_precision fp16 is not available on cpu"):
+        train(small("simcse", max_steps=1, mixed_precision="fp16"), str(tiny_bert_dir), tiny_cache, tmp_path / "run",
+              data_dir, eval_limit=20, progress=False)
 
 
 def test_a_plain_corpus_is_refused_for_a_method_that_reads_paraphrases(data_dir):

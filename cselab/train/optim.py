@@ -1,0 +1,96 @@
+"""The optimizer and its schedule, every argument from ``training``.
+
+- ``optimizer: adamw`` is :class:`torch.optim.AdamW`; ``adamw_legacy`` is :class:`LegacyAdamW`, the AdamW of
+  transformers 4.x that SimCSE's, SSCL's and SG-BERT's released code step with. The two differ in where ε and the
+  weight decay act: torch divides by ``sqrt(v / (1 - β₂ᵗ)) + ε`` and decays before the update; the legacy one
+  divides by ``sqrt(v) + ε`` and rescales the step by ``sqrt(1 - β₂ᵗ) / (1 - β₁ᵗ)`` (so ε is ``ε / sqrt(1 - β₂ᵗ)``
+  in torch's terms, 3.2e-7 for 1e-8 at the first step), then decays the updated weights.
+- Parameters whose name contains one of ``no_decay`` (``bias``, ``LayerNorm.weight``, as both released trainers
+  group them) take no weight decay.
+- The learning rate warms up linearly over ``warmup`` (a fraction of the steps, or a count), then decays linearly to
+  0 at the last step (Hugging Face's ``get_linear_schedule_with_warmup``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+import torch
+from transformers import get_linear_schedule_with_warmup
+
+from cselab.train.schema import warmup_steps
+
+
+class LegacyAdamW(torch.optim.Optimizer):
+    """AdamW as transformers 4.x (``transformers.AdamW``, ``correct_bias=True``) steps::
+
+        m ← β₁ m + (1 − β₁) g;   v ← β₂ v + (1 − β₂) g²
+        θ ← θ − lr · sqrt(1 − β₂ᵗ) / (1 − β₁ᵗ) · m / (sqrt(v) + ε)
+        θ ← θ − lr · λ · θ          (the weight decay, after the update)
+    """
+
+    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-6,
+                 weight_decay: float = 0.0):
+        super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay})
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = None
+        if closure is not None:
+            with torch.enable_grad():
+                loss = closure()
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            for parameter in group["params"]:
+                if parameter.grad is None:
+                    continue
+                state = self.state[parameter]
+                if not state:
+                    state["step"] = 0
+                    state["exp_avg"] = torch.zeros_like(parameter)
+                    state["exp_avg_sq"] = torch.zeros_like(parameter)
+                state["step"] = step = state["step"] + 1
+                grad, exp_avg, exp_avg_sq = parameter.grad, state["exp_avg"], state["exp_avg_sq"]
+                exp_avg.mul_(beta1).add_(grad, alpha=1.0 - beta1)
+                exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1.0 - beta2)
+                size = group["lr"] * math.sqrt(1.0 - beta2 ** step) / (1.0 - beta1 ** step)
+                parameter.addcdiv_(exp_avg, exp_avg_sq.sqrt().add_(group["eps"]), value=-size)
+                if group["weight_decay"] > 0.0:
+                    parameter.add_(parameter, alpha=-group["lr"] * group["weight_decay"])
+        return loss
+
+
+def parameter_groups(named: Iterable[tuple[str, torch.Tensor]], cfg: dict[str, Any]) -> list[dict[str, Any]]:
+    """Two groups: the parameters that take ``weight_decay`` and those whose name contains one of ``no_decay``."""
+    decay, exempt = [], []
+    for name, parameter in named:
+        (exempt if any(part in name for part in cfg["no_decay"]) else decay).append(parameter)
+    return [{"params": decay, "weight_decay": cfg["weight_decay"]}, {"params": exempt, "weight_decay": 0.0}]
+
+
+def build_optimizer(named: Iterable[tuple[str, torch.Tensor]], cfg: dict[str, Any]) -> torch.optim.Optimizer:
+    """The ``training.optimizer`` over the named trainable parameters, with every argument from ``cfg``: ``lr``,
+    ``adam_betas``, ``adam_eps``, ``weight_decay`` (0 in most presets, as SimCSE's Hugging Face Trainer; torch's own
+    default, 0.01, would pull the weights to 0) and ``no_decay``."""
+    kind = LegacyAdamW if cfg["optimizer"] == "adamw_legacy" else torch.optim.AdamW
+    return kind(parameter_groups(named, cfg), lr=cfg["lr"], betas=tuple(cfg["adam_betas"]), eps=cfg["adam_eps"])
+
+
+def build_scheduler(optimizer: torch.optim.Optimizer, cfg: dict[str, Any], total: int):
+    """Linear warm-up over ``training.warmup``, then linear decay to 0 at step ``total``."""
+    return get_linear_schedule_with_warmup(optimizer, warmup_steps(cfg["warmup"], total), total)
+
+
+def clip_and_step(optimizer, scheduler, parameters: list[torch.Tensor], max_grad_norm: float | None,
+                  clip=torch.nn.utils.clip_grad_norm_) -> float | None:
+    """One optimizer step: the gradients' total norm clipped to ``max_grad_norm`` (with ``clip``; None: not
+    clipped), then the optimizer and the schedule stepped and the gradients cleared. Returns the norm before
+    clipping (None when not clipped)."""
+    norm = None if max_grad_norm is None else float(clip(parameters, max_grad_norm))
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad()
+    return norm
+

@@ -1,0 +1,259 @@
+"""cselab's ``--profile official`` against what the authors' released code computes, on a tiny BERT with dropout off
+(so that every forward pass is deterministic) and the training heads copied across.
+
+Each ``released_*`` function below restates, in this file's own words, what the cited lines of the released code
+compute: princeton-nlp/SimCSE at 49fa580 (``simcse/models.py`` ``cl_forward``, ``simcse/trainers.py`` 472-499 and
+transformers 4.2.1's Trainer and AdamW), galsang/SG-BERT at 23d5ebe (``loss.py`` ``Loss`` and ``NTXentLoss``,
+``modules.py`` ``fit``) and nuochenpku/SSCL at 1a7e75f (``sscl/models.py`` ``cl_forward`` and
+``construct_negtives``). cselab's side runs its own functions, the ones the trainer runs: ``build_encoder``,
+``build_optimizer``, ``build_scheduler``, ``backward_pass`` and ``clip_and_step``. The first batch's loss must agree
+to 1e-5 (relative), all its gradients as one vector to 1e-5 of that vector's norm, and every parameter after three
+optimizer steps with the gradient norm clipped (an attention key's bias aside, see ROUNDING_ONLY): each tensor to
+1e-5 of its norm, and its move over the three steps to 1e-4 of that move (Adam's steps hardly depend on a gradient's
+scale, so a wrong optimizer, epsilon, schedule or clipping shows in the moves: each such change, planted, moved them
+by 4e-3 to 0.7 of themselves; the objective shows in the loss).
+"""
+
+import copy
+import math
+
+import pytest
+import torch
+import torch.nn.functional as F
+from transformers import AutoModel, AutoTokenizer, BertModel
+
+from cselab.train.losses import nt_xent
+from cselab.train.methods import load_method
+from cselab.train.optim import build_optimizer, build_scheduler, clip_and_step
+from cselab.train.trainer import backward_pass, build_encoder, initial_weights
+from tests.conftest import save_tiny_bert
+
+TOTAL = 30  # the schedule's length; three steps are taken
+BATCHES = [[f"sentence {i} of batch {b} is about {topic}" for i, topic in
+            enumerate(["music", "dogs", "markets", "rivers", "trains", "bread", "snow", "chess"])] for b in range(3)]
+
+
+@pytest.fixture(scope="module")
+def no_dropout_bert(tmp_path_factory):
+    """Dropout off; weights drawn wider than BERT's 0.02, so that the sentences' vectors differ enough for the loss
+    and its gradients to be well above float32's rounding (at 0.02 every vector is alike and the loss is ln N)."""
+    return str(save_tiny_bert(tmp_path_factory.mktemp("bert-no-dropout"), BertModel, hidden=32, layers=2,
+                              hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, initializer_range=0.2))
+
+
+# --- the released code, restated --------------------------------------------------------------------------------
+
+def masked_mean(states, mask):
+    return (states * mask.unsqueeze(-1)).sum(1) / mask.sum(-1).unsqueeze(-1)
+
+
+def released_pairs(tokenizer, sentences, max_length=32):
+    """SimCSE/SSCL's unsupervised batch: every sentence twice, one forward pass over 2N rows (2i and 2i + 1)."""
+    return tokenizer([s for s in sentences for _ in range(2)], max_length=max_length, truncation=True,
+                     padding=True, return_tensors="pt")
+
+
+def released_simcse_loss(bert, mlp, tokenizer, sentences, temp=0.05):
+    """``cl_forward`` with ``--pooler_type cls``: [CLS] of the last layer through the MLP, cosine / temp, CE."""
+    batch = released_pairs(tokenizer, sentences)
+    pooled = mlp(bert(**batch).last_hidden_state[:, 0]).view(len(sentences), 2, -1)
+    z1, z2 = pooled[:, 0], pooled[:, 1]
+    logits = F.cosine_similarity(z1.unsqueeze(1), z2.unsqueeze(0), dim=-1) / temp
+    return F.cross_entropy(logits, torch.arange(len(sentences)))
+
+
+def released_sscl_loss(bert, tokenizer, sentences, temp=0.05, layers=2):
+    """SSCL's ``cl_forward`` with ``--pooler_type avg --do_neg``: plain SimCSE's loss r, and the loss with both
+    views' mean-pooled hidden states -2, -3, ... as extra columns; their mean."""
+    batch = released_pairs(tokenizer, sentences)
+    outputs = bert(**batch, output_hidden_states=True)
+    mask, n = batch["attention_mask"], len(sentences)
+    z = masked_mean(outputs.last_hidden_state, mask).view(n, 2, -1)
+    logits = F.cosine_similarity(z[:, 0].unsqueeze(1), z[:, 1].unsqueeze(0), dim=-1) / temp
+    labels = torch.arange(n)
+    plain = F.cross_entropy(logits, labels)
+    for i in range(layers):
+        layer = masked_mean(outputs.hidden_states[-2 - i], mask).view(n, 2, -1)
+        for view in (0, 1):
+            logits = torch.cat([logits, F.cosine_similarity(z[:, 0].unsqueeze(1), layer[:, view].unsqueeze(0),
+                                                            dim=-1) / temp], dim=1)
+    return (F.cross_entropy(logits, labels) + plain) / 2
+
+
+def released_sg_opt_loss(tuned, frozen, head, tokenizer, sentences, temp=0.01, lamb=0.1):
+    """SG-BERT's ``Loss`` with ``--obj SG-OPT``: [CLS] of the tuned copy against the frozen copy's mean-pooled
+    layers, both through the projection head; ``NTXentLoss`` (every layer's positive against every other
+    sentence's layers, summed and divided by batch x layers) plus lamb times the squared distance of the weights."""
+    batch = tokenizer(sentences, max_length=128, truncation=True, padding=True, return_tensors="pt")
+    mask = batch["attention_mask"].float()
+    hidden = torch.stack(frozen(**batch, output_hidden_states=True).hidden_states, dim=1)  # (b, layers, len, h)
+    pooled = (hidden * mask[:, None, :, None]).sum(2) / mask.sum(1)[:, None, None]
+    c, views = head(tuned(**batch).last_hidden_state[:, 0]), head(pooled)
+    b, count = views.shape[:2]
+    positives, negatives = [], []
+    for k in range(count):
+        similarity = F.cosine_similarity(c.unsqueeze(1), views[:, k].unsqueeze(0), dim=-1)
+        positives.append(torch.diag(similarity))
+        negatives.append(similarity[~torch.eye(b, dtype=torch.bool)].view(b, -1))
+    logits = torch.cat([torch.cat(positives).view(-1, 1), torch.cat(negatives, dim=1).repeat(count, 1)], dim=1)
+    loss = F.cross_entropy(logits / temp, torch.zeros(b * count, dtype=torch.long), reduction="sum") / (b * count)
+    distance = sum(((p0 - p) ** 2).sum() for p0, p in zip(frozen.parameters(), tuned.parameters(), strict=True))
+    return loss + lamb * distance
+
+
+class ReleasedTrainer:
+    """One step as the released trainers take it: clip the total gradient norm of every parameter, then
+    transformers 4.x's AdamW (``m/(sqrt(v) + eps)`` scaled by ``lr sqrt(1 - b2^t) / (1 - b1^t)``, then the decay
+    ``lr * wd * theta``; bias and LayerNorm weights undecayed) at the linear warm-up/decay schedule's rate."""
+
+    def __init__(self, named, lr, betas, eps, weight_decay, warmup, total, max_norm=1.0):
+        self.named, self.lr, self.betas, self.eps, self.wd = named, lr, betas, eps, weight_decay
+        self.warmup, self.total, self.max_norm, self.count, self.state = warmup, total, max_norm, 0, {}
+
+    def rate(self) -> float:
+        k = self.count
+        factor = k / max(1, self.warmup) if k < self.warmup else max(0.0, (self.total - k) /
+                                                                       max(1, self.total - self.warmup))
+        return self.lr * factor
+
+    @torch.no_grad()
+    def step(self) -> float:
+        parameters = [p for _, p in self.named]
+        norm = float(torch.nn.utils.clip_grad_norm_(parameters, self.max_norm))
+        lr, (b1, b2) = self.rate(), self.betas
+        for name, p in self.named:
+            if p.grad is None:
+                continue
+            m, v, t = self.state.get(name, (torch.zeros_like(p), torch.zeros_like(p), 0))
+            m, v, t = b1 * m + (1 - b1) * p.grad, b2 * v + (1 - b2) * p.grad * p.grad, t + 1
+            self.state[name] = (m, v, t)
+            p -= lr * math.sqrt(1 - b2 ** t) / (1 - b1 ** t) * m / (v.sqrt() + self.eps)
+            if self.wd > 0 and not any(part in name for part in ("bias", "LayerNorm.weight")):
+                p -= lr * self.wd * p
+            p.grad = None
+        self.count += 1
+        return norm
+
+
+# --- cselab's side ----------------------------------------------------------------------------------------------
+
+def official(method, *overrides):
+    """The official profile at a learning rate large enough to move a tiny model in three steps, in fp32 (the
+    released scripts' fp16 needs a GPU; its arithmetic is not what is compared here)."""
+    return load_method(method, ["training.mixed_precision=no", "training.lr=1e-3", *overrides], profile="official")
+
+
+class Cselab:
+    def __init__(self, method, model):
+        torch.manual_seed(0)
+        self.method, cfg = method, method["training"]
+        self.encoder = build_encoder(method, model)
+        named = [(n, p) for n, p in self.encoder.named_parameters() if p.requires_grad]
+        self.trainable = [p for _, p in named]
+        self.optimizer = build_optimizer(named, cfg)
+        self.scheduler = build_scheduler(self.optimizer, cfg, TOTAL)
+        initial = initial_weights(self.encoder)
+        self.weights = lambda: (list(self.encoder.backbone.parameters()), initial)
+
+    def backward(self, sentences) -> torch.Tensor:
+        loss, _ = backward_pass(self.encoder, self.method, {"text": sentences}, lambda value: value.backward(),
+                                self.weights, {}, self.trainable)
+        return loss.detach()
+
+    def step(self) -> float:
+        return clip_and_step(self.optimizer, self.scheduler, self.trainable, self.method["training"]["max_grad_norm"])
+
+
+def paired(ours: Cselab, modules: dict[str, torch.nn.Module]) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """Name -> (cselab's trainable parameter, the released model's): ``modules`` maps cselab's prefixes (backbone,
+    head) to the released side's copies."""
+    theirs = {f"{prefix}.{name}": p for prefix, module in modules.items() for name, p in module.named_parameters()}
+    return {name: (p, theirs[name]) for name, p in ours.encoder.named_parameters() if p.requires_grad}
+
+
+# An attention key's bias adds the same q.b to every key a query sees, which softmax ignores: its gradient is 0 up
+# to rounding, and Adam, dividing by that gradient's own scale, turns the rounding into steps of up to lr. Those
+# tensors follow no signal, so they are compared by gradient only.
+ROUNDING_ONLY = "attention.self.key.bias"
+
+
+def compare(ours: Cselab, pairs, released_loss, trainer: ReleasedTrainer):
+    """The first batch's loss and gradients, then every parameter after three clipped steps."""
+    initial = {name: a.detach().clone() for name, (a, _) in pairs.items()}
+    norms = []
+    for step, sentences in enumerate(BATCHES):
+        mine, theirs = ours.backward(sentences), released_loss(sentences)
+        theirs.backward()
+        if step == 0:
+            torch.testing.assert_close(mine, theirs.detach(), rtol=1e-5, atol=0)
+            # every gradient as one vector, relative to its norm (one pass of 2N rows sums in another order than
+            # two passes of N, which moves the entries that are 0 up to rounding by more than 1e-5 of themselves)
+            ours_grad, their_grad = (torch.cat([p.grad.flatten() for p in side]) for side in zip(*pairs.values()))
+            assert torch.linalg.vector_norm(ours_grad - their_grad) <= 1e-5 * torch.linalg.vector_norm(their_grad)
+        norms.append((ours.step(), trainer.step()))
+    assert [a for a, _ in norms] == pytest.approx([b for _, b in norms], rel=1e-5)
+    assert max(a for a, _ in norms) > trainer.max_norm  # the clipping acted
+    for name, (a, b) in pairs.items():  # per tensor, in norm: the weights to 1e-5, their moves to 1e-4
+        if name.endswith(ROUNDING_ONLY):
+            continue
+        moved = torch.linalg.vector_norm(b - initial[name])
+        assert torch.linalg.vector_norm(a - b) <= 1e-5 * torch.linalg.vector_norm(b), name
+        assert torch.linalg.vector_norm(a - b) <= 1e-4 * moved, name
+    assert max((a - initial[name]).abs().max().item() for name, (a, _) in pairs.items()) > 1e-4  # they moved
+
+
+def test_simcse_official_matches_the_released_code(no_dropout_bert):
+    method = official("simcse")
+    ours = Cselab(method, no_dropout_bert)
+    bert, mlp = copy.deepcopy(ours.encoder.backbone), copy.deepcopy(ours.encoder.head)  # the head copied across
+    tokenizer = AutoTokenizer.from_pretrained(no_dropout_bert)
+    pairs = paired(ours, {"backbone": bert, "head": mlp})
+    named = [(n, p) for n, p in [*bert.named_parameters(), *mlp.named_parameters()] if p.requires_grad]
+    trainer = ReleasedTrainer(named, 1e-3, (0.9, 0.999), 1e-8, 0.0, 0, TOTAL)
+    assert method["training"]["max_grad_norm"] == 1.0 and method["encoder"]["head"] == {"kind": "mlp"}
+    compare(ours, pairs, lambda s: released_simcse_loss(bert, mlp, tokenizer, s), trainer)
+
+
+def test_sscl_official_matches_the_released_code(no_dropout_bert):
+    method = official("sscl-simcse")
+    ours = Cselab(method, no_dropout_bert)
+    assert ours.encoder.head is None  # the avg pooler builds no MLP
+    bert = copy.deepcopy(ours.encoder.backbone)
+    tokenizer = AutoTokenizer.from_pretrained(no_dropout_bert)
+    pairs = paired(ours, {"backbone": bert})
+    trainer = ReleasedTrainer([(n, p) for n, p in bert.named_parameters() if p.requires_grad], 1e-3,
+                              (0.9, 0.999), 1e-8, 0.0, 0, TOTAL)
+    compare(ours, pairs, lambda s: released_sscl_loss(bert, tokenizer, s), trainer)
+
+
+def test_sg_opt_official_matches_the_released_code(no_dropout_bert):
+    method = official("sg-opt")
+    ours = Cselab(method, no_dropout_bert)
+    tuned, head = copy.deepcopy(ours.encoder.backbone), copy.deepcopy(ours.encoder.head)
+    frozen = AutoModel.from_pretrained(no_dropout_bert).train()  # fit() leaves the frozen copy in train mode
+    tokenizer = AutoTokenizer.from_pretrained(no_dropout_bert)
+    pairs = paired(ours, {"backbone": tuned, "head": head})
+    named = [(f"model.{n}", p) for n, p in tuned.named_parameters() if p.requires_grad]
+    named += [(f"projection_head.{n}", p) for n, p in head.named_parameters()]
+    warmup = math.ceil(TOTAL * 0.1)  # training.py 121, for TOTAL steps of one epoch
+    trainer = ReleasedTrainer(named, 1e-3, (0.9, 0.9), 1e-6, 0.01, warmup, TOTAL)
+    assert head[2].out_features == 4096 and ours.encoder.frozen_mode == "train"
+    compare(ours, pairs, lambda s: released_sg_opt_loss(tuned, frozen, head, tokenizer, s), trainer)
+
+
+def test_sg_official_loss_is_the_released_loss_with_its_smallest_fix():
+    """SG-BERT's ``NTXentLossOriginal`` given 2N labels (as released it has N and does not run): the sum over the 2N
+    rows divided by N, which the official profile's weight of 2 on the paper's mean gives."""
+    torch.manual_seed(0)
+    sentences, views = torch.randn(6, 8), torch.randn(6, 8)
+    n = len(sentences)
+    vectors = torch.cat([views, sentences])
+    similarity = F.cosine_similarity(vectors.unsqueeze(1), vectors.unsqueeze(0), dim=-1)
+    positives = torch.cat([torch.diag(similarity, n), torch.diag(similarity, -n)]).view(2 * n, 1)
+    rows = torch.arange(2 * n)
+    keep = torch.ones(2 * n, 2 * n, dtype=torch.bool)
+    keep[rows, rows] = keep[rows, (rows + n) % (2 * n)] = False  # neither itself nor its positive
+    logits = torch.cat([positives, similarity[keep].view(2 * n, -1)], dim=1) / 0.01
+    released = F.cross_entropy(logits, torch.zeros(2 * n, dtype=torch.long), reduction="sum") / n
+    weight = load_method("sg", profile="official")["losses"]["nt_xent"]["weight"]
+    assert weight * nt_xent(sentences, views, 0.01).item() == pytest.approx(released.item(), rel=1e-5)
