@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cselab.errors import ConfigError
+from cselab.files import shown
 
 REQUIRED = object()  # a Param default: the key must be given
 KINDS = ("loss", "input_augment", "output_augment", "negatives", "weight_hook", "head", "pooler")
@@ -84,12 +85,12 @@ class Param:
         value = self._coerce(value, where)
         allowed = self.allowed()
         if allowed is not None and value not in allowed:
-            raise ConfigError(f"{where}: {value!r} is not allowed; expected {self.describe()}")
+            raise ConfigError(f"{where}: {shown(value)} is not allowed; expected {self.describe()}")
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             self._bounds(value, where)
         if isinstance(value, list):
             if self.length is not None and len(value) != self.length:
-                raise ConfigError(f"{where}: {value!r} has {len(value)} items; expected {self.describe()}")
+                raise ConfigError(f"{where}: {shown(value)} has {len(value)} items; expected {self.describe()}")
             if self.items is not None:
                 value = [self.items.check(item, f"{where}[{i}]") for i, item in enumerate(value)]
         return value
@@ -102,7 +103,10 @@ class Param:
             if kind is int and isinstance(value, int) and not isinstance(value, bool):
                 return value
             if kind is float and isinstance(value, (int, float)) and not isinstance(value, bool):
-                return float(value)
+                try:
+                    return float(value)
+                except OverflowError:  # an int too large for a float
+                    continue
             if kind is float and isinstance(value, str):  # YAML 1.1 reads 1e-5 as a string
                 try:
                     number = float(value)
@@ -114,13 +118,13 @@ class Param:
                 return value
             if kind in (list, dict) and isinstance(value, kind):
                 return value
-        raise ConfigError(f"{where}: {value!r} is not valid; expected {self.describe()}")
+        raise ConfigError(f"{where}: {shown(value)} is not valid; expected {self.describe()}")
 
     def _bounds(self, value: float, where: str) -> None:
         low_fails = self.min is not None and (value <= self.min if self.above else value < self.min)
         high_fails = self.max is not None and (value >= self.max if self.below else value > self.max)
         if low_fails or high_fails or (isinstance(value, float) and not math.isfinite(value)):
-            raise ConfigError(f"{where}: {value!r} is out of range; expected {self.describe()}")
+            raise ConfigError(f"{where}: {shown(value)} is out of range; expected {self.describe()}")
 
 
 @dataclass(frozen=True)
@@ -179,7 +183,7 @@ def get(kind: str, name: Any, where: str = "") -> Plugin:
     """The plug-in, or a ConfigError naming the valid ones."""
     if name not in _REGISTRY[kind]:
         label = kind.replace("_", " ")
-        raise ConfigError(f"{where + ': ' if where else ''}unknown {label} {name!r}; "
+        raise ConfigError(f"{where + ': ' if where else ''}unknown {label} {shown(name)}; "
                           f"known: {', '.join(sorted(_REGISTRY[kind]))}")
     return _REGISTRY[kind][name]
 
@@ -190,7 +194,7 @@ def check(section: Any, schema: dict[str, Param], where: str) -> dict[str, Any]:
     default; a null given for a nullable key whose default is not null is kept (e.g. ``max_grad_norm: null``, no
     clipping), so that the resolved config loads back to itself."""
     if not isinstance(section, dict):
-        raise ConfigError(f"{where or 'the file'}: expected a mapping of keys, got {section!r}")
+        raise ConfigError(f"{where or 'the file'}: expected a mapping of keys, got {shown(section)}")
     unknown = sorted(set(section) - set(schema))
     if unknown:
         raise ConfigError(f"{_join(where, unknown[0])}: unknown key; known: {', '.join(sorted(schema))}")

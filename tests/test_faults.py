@@ -235,12 +235,14 @@ def test_nonsense_values_are_refused_before_work_starts(argv, message, capsys):
     assert message in capsys.readouterr().err
 
 
-def test_an_empty_idf_corpus_and_a_directory_as_out_are_refused(tmp_path, capsys):
+def test_an_empty_idf_corpus_and_an_out_that_is_no_json_are_refused(tmp_path, capsys):
     (tmp_path / "empty.txt").write_text("")
     assert main(["probe", "run", "--model", f"tfidf:{tmp_path / 'empty.txt'}", "--out", str(tmp_path / "r.json")]) \
         == 2
     assert "no sentence to take IDF weights from" in one_line_error(capsys)
     started = time.perf_counter()
-    assert main(["probe", "run", "--model", "bow", "--out", str(tmp_path)]) == 2
-    assert "a directory; give the results JSON's file name" in one_line_error(capsys)
+    assert main(["probe", "run", "--model", "bow", "--out", str(tmp_path / "r.md")]) == 2
+    assert "the results JSON's name must end in .json" in one_line_error(capsys)
+    assert main(["probe", "run", "--model", "bow", "--out", str(tmp_path / "empty.txt" / "r.json")]) == 2
+    assert "empty.txt is a file, not a folder" in one_line_error(capsys)
     assert time.perf_counter() - started < 5 and not list(tmp_path.glob("*.tmp"))  # refused before any scoring

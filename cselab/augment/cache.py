@@ -34,11 +34,12 @@ from cselab import __version__
 from cselab.atomic import write_json_atomic
 from cselab.augment.backtranslate import (backend_pivots, is_paper_backtranslation, make_translator, resolve_backend,
                                          select_paraphrase)
-from cselab.augment.negation import Negator
+from cselab.augment.negation import RULES_VERSION, Negator
 from cselab.augment.source import SourceLine, read_source
 from cselab.checksum import sha256
 from cselab.data.augmented import MANIFEST, data_files, damaged_files, file_record, read_manifest
-from cselab.errors import ConfigError, DataError
+from cselab.errors import ConfigError, DataError, ModelError
+from cselab.files import parse_json, read_json, shown
 from cselab.registry import Param, check
 from cselab.versions import debian_versions, package_versions
 
@@ -93,8 +94,10 @@ class AugmentConfig:
             setattr(self, name, value)
 
     def key(self, input_sha256: str) -> str:
-        """Hash of the config, the input's sha256 and cselab's version (a new release may write other rows)."""
-        payload = json.dumps({"config": asdict(self), "input": input_sha256, "cselab": __version__}, sort_keys=True)
+        """Hash of the config, the input's sha256, cselab's version and the negation rules' version (a new release
+        or new rules write other rows)."""
+        payload = json.dumps({"config": asdict(self), "input": input_sha256, "cselab": __version__,
+                              "negation_rules": RULES_VERSION}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
     @classmethod
@@ -105,9 +108,10 @@ class AugmentConfig:
         for item in overrides:
             name, sep, raw = item.partition("=")
             if not sep or name not in known:
-                raise ConfigError(f"--set {item!r}: unknown key {name!r}; known keys: {', '.join(sorted(known))}")
+                raise ConfigError(f"--set {shown(item)}: unknown key {shown(name)}; known keys: "
+                                  f"{', '.join(sorted(known))}")
             try:
-                values[name] = json.loads(raw)
+                values[name] = parse_json(raw, f"--set {name}", ConfigError)
             except json.JSONDecodeError:
                 values[name] = raw
         return cls(**values)
@@ -289,7 +293,7 @@ def spacy_model_version(model: str) -> str | None:
     """The version of a spaCy pipeline given by package name or folder (its meta.json), None when unknown."""
     meta = Path(model) / "meta.json"
     if meta.is_file():
-        return json.loads(meta.read_text(encoding="utf-8")).get("version")
+        return read_json(meta, ModelError).get("version")
     try:
         return metadata.version(model)
     except metadata.PackageNotFoundError:

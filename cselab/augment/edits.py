@@ -3,6 +3,10 @@
 - insertion and substitution: a masked language model (bert-base-uncased for real use) fills
   a mask inserted between two words, or put in place of a word, for about 5-10% of the words
   (at least one). All masked positions of a batch go through the model in one forward pass.
+  Offline, :class:`WordNetEditor` does both without a model: a degree adverb (*very* before an
+  adjective, *really* before a verb) inserted, and a word replaced by a one-word WordNet synonym
+  of its most frequent sense (a noun, verb, adjective or adverb in its dictionary form, by spaCy's
+  tags).
 - deletion: one random word removed.
 - random: another sentence of the set.
 
@@ -11,13 +15,17 @@ Words are whitespace-separated; an edited sentence is rejoined with single space
 
 from __future__ import annotations
 
+import os
 import random
 from collections.abc import Sequence
 
 import numpy as np
 
+from cselab.augment.negation import DEFAULT_MODEL
+from cselab.augment.wordnet import POS_FILES, WORDNET_DIR, Synonyms
 from cselab.encoders.transformer import default_device
-from cselab.errors import DataError
+from cselab.errors import DataError, ModelError
+from cselab.files import shown
 
 
 def edit_count(words: int, rate: tuple[float, float], rng: random.Random) -> int:
@@ -53,9 +61,15 @@ class MaskedLMEditor:
                  batch_size: int = 32, device: str | None = None, seed: int = 0):
         from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-        self.tokenizer = AutoTokenizer.from_pretrained(model)
         self.device = device or default_device()
-        self.model = AutoModelForMaskedLM.from_pretrained(model).to(self.device).eval()
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(model)
+            self.model = AutoModelForMaskedLM.from_pretrained(model).to(self.device).eval()
+        except Exception as err:  # offline without it in the cache, a folder that is no masked LM ...
+            raise ModelError(f"--mlm {model}: cannot be loaded ({type(err).__name__}: "
+                             f"{shown(str(err).strip().splitlines()[0] if str(err).strip() else '', 120)}); "
+                             "offline, --mlm wordnet inserts and substitutes with WordNet instead (or give a masked "
+                             "LM's folder, or --mlm none)") from None
         self.rate, self.batch_size, self.seed = rate, batch_size, seed
         vocabulary = self.tokenizer.convert_ids_to_tokens(list(range(len(self.tokenizer))))
         # only whole alphabetic words may be proposed: no subword pieces, punctuation or special tokens
@@ -133,3 +147,58 @@ class MaskedLMEditor:
     def substitute(self, sentences: Sequence[str]) -> list[str | None]:
         """Each sentence with about 5-10% of its words replaced by the model's best other word."""
         return self._fill(self._plans(sentences, insert=False))
+
+
+DEGREE_ADVERBS = {"ADJ": "very", "VERB": "really"}  # WordNet adverbs of degree, put before what they modify
+
+
+class WordNetEditor:
+    """Insertions and substitutions without a masked LM (offline): see the module docstring."""
+
+    def __init__(self, folder: str | os.PathLike = WORDNET_DIR, model: str = DEFAULT_MODEL,
+                 rate: tuple[float, float] = (0.05, 0.10), seed: int = 0):
+        import spacy
+
+        self.synonyms = Synonyms(folder)
+        self.nlp = spacy.load(model, exclude=["ner", "parser"])
+        self.rate, self.seed = rate, seed
+
+    def _edit(self, sentences: Sequence[str], slots) -> list[str | None]:
+        """Each sentence with about 5-10% of its words edited at the ``slots(doc)`` it offers, (token index, new
+        text) pairs; None for a sentence that offers none."""
+        rng = random.Random(self.seed)
+        out: list[str | None] = []
+        for sentence, doc in zip(sentences, self.nlp.pipe(sentences)):
+            offered = slots(doc)
+            if not offered:
+                out.append(None)
+                continue
+            words = [token.text_with_ws for token in doc]
+            for index, text in rng.sample(offered, min(edit_count(len(sentence.split()), self.rate, rng),
+                                                       len(offered))):
+                words[index] = text + doc[index].whitespace_
+            out.append("".join(words))
+        return out
+
+    def insert(self, sentences: Sequence[str]) -> list[str | None]:
+        """Each sentence with a degree adverb before some of its adjectives and verbs."""
+        def slots(doc):
+            return [(t.i, f"{_like(DEGREE_ADVERBS[t.pos_], t.text) if t.i == 0 else DEGREE_ADVERBS[t.pos_]} "
+                          f"{t.text.lower() if t.i == 0 and t.pos_ != 'PROPN' else t.text}")
+                    for t in doc if t.pos_ in DEGREE_ADVERBS and (t.i == 0 or doc[t.i - 1].lower_ not in
+                                                                  DEGREE_ADVERBS.values())]
+        return self._edit(sentences, slots)
+
+    def substitute(self, sentences: Sequence[str]) -> list[str | None]:
+        """Each sentence with some of its words replaced by a WordNet synonym."""
+        def slots(doc):
+            return [(t.i, _like(synonym, t.text)) for t in doc
+                    if t.pos_ in POS_FILES and t.text.lower() == t.lemma_.lower()
+                    and (synonym := self.synonyms.get(t.pos_, t.text)) is not None]
+        return self._edit(sentences, slots)
+
+
+def _like(word: str, model: str) -> str:
+    """``word`` capitalised as ``model`` is."""
+    return word[:1].upper() + word[1:] if model[:1].isupper() else word
+

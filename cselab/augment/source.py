@@ -1,9 +1,9 @@
 """Input sentences for the augment stage: every line accounted for, bad ones skipped with a reason.
 
 A long run never stops on one bad line: empty lines, lines over ``max_chars``, lines that
-are not valid UTF-8, lines without letters and lines that do not look English (fewer than
-``min_latin`` of their letters in the basic Latin alphabet, a cheap heuristic) are counted
-and skipped.
+are not valid UTF-8 or hold a control character (NUL bytes: a UTF-16 file), lines without
+letters and lines that do not look English (fewer than ``min_latin`` of their letters in the
+basic Latin alphabet, a cheap heuristic) are counted and skipped.
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ from pathlib import Path
 
 from cselab.atomic import write_text_atomic
 from cselab.data import DataNotFoundError, corpus_path
+from cselab.data.readers import control_character
 from cselab.errors import ConfigError, ExternalToolError
 
-SKIP_REASONS = ("empty", "too_long", "not_utf8", "no_letters", "not_english")
+SKIP_REASONS = ("empty", "too_long", "not_utf8", "control_character", "no_letters", "not_english")
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,8 @@ def read_source(path: str | os.PathLike, max_chars: int = 1000, min_latin: float
                 text = text.lstrip("\ufeff")
             if not text:
                 yield SourceLine(number, None, "empty")
+            elif control_character(text) is not None:  # NUL bytes: a UTF-16 file read as UTF-8
+                yield SourceLine(number, None, "control_character")
             elif len(text) > max_chars:
                 yield SourceLine(number, None, "too_long")
             elif (share := _latin_share(text)) is None:

@@ -1,8 +1,9 @@
-"""Direct antonyms of adjectives and adverbs, read from WordNet 3.0's data files.
+"""Antonyms and synonyms read from WordNet 3.0's data files.
 
-Debian's ``wordnet-base`` installs them in ``/usr/share/wordnet``. A line of ``data.adj``
+Debian's ``wordnet-base`` installs them in ``/usr/share/wordnet``. A line of ``data.POS``
 holds a synset's words and its pointers; a ``!`` pointer names an antonym by synset offset
-and word number (``source``/``target`` in its last field, two hex digits each).
+and word number (``source``/``target`` in its last field, two hex digits each). A line of
+``index.POS`` lists a lemma's synsets, its most frequent sense first.
 """
 
 from __future__ import annotations
@@ -56,3 +57,40 @@ class Antonyms:
 
     def get(self, word: str) -> str | None:
         return self.table.get(word.lower())
+
+
+POS_FILES = {"NOUN": "noun", "VERB": "verb", "ADJ": "adj", "ADV": "adv"}
+
+
+def _first_senses(path: Path) -> dict[str, str]:
+    """lemma -> the offset of its most frequent synset, from an ``index.POS`` file."""
+    senses = {}
+    for line in path.read_text(encoding="latin-1").splitlines():
+        if line.startswith("  "):
+            continue
+        fields = line.split()
+        pointers = int(fields[3])
+        senses[fields[0]] = fields[4 + pointers + 2]  # after the pointer symbols, sense_cnt and tagsense_cnt
+    return senses
+
+
+class Synonyms:
+    """``synonyms.get("ADJ", "large") == "big"``: a one-word synonym from a word's most frequent sense, for nouns,
+    verbs, adjectives and adverbs (the word as the lemma WordNet lists)."""
+
+    def __init__(self, folder: str | os.PathLike = WORDNET_DIR):
+        folder = Path(folder)
+        if not (folder / "index.noun").is_file():
+            raise DataError(f"no WordNet index.noun in {folder}; {WORDNET_HOWTO}")
+        self.table: dict[tuple[str, str], str] = {}
+        for pos, name in POS_FILES.items():
+            synsets = _synsets(folder / f"data.{name}")
+            for lemma, offset in _first_senses(folder / f"index.{name}").items():
+                word = lemma.replace("_", " ")
+                other = next((w for w in synsets[offset][0] if w != word and w.isalpha()), None)
+                if other is not None and word.isalpha():
+                    self.table[pos, word] = other
+
+    def get(self, pos: str, word: str) -> str | None:
+        return self.table.get((pos, word.lower()))
+

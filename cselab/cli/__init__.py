@@ -2,14 +2,20 @@
 
 One module per command group (:mod:`cselab.cli.probe`, :mod:`~cselab.cli.augment`, :mod:`~cselab.cli.train`,
 :mod:`~cselab.cli.sweep`, :mod:`~cselab.cli.data`), each a thin layer over library functions; shared options
-are in :mod:`cselab.cli.options`. A user's mistake (:class:`~cselab.errors.CselabError`) is printed as one line
-and exits with status 2; anything else is a bug and keeps its traceback.
+are in :mod:`cselab.cli.options`. A user's mistake (:class:`~cselab.errors.CselabError`) and a full disk are printed
+as one line and exit with status 2; Ctrl-C and SIGTERM end a command with one line saying what was kept and how to
+go on (status 130); anything else is a bug and keeps its traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
+import shutil
+import signal
 import sys
+import threading
+from pathlib import Path
 
 from cselab import __version__
 from cselab.cli import augment, data, probe, sweep, train
@@ -56,8 +62,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _terminate(signum, frame) -> None:
+    raise KeyboardInterrupt  # SIGTERM ends a command as Ctrl-C does: its files closed, its lock released
+
+
+def _no_space(err: OSError) -> str:
+    where = Path(err.filename or ".")
+    folder = next((p for p in (where, *where.parents) if p.is_dir()), Path("."))
+    free = shutil.disk_usage(folder).free / 2**20
+    return (f"{where}: no space left on the device ({free:.0f} MiB free in {folder}); free some space and run the "
+            "same command again (a run resumes, a cache keeps its finished chunks)")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    terminate = signal.signal(signal.SIGTERM, _terminate) if threading.current_thread() is threading.main_thread() \
+        else None
     try:
         args.handler(args)
     except CselabError as err:
@@ -65,6 +85,20 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        if args.debug:
+            raise
+        print(f"interrupted: {getattr(args, 'interrupted', lambda _: 'nothing was left half-written')(args)}",
+              file=sys.stderr)
+        return 130
+    except OSError as err:
+        if err.errno != errno.ENOSPC or args.debug:
+            raise
+        print(f"error: {_no_space(err)}", file=sys.stderr)
+        return 2
+    finally:
+        if terminate is not None:
+            signal.signal(signal.SIGTERM, terminate)
     return 0
 
 

@@ -8,7 +8,7 @@ import random
 
 from cselab.augment.backtranslate import make_translator, resolve_backend
 from cselab.augment.cache import AugmentConfig, build_cache, build_cache_parallel
-from cselab.augment.edits import MaskedLMEditor
+from cselab.augment.edits import MaskedLMEditor, WordNetEditor
 from cselab.augment.negation import Negator
 from cselab.augment.source import read_source, resolve_corpus
 from cselab.augment.testset import build_testset, write_testset
@@ -36,7 +36,8 @@ def register(augment: argparse.ArgumentParser) -> None:
     augment.add_argument("--num-proc", type=whole_number(1), default=1,
                          help="local worker processes (with --num-shards 1)")
     add_data_dir(augment, "data root for corpus names")
-    augment.set_defaults(handler=build)
+    augment.set_defaults(handler=build, interrupted=lambda args: f"the chunks finished in {args.out} are kept; the "
+                         "same command builds only the rest")
     commands = augment.add_subparsers(dest="augment_command", metavar="[testset]")
     testset = commands.add_parser(
         "testset", help="build a transformation test set (JSONL) for `probe run --suite bias`",
@@ -54,8 +55,9 @@ def register(augment: argparse.ArgumentParser) -> None:
     testset.add_argument("--backend", choices=("auto", "hf", "apertium", "none"), default="auto",
                          help="back-translation backend for paraphrases, as for `cselab augment` (default: auto)")
     testset.add_argument("--mlm", default="bert-base-uncased",
-                         help="masked LM for insertion and substitution, a hub name or folder; 'none' leaves "
-                              "them out (default: bert-base-uncased)")
+                         help="masked LM for insertion and substitution, a hub name or folder; 'wordnet' makes them "
+                              "offline (WordNet synonyms, degree adverbs); 'none' leaves them out "
+                              "(default: bert-base-uncased)")
     add_seed(testset)
     add_data_dir(testset, "data root for corpus names")
     testset.set_defaults(handler=testset_command)
@@ -84,7 +86,8 @@ def testset_command(args: argparse.Namespace) -> None:
         raise DataError(f"{args.corpus}: a test set needs at least two usable sentences")
     sentences = random.Random(args.seed).sample(lines, min(args.size, len(lines)))
     translator = make_translator(resolve_backend(args.backend))
-    editor = None if args.mlm == "none" else MaskedLMEditor(args.mlm, seed=args.seed)
+    editor = {"none": lambda: None, "wordnet": lambda: WordNetEditor(seed=args.seed)}.get(
+        args.mlm, lambda: MaskedLMEditor(args.mlm, seed=args.seed))()
     records = build_testset(sentences, Negator(style=args.negation_style), translator, editor, seed=args.seed)
     path = write_testset(records, args.out)
     counts = {kind: sum(kind in r for r in records) for kind in

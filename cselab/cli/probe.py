@@ -24,7 +24,8 @@ def register(probe: argparse.ArgumentParser) -> None:
     for name, (texts, add_options, handler) in _commands().items():
         parser = commands.add_parser(name, **texts)
         add_options(parser)
-        parser.set_defaults(handler=handler)
+        parser.set_defaults(handler=handler, interrupted=lambda args: "the results and reports already at --out "
+                            "are as they were (a set is written whole or not at all)")
 
 
 RUN_EPILOG = """Suites:
@@ -116,7 +117,7 @@ def _run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--testset", help="transformation test set (JSONL) for the bias suite "
                                        "(default: the hand-written set shipped with cselab)")
     _add_mer_normalize(run)
-    run.add_argument("--limit", type=whole_number(1),
+    run.add_argument("--limit", type=whole_number(2),
                      help="use only the first N pairs of each data file (quick checks)")
     run.add_argument("--out", default="results.json", help="results JSON to write (default: results.json)")
     add_data_dir(run)

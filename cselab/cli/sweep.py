@@ -24,15 +24,16 @@ def register(parser: argparse.ArgumentParser) -> None:
                                        "own data, else cache/augment)")
     parser.add_argument("--out", required=True, help="sweep folder: runs/, results/, summary.{json,md,png}")
     add_data_dir(parser)
-    parser.add_argument("--eval-limit", type=whole_number(1),
+    parser.add_argument("--eval-limit", type=whole_number(2),
                         help="score only the first N STS-B dev pairs during training")
-    parser.add_argument("--sts-limit", type=whole_number(1),
+    parser.add_argument("--sts-limit", type=whole_number(2),
                         help="score only the first N pairs of each STS subset (quick checks)")
     parser.add_argument("--bias", action="store_true",
                         help="also score the bias suite: Cont./Oppn. (paper protocol), paraphrase over negation, "
                              "CANNOT cosine")
     parser.add_argument("--devices", help="comma-separated GPU ids: one worker process per GPU shares the runs")
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=run, interrupted=lambda args: f"the scored runs in {args.out} are kept and the run "
+                        "being trained keeps its last evaluation; the same command goes on from there")
 
 
 def run(args: argparse.Namespace) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 
 import yaml
 from transformers.utils import logging as transformers_logging
@@ -11,6 +12,7 @@ from transformers.utils import logging as transformers_logging
 from cselab.cli.options import add_backbone, add_data_dir, add_overrides, add_profile, whole_number
 from cselab.encoders.loading import resolve_backbone
 from cselab.errors import ConfigError
+from cselab.files import read_json
 from cselab.train.methods import describe_presets, load_method
 from cselab.train.trainer import RESTARTS, train
 
@@ -28,7 +30,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", help="run folder: config.yaml, best/, last/, log.jsonl (required to train)")
     add_overrides(parser, "--set training.max_steps=100 --set losses.info_nce.temperature=0.1")
     add_data_dir(parser, "data root for STS-B dev")
-    parser.add_argument("--eval-limit", type=whole_number(1), help="score only the first N STS-B dev pairs "
+    parser.add_argument("--eval-limit", type=whole_number(2), help="score only the first N STS-B dev pairs "
                                                                    "(quick checks)")
     parser.add_argument("--overwrite", action="store_true",
                         help="delete the run's files in OUT first (config.yaml, run.json, best/, last/, log.jsonl) "
@@ -42,7 +44,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--show-config", action="store_true",
                         help="print the method's resolved config (profile, --set and defaults applied) as YAML "
                              "and exit")
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=run, interrupted=interrupted)
 
 
 def run(args: argparse.Namespace) -> None:
@@ -62,3 +64,19 @@ def run(args: argparse.Namespace) -> None:
     summary = train(method, resolve_backbone(args.model), args.data, args.out, args.data_dir, args.eval_limit,
                     tensorboard=args.tensorboard, overwrite=args.overwrite, restart_from=args.restart_from)
     print(json.dumps(summary, indent=2))
+
+
+def interrupted(args: argparse.Namespace) -> str:
+    """What an interrupted run kept, and how to go on."""
+    if not args.out:
+        return "nothing was written"
+    state = Path(args.out) / "last" / "trainer_state.json"
+    if not state.is_file():
+        return f"{args.out} holds no saved state yet (the first is written at the first evaluation); the same " \
+               "command starts the run again"
+    try:
+        step = read_json(state, ConfigError).get("step")
+    except ConfigError:
+        step = "?"
+    return f"{args.out}/last holds the run at step {step} (its last evaluation); the same command resumes from there"
+

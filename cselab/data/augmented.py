@@ -9,13 +9,13 @@ the manifest: a damaged one is named, and ``cselab augment`` with the same setti
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
 
 from cselab.checksum import sha256
 from cselab.errors import DataError
+from cselab.files import member, read_json
 
 MANIFEST = "manifest.json"
 
@@ -37,11 +37,14 @@ def read_manifest(folder: str | os.PathLike) -> dict[str, Any]:
     if not path.exists():
         raise DataError(f"{folder} has no {MANIFEST}: the cache is unfinished (run `cselab augment` again)")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise DataError(f"{path}:{err.lineno}: not valid JSON ({err.msg}); run `cselab augment` again") from None
-    except (OSError, ValueError) as err:  # ValueError: not UTF-8
-        raise DataError(f"{path}: unreadable ({err}); run `cselab augment` again") from None
+        manifest = read_json(path, DataError)
+    except DataError as err:
+        raise DataError(f"{err}; run `cselab augment` again") from None
+    files = manifest.get("files", {})
+    if not isinstance(files, dict) or not all(isinstance(r, dict) and isinstance(r.get("bytes"), int)
+                                              and isinstance(r.get("sha256"), str) for r in files.values()):
+        raise DataError(f"{path}: files: expected name -> {{bytes, sha256, rows}}; run `cselab augment` again")
+    return manifest
 
 
 def data_files(folder: Path) -> list[Path]:
@@ -63,7 +66,7 @@ def damaged_files(folder: Path, manifest: dict[str, Any]) -> list[str]:
     does not list."""
     recorded = manifest["files"]
     damaged = [name for name, record in recorded.items()
-               if not (folder / name).is_file() or (folder / name).stat().st_size != record["bytes"]
+               if not member(folder, name, MANIFEST).is_file() or (folder / name).stat().st_size != record["bytes"]
                or sha256(folder / name) != record["sha256"]]
     return damaged + [p.name for p in data_files(folder) if p.name not in recorded]
 

@@ -7,6 +7,7 @@ line number (1-based) and what was wrong. Lines are split on ``\\n`` only; a tra
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,7 +36,10 @@ def read_lines(path: str | Path, encoding: str = "utf-8") -> list[str]:
     path = Path(path)
     if not path.is_file():
         raise DataNotFoundError(f"Missing data file {path}")
-    raw = path.read_bytes()
+    try:
+        raw = path.read_bytes()
+    except OSError as err:  # permissions, a device error
+        raise DataFormatError(path, 1, f"cannot be read ({err.strerror or err})") from None
     if raw.startswith(b"\xef\xbb\xbf"):
         raw = raw[3:]
     try:
@@ -142,6 +146,24 @@ def read_negation_pairs(path: Path, name: str | None = None) -> NegationPairs:
     return NegationPairs(name or path.stem, sentences, negated, (path,))
 
 
+CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")  # control characters a sentence never holds (tab aside)
+
+
+def control_character(text: str) -> str | None:
+    """The first control character of ``text`` as ``U+XXXX`` (NUL bytes mark a UTF-16 file read as UTF-8), or
+    None."""
+    found = CONTROL.search(text)
+    return None if found is None else f"U+{ord(found.group()):04X}"
+
+
 def read_corpus(path: str | Path, encoding: str = "utf-8") -> list[str]:
-    """A plain-text corpus, one sentence per line; blank lines are skipped."""
-    return [line.strip() for line in read_lines(path, encoding) if line.strip()]
+    """A plain-text corpus, one sentence per line; blank lines are skipped, a line holding a control character
+    stops the read naming it."""
+    sentences = []
+    for number, line in enumerate(read_lines(path, encoding), start=1):
+        if (control := control_character(line)) is not None:
+            raise DataFormatError(path, number, f"holds the control character {control} (corpora are UTF-8 text, "
+                                                "one sentence a line; a UTF-16 file?)")
+        if line.strip():
+            sentences.append(line.strip())
+    return sentences

@@ -18,7 +18,7 @@ from cselab.data.readers import (
     read_stsb_split,
 )
 from cselab.data.root import corpus_dir, data_root, senteval_dir
-from cselab.errors import ConfigError
+from cselab.errors import ConfigError, DataError
 
 DataDir = str | os.PathLike | None
 
@@ -73,7 +73,10 @@ def load_sts(key: str, split: str | None = None, data_dir: DataDir = None) -> li
     split = split or task.eval_split
     if split not in task.splits:
         raise ConfigError(f"{task.name} has no split {split!r}; it has {', '.join(task.splits)}")
-    root = senteval_dir(data_dir)
+    return [_scorable(pairs) for pairs in _read_task(task, split, senteval_dir(data_dir))]
+
+
+def _read_task(task: STSTask, split: str, root: Path) -> list[STSPairs]:
     if task.key in STS_YEARS:
         name, folder, subsets = STS_YEARS[task.key]
         base = root / "STS" / folder
@@ -84,6 +87,14 @@ def load_sts(key: str, split: str | None = None, data_dir: DataDir = None) -> li
     if task.key == "stsb":
         return [read_stsb_split(root / "STS" / "STSBenchmark" / STSB_FILES[split], split)]
     return [read_sick_split(root / "SICK" / SICK_FILES[split], split)]
+
+
+def _scorable(pairs: STSPairs) -> STSPairs:
+    """Pairs a correlation can be computed on: at least two (an empty file would score "n/a" without a word)."""
+    if len(pairs) < 2:
+        raise DataError(f"{', '.join(map(str, pairs.files))}: {len(pairs)} scored pair(s) in {pairs.task} "
+                        f"{pairs.subset}; a correlation needs at least 2")
+    return pairs
 
 
 def corpus_path(name_or_path: str | os.PathLike, data_dir: DataDir = None) -> Path:

@@ -14,7 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from cselab.errors import ConfigError
+from cselab.errors import ConfigError, ModelError
+from cselab.files import shown
 
 
 def as_sentences(inputs: str | Iterable[Any]) -> list[str]:
@@ -61,6 +62,21 @@ class Encoder(ABC):
         """What identifies this encoder in a results file."""
         return {"spec": self.spec, "class": type(self).__name__, "dim": self.dim}
 
+    def _checked(self, sentences: list[str], batch_size: int, show_progress_bar: bool | None) -> np.ndarray:
+        """:meth:`_encode_unique`'s vectors, once they are one non-empty, finite row per sentence: a score computed
+        from anything else would be a silent null or a wrong number."""
+        vectors = np.asarray(self._encode_unique(sentences, batch_size, show_progress_bar), dtype=np.float32)
+        name = self.spec or type(self).__name__
+        if vectors.ndim != 2 or len(vectors) != len(sentences) or vectors.shape[1] == 0:
+            raise ModelError(f"{name}: encode() of {len(sentences)} sentences returned an array of shape "
+                             f"{vectors.shape}; expected ({len(sentences)}, dim) with dim >= 1")
+        bad = ~np.isfinite(vectors).all(axis=1)
+        if bad.any():
+            first = int(np.argmax(bad))
+            raise ModelError(f"{name}: the vector of {shown(sentences[first])} holds NaN or infinite values"
+                             + (f" ({int(bad.sum()) - 1} more sentences' too)" if bad.sum() > 1 else ""))
+        return vectors
+
     def encode(
         self,
         sentences: str | Iterable[Any],
@@ -82,11 +98,10 @@ class Encoder(ABC):
         if unique and self._memory is not None:
             new = [text for text in unique if text not in self._memory]
             if new:
-                computed = np.asarray(self._encode_unique(new, batch_size, show_progress_bar), dtype=np.float32)
-                self._memory.update(zip(new, computed))
+                self._memory.update(zip(new, self._checked(new, batch_size, show_progress_bar)))
             vectors = np.stack([self._memory[text] for text in texts])
         elif unique:
-            vectors = np.asarray(self._encode_unique(unique, batch_size, show_progress_bar), dtype=np.float32)
+            vectors = self._checked(unique, batch_size, show_progress_bar)
             position = {text: row for row, text in enumerate(unique)}
             vectors = vectors[[position[text] for text in texts]]
         else:

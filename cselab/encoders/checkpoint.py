@@ -12,7 +12,6 @@ The trainer writes it; :func:`write_checkpoint_info` is the one writer (atomic).
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -20,8 +19,9 @@ from typing import Any
 
 from cselab.atomic import write_json_atomic
 from cselab.encoders import pooling  # noqa: F401  (registers the poolers)
-from cselab.errors import ModelError
-from cselab.registry import get
+from cselab.errors import ConfigError, ModelError
+from cselab.files import read_json, shown
+from cselab.registry import Param, check, get
 
 CHECKPOINT_FILE = "cselab.json"
 FORMAT = "cselab-checkpoint"
@@ -49,23 +49,24 @@ def write_checkpoint_info(folder: str | os.PathLike, info: CheckpointInfo) -> Pa
     return write_json_atomic(Path(folder) / CHECKPOINT_FILE, {"format": FORMAT, "version": VERSION, **asdict(info)})
 
 
+INFO_SCHEMA = {"pooler": Param(str, "cls_before_pooler", choices="plugin:pooler"),
+               "prompt": Param(str, None, nullable=True), "max_length": Param(int, 32, min=1),
+               "normalize": Param(bool, False), "method": Param(str, None, nullable=True),
+               "base_model": Param(str, None, nullable=True), "config": Param(dict, {})}
+
+
 def read_checkpoint_info(path: str | os.PathLike) -> CheckpointInfo:
-    """Read a ``cselab.json`` file; unknown keys or another format are errors naming the file."""
+    """Read a ``cselab.json`` file; unknown keys, values of the wrong type or another format are errors naming
+    the file."""
     path = Path(path)
-    try:
-        payload = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as err:
-        raise ModelError(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
+    payload = read_json(path, ModelError)
     if payload.pop("format", None) != FORMAT:
         raise ModelError(f"{path}: 'format' must be {FORMAT!r}")
     version = payload.pop("version", None)
     if version != VERSION:
-        raise ModelError(f"{path}: checkpoint version {version!r} is not supported (this cselab reads {VERSION})")
-    known = set(CheckpointInfo.__dataclass_fields__)
-    unknown = sorted(set(payload) - known)
-    if unknown:
-        raise ModelError(f"{path}: unknown field(s) {', '.join(unknown)}; expected {', '.join(sorted(known))}")
+        raise ModelError(f"{path}: checkpoint version {shown(version)} is not supported (this cselab reads "
+                         f"{VERSION})")
     try:
-        return CheckpointInfo(**payload)
-    except ValueError as err:
+        return CheckpointInfo(**check(payload, INFO_SCHEMA, ""))
+    except ConfigError as err:
         raise ModelError(f"{path}: {err}") from None

@@ -15,6 +15,7 @@ import numpy as np
 
 from cselab.encoders.base import Encoder
 from cselab.errors import ModelError
+from cselab.files import shown
 
 FACTORY = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 
@@ -25,7 +26,7 @@ def is_factory_spec(spec: str) -> bool:
 
 
 class FactoryEncoder(Encoder):
-    """Wraps the object a factory returns; its vectors are checked to be one row per sentence."""
+    """Wraps the object a factory returns (its vectors are checked as every encoder's, by :class:`Encoder`)."""
 
     def __init__(self, spec: str):
         module_name, _, function = spec.partition(":")
@@ -34,10 +35,17 @@ class FactoryEncoder(Encoder):
         except ImportError as err:
             raise ModelError(f"--model {spec}: cannot import {module_name!r} ({err}); is its folder on "
                              "PYTHONPATH?") from None
+        except Exception as err:  # the user's module raised, or does not parse
+            raise ModelError(f"--model {spec}: importing {module_name} failed: {type(err).__name__}: "
+                             f"{shown(str(err), 120)}") from None
         factory = getattr(module, function, None)
         if not callable(factory):
             raise ModelError(f"--model {spec}: {module_name} has no function {function!r}")
-        self.model = factory()
+        try:
+            self.model = factory()
+        except Exception as err:  # it needs arguments, or fails: the factory's to fix, said in one line
+            raise ModelError(f"--model {spec}: {function}() failed: {type(err).__name__}: "
+                             f"{shown(str(err), 120)}") from None
         if not callable(getattr(self.model, "encode", None)):
             raise ModelError(f"--model {spec}: {function}() returned {type(self.model).__name__}, which has no "
                              "encode(list[str]) method")
@@ -54,9 +62,10 @@ class FactoryEncoder(Encoder):
         return {**super().describe(), "factory_returned": type(self.model).__name__}
 
     def _encode_unique(self, sentences: list[str], batch_size: int, show_progress_bar: bool | None) -> np.ndarray:
-        vectors = np.asarray(self.model.encode(sentences), dtype=np.float32)
-        if vectors.ndim != 2 or len(vectors) != len(sentences):
-            raise ModelError(f"--model {self.spec}: encode() of {len(sentences)} sentences returned shape "
-                             f"{vectors.shape}; expected ({len(sentences)}, dim)")
-        self._dim = vectors.shape[1]
+        try:
+            vectors = np.asarray(self.model.encode(sentences), dtype=np.float32)
+        except Exception as err:  # the user's encode() raised, or returned what is not an array of numbers
+            raise ModelError(f"--model {self.spec}: encode() failed: {type(err).__name__}: "
+                             f"{shown(str(err), 120)}") from None
+        self._dim = vectors.shape[1] if vectors.ndim == 2 else None
         return vectors

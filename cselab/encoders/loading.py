@@ -16,7 +16,6 @@ Explicit ``pooler``, ``prompt`` and ``max_length`` override what a folder says.
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any
@@ -25,10 +24,12 @@ from cselab.data import load_corpus, read_corpus
 from cselab.encoders.base import Encoder
 from cselab.encoders.checkpoint import CHECKPOINT_FILE, read_checkpoint_info
 from cselab.encoders.factory import FactoryEncoder, is_factory_spec
+from cselab.encoders.pretrained import load_pretrained
 from cselab.encoders.lexical import LexicalEncoder
 from cselab.encoders.st_folder import SentenceTransformerEncoder, native_settings
 from cselab.encoders.transformer import TransformerEncoder, check_device, default_device, inference_dtype
 from cselab.errors import DataError, ModelError
+from cselab.files import read_json
 
 DEFAULT_POOLER = "avg"
 
@@ -80,7 +81,7 @@ def _model_file(spec: str, filename: str) -> Path | None:
 
 def _read_json(spec: str, filename: str) -> Any:
     path = _model_file(spec, filename)
-    return None if path is None else json.loads(path.read_text(encoding="utf-8"))
+    return None if path is None else read_json(path, ModelError, expect=None)
 
 
 def _lexical(spec: str, data_dir: str | os.PathLike | None) -> LexicalEncoder:
@@ -95,11 +96,9 @@ def _lexical(spec: str, data_dir: str | os.PathLike | None) -> LexicalEncoder:
 
 
 def _transformer(path: str, device: str | None, dtype: str, spec: str, **settings) -> TransformerEncoder:
-    from transformers import AutoModel, AutoTokenizer
-
     device = device or default_device()
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    model = AutoModel.from_pretrained(path).to(device=device, dtype=inference_dtype(device, dtype))
+    model, tokenizer = load_pretrained(path, settings.get("pooler"))
+    model = model.to(device=device, dtype=inference_dtype(device, dtype))
     return TransformerEncoder(model, tokenizer, spec=spec, **settings)
 
 
@@ -123,7 +122,11 @@ def load_encoder(spec: str, pooler: str | None = None, prompt: str | None = None
                     "normalize": info.normalize}
         return _transformer(path, device, dtype, spec, **{**settings, **overrides})
     if _model_file(path, "modules.json") is not None:
-        settings = native_settings(lambda name: _read_json(path, name))
+        try:
+            settings = native_settings(lambda name: _read_json(path, name))
+        except (KeyError, TypeError, AttributeError, IndexError):
+            raise ModelError(f"{path}: modules.json (or a module's config) is not in the form sentence-transformers "
+                             "writes: a list of {idx, name, path, type}") from None
         if settings is None and not overrides:
             return SentenceTransformerEncoder(path, device=device)
         return _transformer(path, device, dtype, spec, **{**(settings or {}), **overrides})

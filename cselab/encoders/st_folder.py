@@ -14,6 +14,8 @@ from typing import Any
 import numpy as np
 
 from cselab.encoders.base import Encoder
+from cselab.errors import ModelError
+from cselab.files import shown
 
 # Pooling modes cselab runs itself: sentence-transformers >= 6 writes "pooling_mode",
 # earlier versions one boolean "pooling_mode_<mode>" key per mode.
@@ -51,7 +53,11 @@ class SentenceTransformerEncoder(Encoder):
     def __init__(self, path: str, device: str | None = None):
         from sentence_transformers import SentenceTransformer
 
-        self.model = SentenceTransformer(path, device=device)
+        try:
+            self.model = SentenceTransformer(path, device=device)
+        except Exception as err:  # a module stack the library cannot build from this folder
+            raise ModelError(f"{path}: sentence-transformers cannot load it ({type(err).__name__}: "
+                             f"{shown(str(err).strip(), 160)})") from None
         self.spec = str(path)
 
     @property

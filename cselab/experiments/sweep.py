@@ -9,14 +9,16 @@ comparison honest. Layout of ``OUT``:
 - ``summary.json``, ``summary.md``, ``summary.png``: mean ± std per method and task, seeds listed.
 
 Runs go one after another in this process, or, with several GPUs, in one worker process per GPU
-(:func:`run_parallel`). Started again on the same ``OUT``, a sweep skips the scored runs and
-resumes a half-trained one from its ``last/``.
+(:func:`run_parallel`). Started again on the same ``OUT``, a sweep resumes a half-trained run from its ``last/``
+and reuses a result only when it records this very run (the run folder's identity: config, data, base model and
+its weights, dev set) scored this very way; a run folder that holds another run stops the sweep naming what
+differs.
 """
 
 from __future__ import annotations
 
 import itertools
-import json
+import logging
 import multiprocessing
 import os
 import re
@@ -28,13 +30,17 @@ import numpy as np
 
 from cselab.atomic import write_json_atomic, write_text_atomic
 from cselab.encoders import load_encoder
-from cselab.errors import ConfigError, TrainingError
+from cselab.errors import ConfigError, DataError, TrainingError
+from cselab.files import read_json
 from cselab.probes.geometry import alignment_uniformity
 from cselab.probes.report import markdown_table
 from cselab.probes.runner import ProbeOptions, run_bias
 from cselab.probes.sts import run_sts
 from cselab.train.methods import load_method
-from cselab.train.trainer import train
+from cselab.train.data import training_rows
+from cselab.train.trainer import run_identity, train
+
+logger = logging.getLogger(__name__)
 
 # Named seed sets of the papers: the thesis's five (simcse-improvements.txt section 5) and SG-OPT's eight (Table 8).
 SEED_SETS = {"thesis": (19984, 5838, 16822, 19294, 17173), "sg-opt": (1, 2, 3, 4, 1234, 2345, 3456, 7890)}
@@ -85,7 +91,16 @@ def parse_grid(items: list[str]) -> list[tuple[str, ...]]:
 
 
 def plan(methods: list[str], seeds: list[int], grid: list[str]) -> list[SweepRun]:
-    return [SweepRun(m, point, s) for m in methods for point in parse_grid(grid) for s in seeds]
+    """Every method x grid point x seed; two of them that would share a run folder are refused."""
+    runs, slugs = [], {}
+    for run in (SweepRun(m, point, s) for m in methods for point in parse_grid(grid) for s in seeds):
+        if run.slug in slugs:
+            raise ConfigError(f"{slugs[run.slug].label} (seed {run.seed}) and {run.label} would share the run folder "
+                              f"runs/{run.slug}: give each method and grid point once, under names that differ in "
+                              "letters or digits")
+        slugs[run.slug] = run
+        runs.append(run)
+    return runs
 
 
 def score_run(folder: str | os.PathLike, data_dir: str | os.PathLike | None = None, sts_limit: int | None = None,
@@ -141,16 +156,20 @@ def run_sweep(spec: SweepSpec, progress: bool = True, worker: tuple[int, int] | 
     for number, run in enumerate(runs, 1):
         if worker is not None and (number - 1) % worker[1] != worker[0]:
             continue
-        result_path = out / "results" / f"{run.slug}.json"
-        if result_path.exists():
-            continue
         if progress:
             print(f"[{number}/{len(runs)}] {run.label}, seed {run.seed}", flush=True)
         config = load_method(run.method, [*spec.overrides, *run.grid, f"training.seed={run.seed}"], spec.profile)
+        _, source = training_rows(config, spec.data, spec.data_dir)
+        made_by = {"run": run_identity(config, spec.model, source, spec.data_dir, spec.eval_limit),
+                   "scoring": {"sts_limit": spec.sts_limit, "bias": spec.bias}}
+        result_path = out / "results" / f"{run.slug}.json"
+        if _scored(result_path, made_by):
+            continue
+        # a half-trained run resumes; a run folder holding another run (model, settings, data) is refused
         summary = train(config, spec.model, spec.data, out / "runs" / run.slug, spec.data_dir, spec.eval_limit,
                         progress=progress)
         result = {"method": run.method, "grid": list(run.grid), "seed": run.seed, "label": run.label,
-                  "steps": summary["steps"], "best_stsb_dev": summary["best_stsb_dev"],
+                  "steps": summary["steps"], "best_stsb_dev": summary["best_stsb_dev"], "made_by": made_by,
                   "scores": score_run(summary["best"], spec.data_dir, spec.sts_limit, spec.bias)}
         write_json_atomic(result_path, result)
     if worker is not None:
@@ -158,8 +177,20 @@ def run_sweep(spec: SweepSpec, progress: bool = True, worker: tuple[int, int] | 
     return write_summary(out, _read_results(out, runs))
 
 
+def _scored(path: Path, made_by: dict[str, Any]) -> bool:
+    """Whether ``path`` holds the scores of this very run (its identity) scored this very way; anything else (none
+    yet, a damaged file, another run's or other scoring's) is scored again."""
+    if not path.exists():
+        return False
+    try:
+        return read_json(path, DataError).get("made_by") == made_by
+    except DataError as err:
+        logger.warning("%s; scoring the run again", err)
+        return False
+
+
 def _read_results(out: Path, runs: list[SweepRun]) -> list[dict[str, Any]]:
-    return [json.loads((out / "results" / f"{run.slug}.json").read_text()) for run in runs]
+    return [read_json(out / "results" / f"{run.slug}.json", DataError) for run in runs]
 
 
 def _worker(spec: SweepSpec, index: int, count: int, device: str) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import html
-import json
 import os
 import re
 from collections.abc import Sequence
@@ -11,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from cselab.errors import DataError
+from cselab.files import read_json, shown
 from cselab.probes.plots import task_scores
 
 PLOT_CAPTIONS = {"transformations": "cosine against MER per transformation",
@@ -238,13 +238,17 @@ def compare_report(payloads: Sequence[dict[str, Any]]) -> str:
 
 
 def read_results(paths: Sequence[str | os.PathLike]) -> list[dict[str, Any]]:
-    """The results JSONs ``probe run`` wrote, each checked to be one."""
+    """The results JSONs ``probe run`` wrote, each read through :func:`cselab.files.read_json` (size and depth
+    bounded) and checked to be one: a file whose fields have other types is a DataError naming it."""
     payloads = []
     for path in paths:
+        payload = read_json(path, DataError)
+        if not isinstance(payload.get("model"), dict) or not isinstance(payload["model"].get("spec"), str):
+            raise DataError(f"{path}: not a results JSON of `probe run` (no model.spec)")
         try:
-            payloads.append(json.loads(Path(path).read_text(encoding="utf-8")))
-        except (OSError, json.JSONDecodeError) as err:
-            raise DataError(f"{path}: not a readable results JSON ({err})") from None
-        if not isinstance(payloads[-1], dict) or "model" not in payloads[-1]:
-            raise DataError(f"{path}: not a results JSON of `probe run` (no 'model' field)")
+            compare_report([payload])  # every field the comparison reads, of the type it expects
+        except (AttributeError, KeyError, TypeError, ValueError, IndexError, ZeroDivisionError) as err:
+            raise DataError(f"{path}: not a results JSON of `probe run`: a field has another type or is missing "
+                            f"({type(err).__name__}: {shown(str(err), 80)})") from None
+        payloads.append(payload)
     return payloads

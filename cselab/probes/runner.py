@@ -19,6 +19,7 @@ from cselab.data import DataNotFoundError, NegationPairs, corpus_path, data_root
 from cselab.data.transfer import TRANSFER_TASKS
 from cselab.encoders import Encoder, TransformerEncoder
 from cselab.errors import ConfigError
+from cselab.files import read_json, remove_path
 from cselab.probes.bias import run_bias_splits
 from cselab.probes.geometry import alignment_uniformity, layer_geometry, pca_sts
 from cselab.probes.plots import plot_accuracies, plot_geometry, task_scores
@@ -191,18 +192,52 @@ def write_plots(payload: dict[str, Any], out: str | os.PathLike) -> list[Path]:
 
 
 def results_path(out: str | os.PathLike) -> Path:
-    """``out`` when it can be the results JSON (a file path, not a directory)."""
-    if Path(out).is_dir():
-        raise ConfigError(f"--out {out}: a directory; give the results JSON's file name, e.g. "
-                          f"{Path(out) / 'results.json'}")
-    return Path(out)
+    """The results JSON ``--out`` names: a path ending in ``.json``, or a folder (``FOLDER/results.json``); checked
+    before any work (so that a mistake is not found after the scoring)."""
+    out = Path(out)
+    if out.is_dir() or str(out).endswith(os.sep):
+        out = out / "results.json"
+    if out.suffix != ".json":
+        raise ConfigError(f"--out {out}: the results JSON's name must end in .json (its reports are written beside "
+                          f"it as {out.stem}.md and {out.stem}.html), or name a folder")
+    for parent in out.parents:
+        if parent.exists() and not parent.is_dir():
+            raise ConfigError(f"--out {out}: {parent} is a file, not a folder")
+    if out.is_dir():
+        raise ConfigError(f"--out {out}: a folder where the results JSON goes")
+    return out
+
+
+def _staging(out: Path) -> tuple[Path, Path]:
+    """The folder a set of outputs is written into, and the journal that lists them while they move into place."""
+    return out.with_name(f".{out.name}.set"), out.with_name(f".{out.name}.moving")
+
+
+def finish_outputs(out: Path) -> None:
+    """Complete what a killed :func:`write_outputs` left: a set whose journal was written is moved into place (every
+    file of it was complete); a set without one is discarded (the previous set stays)."""
+    stage, journal = _staging(out)
+    if journal.is_file():
+        for name in read_json(journal, ConfigError, expect=list):
+            if (stage / name).exists():
+                os.replace(stage / name, out.parent / name)
+        journal.unlink()
+    remove_path(stage)
 
 
 def write_outputs(payload: dict[str, Any], out: str | os.PathLike) -> list[Path]:
-    """The results JSON at ``out`` and, beside it, its plots, a Markdown report and an HTML page; returns them."""
-    out = write_json_atomic(results_path(out), payload)
-    plots = write_plots(payload, out)
+    """The results JSON at ``out`` and, beside it, its plots, a Markdown report and an HTML page, written as one
+    set: all of them into a staging folder, then moved into place under a journal (the JSON last), so that a kill
+    leaves the previous set, or a new one that :func:`finish_outputs` completes. Returns the files."""
+    out = results_path(out)
+    finish_outputs(out)
+    stage, journal = _staging(out)
+    stage.mkdir(parents=True)
+    staged = write_json_atomic(stage / out.name, payload)
+    plots = write_plots(payload, staged)
     markdown = markdown_report(payload, plots)
-    report = write_text_atomic(out.with_suffix(".md"), markdown)
-    page = write_text_atomic(out.with_suffix(".html"), html_report(markdown))
-    return [out, report, page, *plots]
+    names = [*(p.name for p in plots), write_text_atomic(staged.with_suffix(".md"), markdown).name,
+             write_text_atomic(staged.with_suffix(".html"), html_report(markdown)).name, out.name]
+    write_json_atomic(journal, names)
+    finish_outputs(out)
+    return [out.parent / name for name in (names[-1], *names[:-1])]

@@ -30,6 +30,8 @@ import numpy as np
 from cselab.data import DataFormatError, NegationPairs
 from cselab.data.readers import read_lines
 from cselab.encoders import Encoder
+from cselab.errors import DataError
+from cselab.files import parse_json
 from cselab.mer import Normalizer, mer_pairs
 from cselab.metrics import cosine_rows
 
@@ -53,7 +55,7 @@ class TransformationItem:
 
 def _item(path: Path, number: int, line: str) -> TransformationItem:
     try:
-        record = json.loads(line)
+        record = parse_json(line, f"{path}:{number}", DataError)
     except json.JSONDecodeError as err:
         raise DataFormatError(path, number, f"not valid JSON ({err.msg} at column {err.colno})") from None
     if not isinstance(record, dict):

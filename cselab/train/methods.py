@@ -41,11 +41,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from cselab.errors import ConfigError
+from cselab.files import parse_json, parse_yaml, read_yaml, shown
 from cselab.train.plugins import load_plugins
-from cselab.train.schema import resolve
+from cselab.train.schema import imported, resolve
 
 
 def preset_names() -> list[str]:
@@ -54,14 +53,19 @@ def preset_names() -> list[str]:
 
 
 def _read(name_or_path: str | os.PathLike) -> tuple[dict[str, Any], str]:
-    """A YAML method as written (``extends`` not applied) and where it came from."""
+    """A YAML method as written (``extends`` not applied) and where it came from: a mapping, or a one-line
+    ConfigError naming the file (unreadable, not UTF-8, not YAML, aliases, not a mapping)."""
     path = Path(name_or_path)
-    if not path.is_file():
+    if not path.exists():
         if str(name_or_path) not in preset_names():
-            raise ConfigError(f"Unknown method {name_or_path!r}: not a YAML file, and the presets are "
+            raise ConfigError(f"Unknown method {shown(str(name_or_path))}: not a YAML file, and the presets are "
                              f"{', '.join(preset_names())}")
         path = Path(str(resources.files("cselab.train").joinpath("presets", f"{name_or_path}.yaml")))
-    return yaml.safe_load(path.read_text(encoding="utf-8")), str(path)
+    config = read_yaml(path, ConfigError)
+    profiles = config.get("profiles", {})
+    if not isinstance(profiles, dict) or not all(isinstance(p, dict) for p in profiles.values()):
+        raise ConfigError(f"{path}: profiles: expected a mapping of profile names to {{dotted.key: value}} mappings")
+    return config, str(path)
 
 
 def _merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
@@ -76,10 +80,15 @@ def _merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def _resolve(name_or_path: str | os.PathLike) -> tuple[dict[str, Any], str]:
+def _resolve(name_or_path: str | os.PathLike, chain: tuple[str, ...] = ()) -> tuple[dict[str, Any], str]:
     config, source = _read(name_or_path)
     if "extends" in config:
-        base, _ = _resolve(config["extends"])
+        base_name = config["extends"]
+        if not isinstance(base_name, str):
+            raise ConfigError(f"{source}: extends: expected one preset name or YAML path, got {shown(base_name)}")
+        if source in chain:
+            raise ConfigError(f"{source}: extends goes round in a loop: {' -> '.join([*chain, source])}")
+        base, _ = _resolve(base_name, (*chain, source))
         profiles = {**base.get("profiles", {}), **config.get("profiles", {})}  # a same-named profile is replaced
         config = _merge({k: v for k, v in base.items() if k not in ("description", "profiles")},
                         {k: v for k, v in config.items() if k not in ("extends", "profiles")})
@@ -99,16 +108,16 @@ def load_method(name_or_path: str | os.PathLike, overrides: list[str] = (), prof
         addition, _ = _read(name)
         own = {k: v for k, v in addition.items() if k not in ("extends", "method", "description")}
         config = _merge(config, own)
-        config["method"] = f"{config['method']}+{addition['method']}"
+        config["method"] = f"{config.get('method')}+{addition.get('method')}"
     profiles = config.pop("profiles", {})
     if profile is not None:
         if profile not in profiles:
-            raise ConfigError(f"{source}: no profile {profile!r}; profiles: {', '.join(profiles) or 'none'}")
+            raise ConfigError(f"{source}: no profile {shown(profile)}; profiles: {', '.join(profiles) or 'none'}")
         overrides = [f"{key}={json.dumps(value)}" for key, value in profiles[profile].items()] + list(overrides)
         config["profile"] = profile  # recorded with the run (OUT/config.yaml, OUT/best/cselab.json)
     for item in overrides:
         _override(config, item)
-    load_plugins(config.get("imports") or [], f"{source}: imports")
+    load_plugins(imported(config, source), f"{source}: imports")
     return resolve(config, source)
 
 
@@ -118,7 +127,7 @@ def _override(config: dict[str, Any], item: str) -> None:
     value to null (the key's default where it cannot be null)."""
     key, sep, raw = item.partition("=")
     if not sep or not key:
-        raise ConfigError(f"--set {item!r}: expected KEY=VALUE, e.g. training.lr=1e-5")
+        raise ConfigError(f"--set {shown(item)}: expected KEY=VALUE, e.g. training.lr=1e-5")
     *parents, leaf = key.split(".")
     node = config
     for depth, part in enumerate(parents):
@@ -126,20 +135,20 @@ def _override(config: dict[str, Any], item: str) -> None:
         if child is None:
             child = node[part] = {}
         if not isinstance(child, dict):
-            raise ConfigError(f"--set {item!r}: {'.'.join(parents[:depth + 1])} is {child!r}, not a section")
+            raise ConfigError(f"--set {shown(item)}: {'.'.join(parents[:depth + 1])} is {shown(child)}, not a section")
         node = child
-    value = _parse(raw)
+    value = _parse(raw, key)
     if value is None and isinstance(node.get(leaf), dict):
         node.pop(leaf)  # a section (a view, a loss) is removed
     else:
         node[leaf] = value  # a null value means null where the key may be null, else the key's default
 
 
-def _parse(raw: str) -> Any:
+def _parse(raw: str, key: str) -> Any:
     try:
-        return json.loads(raw)  # JSON first: YAML 1.1 reads 1e-5 as a string
+        return parse_json(raw, f"--set {key}", ConfigError)  # JSON first: YAML 1.1 reads 1e-5 as a string
     except json.JSONDecodeError:
-        value = yaml.safe_load(raw)
+        value = parse_yaml(raw, f"--set {key}", ConfigError)
         # YAML 1.1 also reads no/yes/on/off as booleans: mixed_precision=no means the string "no"
         return raw if isinstance(value, bool) and raw.lower() not in ("true", "false") else value
 

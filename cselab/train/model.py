@@ -26,6 +26,7 @@ from torch import nn
 from cselab.atomic import write_json_atomic
 from cselab.encoders.checkpoint import CheckpointInfo, write_checkpoint_info
 from cselab.encoders.pooling import LAYER_POOLER, needs_hidden_states, pool, pool_states
+from cselab.encoders.pretrained import load_pretrained
 from cselab.encoders.transformer import TransformerEncoder
 from cselab.errors import ConfigError
 from cselab.registry import Param, get, register
@@ -113,9 +114,9 @@ class TrainingEncoder(nn.Module):
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | os.PathLike, **kwargs) -> TrainingEncoder:
-        from transformers import AutoModel, AutoTokenizer
-
-        return cls(AutoModel.from_pretrained(name_or_path), AutoTokenizer.from_pretrained(name_or_path), **kwargs)
+        """The backbone and tokenizer of a folder or hub name, checked (:func:`~cselab.encoders.pretrained.
+        load_pretrained`), with the encoder's settings."""
+        return cls(*load_pretrained(str(name_or_path), kwargs.get("pooler", "cls_before_pooler")), **kwargs)
 
     @property
     def tokenizer(self):

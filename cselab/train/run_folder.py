@@ -1,11 +1,11 @@
 """What a run folder is and who writes it.
 
 ``OUT/config.yaml`` is the resolved method and ``OUT/run.json`` the run's identity: the config's sha256, the data
-fingerprint (an augment cache's key and manifest sha256, or a corpus's sha256), the base model and cselab's
-version. A run started on an existing ``OUT`` resumes only when its identity is the same; otherwise it stops
-naming the field that differs. ``OUT/.lock`` holds the writer's pid, host, process start time and wall-clock
-start: a second run on the same ``OUT`` stops naming them, and a lock whose process is gone (a killed run) is
-taken over with a warning.
+fingerprint (an augment cache's key and manifest sha256, or a corpus's sha256), the base model (its name and its
+weights' sha256), the dev set (its file's sha256 and the pair limit) and cselab's version. A run started on an
+existing ``OUT`` resumes only when its identity is the same; otherwise it stops naming the field that differs.
+``OUT/.lock`` holds the writer's pid, host, process start time and wall-clock start: a second run on the same
+``OUT`` stops naming them, and a lock whose process is gone (a killed run) is taken over with a warning.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ import hashlib
 import json
 import logging
 import os
-import shutil
 import socket
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,6 +24,7 @@ import yaml
 from cselab import __version__
 from cselab.atomic import write_json_atomic, write_text_atomic
 from cselab.errors import TrainingError
+from cselab.files import read_json, read_yaml, remove_path
 
 logger = logging.getLogger(__name__)
 
@@ -40,10 +40,13 @@ def config_sha256(method: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(method, sort_keys=True).encode()).hexdigest()
 
 
-def identity(method: dict[str, Any], base_model: str, data: dict[str, Any]) -> dict[str, Any]:
-    """What makes a run this run (the data by its content, not where it lies)."""
-    return {"format": "cselab-run", "version": 1, "cselab": __version__, "config_sha256": config_sha256(method),
-            "base_model": base_model, "data": {k: v for k, v in data.items() if k not in ("path", "backtranslation")}}
+def identity(method: dict[str, Any], base_model: str, data: dict[str, Any], base_weights: str | None = None,
+             dev: dict[str, Any] | None = None) -> dict[str, Any]:
+    """What makes a run this run: its config, its data by content (not where it lies), its base model by name and
+    by its weights' sha256, and the dev set it picks ``best`` with (the file's sha256 and the pair limit)."""
+    return {"format": "cselab-run", "version": 2, "cselab": __version__, "config_sha256": config_sha256(method),
+            "base_model": base_model, "base_weights_sha256": base_weights,
+            "data": {k: v for k, v in data.items() if k not in ("path", "backtranslation")}, "dev": dev}
 
 
 def _differences(old: Any, new: Any, prefix: str = "") -> list[str]:
@@ -53,11 +56,9 @@ def _differences(old: Any, new: Any, prefix: str = "") -> list[str]:
     return [] if old == new else [f"{prefix[:-1]} ({new!r} now, {old!r} in this OUT)"]
 
 
-def check_or_write(out: Path, method: dict[str, Any], base_model: str, data: dict[str, Any],
-                   write: bool = True) -> None:
-    """Write the run's config and identity into a new ``OUT`` (``write``: the main process only); on an existing
-    one, refuse to continue a different run, naming the first field that differs."""
-    mine = identity(method, base_model, data)
+def check_or_write(out: Path, mine: dict[str, Any], method: dict[str, Any], write: bool = True) -> None:
+    """Write the run's config and identity (:func:`identity`) into a new ``OUT`` (``write``: the main process only);
+    on an existing one, refuse to continue a different run, naming the first field that differs."""
     if not (out / IDENTITY).exists():
         if not write:
             return
@@ -68,14 +69,14 @@ def check_or_write(out: Path, method: dict[str, Any], base_model: str, data: dic
         write_json_atomic(out / IDENTITY, mine)
         return
     try:
-        theirs = json.loads((out / IDENTITY).read_text(encoding="utf-8"))
-        written = yaml.safe_load((out / CONFIG).read_text(encoding="utf-8"))
-    except (OSError, ValueError, yaml.YAMLError) as err:  # ValueError: bad JSON or not UTF-8
-        raise TrainingError(f"{out / IDENTITY}: unreadable ({type(err).__name__}); {AFRESH}") from None
+        theirs = read_json(out / IDENTITY, TrainingError)
+        written = read_yaml(out / CONFIG, TrainingError)
+    except TrainingError as err:
+        raise TrainingError(f"{err}; {AFRESH}") from None
     changed = []
     if theirs.get("config_sha256") != mine["config_sha256"]:
         changed = _differences(written, method) or [f"{CONFIG} (edited since the run began)"]
-    for field in ("data", "base_model", "cselab"):
+    for field in ("data", "base_model", "base_weights_sha256", "dev", "cselab", "version"):
         changed += _differences({field: theirs.get(field)}, {field: mine[field]})
     if changed:
         raise TrainingError(f"{out}: a different run: {changed[0]}" + (f" and {len(changed) - 1} more"
@@ -87,11 +88,7 @@ def check_or_write(out: Path, method: dict[str, Any], base_model: str, data: dic
 def overwrite(out: Path) -> None:
     """Delete a run's own files from ``OUT`` (anything else there stays)."""
     for name in ARTIFACTS:
-        path = out / name
-        if path.is_dir():
-            shutil.rmtree(path)
-        elif path.exists():
-            path.unlink()
+        remove_path(out / name)  # a link is removed, never what it points to
 
 
 def _process_start(pid: int) -> str | None:
@@ -127,10 +124,13 @@ class RunLock:
     def __enter__(self) -> RunLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         while not self._create():
+            if self.path.is_dir() or self.path.is_symlink():
+                raise TrainingError(f"{self.path}: a {'folder' if self.path.is_dir() else 'link'} where the run's "
+                                    "lock file goes; remove it, or give another --out")
             try:
-                holder = json.loads(self.path.read_text(encoding="utf-8"))
-            except (OSError, ValueError):  # bad JSON or not UTF-8
-                holder = {}  # half-written by a run killed while locking
+                holder = read_json(self.path, TrainingError)
+            except TrainingError:
+                holder = {}  # not a lock cselab wrote whole (it writes one complete, then links it into place)
             if holder and _alive(holder):
                 raise TrainingError(f"{self.path.parent}: being written by pid {holder.get('pid')} on "
                                     f"{holder.get('host')}, started {holder.get('started')}; wait for it to end, or "
@@ -141,17 +141,20 @@ class RunLock:
         return self
 
     def _create(self) -> bool:
+        """Write the lock whole beside its place, then link it there: another run sees no lock or a complete one
+        (never an empty file it might take for a dead run's)."""
+        whole = write_json_atomic(self.path.with_name(f"{LOCK}.{os.getpid()}"), self.mine)
         try:
-            handle = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            os.link(whole, self.path)
         except FileExistsError:
             return False
-        with os.fdopen(handle, "w", encoding="utf-8") as lock:
-            json.dump(self.mine, lock)
+        finally:
+            whole.unlink()
         return True
 
     def __exit__(self, *exc) -> None:
         try:
-            if json.loads(self.path.read_text(encoding="utf-8")).get("pid") == self.mine["pid"]:
+            if read_json(self.path, TrainingError).get("pid") == self.mine["pid"]:
                 self.path.unlink()
-        except (OSError, ValueError):  # bad JSON or not UTF-8
+        except TrainingError:
             pass

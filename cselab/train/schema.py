@@ -8,14 +8,17 @@ view's ``augment``, ``hooks.weights``, ``generated``) take theirs from the plug-
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from cselab.encoders.pooling import LAYER_POOLERS
 from cselab.errors import ConfigError
+from cselab.files import shown
 from cselab.registry import Param, check, check_plugin, get
 from cselab.train import plugins  # noqa: F401  (every plug-in registered)
 
 DTYPES = ("float32", "bfloat16", "float16")
+NAME = re.compile(r"[a-z0-9_-]+")
 HEAD_INITS = ("bert", "torch")
 OPTIMIZERS = ("adamw", "adamw_legacy")
 EARLY_STOP_RULES = ("no_improvement", "drops")
@@ -86,6 +89,22 @@ LOSS = {"type": Param(str, None, "the plug-in, when the name is not", nullable=T
 HOOKS = {"weights": Param(dict, None, "SAM/AWP", nullable=True, plugin="weight_hook")}
 
 
+def _name(section: str, name: Any) -> str:
+    """A view's or a loss's name: it names files (``OUT/last/loss-NAME.pt``), so letters, digits, _ and - only."""
+    if not isinstance(name, str) or not NAME.fullmatch(name):
+        raise ConfigError(f"{section}: the name {shown(name)} is not allowed; names are lower-case letters, digits, "
+                          "_ and -")
+    return f"{section}.{name}"
+
+
+def imported(config: dict[str, Any], source: str) -> list[str]:
+    """The method's ``imports`` (checked before they are imported: the schema resolves after them)."""
+    try:
+        return TOP["imports"].check(config.get("imports") or [], "imports")
+    except ConfigError as err:
+        raise ConfigError(f"{source}: {err}") from None
+
+
 def _views(views: Any) -> dict[str, dict[str, Any]]:
     if not isinstance(views, dict) or not views:
         raise ConfigError("views: expected a mapping of view names to views")
@@ -93,16 +112,16 @@ def _views(views: Any) -> dict[str, dict[str, Any]]:
     for name, view in views.items():
         if view is None:  # a view removed by `views.NAME: null`
             continue
-        where = f"views.{name}"
+        where = _name("views", name)
         result[name] = check(view or {}, VIEW, where)
         resolved = result[name]
         if ("of" in resolved) == ("column" in resolved):
             raise ConfigError(f"{where}: needs either column (a forward pass) or of (made from another view's "
                               "vectors)")
         if "of" in resolved and resolved["of"] not in views:
-            raise ConfigError(f"{where}.of: {resolved['of']!r} is not a view; views: {', '.join(views)}")
+            raise ConfigError(f"{where}.of: {shown(resolved['of'])} is not a view; views: {', '.join(views)}")
         if "of" in resolved and "augment" not in resolved:
-            raise ConfigError(f"{where}: is made of {resolved['of']!r} but has no augment")
+            raise ConfigError(f"{where}: is made of {shown(resolved['of'])} but has no augment")
         if "augment" in resolved:
             kind = "output_augment" if "of" in resolved else "input_augment"
             resolved["augment"] = check_plugin(kind, resolved["augment"], f"{where}.augment")
@@ -117,13 +136,14 @@ def _losses(losses: Any, views: dict[str, dict[str, Any]]) -> dict[str, dict[str
     for name, params in losses.items():
         if params is None:  # a loss removed by `losses.NAME: null`
             continue
-        where = f"losses.{name}"
+        where = _name("losses", name)
         plugin = get("loss", params.get("type") or name, f"{where}.type" if params.get("type") else where)
         resolved = check(params, {**LOSS, **plugin.schema()}, where)
         for key in (*plugin.roles, *plugin.view_lists):
             for view in resolved[key] if key in plugin.view_lists else [resolved[key]]:
                 if view not in available:
-                    raise ConfigError(f"{where}.{key}: {view!r} is not a view; views: {', '.join(sorted(available))}")
+                    raise ConfigError(f"{where}.{key}: {shown(view)} is not a view; views: "
+                                      f"{', '.join(sorted(available))}")
         result[name] = resolved
     return result
 
@@ -138,7 +158,7 @@ def _training(training: Any) -> dict[str, Any]:
     resolved = check(training, TRAINING, "training")
     warmup = resolved["warmup"]
     if warmup >= 1 and warmup != int(warmup):
-        raise ConfigError(f"training.warmup: {warmup!r} is neither a fraction below 1 nor a whole number of steps")
+        raise ConfigError(f"training.warmup: {shown(warmup)} is neither a fraction below 1 nor a whole number of steps")
     return resolved
 
 

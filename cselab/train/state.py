@@ -25,6 +25,7 @@ from safetensors.torch import load_model, save_model
 from cselab.atomic import write_json_atomic
 from cselab.checksum import sha256
 from cselab.errors import TrainingError
+from cselab.files import member, read_json
 
 MANIFEST = "MANIFEST.json"
 STATE_FILE = "trainer_state.json"
@@ -83,27 +84,30 @@ def write_manifest(folder: Path) -> Path:
 
 def verify(folder: Path) -> dict[str, Any]:
     """Check every file of a state folder against its manifest; returns the trainer's counters."""
-    manifest_path = folder / MANIFEST
+    if folder.is_symlink():
+        raise StateError(f"{folder}: a link, not the run's own folder; nothing is resumed through it")
     try:
-        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        listed = manifest["files"]
-    except (OSError, ValueError, KeyError, TypeError) as err:  # ValueError: bad JSON or not UTF-8
-        raise StateError(f"{manifest_path}: missing or unreadable ({type(err).__name__}), so nothing in "
-                         f"{folder} can be trusted") from None
+        listed = read_json(folder / MANIFEST, StateError).get("files")
+    except StateError as err:
+        raise StateError(f"{err}, so nothing in {folder} can be trusted") from None
+    if not isinstance(listed, dict) or not all(isinstance(r, dict) and isinstance(r.get("bytes"), int)
+                                               and isinstance(r.get("sha256"), str) for r in listed.values()):
+        raise StateError(f"{folder / MANIFEST}: files: expected name -> {{bytes, sha256}}, so nothing in {folder} "
+                         "can be trusted")
     unlisted = sorted({path.name for path in folder.iterdir()} - {MANIFEST} - set(listed))
     if unlisted:
         raise StateError(f"{folder / unlisted[0]}: not written by the run (not in {MANIFEST})")
     for name, expected in listed.items():
-        path = folder / name
+        path = member(folder, name, MANIFEST, StateError)
         if not path.is_file():
             raise StateError(f"{path}: missing (listed in {MANIFEST})")
         if path.stat().st_size != expected["bytes"] or sha256(path) != expected["sha256"]:
             raise StateError(f"{path}: damaged ({path.stat().st_size} bytes, {expected['bytes']} written; the "
                              "sha256 differs)")
-    try:
-        return json.loads((folder / STATE_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as err:  # ValueError: bad JSON or not UTF-8
-        raise StateError(f"{folder / STATE_FILE}: unreadable ({err})") from None
+    counters = read_json(folder / STATE_FILE, StateError)
+    if not all(isinstance(counters.get(k), (int, float)) for k in ("step", "best", "stale", "previous")):
+        raise StateError(f"{folder / STATE_FILE}: expected the numbers step, best, stale and previous")
+    return counters
 
 
 def _load(path: Path) -> Any:

@@ -21,6 +21,7 @@ figures go to ``OUT/tensorboard`` too.
 from __future__ import annotations
 
 import contextlib
+import errno
 import importlib.util
 import json
 import math
@@ -39,9 +40,12 @@ from safetensors.torch import load_model
 
 from cselab.atomic import write_json_atomic
 from cselab.data import load_sts
+from cselab.checksum import sha256
 from cselab.encoders.checkpoint import CheckpointInfo
+from cselab.encoders.pretrained import weights_sha256
 from cselab.encoders.transformer import TransformerEncoder
 from cselab.errors import TrainingError
+from cselab.files import read_json, remove_path, shown
 from cselab.metrics import cosine_rows, spearman
 from cselab.train import run_folder, state
 from cselab.train.data import training_rows
@@ -74,6 +78,24 @@ class DevSet:
         return 100 * spearman(sims, self.scores)
 
 
+def run_identity(method: dict[str, Any], model: str, source: dict[str, Any], data_dir=None,
+                 eval_limit: int | None = None) -> dict[str, Any]:
+    """The identity a run of ``method`` from ``model`` on the data ``source`` (:func:`training_rows`'s description)
+    has (:func:`cselab.train.run_folder.identity`): what ``OUT/run.json`` records and a resumed run must match."""
+    return run_folder.identity(method, str(model), source, weights_sha256(str(model)),
+                               dev_identity(method["training"]["dev"], data_dir, eval_limit))
+
+
+def dev_identity(dev: str, data_dir, limit: int | None) -> dict[str, Any]:
+    """The dev set a run picks ``best`` with, by content: the file's sha256 and the pair limit."""
+    if dev == "none":
+        return {"set": "none"}
+    if limit is not None and limit < 2:
+        raise TrainingError(f"--eval-limit {limit}: a dev score needs at least 2 pairs")
+    (pairs,) = load_sts("stsb", "dev", data_dir)
+    return {"set": dev, "sha256": sha256(pairs.files[0]), "limit": limit}
+
+
 def early_stop_count(rule: str, count: int, score: float | None, previous: float, improved: bool) -> int:
     """The early-stop count after an evaluation that gave ``score`` (None without a dev set): with
     ``no_improvement``, evaluations in a row without a better best score (0 when ``improved``); with ``drops``
@@ -87,11 +109,11 @@ def early_stop_count(rule: str, count: int, score: float | None, previous: float
 def _replace_folder(temporary: Path, final: Path) -> None:
     """Put ``temporary`` at ``final``; at every moment one complete copy exists (``final`` or ``final.old``)."""
     old = final.with_name(final.name + ".old")
-    if final.exists():
-        shutil.rmtree(old, ignore_errors=True)
+    if final.exists() or final.is_symlink():
+        remove_path(old)
         final.rename(old)
     temporary.rename(final)
-    shutil.rmtree(old, ignore_errors=True)
+    remove_path(old)
 
 
 def build_encoder(method: dict[str, Any], model: str) -> TrainingEncoder:
@@ -192,7 +214,11 @@ class Run:
         set_seed(self.cfg["seed"])
         self.out.mkdir(parents=True, exist_ok=True)
         self.rows, self.source = training_rows(method, data, data_dir)
-        run_folder.check_or_write(self.out, method, str(model), self.source, write=self.main)  # before a model loads
+        mine = run_identity(method, model, self.source, data_dir, eval_limit)
+        run_folder.check_or_write(self.out, mine, method, write=self.main)  # before a model loads
+        if self.main:  # what a run killed (or stopped by a full disk) mid-save left
+            for partial in ("last.tmp", "best.tmp"):
+                remove_path(self.out / partial)
         self.last, self.counters = self._verified_last()
         self.per_epoch = len(self.rows) // self.cfg["batch_size"]
         if self.per_epoch < self.cfg["grad_accum"]:
@@ -258,10 +284,14 @@ class Run:
     def _restart_from_best(self) -> None:
         best = self.out / "best"
         try:
-            saved = json.loads((best / BEST_STATE).read_text(encoding="utf-8"))
+            if best.is_symlink():
+                raise state.StateError(f"{best}: a link, not the run's own folder")
+            saved = read_json(best / BEST_STATE, state.StateError)
+            if not isinstance(saved.get("step"), int) or not isinstance(saved.get("best"), (int, float)):
+                raise state.StateError(f"{best / BEST_STATE}: expected the numbers step and best")
             load_model(self.core.backbone, str(best / "model.safetensors"))
         except Exception as err:
-            raise state.StateError(f"{best}: cannot restart from it ({type(err).__name__}: {err}); "
+            raise state.StateError(f"{best}: cannot restart from it ({shown(str(err), 200)}); "
                                    f"{run_folder.AFRESH}") from None
         for name in ("last", "last.tmp", "last.old"):
             shutil.rmtree(self.out / name, ignore_errors=True)
@@ -312,7 +342,21 @@ class Run:
 
     def evaluate_and_save(self) -> float | None:
         """Save the state to ``OUT/last``; score STS-B dev and keep ``OUT/best`` (with ``training.dev: none``, every
-        save is the best). Returns the dev score (None without one, or off the main process)."""
+        save is the best). Returns the dev score (None without one, or off the main process). A disk that fills up
+        meanwhile ends the run with one line naming the folder and the space a save takes."""
+        try:
+            return self._evaluate_and_save()
+        except OSError as err:
+            if err.errno != errno.ENOSPC:
+                raise
+            need = 3 * sum(p.numel() * p.element_size() for p in self.core.parameters()) / 2**20
+            free = shutil.disk_usage(self.out).free / 2**20
+            raise TrainingError(f"{self.out}: no space left on the device to save the run (a save takes about "
+                                f"{need:.0f} MiB: weights and the optimizer's two moments; {free:.0f} MiB free); free "
+                                f"some space and run the same command again: it resumes from {self.out / 'last'}"
+                                ) from None
+
+    def _evaluate_and_save(self) -> float | None:
         score, tmp = None, self.out / "last.tmp"
         if self.main:
             shutil.rmtree(tmp, ignore_errors=True)  # left by a killed run

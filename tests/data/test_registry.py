@@ -42,10 +42,10 @@ def test_missing_subset_file_is_named(tmp_path):
 def test_hub_copy_without_subsets_reads_as_one_subset(tmp_path):
     folder = tmp_path / "senteval" / "downstream" / "STS" / "STS14-en-test"
     folder.mkdir(parents=True)
-    (folder / "STS.input.all.txt").write_text("A man sings.\tA man is singing.\n")
-    (folder / "STS.gs.all.txt").write_text("4.8\n")
+    (folder / "STS.input.all.txt").write_text("A man sings.\tA man is singing.\nA cat.\tA dog.\n")
+    (folder / "STS.gs.all.txt").write_text("4.8\n1.0\n")
     (pairs,) = load_sts("STS14", data_dir=tmp_path)
-    assert (pairs.subset, len(pairs)) == ("all", 1)
+    assert (pairs.subset, len(pairs)) == ("all", 2)
 
 
 def test_corpus_path_accepts_files_and_rejects_unknown_names(tmp_path):

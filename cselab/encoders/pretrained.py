@@ -1,0 +1,91 @@
+"""A transformers model and its tokenizer, checked before any work is done with them.
+
+transformers loads a great deal without complaint: a folder without tokenizer files gets a placeholder vocabulary of
+a handful of tokens (every word then ``[UNK]``), a config that describes more layers than the weights hold gets the
+missing ones at random, and a damaged or refused weights file ends in a long traceback. :func:`load_pretrained`
+turns each of these into one :class:`~cselab.errors.ModelError` naming the folder (or hub name) and what is wrong.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+from cselab.checksum import sha256
+from cselab.errors import ModelError
+from cselab.files import shown
+
+TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",
+                   "tokenizer.model")
+SMALLEST_VOCABULARY = 100  # a placeholder tokenizer has its few special tokens; a real one has thousands
+
+
+def _first_line(err: Exception) -> str:
+    text = str(err).strip().splitlines()
+    return shown(text[0] if text else "", 160).strip("'\"")
+
+
+def load_tokenizer(path: str):
+    """The tokenizer of a folder or hub name; a folder must hold a vocabulary file, and what loads must be a real
+    vocabulary, not a placeholder."""
+    from transformers import AutoTokenizer
+
+    folder = Path(path)
+    if folder.is_dir() and not any((folder / name).is_file() for name in TOKENIZER_FILES):
+        raise ModelError(f"{path}: no tokenizer files ({', '.join(TOKENIZER_FILES)}); copy the tokenizer of the "
+                         "model it was trained from into the folder")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(path)
+    except Exception as err:  # any failure of the library to read the folder is the folder's to fix
+        raise ModelError(f"{path}: the tokenizer cannot be loaded ({type(err).__name__}: {_first_line(err)})") from None
+    if len(tokenizer) < SMALLEST_VOCABULARY:
+        raise ModelError(f"{path}: the tokenizer has {len(tokenizer)} tokens, a placeholder rather than a "
+                         "vocabulary; copy the real tokenizer files into the folder")
+    return tokenizer
+
+
+def load_model(path: str, needs_pooler: bool = False):
+    """The transformers model of a folder or hub name; weights that do not load, or that leave part of the model
+    its config describes at random (a pooler layer aside, unless ``needs_pooler``), are a ModelError."""
+    from transformers import AutoModel
+
+    try:
+        model, info = AutoModel.from_pretrained(path, output_loading_info=True)
+    except Exception as err:  # a missing, truncated, refused (pickle) or mismatched weights file
+        raise ModelError(f"{path}: the weights cannot be loaded ({type(err).__name__}: {_first_line(err)})") from None
+    missing = [key for key in info.get("missing_keys", ()) if needs_pooler or not key.startswith("pooler.")]
+    if missing:
+        raise ModelError(f"{path}: the weights do not cover the model its config.json describes: {len(missing)} "
+                         f"tensor(s) would start at random, e.g. {sorted(missing)[0]}")
+    return model
+
+
+def load_pretrained(path: str, pooler: str | None = None):
+    """``(model, tokenizer)`` of a folder or hub name, both checked (see the module docstring)."""
+    tokenizer = load_tokenizer(path)
+    return load_model(path, needs_pooler=pooler == "cls"), tokenizer
+
+
+WEIGHT_FILES = ("*.safetensors", "*.safetensors.index.json", "*.bin", "*.bin.index.json")
+
+
+def weights_sha256(path: str) -> str | None:
+    """One sha256 over a model's weight files (each one's name and sha256), so that a run knows its base model by
+    its weights, not its name; a hub name is looked up in the local cache (and fetched there when it can be). None
+    when no weight file is at hand."""
+    folder = Path(path)
+    if not folder.is_dir():
+        try:
+            from huggingface_hub import snapshot_download
+
+            folder = Path(snapshot_download(path, allow_patterns=list(WEIGHT_FILES)))
+        except Exception:  # offline and not cached, or not a hub name: no weights to name the run by
+            return None
+    files = sorted({f for pattern in WEIGHT_FILES for f in folder.glob(pattern)})
+    if not files:
+        return None
+    digest = hashlib.sha256()
+    for file in files:
+        digest.update(f"{file.name}\0{sha256(file)}\n".encode())
+    return digest.hexdigest()
+

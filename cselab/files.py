@@ -1,0 +1,157 @@
+"""One way in for every file a user hands cselab: text, JSON and YAML read with one-line errors.
+
+A file that cannot be read (missing, a folder, no permission), is not UTF-8, does not parse, nests deeper than
+:data:`MAX_DEPTH`, holds a number of more than :data:`MAX_DIGITS` digits, or is not the type of document expected
+raises the caller's error class (``DataError``, ``ConfigError``, ``ModelError``...) with a message that names the
+file, and its line where there is one. YAML is read without aliases (an anchor bomb of a few hundred bytes expands
+to gigabytes), and no message repeats more than :data:`SHOWN` characters of a value (:func:`shown`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cselab.errors import CselabError, DataError
+
+MAX_DEPTH = 64
+MAX_DIGITS = 64
+SHOWN = 60
+KINDS = {dict: "a mapping", list: "a list", str: "a string"}
+
+
+def shown(value: Any, limit: int = SHOWN) -> str:
+    """``repr(value)``, cut to ``limit`` characters (a message never copies an unbounded value)."""
+    if isinstance(value, (dict, list, tuple, set)) and len(value) > limit:  # no repr of a huge container at all
+        return f"<{type(value).__name__} of {len(value)} items>"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def read_text(path: str | os.PathLike, error: type[CselabError] = DataError) -> str:
+    """The file as UTF-8 text (a leading byte-order mark dropped)."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise error(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise error(f"{path}: is a folder, not a file") from None
+    except PermissionError:
+        raise error(f"{path}: not readable (permission denied)") from None
+    except OSError as err:
+        raise error(f"{path}: cannot be read ({err.strerror or err})") from None
+    if raw.startswith(b"\xef\xbb\xbf"):
+        raw = raw[3:]
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line = raw[:err.start].count(b"\n") + 1
+        raise error(f"{path}:{line}: not UTF-8 text (byte {raw[err.start]:#04x})") from None
+
+
+def _check_depth(value: Any, path: Path, error: type[CselabError]) -> None:
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise error(f"{path}: nested more than {MAX_DEPTH} levels deep")
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+
+
+def _expect(value: Any, expect: type | None, path: Path, error: type[CselabError]) -> Any:
+    if expect is not None and not isinstance(value, expect):
+        found = KINDS.get(type(value), "null" if value is None else f"a {type(value).__name__}")
+        raise error(f"{path}: expected {KINDS.get(expect, expect.__name__)} at the top, found {found}")
+    return value
+
+
+def _number(text: str, path: Path, error: type[CselabError], kind: type) -> Any:
+    if len(text.lstrip("-")) > MAX_DIGITS:
+        raise error(f"{path}: a number of {len(text)} characters (at most {MAX_DIGITS})")
+    return kind(text)
+
+
+def parse_json(text: str, where: str, error: type[CselabError]) -> Any:
+    """JSON text (bounded depth and number length); ``where`` names it in errors. Raises
+    :class:`json.JSONDecodeError` for text that is not JSON, so that a caller may try another reading."""
+    path = Path(where)
+    try:
+        value = json.loads(text, parse_int=lambda t: _number(t, path, error, int),
+                           parse_float=lambda t: _number(t, path, error, float))
+    except RecursionError:
+        raise error(f"{where}: nested more than {MAX_DEPTH} levels deep") from None
+    _check_depth(value, path, error)
+    return value
+
+
+def read_json(path: str | os.PathLike, error: type[CselabError] = DataError, expect: type | None = dict) -> Any:
+    """A JSON document (``expect``: the type it must be at the top, None for any)."""
+    path = Path(path)
+    try:
+        value = parse_json(read_text(path, error), str(path), error)
+    except json.JSONDecodeError as err:
+        raise error(f"{path}:{err.lineno}: not valid JSON ({err.msg})") from None
+    return _expect(value, expect, path, error)
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """YAML's safe loader without anchors and aliases: a document is read as written, never expanded."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(None, None, "aliases (*name) are not allowed", event.start_mark)
+        return super().compose_node(parent, index)
+
+
+def parse_yaml(text: str, where: str, error: type[CselabError]) -> Any:
+    """YAML text (no aliases, bounded depth); ``where`` names it in errors (a file, or ``--set KEY``)."""
+    try:
+        value = yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 (a SafeLoader without aliases)
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark or err.context_mark
+        line = f":{mark.line + 1}" if mark is not None else ""
+        raise error(f"{where}{line}: not valid YAML ({err.problem or err.context})") from None
+    except yaml.YAMLError as err:
+        raise error(f"{where}: not valid YAML ({err})") from None
+    except RecursionError:
+        raise error(f"{where}: nested more than {MAX_DEPTH} levels deep") from None
+    except ValueError as err:  # a number too long for Python's int (YAML has no bound of its own)
+        raise error(f"{where}: a value cannot be read ({shown(str(err))})") from None
+    _check_depth(value, Path(where), error)
+    return value
+
+
+def read_yaml(path: str | os.PathLike, error: type[CselabError] = DataError, expect: type | None = dict) -> Any:
+    """A YAML document, read without aliases (``expect``: the type it must be at the top, None for any)."""
+    path = Path(path)
+    return _expect(parse_yaml(read_text(path, error), str(path), error), expect, path, error)
+
+
+def member(folder: str | os.PathLike, name: Any, listed_in: str, error: type[CselabError] = DataError) -> Path:
+    """``folder / name`` for a file a manifest lists: a plain file name inside the folder (no path, no ``..``),
+    and not a link (whatever it pointed to outside would be read as the folder's own)."""
+    folder = Path(folder)
+    if not isinstance(name, str) or not name or name in (".", "..") or "/" in name or "\\" in name or "\0" in name:
+        raise error(f"{folder / listed_in}: lists {shown(name)}, which is not a file name inside {folder}")
+    path = folder / name
+    if path.is_symlink():
+        raise error(f"{path}: a link, not a file (a folder's files are its own, never followed out of it)")
+    return path
+
+
+def remove_path(path: str | os.PathLike) -> None:
+    """Remove a file, a folder with its contents, or a link (the link only: never what it points to)."""
+    path = Path(path)
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)
+
