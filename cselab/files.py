@@ -17,7 +17,7 @@ from typing import Any
 
 import yaml
 
-from cselab.errors import CselabError, DataError
+from cselab.errors import ConfigError, CselabError, DataError
 
 MAX_DEPTH = 64
 MAX_DIGITS = 64
@@ -30,6 +30,14 @@ def shown(value: Any, limit: int = SHOWN) -> str:
     if isinstance(value, (dict, list, tuple, set)) and len(value) > limit:  # no repr of a huge container at all
         return f"<{type(value).__name__} of {len(value)} items>"
     text = repr(value)
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def clipped(err: BaseException | str, limit: int = 120) -> str:
+    """An exception's message (its first line), or a text, cut to ``limit`` characters: for one-line errors that
+    quote a library's words."""
+    lines = str(err).strip().splitlines()
+    text = lines[0] if lines else type(err).__name__ if isinstance(err, BaseException) else ""
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
@@ -124,7 +132,7 @@ def parse_yaml(text: str, where: str, error: type[CselabError]) -> Any:
     except RecursionError:
         raise error(f"{where}: nested more than {MAX_DEPTH} levels deep") from None
     except ValueError as err:  # a number too long for Python's int (YAML has no bound of its own)
-        raise error(f"{where}: a value cannot be read ({shown(str(err))})") from None
+        raise error(f"{where}: a value cannot be read ({clipped(err)})") from None
     _check_depth(value, Path(where), error)
     return value
 
@@ -154,4 +162,17 @@ def remove_path(path: str | os.PathLike) -> None:
         path.unlink()
     elif path.is_dir():
         shutil.rmtree(path)
+
+
+def check_folder(path: str | os.PathLike, flag: str = "--out", file: bool = False) -> Path:
+    """``path`` where a folder (or, with ``file``, a file) can be: inside folders only, and for a folder itself a
+    folder or nothing yet; else a ConfigError naming the flag. Checked before any work, so that the mistake is not
+    found after it."""
+    path = Path(path)
+    if path.exists() and not path.is_dir() and not file:
+        raise ConfigError(f"{flag} {path}: a file, where a folder goes")
+    for parent in path.parents:
+        if parent.exists() and not parent.is_dir():
+            raise ConfigError(f"{flag} {path}: {parent} is a file, not a folder")
+    return path
 

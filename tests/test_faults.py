@@ -1,6 +1,8 @@
 """Fault injection: damaged run folders and caches, a different run on the same OUT, planted pickles, two writers,
-nonsense values. Each case ends either in the identical result or in a one-line error (exit 2) that names the file
-or value, with nothing lost (the previous best checkpoint still loads) and no traceback. The kills at random
+nonsense values, and, class by class, every reader, loader and writer of a user's files (bad files, unusable
+model folders, failing factories, links, identities, output sets, interrupts, full disks, degenerate data). Each
+case ends either in the identical result or in a one-line error (exit 2) that names the file or value, with
+nothing lost (the previous best checkpoint still loads) and no traceback. The kills at random
 points are tests/train/test_trainer.py::test_resume_after_a_kill_matches_a_straight_run and
 tests/augment/test_cache.py::test_resume_after_a_kill_gives_the_same_rows."""
 
@@ -246,3 +248,460 @@ def test_an_empty_idf_corpus_and_an_out_that_is_no_json_are_refused(tmp_path, ca
     assert main(["probe", "run", "--model", "bow", "--out", str(tmp_path / "empty.txt" / "r.json")]) == 2
     assert "empty.txt is a file, not a folder" in one_line_error(capsys)
     assert time.perf_counter() - started < 5 and not list(tmp_path.glob("*.tmp"))  # refused before any scoring
+
+
+# --- Classes of faults (issue 22): each reader, loader and writer of a class, walked -------------------------------
+
+DAMAGES = {  # how a file can be wrong, as bytes; "folder" puts a folder in its place
+    "not UTF-8": b'{"a": "\xff\xfe"}\n',
+    "not JSON": b'{"a": 1,,}\n',
+    "a list at the top": b"[1, 2, 3]\n",
+    "a 5000-digit number": b'{"n": ' + b"9" * 5000 + b"}\n",
+    "100,000 levels deep": b"[" * 100_000 + b"]" * 100_000,
+    "folder": None,
+}
+YAML_DAMAGES = {
+    "not UTF-8": b"method: \xff\xfe\n",
+    "not YAML": b"method: [simcse\nviews: {\n",
+    "a list at the top": b"- simcse\n- osscse\n",
+    "empty": b"",
+    "a bare string": b"simcse\n",
+    "an anchor bomb": b"a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\nc: [*b, *b]\n",
+    "folder": None,
+}
+
+
+def plant(path: Path, content: bytes | None) -> None:
+    """Put a damaged file (or a folder) where ``path`` was."""
+    if path.is_dir():
+        shutil.rmtree(path)
+    elif path.exists():
+        path.unlink()
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_bytes(content)
+
+
+@pytest.fixture(scope="module")
+def results_json(tmp_path_factory, data_dir):
+    """A results JSON ``probe compare`` reads."""
+    path = tmp_path_factory.mktemp("results") / "r.json"
+    assert main(["probe", "run", "--model", "bow", "--suite", "sts", "--limit", "20", "--data-dir", str(data_dir),
+                 "--out", str(path)]) == 0
+    return path
+
+
+def _json_reader(name: str, finished_run, tmp_path, tiny_bert_dir, tiny_cache, data_dir, results_json):
+    """(the command, the file it reads) for each JSON reader of a user's file."""
+    if name in ("run.json", "last/MANIFEST.json", "last/trainer_state.json"):
+        out = copy_of(finished_run, tmp_path)
+        return train_args(tiny_bert_dir, tiny_cache, data_dir, out), out / name
+    if name == "cache manifest.json":
+        cache = tmp_path / "cache"
+        shutil.copytree(tiny_cache, cache)
+        return train_args(tiny_bert_dir, cache, data_dir, tmp_path / "run"), cache / "manifest.json"
+    if name in ("checkpoint cselab.json", "sentence-transformers modules.json"):
+        model = tmp_path / "model"
+        shutil.copytree(finished_run / "full" / "best", model)
+        if name.startswith("sentence"):
+            (model / "cselab.json").unlink()
+        file = model / ("cselab.json" if name.startswith("checkpoint") else "modules.json")
+        return ["probe", "run", "--model", str(model), "--limit", "20", "--data-dir", str(data_dir),
+                "--out", str(tmp_path / "r.json")], file
+    copy = tmp_path / "r.json"  # probe compare's results JSON
+    shutil.copy(results_json, copy)
+    return ["probe", "compare", str(results_json), str(copy)], copy
+
+
+@pytest.mark.parametrize("damage", DAMAGES)
+@pytest.mark.parametrize("reader", ["run.json", "last/MANIFEST.json", "last/trainer_state.json", "cache manifest.json",
+                                    "checkpoint cselab.json", "sentence-transformers modules.json",
+                                    "results JSON"])
+def test_every_json_reader_refuses_every_bad_file_in_one_line(finished_run, tmp_path, tiny_bert_dir, tiny_cache,
+                                                               data_dir, results_json, capsys, reader, damage):
+    argv, path = _json_reader(reader, finished_run, tmp_path, tiny_bert_dir, tiny_cache, data_dir, results_json)
+    plant(path, DAMAGES[damage])
+    started = time.perf_counter()
+    assert main(argv) == 2
+    assert str(path) in one_line_error(capsys) and time.perf_counter() - started < 60
+    if reader.startswith(("run", "last")):
+        best_still_loads(path.parents[1] if reader.startswith("last") else path.parent)
+
+
+@pytest.mark.parametrize("damage", YAML_DAMAGES)
+@pytest.mark.parametrize("reader", ["method YAML", "OUT/config.yaml"])
+def test_every_yaml_reader_refuses_every_bad_file_in_one_line(finished_run, tmp_path, tiny_bert_dir, tiny_cache,
+                                                               data_dir, capsys, reader, damage):
+    if reader == "method YAML":
+        path = tmp_path / "method.yaml"
+        argv = ["train", "--method", str(path), "--out", str(tmp_path / "run"), "--show-config"]
+    else:
+        out = copy_of(finished_run, tmp_path)
+        path, argv = out / "config.yaml", train_args(tiny_bert_dir, tiny_cache, data_dir, out)
+    plant(path, YAML_DAMAGES[damage])
+    assert main(argv) == 2
+    assert str(path) in one_line_error(capsys)
+
+
+@pytest.mark.parametrize(("content", "message"), [
+    ("extends: [simcse]\n", "extends: expected one preset name or YAML path"),
+    ("extends: method.yaml\nmethod: loop\n", "extends goes round in a loop"),
+    ("extends: simcse\nimports: [planted_raises]\n", "importing 'planted_raises' failed: RuntimeError: planted"),
+    ("extends: simcse\nimports: [planted_syntax]\n", "importing 'planted_syntax' failed: SyntaxError"),
+    ("extends: simcse\nimports: planted_raises\n", "imports: 'planted_raises' is not valid; expected a list"),
+    ("extends: simcse\nlosses: {a/b: {type: recall}}\n", "losses: the name 'a/b' is not allowed"),
+    ("extends: simcse\nprofiles: [minilm]\n", "profiles: expected a mapping of profile names"),
+])
+def test_a_method_file_that_cannot_be_a_method_is_one_line(tmp_path, monkeypatch, capsys, content, message):
+    (tmp_path / "planted_raises.py").write_text("raise RuntimeError('planted')\n")
+    (tmp_path / "planted_syntax.py").write_text("def broken(:\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "method.yaml").write_text(content)
+    assert main(["train", "--method", str(tmp_path / "method.yaml"), "--show-config"]) == 2
+    assert message in one_line_error(capsys)
+
+
+@pytest.mark.parametrize(("reader", "content", "message"), [
+    ("corpus", "one sentence\n".encode("utf-16-le"), ":1: holds the control character U+0000"),
+    ("corpus", b"fine\n\xff bad\n", ":2: byte 0xff is not valid utf-8"),
+    ("testset", b'{"source": "a", "negation": "not a"}\n' + b"[" * 100_000 + b"]" * 100_000 + b"\n",
+     ":2: nested more than"),
+    ("testset", b'{"source": "a", "negation": "not a"}\n\xff\n', ":2: byte 0xff is not valid utf-8"),
+])
+def test_text_files_with_bad_lines_are_named_with_the_line(tmp_path, tiny_bert_dir, data_dir, capsys, reader,
+                                                           content, message):
+    path = tmp_path / f"{reader}.txt"
+    path.write_bytes(content)
+    if reader == "corpus":
+        argv = ["train", "--model", str(tiny_bert_dir), "--data", str(path), "--data-dir", str(data_dir),
+                "--out", str(tmp_path / "run"), *SETTINGS]
+    else:
+        argv = ["probe", "run", "--model", "bow", "--suite", "bias", "--testset", str(path), "--limit", "20",
+                "--data-dir", str(data_dir), "--out", str(tmp_path / "r.json")]
+    assert main(argv) == 2
+    assert f"{path}{message}" in one_line_error(capsys)
+
+
+def _model_folder(kind: str, source: Path, tmp_path: Path) -> Path:
+    folder = tmp_path / kind.replace(" ", "-")
+    shutil.copytree(source, folder)
+    weights = folder / "model.safetensors"
+    if kind == "no tokenizer files":
+        for name in ("tokenizer.json", "vocab.txt", "tokenizer_config.json", "special_tokens_map.json"):
+            (folder / name).unlink(missing_ok=True)
+    elif kind == "no weights":
+        weights.unlink()
+    elif kind == "truncated weights":
+        weights.write_bytes(weights.read_bytes()[:1000])
+    elif kind == "empty folder":
+        shutil.rmtree(folder)
+        folder.mkdir()
+    elif kind in ("a wider config", "a deeper config"):
+        config = json.loads((folder / "config.json").read_text())
+        config.update({"hidden_size": 64, "intermediate_size": 128} if kind == "a wider config"
+                      else {"num_hidden_layers": 3})
+        (folder / "config.json").write_text(json.dumps(config))
+    elif kind == "a planted pickle":
+        weights.unlink()
+        (folder / "pytorch_model.bin").write_bytes(pickle.dumps(Payload(tmp_path / "ran")))
+    return folder
+
+
+@pytest.mark.parametrize("command", ["probe", "train"])
+@pytest.mark.parametrize("kind", ["no tokenizer files", "no weights", "truncated weights", "empty folder",
+                                  "a wider config", "a deeper config", "a planted pickle"])
+def test_a_model_folder_that_cannot_be_used_is_refused_before_work(tmp_path, tiny_bert_dir, tiny_cache, data_dir,
+                                                                   capsys, command, kind):
+    folder = _model_folder(kind, tiny_bert_dir, tmp_path)
+    argv = (["probe", "run", "--model", str(folder), "--limit", "20", "--data-dir", str(data_dir), "--out",
+             str(tmp_path / "r.json")] if command == "probe"
+            else ["train", "--model", str(folder), "--data", str(tiny_cache), "--data-dir", str(data_dir),
+                  "--out", str(tmp_path / "run"), *SETTINGS])
+    assert main(argv) == 2
+    assert str(folder) in one_line_error(capsys)
+    assert not (tmp_path / "ran").exists() and not (tmp_path / "r.json").exists()
+    assert not (tmp_path / "run" / "last").exists()
+
+
+FACTORIES = {  # a user's factory module, and what the one line says
+    "import raises": ("raise RuntimeError('no GPU here')\n", "importing planted_factory failed: RuntimeError"),
+    "does not parse": ("def make(:\n", "importing planted_factory failed: SyntaxError"),
+    "factory raises": ("def make():\n    raise ValueError('bad config')\n", "make() failed: ValueError: bad config"),
+    "needs an argument": ("def make(path):\n    return path\n", "make() failed: TypeError"),
+    "encode raises": ("class E:\n    def encode(self, s):\n        raise KeyError('x')\n\n"
+                      "def make():\n    return E()\n", "encode() failed: KeyError"),
+    "one NaN vector": ("import numpy as np\nclass E:\n    def encode(self, s):\n        v = np.ones((len(s), 4))\n"
+                       "        v[len(s) // 2] = np.nan\n        return v\n\ndef make():\n    return E()\n",
+                       "holds NaN or infinite values"),
+    "empty vectors": ("import numpy as np\nclass E:\n    def encode(self, s):\n        return np.zeros((len(s), 0))\n\n"
+                      "def make():\n    return E()\n", "expected ("),
+    "too few rows": ("import numpy as np\nclass E:\n    def encode(self, s):\n        return np.ones((1, 4))\n\n"
+                     "def make():\n    return E()\n", "expected ("),
+}
+
+
+@pytest.mark.parametrize("case", FACTORIES)
+def test_a_factory_encoder_that_fails_or_gives_bad_vectors_is_one_line(tmp_path, data_dir, monkeypatch, capsys,
+                                                                       case):
+    code, message = FACTORIES[case]
+    module = f"planted_factory_{abs(hash(case))}"
+    (tmp_path / f"{module}.py").write_text(code)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert main(["probe", "run", "--model", f"{module}:make", "--limit", "20", "--data-dir", str(data_dir),
+                 "--out", str(tmp_path / "r.json")]) == 2
+    assert message.replace("planted_factory", module) in one_line_error(capsys)
+    assert not (tmp_path / "r.json").exists()  # no scores of null, no file
+
+
+@pytest.mark.parametrize("change", ["the base model's weights replaced", "another --eval-limit"])
+def test_a_resume_whose_weights_or_dev_set_differ_is_refused_naming_the_field(finished_run, tmp_path, tiny_bert_dir,
+                                                                             tiny_cache, data_dir, capsys, change):
+    out, model = copy_of(finished_run, tmp_path), tmp_path / "base"
+    shutil.copytree(tiny_bert_dir, model)
+    argv = train_args(model, tiny_cache, data_dir, out)
+    json_identity = json.loads((out / "run.json").read_text())
+    json_identity["base_model"] = str(model)  # the same folder moved: only its weights may tell it apart
+    (out / "run.json").write_text(json.dumps(json_identity))
+    if change == "another --eval-limit":
+        argv[argv.index("--eval-limit") + 1] = "30"
+        field = "dev.limit (30 now, 20 in this OUT)"
+    else:
+        weights = load_file(str(model / "model.safetensors"))
+        from safetensors.torch import save_file
+
+        save_file({k: v + 0.01 for k, v in weights.items()}, str(model / "model.safetensors"))
+        field = "base_weights_sha256"
+    assert main(argv) == 2
+    assert f"a different run: {field}" in one_line_error(capsys)
+    best_still_loads(out)
+
+
+def test_a_sweep_reuses_only_the_results_of_the_same_run(tiny_bert_dir, tiny_cache, data_dir, tmp_path, capsys,
+                                                          caplog):
+    base = ["sweep", "--methods", "simcse", "--seeds", "1", "--data", str(tiny_cache), "--data-dir", str(data_dir),
+            "--eval-limit", "20", "--sts-limit", "20", "--out", str(tmp_path / "s"), "--set", "training.batch_size=16",
+            "--set", "training.max_length=24", "--set", "training.eval_steps=2"]
+    assert main([*base, "--model", str(tiny_bert_dir), "--set", "training.max_steps=2"]) == 0
+    capsys.readouterr()
+    # another setting, another model: the run folder holds another run, and the sweep says so
+    assert main([*base, "--model", str(tiny_bert_dir), "--set", "training.max_steps=3"]) == 2
+    assert "a different run: training.max_steps (3 now, 2 in this OUT)" in one_line_error(capsys)
+    other = tmp_path / "other-model"
+    shutil.copytree(tiny_bert_dir, other)
+    assert main([*base, "--model", str(other), "--set", "training.max_steps=2"]) == 2
+    assert "a different run: base_model" in one_line_error(capsys)
+    # a damaged result of the same run is scored again, with a warning
+    result = tmp_path / "s" / "results" / "simcse-seed0.json"
+    before = json.loads(result.read_text())
+    result.write_text(result.read_text()[:40])
+    assert main([*base, "--model", str(tiny_bert_dir), "--set", "training.max_steps=2"]) == 0
+    assert "scoring the run again" in caplog.text and json.loads(result.read_text()) == before
+
+
+def test_methods_whose_runs_would_share_a_folder_are_refused(tmp_path, capsys):
+    (tmp_path / "a").mkdir()
+    for path in (tmp_path / "a" / "simcse.yaml", tmp_path / "a_simcse.yaml"):
+        path.write_text("extends: simcse\nmethod: x\n")
+    methods = f"{tmp_path / 'a' / 'simcse.yaml'},{tmp_path / 'a_simcse.yaml'}"
+    assert main(["sweep", "--methods", methods, "--seeds", "1", "--out", str(tmp_path / "s")]) == 2
+    assert "would share the run folder" in one_line_error(capsys)
+    assert main(["sweep", "--methods", "simcse,simcse", "--seeds", "1", "--out", str(tmp_path / "s")]) == 2
+    assert "would share the run folder" in one_line_error(capsys)
+
+
+def _payload_spec(path: Path) -> str:
+    return json.loads(path.read_text())["model"]["spec"]
+
+
+def test_probe_outputs_are_written_as_a_set_whatever_the_moment_of_a_kill(tmp_path, data_dir, monkeypatch):
+    from cselab.probes import runner
+
+    out = tmp_path / "r.json"
+    argv = ["probe", "run", "--suite", "sts", "--limit", "20", "--data-dir", str(data_dir), "--out", str(out)]
+    assert main(["probe", "run", "--model", "bow", *argv[2:]]) == 0
+    old = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    real_replace, moves, journal = os.replace, [], tmp_path / ".r.json.moving"
+
+    def replace_then_die(source, target):  # killed once the first file of the new set has moved into place
+        if moves:
+            raise Killed
+        if journal.exists():
+            moves.append(target)
+        real_replace(source, target)
+
+    for moment in ("while writing", "while moving"):
+        if moment == "while writing":
+            monkeypatch.setattr(runner, "write_text_atomic", lambda *a, **k: (_ for _ in ()).throw(Killed()))
+        else:
+            monkeypatch.undo()
+            monkeypatch.setattr(runner.os, "replace", replace_then_die)
+        with pytest.raises(Killed):
+            main(["probe", "run", "--model", "tfidf", *argv[2:]])
+        monkeypatch.undo()
+        runner.finish_outputs(out)  # what the next probe run at this --out does first
+        if moment == "while writing":  # no journal yet: the previous set, untouched
+            assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == old
+        else:  # the journal was written: the new set, completed
+            assert _payload_spec(out) == "tfidf" and "tfidf" in (tmp_path / "r.md").read_text()
+            assert "bow" not in (tmp_path / "r.md").read_text()
+        assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+
+
+@pytest.mark.parametrize("where", ["cache manifest.json", "last/MANIFEST.json"])
+def test_a_manifest_naming_a_file_outside_its_folder_is_refused(finished_run, tmp_path, tiny_bert_dir, tiny_cache,
+                                                                data_dir, capsys, where):
+    outside = tmp_path / "outside.txt"
+    outside.write_text("secret")
+    record = {"bytes": outside.stat().st_size, "sha256": __import__("hashlib").sha256(b"secret").hexdigest()}
+    if where.startswith("cache"):
+        cache = tmp_path / "cache"
+        shutil.copytree(tiny_cache, cache)
+        manifest, argv = cache / "manifest.json", train_args(tiny_bert_dir, cache, data_dir, tmp_path / "run")
+    else:
+        out = copy_of(finished_run, tmp_path)
+        manifest, argv = out / "last" / "MANIFEST.json", train_args(tiny_bert_dir, tiny_cache, data_dir, out)
+    payload = json.loads(manifest.read_text())
+    payload["files"]["../" * 12 + str(outside).lstrip("/")] = record
+    manifest.write_text(json.dumps(payload))
+    assert main(argv) == 2
+    assert "which is not a file name inside" in one_line_error(capsys)
+
+
+def test_links_in_a_run_folder_are_never_followed(finished_run, tmp_path, tiny_bert_dir, tiny_cache, data_dir,
+                                                   capsys):
+    out, elsewhere = copy_of(finished_run, tmp_path), tmp_path / "elsewhere"
+    (out / "last").rename(elsewhere)
+    (out / "last").symlink_to(elsewhere)
+    assert main(train_args(tiny_bert_dir, tiny_cache, data_dir, out)) == 2
+    assert "last: a link, not the run's own folder" in one_line_error(capsys)
+    (out / "best").rename(tmp_path / "best-elsewhere")
+    (out / "best").symlink_to(tmp_path / "best-elsewhere")
+    assert main([*train_args(tiny_bert_dir, tiny_cache, data_dir, out), "--overwrite"]) == 0
+    assert (elsewhere / "MANIFEST.json").exists() and (tmp_path / "best-elsewhere" / "cselab.json").exists()
+    assert not (out / "best").is_symlink()
+
+
+@pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
+def test_an_interrupted_run_says_what_it_kept_releases_its_lock_and_resumes(tmp_path, tiny_bert_dir, tiny_cache,
+                                                                           data_dir, signal_name):
+    import signal
+
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "cselab.cli", *train_args(tiny_bert_dir, tiny_cache, data_dir, out,
+                                                               "--set", "training.max_steps=40",
+                                                               "--set", "training.epochs=10")]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    state, deadline = out / "last" / "trainer_state.json", time.time() + 300
+    while time.time() < deadline and not state.exists():
+        time.sleep(0.05)
+    process.send_signal(getattr(signal, signal_name))
+    _, err = process.communicate(timeout=120)
+    lines = [line for line in err.replace("\r", "\n").splitlines() if line.startswith("interrupted: ")]
+    assert process.returncode == 130 and len(lines) == 1 and "Traceback" not in err, err[-2000:]
+    assert f"{out}/last holds the run at step" in lines[0] and not (out / ".lock").exists()
+    assert subprocess.run(command, capture_output=True).returncode == 0
+    assert json.loads(state.read_text())["step"] == 40
+
+
+def _disk_full(*args, **kwargs):
+    raise OSError(28, "No space left on device", str(args[0]) if args else None)
+
+
+@pytest.mark.parametrize("stage", ["train", "augment", "probe"])
+def test_a_full_disk_is_one_line_and_the_next_run_cleans_up(finished_run, tmp_path, tiny_bert_dir, tiny_cache,
+                                                            data_dir, monkeypatch, capsys, stage):
+    if stage == "train":
+        out = copy_of(finished_run, tmp_path)
+        monkeypatch.setattr(training_state, "save_shared_state", _disk_full)
+        assert main(train_args(tiny_bert_dir, tiny_cache, data_dir, out)) == 2
+        assert "no space left on the device to save the run (a save takes about" in one_line_error(capsys)
+        assert (out / "last.tmp").exists()  # what the full disk left, until the next run
+        monkeypatch.undo()
+        assert main(train_args(tiny_bert_dir, tiny_cache, data_dir, out)) == 0
+        assert not (out / "last.tmp").exists() and json.loads((out / "last" / "trainer_state.json").read_text())[
+            "step"] == 4
+        return
+    if stage == "augment":
+        from cselab.augment import cache
+
+        monkeypatch.setattr(cache, "_write_chunk", _disk_full)
+        (tmp_path / "c.txt").write_text("A man plays the guitar.\nThe cat sat on the mat.\n")
+        argv = ["augment", "--corpus", str(tmp_path / "c.txt"), "--out", str(tmp_path / "cache"),
+                "--set", "backend=none"]
+    else:
+        from cselab.probes import runner
+
+        monkeypatch.setattr(runner, "write_json_atomic", _disk_full)
+        argv = ["probe", "run", "--model", "bow", "--limit", "20", "--data-dir", str(data_dir), "--out",
+                str(tmp_path / "r.json")]
+    assert main(argv) == 2
+    assert "no space left on the device" in one_line_error(capsys)
+
+
+def test_degenerate_evaluation_sets_are_named(tmp_path, tiny_bert_dir, tiny_cache, data_dir, capsys):
+    root = tmp_path / "data"
+    stsb = root / "senteval" / "downstream" / "STS" / "STSBenchmark"
+    stsb.mkdir(parents=True)
+    for name in ("sts-train.csv", "sts-dev.csv", "sts-test.csv"):
+        shutil.copy(data_dir / "senteval" / "downstream" / "STS" / "STSBenchmark" / name, stsb / name)
+    (stsb / "sts-test.csv").write_text("")
+    assert main(["probe", "run", "--model", "bow", "--tasks", "stsb", "--data-dir", str(root), "--out",
+                 str(tmp_path / "r.json")]) == 2
+    assert f"{stsb / 'sts-test.csv'}: 0 scored pair(s)" in one_line_error(capsys)
+    with pytest.raises(SystemExit) as refused:  # argparse: a limit of one pair
+        main(train_args(tiny_bert_dir, tiny_cache, data_dir, tmp_path / "run")[:-len(SETTINGS)] + ["--eval-limit", "1"])
+    assert refused.value.code == 2 and "expected a whole number >= 2" in capsys.readouterr().err
+
+
+def test_a_cache_that_lacks_what_the_method_reads_is_refused_before_training(tmp_path, tiny_bert_dir, tiny_cache,
+                                                                            data_dir, capsys):
+    (tmp_path / "m.yaml").write_text("extends: simcse\nviews:\n  positive: {column: nosuch}\n")
+    argv = ["train", "--model", str(tiny_bert_dir), "--data-dir", str(data_dir), "--out", str(tmp_path / "run"),
+            *SETTINGS]
+    assert main([*argv, "--method", str(tmp_path / "m.yaml"), "--data", str(tiny_cache)]) == 2
+    assert "the cache has no column 'nosuch'" in one_line_error(capsys)
+    (tmp_path / "c.txt").write_text("".join(f"Sentence number {i} is here.\n" for i in range(40)))
+    assert main(["augment", "--corpus", str(tmp_path / "c.txt"), "--out", str(tmp_path / "cache"),
+                 "--set", "backend=none"]) == 0
+    capsys.readouterr()
+    assert main([*argv, "--method", "simcse-bt", "--data", str(tmp_path / "cache")]) == 2
+    assert "no row of the cache has a paraphrase" in one_line_error(capsys)
+    assert not (tmp_path / "run" / "last").exists()
+
+
+@pytest.mark.parametrize("command", ["train", "augment", "sweep", "probe"])
+def test_an_out_that_is_a_file_or_inside_one_is_refused_before_work(tmp_path, tiny_bert_dir, data_dir, capsys,
+                                                                     command):
+    file = tmp_path / "a-file"
+    file.write_text("x")
+    argv = {"train": ["train", "--model", str(tiny_bert_dir), *SETTINGS],
+            "augment": ["augment", "--corpus", str(file), "--set", "backend=none"],
+            "sweep": ["sweep", "--methods", "simcse", "--seeds", "1", "--model", str(tiny_bert_dir)],
+            "probe": ["probe", "build-probing", "--corpus", str(file)]}[command]
+    for out, message in ((file, "a file, where a folder goes"), (file / "x", "a-file is a file, not a folder")):
+        assert main([*argv, "--out", str(out)]) == 2
+        assert message in one_line_error(capsys)
+    assert file.read_text() == "x"
+
+
+def test_a_lock_that_is_a_folder_and_a_utf16_corpus_are_named(finished_run, tmp_path, tiny_bert_dir, tiny_cache,
+                                                              data_dir, capsys):
+    out = copy_of(finished_run, tmp_path)
+    (out / ".lock").mkdir()
+    assert main(train_args(tiny_bert_dir, tiny_cache, data_dir, out)) == 2
+    assert ".lock: a folder where the run's lock file goes" in one_line_error(capsys)
+    corpus = tmp_path / "utf16.txt"
+    corpus.write_text("A man plays the guitar.\nThe cat sat on the mat.\n", encoding="utf-16")
+    assert main(["augment", "--corpus", str(corpus), "--out", str(tmp_path / "cache"), "--set", "backend=none"]) == 2
+    assert "control_character" in one_line_error(capsys)  # each line skipped with its reason, none kept
+
+
+def test_a_checkpoint_whose_settings_have_the_wrong_type_is_named(finished_run, tmp_path, data_dir, capsys):
+    model = tmp_path / "model"
+    shutil.copytree(finished_run / "full" / "best", model)
+    info = json.loads((model / "cselab.json").read_text())
+    (model / "cselab.json").write_text(json.dumps({**info, "max_length": "32"}))
+    assert main(["probe", "run", "--model", str(model), "--limit", "20", "--data-dir", str(data_dir), "--out",
+                 str(tmp_path / "r.json")]) == 2
+    assert "cselab.json: max_length: '32' is not valid; expected a whole number >= 1" in one_line_error(capsys)

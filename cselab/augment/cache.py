@@ -39,7 +39,7 @@ from cselab.augment.source import SourceLine, read_source
 from cselab.checksum import sha256
 from cselab.data.augmented import MANIFEST, data_files, damaged_files, file_record, read_manifest
 from cselab.errors import ConfigError, DataError, ModelError
-from cselab.files import parse_json, read_json, shown
+from cselab.files import check_folder, parse_json, read_json, shown
 from cselab.registry import Param, check
 from cselab.versions import debian_versions, package_versions
 
@@ -178,7 +178,7 @@ def build_cache(corpus: str | os.PathLike, out: str | os.PathLike, config: Augme
         raise ConfigError(f"--shard-index must be in [0, {num_shards}), got {shard_index}")
     config = config.resolved()
     digest = sha256(corpus)
-    folder = Path(out) / config.key(digest)
+    folder = check_folder(out) / config.key(digest)
     if (folder / MANIFEST).exists() and not _remove_damaged(folder):
         return folder  # built already and intact: the same config twice is a no-op
     folder.mkdir(parents=True, exist_ok=True)
@@ -246,6 +246,7 @@ def build_cache_parallel(corpus: str | os.PathLike, out: str | os.PathLike, conf
                          num_proc: int) -> Path:
     """:func:`build_cache` over ``num_proc`` local worker processes (one shard each); returns the cache folder."""
     config = config.resolved()  # once, so that every shard agrees
+    check_folder(out)
     if num_proc == 1:
         return build_cache(corpus, out, config)
     with ProcessPoolExecutor(num_proc, mp_context=get_context("spawn")) as pool:

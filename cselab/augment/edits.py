@@ -25,7 +25,7 @@ from cselab.augment.negation import DEFAULT_MODEL
 from cselab.augment.wordnet import POS_FILES, WORDNET_DIR, Synonyms
 from cselab.encoders.transformer import default_device
 from cselab.errors import DataError, ModelError
-from cselab.files import shown
+from cselab.files import clipped
 
 
 def edit_count(words: int, rate: tuple[float, float], rng: random.Random) -> int:
@@ -67,7 +67,7 @@ class MaskedLMEditor:
             self.model = AutoModelForMaskedLM.from_pretrained(model).to(self.device).eval()
         except Exception as err:  # offline without it in the cache, a folder that is no masked LM ...
             raise ModelError(f"--mlm {model}: cannot be loaded ({type(err).__name__}: "
-                             f"{shown(str(err).strip().splitlines()[0] if str(err).strip() else '', 120)}); "
+                             f"{clipped(err)}); "
                              "offline, --mlm wordnet inserts and substitutes with WordNet instead (or give a masked "
                              "LM's folder, or --mlm none)") from None
         self.rate, self.batch_size, self.seed = rate, batch_size, seed

@@ -15,7 +15,7 @@ import numpy as np
 
 from cselab.encoders.base import Encoder
 from cselab.errors import ModelError
-from cselab.files import shown
+from cselab.files import clipped
 
 FACTORY = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_]\w*")
 
@@ -37,7 +37,7 @@ class FactoryEncoder(Encoder):
                              "PYTHONPATH?") from None
         except Exception as err:  # the user's module raised, or does not parse
             raise ModelError(f"--model {spec}: importing {module_name} failed: {type(err).__name__}: "
-                             f"{shown(str(err), 120)}") from None
+                             f"{clipped(err)}") from None
         factory = getattr(module, function, None)
         if not callable(factory):
             raise ModelError(f"--model {spec}: {module_name} has no function {function!r}")
@@ -45,7 +45,7 @@ class FactoryEncoder(Encoder):
             self.model = factory()
         except Exception as err:  # it needs arguments, or fails: the factory's to fix, said in one line
             raise ModelError(f"--model {spec}: {function}() failed: {type(err).__name__}: "
-                             f"{shown(str(err), 120)}") from None
+                             f"{clipped(err)}") from None
         if not callable(getattr(self.model, "encode", None)):
             raise ModelError(f"--model {spec}: {function}() returned {type(self.model).__name__}, which has no "
                              "encode(list[str]) method")
@@ -66,6 +66,6 @@ class FactoryEncoder(Encoder):
             vectors = np.asarray(self.model.encode(sentences), dtype=np.float32)
         except Exception as err:  # the user's encode() raised, or returned what is not an array of numbers
             raise ModelError(f"--model {self.spec}: encode() failed: {type(err).__name__}: "
-                             f"{shown(str(err), 120)}") from None
+                             f"{clipped(err)}") from None
         self._dim = vectors.shape[1] if vectors.ndim == 2 else None
         return vectors

@@ -59,6 +59,8 @@ def _model_file(spec: str, filename: str) -> Path | None:
     """``filename`` from a local folder or a hub repository; None when the model has no such file."""
     if Path(spec).is_dir():
         path = Path(spec) / filename
+        if path.exists() and not path.is_file():
+            raise ModelError(f"{path}: is a folder, not a file")
         return path if path.is_file() else None
     if spec.startswith(("/", "./", "../", "~")) or Path(spec).exists():
         raise EncoderNotFoundError(f"no model folder at {spec}")
@@ -125,8 +127,8 @@ def load_encoder(spec: str, pooler: str | None = None, prompt: str | None = None
         try:
             settings = native_settings(lambda name: _read_json(path, name))
         except (KeyError, TypeError, AttributeError, IndexError):
-            raise ModelError(f"{path}: modules.json (or a module's config) is not in the form sentence-transformers "
-                             "writes: a list of {idx, name, path, type}") from None
+            raise ModelError(f"{Path(path) / 'modules.json'} (or a module's config it names): not in the form "
+                             "sentence-transformers writes, a list of {idx, name, path, type}") from None
         if settings is None and not overrides:
             return SentenceTransformerEncoder(path, device=device)
         return _transformer(path, device, dtype, spec, **{**(settings or {}), **overrides})

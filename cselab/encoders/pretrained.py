@@ -13,16 +13,11 @@ from pathlib import Path
 
 from cselab.checksum import sha256
 from cselab.errors import ModelError
-from cselab.files import shown
+from cselab.files import clipped
 
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",
                    "tokenizer.model")
 SMALLEST_VOCABULARY = 100  # a placeholder tokenizer has its few special tokens; a real one has thousands
-
-
-def _first_line(err: Exception) -> str:
-    text = str(err).strip().splitlines()
-    return shown(text[0] if text else "", 160).strip("'\"")
 
 
 def load_tokenizer(path: str):
@@ -37,7 +32,7 @@ def load_tokenizer(path: str):
     try:
         tokenizer = AutoTokenizer.from_pretrained(path)
     except Exception as err:  # any failure of the library to read the folder is the folder's to fix
-        raise ModelError(f"{path}: the tokenizer cannot be loaded ({type(err).__name__}: {_first_line(err)})") from None
+        raise ModelError(f"{path}: the tokenizer cannot be loaded ({type(err).__name__}: {clipped(err)})") from None
     if len(tokenizer) < SMALLEST_VOCABULARY:
         raise ModelError(f"{path}: the tokenizer has {len(tokenizer)} tokens, a placeholder rather than a "
                          "vocabulary; copy the real tokenizer files into the folder")
@@ -52,7 +47,7 @@ def load_model(path: str, needs_pooler: bool = False):
     try:
         model, info = AutoModel.from_pretrained(path, output_loading_info=True)
     except Exception as err:  # a missing, truncated, refused (pickle) or mismatched weights file
-        raise ModelError(f"{path}: the weights cannot be loaded ({type(err).__name__}: {_first_line(err)})") from None
+        raise ModelError(f"{path}: the weights cannot be loaded ({type(err).__name__}: {clipped(err)})") from None
     missing = [key for key in info.get("missing_keys", ()) if needs_pooler or not key.startswith("pooler.")]
     if missing:
         raise ModelError(f"{path}: the weights do not cover the model its config.json describes: {len(missing)} "

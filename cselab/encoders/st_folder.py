@@ -15,7 +15,7 @@ import numpy as np
 
 from cselab.encoders.base import Encoder
 from cselab.errors import ModelError
-from cselab.files import shown
+from cselab.files import clipped
 
 # Pooling modes cselab runs itself: sentence-transformers >= 6 writes "pooling_mode",
 # earlier versions one boolean "pooling_mode_<mode>" key per mode.
@@ -57,7 +57,7 @@ class SentenceTransformerEncoder(Encoder):
             self.model = SentenceTransformer(path, device=device)
         except Exception as err:  # a module stack the library cannot build from this folder
             raise ModelError(f"{path}: sentence-transformers cannot load it ({type(err).__name__}: "
-                             f"{shown(str(err).strip(), 160)})") from None
+                             f"{clipped(err, 160)})") from None
         self.spec = str(path)
 
     @property

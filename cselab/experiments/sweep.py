@@ -31,7 +31,7 @@ import numpy as np
 from cselab.atomic import write_json_atomic, write_text_atomic
 from cselab.encoders import load_encoder
 from cselab.errors import ConfigError, DataError, TrainingError
-from cselab.files import read_json
+from cselab.files import check_folder, read_json
 from cselab.probes.geometry import alignment_uniformity
 from cselab.probes.report import markdown_table
 from cselab.probes.runner import ProbeOptions, run_bias
@@ -149,7 +149,7 @@ def run_sweep(spec: SweepSpec, progress: bool = True, worker: tuple[int, int] | 
               ) -> dict[str, Any] | None:
     """Train and score every run not scored yet, then write the summary; returns it. A ``worker`` ``(k, n)`` takes
     only every n-th run from the k-th and writes no summary (see :func:`run_parallel`)."""
-    out, runs = Path(spec.out), spec.runs()
+    out, runs = check_folder(spec.out), spec.runs()
     for method in spec.methods:  # every config is checked before the first run starts
         for point in parse_grid(list(spec.grid)):
             load_method(method, [*spec.overrides, *point], spec.profile)

@@ -38,6 +38,7 @@ from typing import Any
 from cselab.atomic import write_json_atomic, write_text_atomic
 from cselab.checksum import sha256
 from cselab.data import read_corpus
+from cselab.files import check_folder
 
 PROBING_FILES = {"SentLen": "sentence_length.txt", "WC": "word_content.txt", "TreeDepth": "tree_depth.txt",
                  "TopConst": "top_constituents.txt", "BShift": "bigram_shift.txt", "Tense": "past_present.txt",
@@ -307,6 +308,8 @@ def build_probing(corpus: str | os.PathLike, out: str | os.PathLike, seed: int =
     """Parse ``corpus`` and write the ten task files (SentEval's names and format) and ``probing.json`` in ``out``."""
     import spacy
     from tqdm.auto import tqdm
+
+    check_folder(out)
 
     sentences = list(dict.fromkeys(read_corpus(corpus)))
     nlp = spacy.load(model, exclude=["ner"])

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from cselab.errors import DataError
-from cselab.files import read_json, shown
+from cselab.files import clipped, read_json
 from cselab.probes.plots import task_scores
 
 PLOT_CAPTIONS = {"transformations": "cosine against MER per transformation",
@@ -249,6 +249,6 @@ def read_results(paths: Sequence[str | os.PathLike]) -> list[dict[str, Any]]:
             compare_report([payload])  # every field the comparison reads, of the type it expects
         except (AttributeError, KeyError, TypeError, ValueError, IndexError, ZeroDivisionError) as err:
             raise DataError(f"{path}: not a results JSON of `probe run`: a field has another type or is missing "
-                            f"({type(err).__name__}: {shown(str(err), 80)})") from None
+                            f"({type(err).__name__}: {clipped(err, 80)})") from None
         payloads.append(payload)
     return payloads

@@ -19,7 +19,7 @@ from cselab.data import DataNotFoundError, NegationPairs, corpus_path, data_root
 from cselab.data.transfer import TRANSFER_TASKS
 from cselab.encoders import Encoder, TransformerEncoder
 from cselab.errors import ConfigError
-from cselab.files import read_json, remove_path
+from cselab.files import check_folder, read_json, remove_path
 from cselab.probes.bias import run_bias_splits
 from cselab.probes.geometry import alignment_uniformity, layer_geometry, pca_sts
 from cselab.probes.plots import plot_accuracies, plot_geometry, task_scores
@@ -200,9 +200,7 @@ def results_path(out: str | os.PathLike) -> Path:
     if out.suffix != ".json":
         raise ConfigError(f"--out {out}: the results JSON's name must end in .json (its reports are written beside "
                           f"it as {out.stem}.md and {out.stem}.html), or name a folder")
-    for parent in out.parents:
-        if parent.exists() and not parent.is_dir():
-            raise ConfigError(f"--out {out}: {parent} is a file, not a folder")
+    check_folder(out, file=True)
     if out.is_dir():
         raise ConfigError(f"--out {out}: a folder where the results JSON goes")
     return out

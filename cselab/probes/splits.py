@@ -30,6 +30,7 @@ import numpy as np
 from cselab.atomic import write_json_atomic, write_text_atomic
 from cselab.data import STSPairs, load_sts
 from cselab.errors import ConfigError
+from cselab.files import check_folder
 from cselab.mer import Normalizer, mer_pairs
 from cselab.probes.sts import subset_limit
 
@@ -152,7 +153,7 @@ def write_pairs_jsonl(splits: Sequence[SubsetSplit], path: str | os.PathLike) ->
 def write_split_files(splits: Sequence[SubsetSplit], out_dir: str | os.PathLike, normalize: str,
                       protocol: str) -> list[Path]:
     """``splits.json`` (the table and the protocol), ``splits.md`` and ``pairs.jsonl`` in ``out_dir``."""
-    out = Path(out_dir)
+    out = check_folder(out_dir, "--out-dir")
     summary = {"mer_normalize": normalize, "protocol": protocol, "protocol_description": PROTOCOLS[protocol],
                "subsets": split_summary(splits)}
     return [write_json_atomic(out / "splits.json", summary),

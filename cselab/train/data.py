@@ -55,9 +55,17 @@ def training_rows(method: dict[str, Any], data: str | os.PathLike | None = None,
     folder = finished_cache(spec)
     manifest = read_manifest(folder)
     warn_if_paraphrases_differ(method, manifest, folder)
-    return load_cache(folder), {"kind": "augment-cache", "path": str(folder), "key": manifest.get("key"),
-                                "manifest_sha256": sha256(folder / MANIFEST),
-                                "backtranslation": manifest.get("models", {})}
+    rows = load_cache(folder)
+    for column in sorted({view["column"] for view in method["views"].values() if view.get("column")}):
+        if column not in rows.column_names:
+            raise ConfigError(f"{folder}: the cache has no column {column!r}, which method {method['method']} "
+                              f"reads; its columns: {', '.join(rows.column_names)}")
+        if not any(value for value in rows[column]):
+            raise ConfigError(f"{folder}: no row of the cache has a {column} (built with backend "
+                              f"{manifest.get('config', {}).get('backend')!r}?), which method {method['method']} "
+                              "reads; build a cache that makes them")
+    return rows, {"kind": "augment-cache", "path": str(folder), "key": manifest.get("key"),
+                  "manifest_sha256": sha256(folder / MANIFEST), "backtranslation": manifest.get("models", {})}
 
 
 def warn_if_paraphrases_differ(method: dict[str, Any], manifest: dict[str, Any], folder: Path) -> bool:

@@ -52,11 +52,16 @@ def preset_names() -> list[str]:
                   if p.name.endswith(".yaml"))
 
 
-def _read(name_or_path: str | os.PathLike) -> tuple[dict[str, Any], str]:
-    """A YAML method as written (``extends`` not applied) and where it came from: a mapping, or a one-line
-    ConfigError naming the file (unreadable, not UTF-8, not YAML, aliases, not a mapping)."""
+def _read(name_or_path: str | os.PathLike, beside: Path | None = None) -> tuple[dict[str, Any], str]:
+    """A YAML method as written (``extends`` not applied) and where it came from (a path relative to ``beside``,
+    the folder of the method that extends it, where it is found there): a mapping, or a one-line ConfigError naming
+    the file (unreadable, not UTF-8, not YAML, aliases, not a mapping)."""
     path = Path(name_or_path)
-    if not path.exists():
+    if beside is not None and not path.is_absolute() and (beside / path).exists():
+        path = beside / path
+    if path.exists():
+        path = path.resolve()
+    else:
         if str(name_or_path) not in preset_names():
             raise ConfigError(f"Unknown method {shown(str(name_or_path))}: not a YAML file, and the presets are "
                              f"{', '.join(preset_names())}")
@@ -80,15 +85,16 @@ def _merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def _resolve(name_or_path: str | os.PathLike, chain: tuple[str, ...] = ()) -> tuple[dict[str, Any], str]:
-    config, source = _read(name_or_path)
+def _resolve(name_or_path: str | os.PathLike, chain: tuple[str, ...] = (), beside: Path | None = None
+             ) -> tuple[dict[str, Any], str]:
+    config, source = _read(name_or_path, beside)
     if "extends" in config:
         base_name = config["extends"]
         if not isinstance(base_name, str):
             raise ConfigError(f"{source}: extends: expected one preset name or YAML path, got {shown(base_name)}")
         if source in chain:
             raise ConfigError(f"{source}: extends goes round in a loop: {' -> '.join([*chain, source])}")
-        base, _ = _resolve(base_name, (*chain, source))
+        base, _ = _resolve(base_name, (*chain, source), Path(source).parent)
         profiles = {**base.get("profiles", {}), **config.get("profiles", {})}  # a same-named profile is replaced
         config = _merge({k: v for k, v in base.items() if k not in ("description", "profiles")},
                         {k: v for k, v in config.items() if k not in ("extends", "profiles")})

@@ -7,7 +7,7 @@ from __future__ import annotations
 import importlib
 
 from cselab.errors import ConfigError
-from cselab.files import shown
+from cselab.files import clipped, shown
 from cselab.train import augmentations, hooks, loss_plugins, model, negatives  # noqa: F401  (they register)
 
 
@@ -17,8 +17,8 @@ def load_plugins(modules: list[str], where: str = "imports") -> None:
         try:
             importlib.import_module(name)
         except ImportError as err:
-            raise ConfigError(f"{where}: cannot import {shown(name)} ({shown(str(err))}); is its folder on "
+            raise ConfigError(f"{where}: cannot import {shown(name)} ({clipped(err)}); is its folder on "
                               "PYTHONPATH?") from None
         except Exception as err:  # a plug-in module that raises, or does not parse, is the user's module to fix
             raise ConfigError(f"{where}: importing {shown(name)} failed: {type(err).__name__}: "
-                              f"{shown(str(err), 120)}") from None
+                              f"{clipped(err)}") from None

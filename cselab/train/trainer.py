@@ -45,7 +45,7 @@ from cselab.encoders.checkpoint import CheckpointInfo
 from cselab.encoders.pretrained import weights_sha256
 from cselab.encoders.transformer import TransformerEncoder
 from cselab.errors import TrainingError
-from cselab.files import read_json, remove_path, shown
+from cselab.files import check_folder, clipped, read_json, remove_path
 from cselab.metrics import cosine_rows, spearman
 from cselab.train import run_folder, state
 from cselab.train.data import training_rows
@@ -139,6 +139,10 @@ def backward_pass(model, method: dict[str, Any], rows: dict[str, list], backward
     the perturbed ``trainable`` weights, which are then restored. Returns the (first pass's) loss and its parts;
     a loss that is not finite is returned without a backward pass."""
     parts = batch_losses(model, method, rows, initial_weights, states)
+    if not parts:
+        columns = sorted({view["column"] for view in method["views"].values() if view.get("column")})
+        raise TrainingError(f"no loss of {method['method']} could be computed on a batch: none of its rows has all "
+                            f"the columns a loss reads ({', '.join(columns)})")
     loss = total_loss(method, parts)
     if not torch.isfinite(loss):
         return loss, parts
@@ -291,7 +295,7 @@ class Run:
                 raise state.StateError(f"{best / BEST_STATE}: expected the numbers step and best")
             load_model(self.core.backbone, str(best / "model.safetensors"))
         except Exception as err:
-            raise state.StateError(f"{best}: cannot restart from it ({shown(str(err), 200)}); "
+            raise state.StateError(f"{best}: cannot restart from it ({clipped(err, 200)}); "
                                    f"{run_folder.AFRESH}") from None
         for name in ("last", "last.tmp", "last.old"):
             shutil.rmtree(self.out / name, ignore_errors=True)
@@ -473,7 +477,7 @@ def train(method: dict[str, Any], model: str, data: str | os.PathLike | None, ou
     "best"`` continues from the best checkpoint's weights with a fresh optimizer when ``OUT/last`` is damaged."""
     if restart_from not in (None, *RESTARTS):
         raise TrainingError(f"--restart-from {restart_from!r}: expected one of {', '.join(RESTARTS)}")
-    out, main = Path(out), int(os.environ.get("RANK", 0)) == 0  # the lock and the overwrite: one process
+    out, main = check_folder(out), int(os.environ.get("RANK", 0)) == 0  # the lock and the overwrite: one process
     with run_folder.RunLock(out) if main else contextlib.nullcontext():
         if overwrite and main:
             run_folder.overwrite(out)
