@@ -17,6 +17,7 @@ every value type-checked, coerced and range-checked, defaults filled in; a mista
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,6 +26,7 @@ from cselab.errors import ConfigError
 from cselab.files import shown
 
 REQUIRED = object()  # a Param default: the key must be given
+NAME = re.compile(r"[a-z0-9_-]+")  # the names of plug-ins, views and losses
 KINDS = ("loss", "input_augment", "output_augment", "negatives", "weight_hook", "head", "pooler")
 
 
@@ -163,6 +165,8 @@ def register(kind: str, name: str, **declaration) -> Callable[[Callable], Callab
     """Decorator: register the function as plug-in ``name`` of ``kind`` (see :class:`Plugin` for the fields)."""
     if kind not in _REGISTRY:
         raise ValueError(f"unknown plug-in kind {kind!r}; kinds: {', '.join(KINDS)}")
+    if not NAME.fullmatch(name):  # names reach file names (OUT/last/loss-NAME.pt) and YAML keys
+        raise ValueError(f"plug-in name {name!r}: lower-case letters, digits, _ and - only")
 
     def add(function: Callable) -> Callable:
         if name in _REGISTRY[kind]:

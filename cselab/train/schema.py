@@ -8,17 +8,15 @@ view's ``augment``, ``hooks.weights``, ``generated``) take theirs from the plug-
 from __future__ import annotations
 
 import math
-import re
 from typing import Any
 
 from cselab.encoders.pooling import LAYER_POOLERS
 from cselab.errors import ConfigError
 from cselab.files import shown
-from cselab.registry import Param, check, check_plugin, get
+from cselab.registry import NAME, Param, check, check_plugin, get
 from cselab.train import plugins  # noqa: F401  (every plug-in registered)
 
 DTYPES = ("float32", "bfloat16", "float16")
-NAME = re.compile(r"[a-z0-9_-]+")
 HEAD_INITS = ("bert", "torch")
 OPTIMIZERS = ("adamw", "adamw_legacy")
 EARLY_STOP_RULES = ("no_improvement", "drops")
