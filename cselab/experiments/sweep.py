@@ -37,7 +37,7 @@ from cselab.probes.report import markdown_table
 from cselab.probes.runner import ProbeOptions, run_bias
 from cselab.probes.sts import run_sts
 from cselab.train.methods import load_method
-from cselab.train.data import training_rows
+from cselab.train.data import data_source
 from cselab.train.trainer import run_identity, train
 
 logger = logging.getLogger(__name__)
@@ -159,7 +159,7 @@ def run_sweep(spec: SweepSpec, progress: bool = True, worker: tuple[int, int] | 
         if progress:
             print(f"[{number}/{len(runs)}] {run.label}, seed {run.seed}", flush=True)
         config = load_method(run.method, [*spec.overrides, *run.grid, f"training.seed={run.seed}"], spec.profile)
-        _, source = training_rows(config, spec.data, spec.data_dir)
+        source = data_source(config, spec.data, spec.data_dir)
         made_by = {"run": run_identity(config, spec.model, source, spec.data_dir, spec.eval_limit),
                    "scoring": {"sts_limit": spec.sts_limit, "bias": spec.bias}}
         result_path = out / "results" / f"{run.slug}.json"

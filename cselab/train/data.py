@@ -37,26 +37,59 @@ class TextRows:
         return {"text": [self.sentences[i] for i in indices]}
 
 
+def _columns(method: dict[str, Any]) -> list[str]:
+    return sorted({view["column"] for view in method["views"].values() if view.get("column")})
+
+
+def _plain_corpus(method: dict[str, Any], data: str | os.PathLike | None) -> tuple[str, bool]:
+    """What ``data`` names (``data``, else the method's ``data``, else ``cache/augment``) and whether it is a plain
+    corpus (refused for a method that reads more than the text)."""
+    spec = str(data if data is not None else method.get("data", DEFAULT_DATA))
+    if not (is_corpus(spec) and not Path(spec).is_dir()):
+        return spec, False
+    missing = [column for column in _columns(method) if column != "text"]
+    if missing:
+        raise ConfigError(f"{spec} is a plain corpus (one sentence a line): it has no {', '.join(missing)} "
+                          f"column, which method {method['method']} reads; build an augment cache with "
+                          f"`cselab augment --corpus {spec}` and train on it")
+    return spec, True
+
+
+def _corpus_source(spec: str, sentences: list[str]) -> dict[str, Any]:
+    digest = hashlib.sha256("\n".join(sentences).encode("utf-8")).hexdigest()
+    return {"kind": "corpus", "name": spec, "rows": len(sentences), "sha256": digest}
+
+
+def _cache_source(folder: Path, manifest: dict[str, Any]) -> dict[str, Any]:
+    return {"kind": "augment-cache", "path": str(folder), "key": manifest.get("key"),
+            "manifest_sha256": sha256(folder / MANIFEST), "backtranslation": manifest.get("models", {})}
+
+
+def data_source(method: dict[str, Any], data: str | os.PathLike | None = None,
+                data_dir: str | os.PathLike | None = None) -> dict[str, Any]:
+    """The description of what :func:`training_rows` would load, without loading a cache's rows (what a run's
+    identity records)."""
+    spec, corpus = _plain_corpus(method, data)
+    if corpus:
+        return _corpus_source(spec, load_corpus(spec, data_dir))
+    folder = finished_cache(spec)
+    return _cache_source(folder, read_manifest(folder))
+
+
 def training_rows(method: dict[str, Any], data: str | os.PathLike | None = None,
                   data_dir: str | os.PathLike | None = None):
     """The rows ``method`` trains on (``data``, else the method's ``data``, else ``cache/augment``): a cache's
     ``datasets.Dataset`` or a corpus's :class:`TextRows`, and a description of where they came from (recorded with
-    the run)."""
-    spec = str(data if data is not None else method.get("data", DEFAULT_DATA))
-    if is_corpus(spec) and not Path(spec).is_dir():
-        columns = sorted({view["column"] for view in method["views"].values() if view.get("column")} - {"text"})
-        if columns:
-            raise ConfigError(f"{spec} is a plain corpus (one sentence a line): it has no {', '.join(columns)} "
-                             f"column, which method {method['method']} reads; build an augment cache with "
-                             f"`cselab augment --corpus {spec}` and train on it")
+    the run). A cache without a column the method reads, or with that column empty in every row, is refused."""
+    spec, corpus = _plain_corpus(method, data)
+    if corpus:
         sentences = load_corpus(spec, data_dir)
-        digest = hashlib.sha256("\n".join(sentences).encode("utf-8")).hexdigest()
-        return TextRows(sentences), {"kind": "corpus", "name": spec, "rows": len(sentences), "sha256": digest}
+        return TextRows(sentences), _corpus_source(spec, sentences)
     folder = finished_cache(spec)
     manifest = read_manifest(folder)
     warn_if_paraphrases_differ(method, manifest, folder)
     rows = load_cache(folder)
-    for column in sorted({view["column"] for view in method["views"].values() if view.get("column")}):
+    for column in _columns(method):
         if column not in rows.column_names:
             raise ConfigError(f"{folder}: the cache has no column {column!r}, which method {method['method']} "
                               f"reads; its columns: {', '.join(rows.column_names)}")
@@ -64,8 +97,7 @@ def training_rows(method: dict[str, Any], data: str | os.PathLike | None = None,
             raise ConfigError(f"{folder}: no row of the cache has a {column} (built with backend "
                               f"{manifest.get('config', {}).get('backend')!r}?), which method {method['method']} "
                               "reads; build a cache that makes them")
-    return rows, {"kind": "augment-cache", "path": str(folder), "key": manifest.get("key"),
-                  "manifest_sha256": sha256(folder / MANIFEST), "backtranslation": manifest.get("models", {})}
+    return rows, _cache_source(folder, manifest)
 
 
 def warn_if_paraphrases_differ(method: dict[str, Any], manifest: dict[str, Any], folder: Path) -> bool:
