@@ -7,6 +7,9 @@ import tempfile
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_DATASETS_OFFLINE"] = "1"
 os.environ["HF_HUB_CACHE"] = tempfile.mkdtemp(prefix="cselab-hub-cache-")
+# Encoded vectors are kept in a cache of the test session's own, never the user's (tests that check the cache make
+# theirs); subprocesses inherit it.
+os.environ["CSELAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="cselab-embeddings-")
 
 import shutil  # noqa: E402
 from pathlib import Path  # noqa: E402

@@ -73,6 +73,10 @@ def test_bias_suite_then_compare(data_dir, tmp_path, capsys):
     table = capsys.readouterr().out
     assert "| Model | STS avg. | Cont." in table and "| bow   | n/a " in table and "| tfidf " in table
     assert "different Cont./Oppn. split protocols (footnote, paper)" in table
+    assert "**Warning**: tfidf was scored with other settings than bow" in table
+    assert "split protocol: 'paper' vs 'footnote'" in table
+    assert "Cont./Oppn. of tfidf and bow not compared pair by pair" in table and "\n| Cont." not in table
+    assert "| CANNOT cos." in table and "| Para > neg (%)" in table  # the same pairs in both: compared
     assert (tmp_path / "cmp.md").read_text().splitlines()[0] == table.splitlines()[0]
 
 

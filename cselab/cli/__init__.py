@@ -20,6 +20,7 @@ from pathlib import Path
 from cselab import __version__
 from cselab.cli import augment, data, probe, sweep, train
 from cselab.errors import CselabError
+from cselab.provenance import record_command
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,8 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
     sweep.register(commands.add_parser(
         "sweep", help="train methods over several seeds (and a grid) and report mean ± std",
         description="Train every method x grid point x seed one after another, score each run (STS12-16, STS-B, "
-                    "SICK-R; alignment and uniformity on STS-B dev) and write mean ± std per method and task. "
-                    "Started again on the same OUT it skips scored runs and resumes a half-trained one.",
+                    "SICK-R; alignment and uniformity on STS-B dev) and write mean ± std and a 95% interval over "
+                    "seeds per method and task, and each method's STS average against the first's (hierarchical "
+                    "bootstrap over seeds and pairs, docs/comparing.md). Started again on the same OUT it skips "
+                    "scored runs and resumes a half-trained one.",
         epilog="Example:\n  cselab sweep --methods simcse,noise-neg,awp-fgsm --seeds 3 --set training.max_steps=50 "
                "--out sweeps/variants\n"
                "  cselab sweep --methods noise-neg --grid losses.info_nce.generated.count=64,256 --out sweeps/count",
@@ -75,7 +78,9 @@ def _no_space(err: OSError) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
+    record_command(["cselab", *argv])
     terminate = signal.signal(signal.SIGTERM, _terminate) if threading.current_thread() is threading.main_thread() \
         else None
     try:

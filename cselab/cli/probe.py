@@ -11,9 +11,11 @@ from cselab.cli.options import add_data_dir, add_seed, whole_number
 from cselab.data import corpus_path
 from cselab.data.transfer import TRANSFER_TASKS
 from cselab.encoders import load_encoder
+from cselab.errors import ConfigError
 from cselab.probes.probing_builder import build_probing, describe
-from cselab.probes.report import compare_report, read_results, suite_sections
+from cselab.probes.report import compare_report, differences_report, read_results, suite_sections
 from cselab.probes.runner import SUITES, ProbeOptions, results_path, run_probes, write_outputs
+from cselab.probes.significance import RESAMPLES
 from cselab.probes.splits import build_splits, split_table, write_split_files
 from cselab.probes.sts import STS_SUITE
 
@@ -125,6 +127,9 @@ def _run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda when available)")
     run.add_argument("--dtype", default="auto", choices=("auto", "float32", "float16", "bfloat16"),
                      help="weights' type for inference (auto: bf16/fp16 on GPU, fp32 on CPU)")
+    run.add_argument("--no-cache", action="store_true",
+                     help="encode every sentence afresh and keep no vectors (default: vectors are kept in "
+                          "$CSELAB_CACHE_DIR or ~/.cache/cselab/embeddings, see docs/probes.md)")
     add_seed(run)
 
 
@@ -140,7 +145,11 @@ def _splits_options(splits: argparse.ArgumentParser) -> None:
 
 def _compare_options(compare: argparse.ArgumentParser) -> None:
     compare.add_argument("results", nargs="+", help="results JSON files written by `probe run`")
-    compare.add_argument("--out", help="also write the table to this Markdown file")
+    compare.add_argument("--baseline", help="the result the others are compared with (default: the first)")
+    compare.add_argument("--resamples", type=whole_number(100), default=RESAMPLES,
+                         help=f"bootstrap and permutation resamples (default: {RESAMPLES})")
+    add_seed(compare)
+    compare.add_argument("--out", help="also write the tables to this Markdown file")
 
 
 def _build_options(build: argparse.ArgumentParser) -> None:
@@ -159,7 +168,7 @@ def run_command(args: argparse.Namespace) -> None:
     results_path(args.out)  # before any work
     transformers_logging.disable_progress_bar()  # weight loading is quick; keep the tables readable
     encoder = load_encoder(args.model, pooler=args.pooler, prompt=args.prompt, max_length=args.max_length,
-                           device=args.device, dtype=args.dtype, data_dir=args.data_dir)
+                           device=args.device, dtype=args.dtype, data_dir=args.data_dir, cache=not args.no_cache)
     options = ProbeOptions(data_dir=args.data_dir, tasks=_names(args.tasks, STS_SUITE), testset=args.testset,
                            mer_normalize=args.mer_normalize, batch_size=args.batch_size, limit=args.limit,
                            seed=args.seed, protocol=args.protocol, n_jobs=args.n_jobs,
@@ -167,6 +176,10 @@ def run_command(args: argparse.Namespace) -> None:
                            split_protocol=args.split_protocol)
     payload = run_probes(encoder, args.suite, options)
     print("\n\n".join(suite_sections(payload)))
+    if encoder.cache is not None:
+        kept = encoder.cache.summary()
+        print(f"\nembedding cache: {kept['served']} sentence(s) served, {kept['encoded']} encoded and kept "
+              f"({kept['folder']})")
     written = write_outputs(payload, args.out)
     print(f"\nwrote {', '.join(str(p) for p in written)} ({payload['wall_time_s']} s)")
 
@@ -190,7 +203,13 @@ def build_command(args: argparse.Namespace) -> None:
 
 
 def compare_command(args: argparse.Namespace) -> None:
-    table = compare_report(read_results(args.results))
+    payloads = read_results(args.results)
+    if args.baseline is not None and args.baseline not in args.results:
+        raise ConfigError(f"--baseline {args.baseline}: not one of the results given ({', '.join(args.results)})")
+    baseline = args.results.index(args.baseline) if args.baseline else 0
+    table = compare_report(payloads)
+    if len(payloads) > 1:
+        table += "\n\n" + differences_report(args.results, payloads, baseline, args.resamples, args.seed)
     print(table)
     if args.out:
         print(f"\nwrote {write_text_atomic(args.out, table + chr(10))}")

@@ -6,7 +6,7 @@ import argparse
 
 from cselab.cli.options import add_backbone, add_data_dir, add_overrides, add_profile, whole_number
 from cselab.encoders.loading import resolve_backbone
-from cselab.experiments.sweep import SweepSpec, parse_seeds, run_parallel, run_sweep, summary_markdown
+from cselab.experiments.sweep import SweepSpec, parse_seeds, run_parallel, run_sweep, summary_text
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -42,5 +42,5 @@ def run(args: argparse.Namespace) -> None:
                      overrides=tuple(args.set), data_dir=args.data_dir, eval_limit=args.eval_limit,
                      sts_limit=args.sts_limit, profile=args.profile, bias=args.bias)
     summary = run_parallel(spec, args.devices.split(",")) if args.devices else run_sweep(spec)
-    print(summary_markdown(summary["rows"]))
+    print(summary_text(summary))
     print(f"wrote {args.out}/summary.json, summary.md, summary.png")

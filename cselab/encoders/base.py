@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from cselab.encoders.cache import EmbeddingCache
 from cselab.errors import ConfigError, ModelError
 from cselab.files import shown
 
@@ -36,6 +37,10 @@ class Encoder(ABC):
 
     #: Short description written into results files.
     spec: str = ""
+    #: The weight files it encodes with, by name, with their sha256 (set by :func:`~cselab.encoders.load_encoder`).
+    weights: dict[str, str] | None = None
+    #: Where encoded vectors are kept across runs (:mod:`cselab.encoders.cache`); None: nowhere.
+    cache: EmbeddingCache | None = None
     _memory: dict[str, np.ndarray] | None = None
 
     @contextmanager
@@ -77,6 +82,22 @@ class Encoder(ABC):
                              + (f" ({int(bad.sum()) - 1} more sentences' too)" if bad.sum() > 1 else ""))
         return vectors
 
+    def _vectors(self, unique: list[str], batch_size: int, show_progress_bar: bool | None) -> dict[str, np.ndarray]:
+        """Each distinct sentence's vector: remembered (:meth:`remembering`), kept in the cache, or encoded now (and
+        then kept)."""
+        memory = self._memory if self._memory is not None else {}
+        found = {text: memory[text] for text in unique if text in memory}
+        if self.cache is not None and len(found) < len(unique):
+            found.update(self.cache.lookup([text for text in unique if text not in found]))
+        new = [text for text in unique if text not in found]
+        if new:
+            vectors = self._checked(new, batch_size, show_progress_bar)
+            found.update(zip(new, vectors))
+            if self.cache is not None:
+                self.cache.store(new, vectors)
+        memory.update(found)
+        return found
+
     def encode(
         self,
         sentences: str | Iterable[Any],
@@ -95,15 +116,9 @@ class Encoder(ABC):
         single = isinstance(sentences, str)
         texts = [sentences] if single else as_sentences(sentences)
         unique = list(dict.fromkeys(texts))
-        if unique and self._memory is not None:
-            new = [text for text in unique if text not in self._memory]
-            if new:
-                self._memory.update(zip(new, self._checked(new, batch_size, show_progress_bar)))
-            vectors = np.stack([self._memory[text] for text in texts])
-        elif unique:
-            vectors = self._checked(unique, batch_size, show_progress_bar)
-            position = {text: row for row, text in enumerate(unique)}
-            vectors = vectors[[position[text] for text in texts]]
+        if unique:
+            found = self._vectors(unique, batch_size, show_progress_bar)
+            vectors = np.stack([found[text] for text in texts])
         else:
             vectors = np.zeros((0, self.dim), dtype=np.float32)
         if normalize_embeddings:

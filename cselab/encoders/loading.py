@@ -11,7 +11,9 @@ A spec is, in the order tried:
   checkpoint), ``modules.json`` (a sentence-transformers model) or a plain transformers
   model (pooled with ``avg`` unless ``pooler`` says otherwise).
 
-Explicit ``pooler``, ``prompt`` and ``max_length`` override what a folder says.
+Explicit ``pooler``, ``prompt`` and ``max_length`` override what a folder says. A model with weight files knows
+them by sha256 (``encoder.weights``) and, unless ``cache=False``, keeps its vectors in the embedding cache
+(:mod:`cselab.encoders.cache`); lexical baselines and factories encode afresh each time.
 """
 
 from __future__ import annotations
@@ -20,11 +22,13 @@ import os
 from pathlib import Path
 from typing import Any
 
+from cselab.checksum import sha256
 from cselab.data import load_corpus, read_corpus
 from cselab.encoders.base import Encoder
+from cselab.encoders.cache import EmbeddingCache, cache_key
 from cselab.encoders.checkpoint import CHECKPOINT_FILE, read_checkpoint_info
 from cselab.encoders.factory import FactoryEncoder, is_factory_spec
-from cselab.encoders.pretrained import load_pretrained
+from cselab.encoders.pretrained import combined_sha256, load_pretrained, weight_files
 from cselab.encoders.lexical import LexicalEncoder
 from cselab.encoders.st_folder import SentenceTransformerEncoder, native_settings
 from cselab.encoders.transformer import TransformerEncoder, check_device, default_device, inference_dtype
@@ -104,9 +108,34 @@ def _transformer(path: str, device: str | None, dtype: str, spec: str, **setting
     return TransformerEncoder(model, tokenizer, spec=spec, **settings)
 
 
+SETTING_FILES = (".json", ".txt", ".model")  # configs, vocabularies, sentencepiece models
+
+
+def _setting_files(path: str) -> str | None:
+    """One sha256 over a model folder's configuration and tokenizer files (pooling, vocabulary, cselab.json ...)."""
+    folder = Path(path)
+    if not folder.is_dir():
+        return None
+    return combined_sha256({str(file.relative_to(folder)): sha256(file) for file in sorted(folder.rglob("*"))
+                            if file.suffix in SETTING_FILES and file.is_file() and not file.name.startswith(".")
+                            and not file.name.endswith(".index.json")})
+
+
+def _with_weights(encoder: Encoder, path: str, cache: bool) -> Encoder:
+    """The encoder, told its weight files' sha256 and, with ``cache``, given its embedding cache (keyed by the
+    weights, the folder's setting files and the encoder's own settings)."""
+    encoder.weights = weight_files(path) or None
+    if cache and encoder.weights:
+        settings = {key: value for key, value in encoder.describe().items() if key != "spec"}
+        settings["setting_files_sha256"] = _setting_files(path)
+        device = encoder.device.type if isinstance(encoder, TransformerEncoder) else str(encoder.model.device)
+        encoder.cache = EmbeddingCache(cache_key(combined_sha256(encoder.weights), settings, device.split(":")[0]))
+    return encoder
+
+
 def load_encoder(spec: str, pooler: str | None = None, prompt: str | None = None, max_length: int | None = None,
                  device: str | None = None, dtype: str = "auto",
-                 data_dir: str | os.PathLike | None = None) -> Encoder:
+                 data_dir: str | os.PathLike | None = None, cache: bool = True) -> Encoder:
     """The encoder a spec names (see the module docstring); ``dtype='auto'`` is fp32 on CPU, bf16/fp16 on GPU."""
     if device is not None:
         check_device(device)
@@ -122,7 +151,7 @@ def load_encoder(spec: str, pooler: str | None = None, prompt: str | None = None
         info = read_checkpoint_info(checkpoint)
         settings = {"pooler": info.pooler, "prompt": info.prompt, "max_length": info.max_length,
                     "normalize": info.normalize}
-        return _transformer(path, device, dtype, spec, **{**settings, **overrides})
+        return _with_weights(_transformer(path, device, dtype, spec, **{**settings, **overrides}), path, cache)
     if _model_file(path, "modules.json") is not None:
         try:
             settings = native_settings(lambda name: _read_json(path, name))
@@ -130,6 +159,8 @@ def load_encoder(spec: str, pooler: str | None = None, prompt: str | None = None
             raise ModelError(f"{Path(path) / 'modules.json'} (or a module's config it names): not in the form "
                              "sentence-transformers writes, a list of {idx, name, path, type}") from None
         if settings is None and not overrides:
-            return SentenceTransformerEncoder(path, device=device)
-        return _transformer(path, device, dtype, spec, **{**(settings or {}), **overrides})
-    return _transformer(path, device, dtype, spec, **{"pooler": DEFAULT_POOLER, **overrides})
+            return _with_weights(SentenceTransformerEncoder(path, device=device), path, cache)
+        return _with_weights(_transformer(path, device, dtype, spec, **{**(settings or {}), **overrides}), path,
+                             cache)
+    return _with_weights(_transformer(path, device, dtype, spec, **{"pooler": DEFAULT_POOLER, **overrides}), path,
+                         cache)

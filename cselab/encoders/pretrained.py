@@ -64,23 +64,31 @@ def load_pretrained(path: str, pooler: str | None = None):
 WEIGHT_FILES = ("*.safetensors", "*.safetensors.index.json", "*.bin", "*.bin.index.json")
 
 
-def weights_sha256(path: str) -> str | None:
-    """One sha256 over a model's weight files (each one's name and sha256), so that a run knows its base model by
-    its weights, not its name; a hub name is looked up in the local cache (and fetched there when it can be). None
-    when no weight file is at hand."""
+def weight_files(path: str) -> dict[str, str]:
+    """Each weight file of a model (folder or hub name, looked up in the local cache and fetched there when it can
+    be) by name, with its sha256 as ``sha256sum`` prints it; empty when no weight file is at hand."""
     folder = Path(path)
     if not folder.is_dir():
         try:
             from huggingface_hub import snapshot_download
 
             folder = Path(snapshot_download(path, allow_patterns=list(WEIGHT_FILES)))
-        except Exception:  # offline and not cached, or not a hub name: no weights to name the run by
-            return None
+        except Exception:  # offline and not cached, or not a hub name: no weights to name it by
+            return {}
     files = sorted({f for pattern in WEIGHT_FILES for f in folder.glob(pattern)})
+    return {file.name: sha256(file) for file in files}
+
+
+def combined_sha256(files: dict[str, str]) -> str | None:
+    """One sha256 over weight files' names and sha256s (:func:`weight_files`); None for none."""
     if not files:
         return None
     digest = hashlib.sha256()
-    for file in files:
-        digest.update(f"{file.name}\0{sha256(file)}\n".encode())
+    for name, file_digest in sorted(files.items()):
+        digest.update(f"{name}\0{file_digest}\n".encode())
     return digest.hexdigest()
 
+
+def weights_sha256(path: str) -> str | None:
+    """One sha256 over a model's weight files, so that a run knows its base model by its weights, not its name."""
+    return combined_sha256(weight_files(path))

@@ -6,7 +6,9 @@ comparison honest. Layout of ``OUT``:
 - ``runs/LABEL-seedS/``: each run's folder (``best/``, ``last/``, ``log.jsonl``), as ``cselab train``;
 - ``results/LABEL-seedS.json``: its scores (STS12-16, STS-B, SICK-R and their average; alignment
   and uniformity on STS-B dev), written atomically once the run is scored;
-- ``summary.json``, ``summary.md``, ``summary.png``: mean ± std per method and task, seeds listed.
+- ``results/LABEL-seedS.items.npz``: its per-item outputs (each STS pair's cosine), as ``probe run`` keeps them;
+- ``summary.json``, ``summary.md``, ``summary.png``: mean ± std and a 95% interval over seeds per method and task,
+  seeds listed, and each method's STS average against the first's (:mod:`cselab.experiments.seed_stats`).
 
 Runs go one after another in this process, or, with several GPUs, in one worker process per GPU
 (:func:`run_parallel`). Started again on the same ``OUT``, a sweep resumes a half-trained run from its ``last/``
@@ -29,12 +31,15 @@ from typing import Any
 import numpy as np
 
 from cselab.atomic import write_json_atomic, write_text_atomic
+from cselab.checksum import sha256
 from cselab.encoders import load_encoder
 from cselab.errors import ConfigError, DataError, TrainingError
+from cselab.experiments.seed_stats import compare_methods, comparison_markdown
 from cselab.files import check_folder, read_json
 from cselab.probes.geometry import alignment_uniformity
 from cselab.probes.report import markdown_table
-from cselab.probes.runner import ProbeOptions, run_bias
+from cselab.probes.significance import t_interval
+from cselab.probes.runner import ProbeOptions, run_bias, write_items
 from cselab.probes.sts import run_sts
 from cselab.train.methods import load_method
 from cselab.train.data import data_source
@@ -104,14 +109,15 @@ def plan(methods: list[str], seeds: list[int], grid: list[str]) -> list[SweepRun
 
 
 def score_run(folder: str | os.PathLike, data_dir: str | os.PathLike | None = None, sts_limit: int | None = None,
-              bias: bool = False) -> dict[str, Any]:
+              bias: bool = False, items: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
     """STS suite (the first ``sts_limit`` pairs of each subset: quick checks) and STS-B dev alignment/uniformity
-    of a run's best checkpoint; with ``bias``, also the bias suite's headline figures (:data:`BIAS_COLUMNS`)."""
+    of a run's best checkpoint; with ``bias``, also the bias suite's headline figures (:data:`BIAS_COLUMNS`).
+    ``items`` (when given) receives the per-item outputs, as ``probe run`` keeps them."""
     encoder = load_encoder(str(folder))
     with encoder.remembering():
-        scores, _ = run_sts(encoder, data_dir=data_dir, limit=sts_limit)
+        scores, _ = run_sts(encoder, data_dir=data_dir, limit=sts_limit, items=items)
         geometry = alignment_uniformity(encoder, data_dir)
-        found = run_bias(encoder, ProbeOptions(data_dir=data_dir, limit=sts_limit), []) if bias else None
+        found = run_bias(encoder, ProbeOptions(data_dir=data_dir, limit=sts_limit), [], items) if bias else None
     result = {**{task: value["all"] for task, value in scores.items() if task != "avg"}, "avg": scores["avg"],
               "alignment": geometry["alignment"], "uniformity": geometry["uniformity"]}
     if found is not None:
@@ -168,9 +174,12 @@ def run_sweep(spec: SweepSpec, progress: bool = True, worker: tuple[int, int] | 
         # a half-trained run resumes; a run folder holding another run (model, settings, data) is refused
         summary = train(config, spec.model, spec.data, out / "runs" / run.slug, spec.data_dir, spec.eval_limit,
                         progress=progress)
+        items: dict[str, np.ndarray] = {}
         result = {"method": run.method, "grid": list(run.grid), "seed": run.seed, "label": run.label,
                   "steps": summary["steps"], "best_stsb_dev": summary["best_stsb_dev"], "made_by": made_by,
-                  "scores": score_run(summary["best"], spec.data_dir, spec.sts_limit, spec.bias)}
+                  "scores": score_run(summary["best"], spec.data_dir, spec.sts_limit, spec.bias, items)}
+        arrays = write_items(result_path.with_suffix(".items.npz"), items)
+        result["items"] = {"file": arrays.name, "sha256": sha256(arrays)}
         write_json_atomic(result_path, result)
     if worker is not None:
         return None
@@ -220,7 +229,8 @@ def _columns(results: list[dict[str, Any]]) -> tuple[str, ...]:
 
 
 def summarize(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per label (method and grid point): mean, std (ddof 1) and seeds of every column, in first-seen order."""
+    """Per label (method and grid point): mean, std (ddof 1), Student's t 95% interval over seeds (None for one seed)
+    and seeds of every column, in first-seen order."""
     labels = list(dict.fromkeys(r["label"] for r in results))
     rows = []
     for label in labels:
@@ -229,18 +239,27 @@ def summarize(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
         for column in _columns(results):
             values = np.array([r["scores"][column] for r in mine], dtype=float)
             stats[column] = {"mean": float(values.mean()),
-                             "std": float(values.std(ddof=1)) if len(values) > 1 else 0.0}
+                             "std": float(values.std(ddof=1)) if len(values) > 1 else 0.0,
+                             "ci95": t_interval(values)}
         rows.append({"label": label, "seeds": [r["seed"] for r in mine], **stats})
     return rows
 
 
 def summary_markdown(rows: list[dict[str, Any]]) -> str:
     columns = [c for c in (*COLUMNS, *BIAS_COLUMNS) if rows and c in rows[0]]
-    header = ["Method", "Seeds", *columns]
+    header = ["Method", "Seeds", *columns, "avg 95% CI"]
     body = [[row["label"], ", ".join(map(str, row["seeds"])),
              *(f"{row[c]['mean']:.3f} ± {row[c]['std']:.3f}" if c in THREE_DECIMALS
-               else f"{row[c]['mean']:.2f} ± {row[c]['std']:.2f}" for c in columns)] for row in rows]
-    return markdown_table(header, body)
+               else f"{row[c]['mean']:.2f} ± {row[c]['std']:.2f}" for c in columns),
+             "[{:.2f}, {:.2f}]".format(*row["avg"]["ci95"]) if row["avg"]["ci95"] else "(one seed)"]
+            for row in rows]
+    return ("Mean ± std over seeds (std with ddof 1); the interval is Student's t over seeds\n\n"
+            + markdown_table(header, body))
+
+
+def summary_text(summary: dict[str, Any]) -> str:
+    """The per-method table and the between-method one."""
+    return summary_markdown(summary["rows"]) + "\n\n" + comparison_markdown(summary["comparison"])
 
 
 def plot_summary(rows: list[dict[str, Any]], results: list[dict[str, Any]], path: str | os.PathLike) -> None:
@@ -312,9 +331,9 @@ def write_summary(out: str | os.PathLike, results: list[dict[str, Any]]) -> dict
     ``summary-bias.png``."""
     out = Path(out)
     rows = summarize(results)
-    summary = {"rows": rows, "runs": results}
+    summary = {"rows": rows, "comparison": compare_methods(out, results), "runs": results}
     write_json_atomic(out / "summary.json", summary)
-    write_text_atomic(out / "summary.md", summary_markdown(rows) + "\n")
+    write_text_atomic(out / "summary.md", summary_text(summary) + "\n")
     plot_summary(rows, results, out / "summary.png")
     if rows and all(column in rows[0] for column in BIAS_PANELS):
         plot_bias_summary(rows, out / "summary-bias.png")

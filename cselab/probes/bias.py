@@ -37,7 +37,14 @@ def score_splits(splits: Sequence[SubsetSplit], sims: Sequence[np.ndarray]) -> d
     return {"cont_wavg": cont, "oppn_wavg": oppn, "gap": gap, "subsets": subsets}
 
 
-def run_bias_splits(encoder: Encoder, splits: Sequence[SubsetSplit], batch_size: int = 64) -> dict[str, Any]:
-    """Score ``encoder`` on the used subsets' Cont. and Oppn. parts (one encode call for all of them)."""
+def run_bias_splits(encoder: Encoder, splits: Sequence[SubsetSplit], batch_size: int = 64,
+                    items: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
+    """Score ``encoder`` on the used subsets' Cont. and Oppn. parts (one encode call for all of them); ``items``
+    (when given) receives each pair's cosine, gold score and part, ``bias/splits/SUBSET/sim``, ``gold``, ``cont``."""
     used = [s for s in splits if s.included]
-    return score_splits(used, similarities(encoder, [s.pairs for s in used], batch_size))
+    sims = similarities(encoder, [s.pairs for s in used], batch_size)
+    if items is not None:
+        for s, sim in zip(used, sims):
+            items.update({f"bias/splits/{s.name}/sim": sim, f"bias/splits/{s.name}/gold": s.pairs.scores,
+                          f"bias/splits/{s.name}/cont": np.asarray(s.cont, dtype=bool)})
+    return score_splits(used, sims)

@@ -39,9 +39,10 @@ def probing_dir(folder: str | os.PathLike | None = None, data_dir: str | os.Path
 
 
 def run_probing(encoder: Encoder, folder: str | os.PathLike, tasks: Sequence[str] = PROBING_TASKS,
-                protocol_name: str = "full", batch_size: int = 64, n_jobs: int = 1, limit: int | None = None
-                ) -> tuple[dict[str, Any], list]:
-    """Accuracy x 100 per task present in ``folder`` (missing ones listed under ``skipped``) and the files read."""
+                protocol_name: str = "full", batch_size: int = 64, n_jobs: int = 1, limit: int | None = None,
+                items: dict[str, np.ndarray] | None = None) -> tuple[dict[str, Any], list]:
+    """Accuracy x 100 per task present in ``folder`` (missing ones listed under ``skipped``) and the files read;
+    ``items`` (when given) receives the test predictions and labels, ``probing/TASK/pred`` and ``.../label``."""
     setup = protocol(protocol_name)
     folder = Path(folder)
     present = [t for t in tasks if (folder / PROBING_FILES[t]).is_file()]
@@ -61,6 +62,9 @@ def run_probing(encoder: Encoder, folder: str | os.PathLike, tasks: Sequence[str
         candidates = [setup.classifier] + ([] if task == "WC" else [
             replace(setup.classifier, nhid=MLP_HIDDEN, dropout=d) for d in MLP_DROPOUTS])
         result = split(X, y, *rows, len(labels), setup, candidates, n_jobs)
+        predictions, gold = result.pop("predictions"), result.pop("labels")
+        if items is not None:
+            items[f"probing/{task}/pred"], items[f"probing/{task}/label"] = predictions, gold
         scores[task] = {**result, "classes": len(labels), "n_train": len(parts[0]), "n_dev": len(parts[1]),
                         "n_test": len(parts[2]), "classifier_s": round(time.perf_counter() - clock, 2)}
     scores["skipped"] = [t for t in tasks if t not in present]

@@ -11,7 +11,16 @@ from typing import Any
 
 from cselab.errors import DataError
 from cselab.files import clipped, read_json
+from cselab.probes.paired import (
+    ALPHA,
+    check_same_data,
+    paired_tables,
+    read_items,
+    setting_differences,
+    splits_comparable,
+)
 from cselab.probes.plots import task_scores
+from cselab.probes.significance import LEVEL, RESAMPLES
 
 PLOT_CAPTIONS = {"transformations": "cosine against MER per transformation",
                  "accuracy": "test accuracy per transfer and probing task",
@@ -218,6 +227,11 @@ def compare_table(payloads: Sequence[dict[str, Any]]) -> str:
     return table
 
 
+def _cells(line: str) -> list[str]:
+    """The cells of one Markdown table row."""
+    return [cell.strip() for cell in line.strip().strip("|").split("|")]
+
+
 def compare_report(payloads: Sequence[dict[str, Any]]) -> str:
     """The summary table, then each suite's per-task table with one row per model."""
     parts = [compare_table(payloads)]
@@ -228,13 +242,63 @@ def compare_report(payloads: Sequence[dict[str, Any]]) -> str:
         if not having:
             continue
         make = sts_table if suite == "sts" else accuracy_table
-        tables = [make(p[suite], p["model"]["spec"]).splitlines() for p in having]
+        tables = [[_cells(line) for line in make(p[suite], p["model"]["spec"]).splitlines()] for p in having]
         parts.append(f"### {title}")
-        if all(t[0] == tables[0][0] for t in tables):
-            parts.append("\n".join(tables[0][:2] + [t[2] for t in tables]))
+        if all(t[0][1:] == tables[0][0][1:] for t in tables):  # the same tasks: one table, a row per model
+            parts.append(markdown_table(tables[0][0], [t[2] for t in tables]))
         else:
-            parts += ["\n".join(t) for t in tables]
+            parts += [markdown_table(t[0], t[2:]) for t in tables]
     return "\n\n".join(parts)
+
+
+SUITE_TITLES = {"sts": "STS (Spearman x 100)", "bias": "Bias", "transfer": "Transfer (test accuracy x 100)",
+                "probing": "Probing (test accuracy x 100)"}
+
+
+def differences_report(paths: Sequence[str], payloads: Sequence[dict[str, Any]], baseline: int = 0,
+                       resamples: int = RESAMPLES, seed: int = 0) -> str:
+    """Every other result against the baseline's: per suite, each figure's difference (other - baseline) with its
+    paired bootstrap interval, permutation p-value and Holm-corrected p-value, and whether it holds; then what
+    differs in how the results were made. Results over different data files are refused."""
+    check_same_data([paths[baseline], *paths[:baseline], *paths[baseline + 1:]],
+                    [payloads[baseline], *payloads[:baseline], *payloads[baseline + 1:]])
+    items = [read_items(path, payload) for path, payload in zip(paths, payloads)]
+    name = payloads[baseline]["model"]["spec"]
+    parts = [f"## Differences against {name}", "",
+             f"Paired over the items both were scored on: bootstrap {int(100 * LEVEL)}% interval (percentile, "
+             f"{resamples} resamples), two-sided permutation p-value ({resamples} resamples), seed {seed}; p (Holm) "
+             f"corrected across the rows of a table (the average apart). *holds*: p (Holm) < {ALPHA} and the interval "
+             "leaves 0 out."]
+    for index, (path, payload) in enumerate(zip(paths, payloads)):
+        if index == baseline:
+            continue
+        spec = payload["model"]["spec"]
+        if items[baseline] is None or items[index] is None:
+            missing = path if items[index] is None else paths[baseline]
+            parts += ["", f"### {spec}", "", f"{missing} has no per-item outputs (written before they were kept): "
+                                              "no intervals."]
+            continue
+        tables = paired_tables(items[baseline], items[index], resamples, seed)
+        if not splits_comparable(items[baseline], items[index]) and all(
+                any(key.startswith("bias/splits/") for key in found) for found in (items[baseline], items[index])):
+            parts += ["", f"Cont./Oppn. of {spec} and {name} not compared pair by pair: they split the pairs "
+                          "differently (another split protocol or MER normalisation)."]
+        for suite, rows in tables.items():
+            digits = {"CANNOT cos.": 3}
+            body = [[r["name"], _cell(r["a"], digits.get(r["name"], 2)), _cell(r["b"], digits.get(r["name"], 2)),
+                     f"{r['diff']:+.{digits.get(r['name'], 2)}f}",
+                     f"[{r['ci'][0]:+.{digits.get(r['name'], 2)}f}, {r['ci'][1]:+.{digits.get(r['name'], 2)}f}]",
+                     f"{r['p']:.3f}", f"{r['p_holm']:.3f}", "yes" if r["holds"] else "no"] for r in rows]
+            parts += ["", f"### {spec} vs {name}: {SUITE_TITLES[suite]}", "",
+                      markdown_table(["Figure", name, spec, "Diff.", f"{int(100 * LEVEL)}% CI", "p", "p (Holm)",
+                                      "Holds"], body)]
+        settings, provenance = setting_differences(payloads[baseline], payload)
+        if settings:
+            parts += ["", f"**Warning**: {spec} was scored with other settings than {name}, so part of a difference "
+                          f"may be theirs ({name} vs {spec}): " + "; ".join(settings) + "."]
+        if provenance:
+            parts += ["", f"Provenance ({name} vs {spec}): " + "; ".join(provenance) + "."]
+    return "\n".join(parts)
 
 
 def read_results(paths: Sequence[str | os.PathLike]) -> list[dict[str, Any]]:

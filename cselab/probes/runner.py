@@ -31,11 +31,13 @@ from cselab.probes.sts import SHORT_NAMES, STS_SUITE, run_sts, subset_limit
 from cselab.probes.transfer import run_transfer
 from cselab.probes.transformations import (
     handwritten_testset,
+    paraphrase_over_negation,
     plot_transformations,
     read_testset,
     run_negation_pairs,
     run_transformations,
 )
+from cselab.provenance import provenance
 from cselab.versions import package_versions
 
 SUITES = {"sts": ("sts",), "bias": ("bias",), "transfer": ("transfer",), "probing": ("probing",),
@@ -70,18 +72,22 @@ class ProbeOptions:
     split_protocol: str = "paper"
 
 
-def run_bias(encoder: Encoder, options: ProbeOptions, files: list) -> dict[str, Any]:
-    """Cont./Oppn. splits, the transformation test set and, when present, the CANNOT negation sets."""
+def run_bias(encoder: Encoder, options: ProbeOptions, files: list, items: dict | None = None) -> dict[str, Any]:
+    """Cont./Oppn. splits, the transformation test set and, when present, the CANNOT negation sets; ``items``
+    (when given) receives the per-item outputs (see :func:`run_probes`)."""
     splits = build_splits(options.data_dir, options.mer_normalize, options.split_protocol, options.limit)
     files.extend(path for s in splits for path in s.pairs.files)
     result: dict[str, Any] = {"mer_normalize": options.mer_normalize,
                               "splits": {"protocol": options.split_protocol,
                                          "protocol_description": PROTOCOLS[options.split_protocol],
-                                         **run_bias_splits(encoder, splits, options.batch_size),
+                                         **run_bias_splits(encoder, splits, options.batch_size, items),
                                          "table": split_summary(splits)}}
     testset = Path(options.testset) if options.testset else handwritten_testset()
     summary, records = run_transformations(encoder, read_testset(testset), options.batch_size, options.mer_normalize)
     result["transformations"] = {"testset": str(testset), "sha256": sha256(testset), **summary, "pairs": records}
+    files.append(testset)
+    if items is not None:
+        items["bias/transformations/paraphrase_over_negation"] = paraphrase_over_negation(records)
     try:
         sets = load_cannot(options.data_dir)
     except DataNotFoundError as err:
@@ -91,7 +97,7 @@ def run_bias(encoder: Encoder, options: ProbeOptions, files: list) -> dict[str, 
             sets = [NegationPairs(s.name, s.sentences[:options.limit], s.negated[:options.limit], s.files)
                     for s in sets]
         files.extend(path for s in sets for path in s.files)
-        result["cannot"] = run_negation_pairs(encoder, sets, options.batch_size, options.mer_normalize)
+        result["cannot"] = run_negation_pairs(encoder, sets, options.batch_size, options.mer_normalize, items)
     return result
 
 
@@ -127,16 +133,18 @@ def run_geometry(encoder: Encoder, options: ProbeOptions, files: list) -> dict[s
 
 
 def _run_parts(encoder: Encoder, parts: tuple[str, ...], suite: str, options: ProbeOptions, payload: dict[str, Any],
-               files: list) -> None:
-    """Each suite of ``parts`` into ``payload``; the files read go to ``files``."""
+               files: list, items: dict[str, np.ndarray]) -> None:
+    """Each suite of ``parts`` into ``payload``; the files read go to ``files``, the per-item outputs to
+    ``items``."""
     if "sts" in parts:
-        payload["sts"], read = run_sts(encoder, options.tasks, options.data_dir, options.batch_size, options.limit)
+        payload["sts"], read = run_sts(encoder, options.tasks, options.data_dir, options.batch_size, options.limit,
+                                       items)
         files.extend(read)
     if "bias" in parts:
-        payload["bias"] = run_bias(encoder, options, files)
+        payload["bias"] = run_bias(encoder, options, files, items)
     if "transfer" in parts:
         payload["transfer"], read = run_transfer(encoder, options.transfer_tasks, options.data_dir, options.protocol,
-                                                 options.batch_size, options.n_jobs, options.limit)
+                                                 options.batch_size, options.n_jobs, options.limit, items)
         files.extend(read)
     if "probing" in parts:
         try:
@@ -148,7 +156,7 @@ def _run_parts(encoder: Encoder, parts: tuple[str, ...], suite: str, options: Pr
         else:
             payload["probing"], read = run_probing(encoder, folder, protocol_name=options.protocol,
                                                    batch_size=options.batch_size, n_jobs=options.n_jobs,
-                                                   limit=options.limit)
+                                                   limit=options.limit, items=items)
             files.extend(read)
     if "geometry" in parts:
         payload["geometry"] = run_geometry(encoder, options, files)
@@ -156,7 +164,10 @@ def _run_parts(encoder: Encoder, parts: tuple[str, ...], suite: str, options: Pr
 
 def run_probes(encoder: Encoder, suite: str, options: ProbeOptions) -> dict[str, Any]:
     """The results JSON payload of ``suite`` (``sts``, ``bias``, ``transfer``, ``probing``, ``geometry``, ``all``, or
-    several joined by commas); with several suites each distinct sentence is encoded once."""
+    several joined by commas); with several suites each distinct sentence is encoded once. ``payload["items"]``
+    holds the per-item outputs as arrays by name (each STS and bias pair's cosine and gold score, each source's
+    paraphrase-over-negation outcome, each CANNOT pair's cosine, each transfer and probing test item's
+    prediction and label): :func:`write_outputs` writes them to ``OUT.items.npz`` and records its sha256."""
     parts = suite_parts(suite)
     import torch
 
@@ -166,13 +177,23 @@ def run_probes(encoder: Encoder, suite: str, options: ProbeOptions) -> dict[str,
     payload: dict[str, Any] = {"cselab_version": __version__, "suite": suite, "model": encoder.describe(),
                                "metric": "Spearman's rho x 100 of cosine similarity against gold scores"}
     files: list = []
+    items: dict[str, np.ndarray] = {}
     with encoder.remembering() if len(parts) > 1 else contextlib.nullcontext():
-        _run_parts(encoder, parts, suite, options, payload, files)
+        _run_parts(encoder, parts, suite, options, payload, files, items)
     root = data_root(options.data_dir)
     payload.update({"limit": options.limit, "seed": options.seed, "started": started.isoformat(timespec="seconds"),
                     "wall_time_s": round(time.perf_counter() - clock, 2), "versions": package_versions(),
-                    "data": {"root": str(root.resolve()), "sha256": checksums(files, root)}})
+                    "data": {"root": str(root.resolve()), "sha256": checksums(files, root)},
+                    "provenance": provenance(_device(encoder), encoder.weights),
+                    "embedding_cache": encoder.cache.summary() if encoder.cache is not None else None,
+                    "items": items})
     return payload
+
+
+def _device(encoder: Encoder) -> str:
+    """The device an encoder computes on (cpu for one without a torch model)."""
+    device = getattr(encoder, "device", None) or getattr(getattr(encoder, "model", None), "device", None)
+    return str(device) if device is not None else "cpu"
 
 
 def write_plots(payload: dict[str, Any], out: str | os.PathLike) -> list[Path]:
@@ -206,6 +227,18 @@ def results_path(out: str | os.PathLike) -> Path:
     return out
 
 
+def write_items(path: Path, arrays: dict[str, np.ndarray]) -> Path:
+    """The per-item outputs as one compressed NumPy archive (``numpy.load(path)[name]``), written atomically."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.tmp")
+    with open(temporary, "wb") as handle:
+        np.savez_compressed(handle, **{name: np.asarray(value) for name, value in arrays.items()})
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+    return path
+
+
 def _staging(out: Path) -> tuple[Path, Path]:
     """The folder a set of outputs is written into, and the journal that lists them while they move into place."""
     return out.with_name(f".{out.name}.set"), out.with_name(f".{out.name}.moving")
@@ -231,10 +264,15 @@ def write_outputs(payload: dict[str, Any], out: str | os.PathLike) -> list[Path]
     finish_outputs(out)
     stage, journal = _staging(out)
     stage.mkdir(parents=True)
+    arrays = payload.pop("items", None) or {}
+    if arrays:
+        items = write_items(stage / f"{out.stem}.items.npz", arrays)
+        payload["items"] = {"file": items.name, "sha256": sha256(items), "arrays": sorted(arrays)}
     staged = write_json_atomic(stage / out.name, payload)
     plots = write_plots(payload, staged)
     markdown = markdown_report(payload, plots)
-    names = [*(p.name for p in plots), write_text_atomic(staged.with_suffix(".md"), markdown).name,
+    names = [*(p.name for p in plots), *([f"{out.stem}.items.npz"] if arrays else []),
+             write_text_atomic(staged.with_suffix(".md"), markdown).name,
              write_text_atomic(staged.with_suffix(".html"), html_report(markdown)).name, out.name]
     write_json_atomic(journal, names)
     finish_outputs(out)

@@ -69,18 +69,25 @@ def score_task(subsets: Sequence[STSPairs], sims: Sequence[np.ndarray]) -> dict[
 
 
 def run_sts(encoder: Encoder, tasks: Sequence[str] = STS_SUITE, data_dir: str | os.PathLike | None = None,
-            batch_size: int = 64, limit: int | None = None) -> tuple[dict[str, Any], list]:
+            batch_size: int = 64, limit: int | None = None, items: dict[str, np.ndarray] | None = None
+            ) -> tuple[dict[str, Any], list]:
     """Score ``encoder`` on STS tasks; returns the scores and the data files read.
 
     ``scores[name]`` holds ``all`` (the headline figure), ``mean``, ``wmean`` and per-subset
-    figures; ``scores["avg"]`` is the mean headline figure over the tasks run.
+    figures; ``scores["avg"]`` is the mean headline figure over the tasks run. ``items`` (when given) receives
+    every pair's cosine and gold score, ``sts/TASK/SUBSET/sim`` and ``.../gold``.
     """
     scores: dict[str, Any] = {}
     files: list = []
     for key in tasks:
         subsets = subset_limit(load_sts(key, data_dir=data_dir), limit)
         files.extend(path for s in subsets for path in s.files)
-        scores[SHORT_NAMES.get(key, key)] = score_task(subsets, similarities(encoder, subsets, batch_size))
+        name = SHORT_NAMES.get(key, key)
+        sims = similarities(encoder, subsets, batch_size)
+        scores[name] = score_task(subsets, sims)
+        if items is not None:
+            for s, sim in zip(subsets, sims):
+                items[f"sts/{name}/{s.subset}/sim"], items[f"sts/{name}/{s.subset}/gold"] = sim, s.scores
     headline = [task["all"] for task in scores.values()]
     scores["avg"] = float(np.mean(headline)) if headline and None not in headline else None
     return scores, files

@@ -57,8 +57,9 @@ def task_features(splits: dict[str, LabelledText], vectors: dict[str, np.ndarray
 
 
 def score_task(task: str, splits: dict[str, LabelledText], vectors: dict[str, np.ndarray], protocol_name: str = "full",
-               n_jobs: int = 1) -> dict[str, Any]:
-    """One task's accuracy (x 100) from the vectors of its sentences."""
+               n_jobs: int = 1, items: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
+    """One task's accuracy (x 100) from the vectors of its sentences; ``items`` (when given) receives the test
+    predictions and labels, ``transfer/TASK/pred`` and ``.../label``."""
     setup = protocol(protocol_name)
     X, y, rows = task_features(splits, vectors)
     clock = time.perf_counter()
@@ -68,16 +69,18 @@ def score_task(task: str, splits: dict[str, LabelledText], vectors: dict[str, np
         result = split(X, y, rows["train"], rows["dev"], rows["test"], NCLASSES[task], setup, n_jobs=n_jobs)
     else:
         result = kfold_then_test(X, y, rows["train"], rows["test"], NCLASSES[task], setup, n_jobs)
-        predictions = result.pop("predictions")
         if task == "MRPC":
-            result["f1"] = round(100 * f1_score(y[rows["test"]], predictions), 2)
+            result["f1"] = round(100 * f1_score(result["labels"], result["predictions"]), 2)
+    predictions, labels = result.pop("predictions"), result.pop("labels")
+    if items is not None:
+        items[f"transfer/{task}/pred"], items[f"transfer/{task}/label"] = predictions, labels
     sizes = {f"n_{name}": len(r) for name, r in rows.items()}
     return {**result, **sizes, "classifier_s": round(time.perf_counter() - clock, 2)}
 
 
 def run_transfer(encoder: Encoder, tasks: Sequence[str] = TRANSFER_TASKS, data_dir: str | os.PathLike | None = None,
-                 protocol_name: str = "full", batch_size: int = 64, n_jobs: int = 1, limit: int | None = None
-                 ) -> tuple[dict[str, Any], list]:
+                 protocol_name: str = "full", batch_size: int = 64, n_jobs: int = 1, limit: int | None = None,
+                 items: dict[str, np.ndarray] | None = None) -> tuple[dict[str, Any], list]:
     """Score ``encoder`` on transfer tasks; returns the scores (``avg`` = mean accuracy) and the files read."""
     data = {task.upper().replace("-", ""): load_transfer(task, data_dir, limit) for task in tasks}
     texts = [t for splits in data.values() for part in splits.values() for t in (*part.texts, *(part.texts2 or ()))]
@@ -85,7 +88,7 @@ def run_transfer(encoder: Encoder, tasks: Sequence[str] = TRANSFER_TASKS, data_d
     clock = time.perf_counter()
     vectors = dict(zip(unique, encoder.encode(unique, batch_size=batch_size)))
     encode_s = round(time.perf_counter() - clock, 2)
-    scores: dict[str, Any] = {name: score_task(name, splits, vectors, protocol_name, n_jobs)
+    scores: dict[str, Any] = {name: score_task(name, splits, vectors, protocol_name, n_jobs, items)
                               for name, splits in data.items()}
     scores["avg"] = float(np.mean([scores[name]["acc"] for name in data]))
     scores["protocol"] = protocol_name

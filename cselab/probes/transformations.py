@@ -104,24 +104,33 @@ def run_transformations(encoder: Encoder, items: list[TransformationItem], batch
         rows = [r for r in records if r["type"] == kind]
         summary["types"][kind] = {"n": len(rows), "mean_cosine": _mean([r["cosine"] for r in rows]),
                                   "mean_mer": _mean([r["mer"] for r in rows])}
-    by_item: dict[int, dict[str, float]] = {}
-    for r in records:
-        by_item.setdefault(r["item"], {})[r["type"]] = r["cosine"]
-    both = [v for v in by_item.values() if "paraphrase" in v and "negation" in v]
-    summary["paraphrase_over_negation"] = {"accuracy": _mean([v["paraphrase"] > v["negation"] for v in both]),
-                                           "n": len(both)}
+    hits = paraphrase_over_negation(records)
+    summary["paraphrase_over_negation"] = {"accuracy": _mean(hits), "n": len(hits)}
     summary["n_sources"] = len(items)
     return summary, records
 
 
+def paraphrase_over_negation(records: list[dict[str, Any]]) -> np.ndarray:
+    """Per source that has both, whether its paraphrase is closer to it than its negation (in source order)."""
+    by_item: dict[int, dict[str, float]] = {}
+    for r in records:
+        by_item.setdefault(r["item"], {})[r["type"]] = r["cosine"]
+    return np.array([v["paraphrase"] > v["negation"] for _, v in sorted(by_item.items())
+                     if "paraphrase" in v and "negation" in v], dtype=bool)
+
+
 def run_negation_pairs(encoder: Encoder, sets: list[NegationPairs], batch_size: int = 64,
-                       normalize: str | Normalizer = "lower") -> dict[str, Any]:
-    """Mean cosine and MER of each sentence with its negation, per set and over all pairs."""
+                       normalize: str | Normalizer = "lower", items: dict[str, np.ndarray] | None = None
+                       ) -> dict[str, Any]:
+    """Mean cosine and MER of each sentence with its negation, per set and over all pairs; ``items`` (when given)
+    receives every pair's cosine, ``bias/cannot/SET/cos``."""
     result: dict[str, Any] = {"sets": {}}
     all_cosines, all_mers = [], []
     for pairs in sets:
         vectors = encoder.encode(pairs.sentences + pairs.negated, batch_size=batch_size)
         cosines = cosine_rows(vectors[: len(pairs)], vectors[len(pairs):])
+        if items is not None:
+            items[f"bias/cannot/{pairs.name}/cos"] = cosines
         mers = mer_pairs(pairs.sentences, pairs.negated, normalize)
         result["sets"][pairs.name] = {"n": len(pairs), "mean_cosine": _mean(cosines), "mean_mer": _mean(mers)}
         all_cosines.append(cosines)

@@ -9,7 +9,9 @@
   tasks, the classifier), the test split scores it.
 
 Folds, seeds, candidate weight decays and the rounding of scores follow SentEval's
-``tools/validation.py``; the models are trained many at a time by :mod:`cselab.probes.classifier`.
+``tools/validation.py``; the models are trained many at a time by :mod:`cselab.probes.classifier`. Each also
+returns the test predictions and their labels (``predictions``, ``labels``; for :func:`inner_kfold` every row,
+predicted by the fold that held it out), the per-item outputs a paired comparison needs.
 """
 
 from __future__ import annotations
@@ -77,9 +79,13 @@ def inner_kfold(X: np.ndarray, y: np.ndarray, nclasses: int, setup: Protocol, n_
     scores = np.round(100 * scores, 2)
     chosen = [_best(row) for row in scores]
     refits = [holdout_job(train, REGS[c], SEED, test=test) for (train, test), c in zip(outer, chosen)]
-    tests = [round(100 * r.test_accuracy, 2) for r in train_jobs(X, y, refits, nclasses, config, SEED, n_jobs)]
+    results = train_jobs(X, y, refits, nclasses, config, SEED, n_jobs)
+    tests = [round(100 * r.test_accuracy, 2) for r in results]
+    predictions = np.empty(len(y), dtype=np.int64)
+    for (_, test), result in zip(outer, results):
+        predictions[test] = result.test_predictions  # every row predicted once, by the fold that held it out
     return {"devacc": round(float(np.mean(scores.max(axis=1))), 2), "acc": round(float(np.mean(tests)), 2),
-            "fold_acc": tests, "reg": [REGS[c] for c in chosen]}
+            "fold_acc": tests, "reg": [REGS[c] for c in chosen], "predictions": predictions, "labels": y}
 
 
 def kfold_then_test(X: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray, nclasses: int,
@@ -95,7 +101,7 @@ def kfold_then_test(X: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.nd
     (refit,) = train_jobs(X, y, [holdout_job(train, REGS[chosen], SEED, test=test)], nclasses, setup.classifier,
                           SEED)
     return {"devacc": float(scores[chosen]), "acc": round(100 * refit.test_accuracy, 2), "reg": REGS[chosen],
-            "predictions": refit.test_predictions}
+            "predictions": refit.test_predictions, "labels": y[test]}
 
 
 def split(X: np.ndarray, y: np.ndarray, train: np.ndarray, dev: np.ndarray, test: np.ndarray, nclasses: int,
@@ -111,5 +117,6 @@ def split(X: np.ndarray, y: np.ndarray, train: np.ndarray, dev: np.ndarray, test
         chosen = _best(scores)
         if not best or scores[chosen] > best["devacc"]:
             best = {"devacc": scores[chosen], "acc": round(100 * results[chosen].test_accuracy, 2),
-                    "reg": REGS[chosen], "nhid": config.nhid, "dropout": config.dropout}
+                    "reg": REGS[chosen], "nhid": config.nhid, "dropout": config.dropout,
+                    "predictions": results[chosen].test_predictions, "labels": y[test]}
     return best

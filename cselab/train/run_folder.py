@@ -2,8 +2,10 @@
 
 ``OUT/config.yaml`` is the resolved method and ``OUT/run.json`` the run's identity: the config's sha256, the data
 fingerprint (an augment cache's key and manifest sha256, or a corpus's sha256), the base model (its name and its
-weights' sha256), the dev set (its file's sha256 and the pair limit) and cselab's version. A run started on an
-existing ``OUT`` resumes only when its identity is the same; otherwise it stops naming the field that differs.
+weights' sha256), the dev set (its file's sha256 and the pair limit) and cselab's version; beside it, not part of
+it, the provenance of each session that trained (the weight files' sha256, device, cselab's commit, the command).
+A run started on an existing ``OUT`` resumes only when its identity is the same; otherwise it stops naming the
+field that differs.
 ``OUT/.lock`` holds the writer's pid, host, process start time and wall-clock start: a second run on the same
 ``OUT`` stops naming them, and a lock whose process is gone (a killed run) is taken over with a warning.
 """
@@ -56,9 +58,12 @@ def _differences(old: Any, new: Any, prefix: str = "") -> list[str]:
     return [] if old == new else [f"{prefix[:-1]} ({new!r} now, {old!r} in this OUT)"]
 
 
-def check_or_write(out: Path, mine: dict[str, Any], method: dict[str, Any], write: bool = True) -> None:
+def check_or_write(out: Path, mine: dict[str, Any], method: dict[str, Any], write: bool = True,
+                   provenance: dict[str, Any] | None = None) -> None:
     """Write the run's config and identity (:func:`identity`) into a new ``OUT`` (``write``: the main process only);
-    on an existing one, refuse to continue a different run, naming the first field that differs."""
+    on an existing one, refuse to continue a different run, naming the first field that differs. ``provenance``
+    (:func:`cselab.provenance.provenance`: weights' sha256 by file, device, cselab's commit, the command) is kept
+    beside the identity, not compared: a resumed run appends its own to ``resumed``."""
     if not (out / IDENTITY).exists():
         if not write:
             return
@@ -66,7 +71,7 @@ def check_or_write(out: Path, mine: dict[str, Any], method: dict[str, Any], writ
             raise TrainingError(f"{out}: holds a run without {IDENTITY} (written by an older cselab), so it cannot "
                                 f"be checked to be this run; {AFRESH}")
         write_text_atomic(out / CONFIG, yaml.safe_dump(method, sort_keys=False, width=110))
-        write_json_atomic(out / IDENTITY, mine)
+        write_json_atomic(out / IDENTITY, {**mine, "provenance": provenance})
         return
     try:
         theirs = read_json(out / IDENTITY, TrainingError)
@@ -83,6 +88,8 @@ def check_or_write(out: Path, mine: dict[str, Any], method: dict[str, Any], writ
                                                                         if len(changed) > 1 else "")
                             + f"; to continue the run in {out}, use its config (--method {out / CONFIG}) and data; "
                             + AFRESH)
+    if write and provenance is not None:
+        write_json_atomic(out / IDENTITY, {**theirs, "resumed": [*theirs.get("resumed", []), provenance]})
 
 
 def overwrite(out: Path) -> None:

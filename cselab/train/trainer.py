@@ -42,11 +42,12 @@ from cselab.atomic import write_json_atomic
 from cselab.data import load_sts
 from cselab.checksum import sha256
 from cselab.encoders.checkpoint import CheckpointInfo
-from cselab.encoders.pretrained import weights_sha256
+from cselab.encoders.pretrained import combined_sha256, weight_files
 from cselab.encoders.transformer import TransformerEncoder
 from cselab.errors import TrainingError
 from cselab.files import check_folder, clipped, read_json, remove_path
 from cselab.metrics import cosine_rows, spearman
+from cselab.provenance import provenance
 from cselab.train import run_folder, state
 from cselab.train.data import training_rows
 from cselab.train.hooks import perturb_weights, restore_weights
@@ -79,10 +80,12 @@ class DevSet:
 
 
 def run_identity(method: dict[str, Any], model: str, source: dict[str, Any], data_dir=None,
-                 eval_limit: int | None = None) -> dict[str, Any]:
-    """The identity a run of ``method`` from ``model`` on the data ``source`` (:func:`training_rows`'s description)
-    has (:func:`cselab.train.run_folder.identity`): what ``OUT/run.json`` records and a resumed run must match."""
-    return run_folder.identity(method, str(model), source, weights_sha256(str(model)),
+                 eval_limit: int | None = None, weights: dict[str, str] | None = None) -> dict[str, Any]:
+    """The identity a run of ``method`` from ``model`` (whose ``weights``, :func:`weight_files`, are read when not
+    given) on the data ``source`` (:func:`training_rows`'s description) has
+    (:func:`cselab.train.run_folder.identity`): what ``OUT/run.json`` records and a resumed run must match."""
+    weights = weight_files(str(model)) if weights is None else weights
+    return run_folder.identity(method, str(model), source, combined_sha256(weights),
                                dev_identity(method["training"]["dev"], data_dir, eval_limit))
 
 
@@ -218,8 +221,10 @@ class Run:
         set_seed(self.cfg["seed"])
         self.out.mkdir(parents=True, exist_ok=True)
         self.rows, self.source = training_rows(method, data, data_dir)
-        mine = run_identity(method, model, self.source, data_dir, eval_limit)
-        run_folder.check_or_write(self.out, mine, method, write=self.main)  # before a model loads
+        weights = weight_files(str(model))
+        mine = run_identity(method, model, self.source, data_dir, eval_limit, weights)
+        run_folder.check_or_write(self.out, mine, method, write=self.main,  # before a model loads
+                                  provenance=provenance(str(self.accelerator.device), weights))
         if self.main:  # what a run killed (or stopped by a full disk) mid-save left
             for partial in ("last.tmp", "best.tmp"):
                 remove_path(self.out / partial)

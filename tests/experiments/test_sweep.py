@@ -2,6 +2,7 @@ import json
 
 import numpy as np
 import pytest
+from scipy import stats
 
 from cselab.cli import main
 from cselab.experiments.sweep import BIAS_COLUMNS, SweepSpec, parse_seeds, run_sweep, summarize
@@ -19,6 +20,16 @@ def test_sweep_runs_every_seed_resumes_and_reports_mean_and_std(tiny_bert_dir, t
     assert summary["rows"][0]["avg"]["mean"] == pytest.approx(np.mean(simcse))
     assert summary["rows"][0]["avg"]["std"] == pytest.approx(np.std(simcse, ddof=1))
     assert simcse[0] != simcse[1]  # the seed changes the run
+    half = stats.t.ppf(0.975, 1) * np.std(simcse, ddof=1) / np.sqrt(2)
+    assert summary["rows"][0]["avg"]["ci95"] == pytest.approx([np.mean(simcse) - half, np.mean(simcse) + half])
+    (row,) = summary["comparison"]["rows"]  # noise-neg against simcse, over both seeds and the pairs
+    noise = [r["scores"]["avg"] for r in summary["runs"] if r["method"] == "noise-neg"]
+    assert row["label"] == "noise-neg" and row["seeds"] == [2, 2]
+    assert row["a"] == pytest.approx(np.mean(simcse)) and row["b"] == pytest.approx(np.mean(noise))
+    assert row["ci"][0] <= row["diff"] <= row["ci"][1] and 0 < row["p"] <= 1 and row["p_holm"] == row["p"]
+    assert not row["holds"]  # two seeds a side: too few to say a difference holds, whatever the interval
+    assert "hierarchical bootstrap" in (tmp_path / "sweep" / "summary.md").read_text()
+    assert "Fewer than 3 seeds on a side (noise-neg)" in (tmp_path / "sweep" / "summary.md").read_text()
     for name in ("summary.json", "summary.md", "summary.png"):
         assert (tmp_path / "sweep" / name).exists()
     # started again: every run is scored already, nothing trains
@@ -61,7 +72,8 @@ def test_a_grid_sweep_with_a_profile_scores_the_bias_suite(tiny_bert_dir, tiny_c
     for run in summary["runs"]:
         assert set(BIAS_COLUMNS) <= set(run["scores"])
         assert run["scores"]["gap"] == pytest.approx(run["scores"]["cont"] - run["scores"]["oppn"])
-    header = (tmp_path / "sweep" / "summary.md").read_text().splitlines()[0]
+    header = next(line for line in (tmp_path / "sweep" / "summary.md").read_text().splitlines()
+                  if line.startswith("| Method"))
     assert "para_over_neg" in header and "cannot_cosine" in header
     assert (tmp_path / "sweep" / "summary-bias.png").read_bytes()[:4] == b"\x89PNG"
     for info in (tmp_path / "sweep" / "runs").glob("*/best/cselab.json"):

@@ -1,0 +1,201 @@
+"""Two results of ``probe run`` compared item by item: every figure's difference with its interval and p-value.
+
+Each results JSON names its per-item outputs (``OUT.items.npz``, see docs/results-json.md); two results are compared
+only when they were scored on the same data files (the sha256 each records) and items. The figures: each STS task's
+Spearman x 100 over its pooled pairs and their average; Cont., Oppn. and the gap (each part weighted by its size);
+paraphrase over negation (%); the CANNOT cosine; each transfer and probing task's test accuracy and their averages.
+Within a table the p-values are Holm-corrected across its rows (the average row apart); a difference *holds* when
+its corrected p-value is below 0.05 and its interval leaves 0 out. See :mod:`cselab.probes.significance`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cselab.checksum import sha256
+from cselab.errors import DataError
+from cselab.files import clipped
+from cselab.probes.significance import RESAMPLES, Stratum, compare, holm
+from cselab.probes.sts import SHORT_NAMES
+
+ALPHA = 0.05
+SETTINGS = ("pooler", "prompt", "max_length", "dtype", "normalize")
+
+
+def read_items(path: str | os.PathLike, payload: dict[str, Any]) -> dict[str, np.ndarray] | None:
+    """The per-item arrays a results JSON names, checked against its sha256; None for a result without them."""
+    named = payload.get("items")
+    if not isinstance(named, dict) or "file" not in named:
+        return None
+    file = Path(path).parent / Path(str(named["file"])).name
+    if not file.is_file() or sha256(file) != named.get("sha256"):
+        raise DataError(f"{file}: missing, or not the per-item file {path} was written with (its sha256 differs)")
+    try:
+        with np.load(file, allow_pickle=False) as archive:
+            return {name: archive[name] for name in archive.files}
+    except (OSError, ValueError) as err:
+        raise DataError(f"{file}: not a per-item archive ({clipped(err)})") from None
+
+
+def check_same_data(paths: list[str], payloads: list[dict[str, Any]]) -> None:
+    """Refuse results whose data files differ: a file both read, with another sha256."""
+    first = payloads[0].get("data", {}).get("sha256", {})
+    for path, payload in zip(paths[1:], payloads[1:]):
+        for name, digest in payload.get("data", {}).get("sha256", {}).items():
+            if name in first and first[name] != digest:
+                raise DataError(f"{name}: {path} was scored on another version of this file than {paths[0]} (its "
+                                "sha256 differs); results over different data are not compared")
+
+
+def _differing(pairs: dict[str, tuple[Any, Any]]) -> list[str]:
+    return [f"{name}: {x!r} vs {y!r}" for name, (x, y) in pairs.items() if x != y]
+
+
+def setting_differences(a: dict[str, Any], b: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """What differs between how two results were made, as ``field: A vs B``: first the settings that change the
+    figures (the encoder's settings where both have them, the suites' protocols, the limit; a suite only one of
+    them ran aside), then
+    the provenance (weights, device, torch's flags, cselab's commit, the command)."""
+    pairs = {f"model.{key}": (a["model"].get(key), b["model"].get(key)) for key in SETTINGS
+             if None not in (a["model"].get(key), b["model"].get(key)) or key == "prompt"}  # None: not applicable
+    pairs["limit"] = (a.get("limit"), b.get("limit"))
+    for name, protocol in (("transfer protocol", lambda r: r.get("transfer", {}).get("protocol")),
+                           ("split protocol", lambda r: r.get("bias", {}).get("splits", {}).get("protocol"))):
+        if protocol(a) is not None and protocol(b) is not None:
+            pairs[name] = (protocol(a), protocol(b))
+    found: dict[str, tuple[Any, Any]] = {}
+    mine, theirs = a.get("provenance") or {}, b.get("provenance") or {}
+    for key in sorted(set(mine) | set(theirs)):
+        x, y = mine.get(key), theirs.get(key)
+        if isinstance(x, dict) and isinstance(y, dict):  # one level down: which device field, which flag
+            found.update({f"provenance.{key}.{sub}": (x.get(sub), y.get(sub)) for sub in sorted(set(x) | set(y))})
+        else:
+            found[f"provenance.{key}"] = (x, y)
+    return _differing(pairs), _differing(found)
+
+
+def _groups(items: dict[str, np.ndarray], prefix: str) -> dict[str, list[str]]:
+    """``prefix/TASK/...`` keys by task, in the order ``probe run`` wrote them (its tables' order)."""
+    groups: dict[str, list[str]] = {}
+    for key in items:
+        if key.startswith(prefix + "/"):
+            groups.setdefault(key[len(prefix) + 1:].split("/")[0], []).append(key)
+    return groups
+
+
+def _aligned(a: dict[str, np.ndarray], b: dict[str, np.ndarray], key: str) -> tuple[np.ndarray, np.ndarray]:
+    if a[key].shape != b[key].shape:
+        raise DataError(f"{key}: {a[key].shape[0]} items in one result, {b[key].shape[0]} in the other; results "
+                        "over different items are not compared")
+    return a[key].astype(np.float64), b[key].astype(np.float64)
+
+
+def sts_items(items: dict[str, np.ndarray]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Each STS task's cosines and gold scores over its pooled subsets, in the table's order."""
+    order = list(SHORT_NAMES.values())
+    groups = _groups(items, "sts")
+    tasks = {}
+    for task in sorted(groups, key=lambda t: (order.index(t) if t in order else len(order), t)):
+        sims = [key for key in groups[task] if key.endswith("/sim")]
+        tasks[task] = (np.concatenate([items[k] for k in sims]).astype(np.float64),
+                       np.concatenate([items[k[:-4] + "/gold"] for k in sims]).astype(np.float64))
+    return tasks
+
+
+def _sts(a, b) -> dict[str, list[Stratum]]:
+    rows, theirs = {}, sts_items(b)
+    for task, (sims, gold) in sts_items(a).items():
+        if task not in theirs:
+            continue
+        if theirs[task][0].shape != sims.shape or not np.array_equal(theirs[task][1], gold):
+            raise DataError(f"sts/{task}: the two results' pairs differ ({len(sims)} and {len(theirs[task][0])} "
+                            "pairs, or other gold scores); results over different items are not compared")
+        rows[task] = [Stratum(sims, theirs[task][0], gold)]
+    return rows
+
+
+def _accuracy(a, b, suite: str) -> dict[str, list[Stratum]]:
+    rows = {}
+    for task in _groups(a, suite):
+        key = f"{suite}/{task}"
+        if f"{key}/pred" not in b:
+            continue
+        if not np.array_equal(a[f"{key}/label"], b[f"{key}/label"]):
+            raise DataError(f"{key}: the two results' test items differ; results over different items are not "
+                            "compared")
+        pa, pb = _aligned(a, b, f"{key}/pred")
+        labels = a[f"{key}/label"]
+        rows[task] = [Stratum((pa == labels).astype(np.float64), (pb == labels).astype(np.float64))]
+    return rows
+
+
+def splits_comparable(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
+    """Whether two results split the same pairs into the same Cont. and Oppn. parts (another split protocol or MER
+    normalisation does not), so that their Cont./Oppn. figures can be compared pair by pair."""
+    mine = {key for key in a if key.startswith("bias/splits/")}
+    theirs = {key for key in b if key.startswith("bias/splits/")}
+    return mine == theirs and all(np.array_equal(a[k], b[k]) for k in mine if k.endswith(("/cont", "/gold")))
+
+
+def _bias(a, b) -> dict[str, tuple[list[Stratum], float]]:
+    rows: dict[str, tuple[list[Stratum], float]] = {}
+    subsets = [k[:-4] for k in sorted(a) if k.startswith("bias/splits/") and k.endswith("/sim") and k in b]
+    if subsets and splits_comparable(a, b):
+        parts = {}
+        for part, keep in (("Cont.", True), ("Oppn.", False)):
+            strata = []
+            for key in subsets:
+                mask = a[key + "/cont"] == keep
+                x, y = _aligned(a, b, key + "/sim")
+                strata.append(Stratum(x[mask], y[mask], a[key + "/gold"][mask].astype(np.float64), int(mask.sum())))
+            total = sum(s.weight for s in strata)
+            parts[part] = [Stratum(s.a, s.b, s.gold, s.weight / total) for s in strata if s.weight]
+            rows[part] = (parts[part], 100.0)
+        rows["Gap"] = (parts["Cont."] + [Stratum(s.a, s.b, s.gold, -s.weight) for s in parts["Oppn."]], 100.0)
+    key = "bias/transformations/paraphrase_over_negation"
+    if key in a and key in b:
+        rows["Para > neg (%)"] = ([Stratum(*_aligned(a, b, key))], 100.0)
+    cannot = [k for k in sorted(a) if k.startswith("bias/cannot/") and k in b]
+    if cannot:
+        pairs = [_aligned(a, b, k) for k in cannot]
+        rows["CANNOT cos."] = ([Stratum(np.concatenate([x for x, _ in pairs]), np.concatenate([y for _, y in pairs]))],
+                               1.0)
+    return rows
+
+
+def _table(figures: dict[str, tuple[list[Stratum], float]], average: str | None, resamples: int, seed: int
+           ) -> list[dict[str, Any]]:
+    """One row per figure, Holm across them; with ``average``, a last row of their mean (its own test)."""
+    rows = [{"name": name, **compare(strata, scale, resamples, seed)} for name, (strata, scale) in figures.items()]
+    for row, adjusted in zip(rows, holm([r["p"] for r in rows])):
+        row["p_holm"] = adjusted
+    if average and len(figures) > 1:
+        strata = [Stratum(s.a, s.b, s.gold, s.weight / len(figures)) for group, _ in figures.values() for s in group]
+        scale = next(iter(figures.values()))[1]
+        rows.append({"name": average, **compare(strata, scale, resamples, seed)})
+        rows[-1]["p_holm"] = rows[-1]["p"]
+    for row in rows:
+        row["holds"] = row["p_holm"] < ALPHA and not row["ci"][0] <= 0.0 <= row["ci"][1]
+    return rows
+
+
+def paired_tables(a: dict[str, np.ndarray], b: dict[str, np.ndarray], resamples: int = RESAMPLES, seed: int = 0
+                  ) -> dict[str, list[dict[str, Any]]]:
+    """Every figure both results have, B against A, as tables by suite: ``sts``, ``bias``, ``transfer``,
+    ``probing``."""
+    tables = {}
+    sts = {task: (strata, 100.0) for task, strata in _sts(a, b).items()}
+    if sts:
+        tables["sts"] = _table(sts, "Avg.", resamples, seed)
+    bias = _bias(a, b)
+    if bias:
+        tables["bias"] = _table(bias, None, resamples, seed)
+    for suite in ("transfer", "probing"):
+        figures = {task: (strata, 100.0) for task, strata in _accuracy(a, b, suite).items()}
+        if figures:
+            tables[suite] = _table(figures, "Avg.", resamples, seed)
+    return tables
