@@ -31,6 +31,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bias", action="store_true",
                         help="also score the bias suite: Cont./Oppn. (paper protocol), paraphrase over negation, "
                              "CANNOT cosine")
+    parser.add_argument("--no-cache", action="store_true",
+                        help="score without the embedding cache: encode afresh, keep no vectors (docs/probes.md)")
     parser.add_argument("--devices", help="comma-separated GPU ids: one worker process per GPU shares the runs")
     parser.set_defaults(handler=run, interrupted=lambda args: f"the scored runs in {args.out} are kept and the run "
                         "being trained keeps its last evaluation; the same command goes on from there")
@@ -40,7 +42,8 @@ def run(args: argparse.Namespace) -> None:
     spec = SweepSpec(methods=tuple(args.methods.split(",")), seeds=tuple(parse_seeds(args.seeds)), out=args.out,
                      model=resolve_backbone(args.model), grid=tuple(args.grid), data=args.data,
                      overrides=tuple(args.set), data_dir=args.data_dir, eval_limit=args.eval_limit,
-                     sts_limit=args.sts_limit, profile=args.profile, bias=args.bias)
+                     sts_limit=args.sts_limit, profile=args.profile, bias=args.bias,
+                     cache=not args.no_cache)
     summary = run_parallel(spec, args.devices.split(",")) if args.devices else run_sweep(spec)
     print(summary_text(summary))
     print(f"wrote {args.out}/summary.json, summary.md, summary.png")

@@ -109,11 +109,12 @@ def plan(methods: list[str], seeds: list[int], grid: list[str]) -> list[SweepRun
 
 
 def score_run(folder: str | os.PathLike, data_dir: str | os.PathLike | None = None, sts_limit: int | None = None,
-              bias: bool = False, items: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
+              bias: bool = False, items: dict[str, np.ndarray] | None = None, cache: bool = True) -> dict[str, Any]:
     """STS suite (the first ``sts_limit`` pairs of each subset: quick checks) and STS-B dev alignment/uniformity
     of a run's best checkpoint; with ``bias``, also the bias suite's headline figures (:data:`BIAS_COLUMNS`).
-    ``items`` (when given) receives the per-item outputs, as ``probe run`` keeps them."""
-    encoder = load_encoder(str(folder))
+    ``items`` (when given) receives the per-item outputs, as ``probe run`` keeps them; ``cache`` as
+    :func:`~cselab.encoders.load_encoder`'s."""
+    encoder = load_encoder(str(folder), cache=cache)
     with encoder.remembering():
         scores, _ = run_sts(encoder, data_dir=data_dir, limit=sts_limit, items=items)
         geometry = alignment_uniformity(encoder, data_dir)
@@ -132,7 +133,7 @@ def score_run(folder: str | os.PathLike, data_dir: str | os.PathLike | None = No
 class SweepSpec:
     """What a sweep runs: every method x grid point x seed, trained on ``data`` from ``model`` into ``out``, with
     ``overrides`` (``KEY=VALUE``) and ``profile`` for every run; ``sts_limit``/``eval_limit`` for quick checks,
-    ``bias`` to score the bias suite too."""
+    ``bias`` to score the bias suite too; ``cache=False`` keeps no encoded vectors (the embedding cache)."""
 
     methods: tuple[str, ...]
     seeds: tuple[int, ...]
@@ -146,6 +147,7 @@ class SweepSpec:
     sts_limit: int | None = None
     profile: str | None = None
     bias: bool = False
+    cache: bool = True
 
     def runs(self) -> list[SweepRun]:
         return plan(list(self.methods), list(self.seeds), list(self.grid))
@@ -177,7 +179,8 @@ def run_sweep(spec: SweepSpec, progress: bool = True, worker: tuple[int, int] | 
         items: dict[str, np.ndarray] = {}
         result = {"method": run.method, "grid": list(run.grid), "seed": run.seed, "label": run.label,
                   "steps": summary["steps"], "best_stsb_dev": summary["best_stsb_dev"], "made_by": made_by,
-                  "scores": score_run(summary["best"], spec.data_dir, spec.sts_limit, spec.bias, items)}
+                  "scores": score_run(summary["best"], spec.data_dir, spec.sts_limit, spec.bias, items,
+                                                                        spec.cache)}
         arrays = write_items(result_path.with_suffix(".items.npz"), items)
         result["items"] = {"file": arrays.name, "sha256": sha256(arrays)}
         write_json_atomic(result_path, result)

@@ -39,15 +39,18 @@ def test_sweep_runs_every_seed_resumes_and_reports_mean_and_std(tiny_bert_dir, t
     assert summarize(summary["runs"]) == summary["rows"]
 
 
-def test_sweep_over_devices_shares_the_runs_between_workers(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
+def test_sweep_over_devices_shares_the_runs_between_workers(tiny_bert_dir, tiny_cache, data_dir, tmp_path,
+                                                            monkeypatch):
+    monkeypatch.setenv("CSELAB_CACHE_DIR", str(tmp_path / "embeddings"))  # the workers' processes inherit it
     arguments = ["sweep", "--methods", "simcse", "--seeds", "0,1", "--model", str(tiny_bert_dir),
                  "--data", str(tiny_cache), "--data-dir", str(data_dir), "--eval-limit", "20",
                  "--set", "training.batch_size=16", "--set", "training.max_length=24", "--set", "training.max_steps=1",
                  "--set", "training.eval_steps=1", "--sts-limit", "20", "--out", str(tmp_path / "sweep"),
-                 "--devices", "0,1"]
+                 "--devices", "0,1", "--no-cache"]
     assert main(arguments) == 0  # on CPU the device ids change nothing; the two workers split the runs
     summary = json.loads((tmp_path / "sweep" / "summary.json").read_text())
     assert [r["seed"] for r in summary["runs"]] == [0, 1] and summary["rows"][0]["seeds"] == [0, 1]
+    assert not (tmp_path / "embeddings").exists()  # --no-cache: no vector kept
 
 
 def test_seeds_are_a_count_a_list_or_a_papers_named_set():
