@@ -87,6 +87,7 @@ class EmbeddingCache:
         self.root = Path(root) if root is not None else cache_root()
         digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
         self.folder = self.root / digest[:32]
+        self.cap = max_bytes()  # a bad $CSELAB_CACHE_MAX_MB stops here, before any encoding
         self.served = 0
         self.encoded = 0
         self._vectors: dict[str, np.ndarray] | None = None
@@ -147,9 +148,9 @@ class EmbeddingCache:
                 chunks.append((chunk.stat().st_mtime, chunk.stat().st_size, chunk))
             except FileNotFoundError:
                 continue
-        total, cap = sum(size for _, size, _ in chunks), max_bytes()
+        total = sum(size for _, size, _ in chunks)
         for _, size, chunk in sorted(chunks):
-            if total <= cap:
+            if total <= self.cap:
                 break
             chunk.unlink(missing_ok=True)
             total -= size

@@ -79,8 +79,8 @@ def test_no_cache_keeps_nothing_and_the_size_cap_removes_the_oldest(tiny_bert_di
     encoder.encode(SENTENCES[2:])
     assert len(_chunks(cache_dir)) == 1 and _chunks(cache_dir) != oldest
     monkeypatch.setenv("CSELAB_CACHE_MAX_MB", "none")
-    with pytest.raises(ValueError, match="CSELAB_CACHE_MAX_MB='none'"):
-        load_encoder(str(tiny_bert_dir), device="cpu").encode(["A new sentence."])
+    with pytest.raises(ValueError, match="CSELAB_CACHE_MAX_MB='none'"):  # before any sentence is encoded
+        load_encoder(str(tiny_bert_dir), device="cpu")
 
 
 def test_a_second_probe_run_is_served_from_the_cache_with_the_same_scores(tiny_bert_dir, cache_dir, data_dir,
