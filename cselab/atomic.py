@@ -9,17 +9,22 @@ from pathlib import Path
 from typing import Any
 
 
-def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
-    """Write ``text`` to a temporary file beside ``path``, flush it to disk, then rename it over ``path``."""
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
+    """Write ``data`` to a temporary file beside ``path``, flush it to disk, then rename it over ``path``."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp",
-                                     delete=False, encoding="utf-8") as handle:
-        handle.write(text)
+    with tempfile.NamedTemporaryFile("wb", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp",
+                                     delete=False) as handle:
+        handle.write(data)
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(handle.name, path)
     return path
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` (UTF-8) atomically, as :func:`write_bytes_atomic`."""
+    return write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def write_json_atomic(path: str | os.PathLike, payload: Any) -> Path:

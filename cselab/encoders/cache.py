@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from cselab.atomic import write_bytes_atomic
 from cselab.errors import ConfigError
 from cselab.files import clipped
 from cselab.versions import package_versions
@@ -32,6 +33,7 @@ from cselab.versions import package_versions
 FORMAT = 1
 CHUNK_ROWS = 8192
 DEFAULT_MAX_MB = 4096
+VERSIONED = ("torch", "transformers", "sentence-transformers")  # an upgrade of these can move a vector
 
 
 def cache_root() -> Path:
@@ -56,9 +58,9 @@ def max_bytes() -> int:
 
 def cache_key(weights: str, settings: dict[str, Any], device: str) -> dict[str, Any]:
     """What a vector depends on, as recorded in the folder's ``key.json``."""
-    versions = package_versions(("torch", "transformers", "sentence-transformers"))
+    versions = package_versions(VERSIONED)
     return {"format": FORMAT, "weights_sha256": weights, "settings": settings, "device": device,
-            "versions": {name: versions[name] for name in ("torch", "transformers", "sentence-transformers")}}
+            "versions": {name: versions[name] for name in VERSIONED}}
 
 
 def _pack(sentences: list[str], vectors: np.ndarray) -> bytes:
@@ -131,10 +133,10 @@ class EmbeddingCache:
             self.folder.mkdir(parents=True, exist_ok=True)
             key_file = self.folder / "key.json"
             if not key_file.exists():
-                _write(key_file, json.dumps(self.key, indent=1, sort_keys=True).encode())
+                write_bytes_atomic(key_file, json.dumps(self.key, indent=1, sort_keys=True).encode())
             for start in range(0, len(sentences), CHUNK_ROWS):
                 data = _pack(sentences[start:start + CHUNK_ROWS], vectors[start:start + CHUNK_ROWS])
-                _write(self.folder / f"{hashlib.sha256(data).hexdigest()}.npz", data)
+                write_bytes_atomic(self.folder / f"{hashlib.sha256(data).hexdigest()}.npz", data)
             self._load().update(zip(sentences, vectors))
             self._hold_cap()
         except OSError as err:  # a full or read-only disk costs the cache, not the result
@@ -159,11 +161,3 @@ class EmbeddingCache:
         """Where the vectors are and how many were served from it or encoded, for the results JSON."""
         return {"folder": str(self.folder), "served": self.served, "encoded": self.encoded}
 
-
-def _write(path: Path, data: bytes) -> None:
-    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(temporary, "wb") as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)

@@ -88,7 +88,3 @@ def combined_sha256(files: dict[str, str]) -> str | None:
         digest.update(f"{name}\0{file_digest}\n".encode())
     return digest.hexdigest()
 
-
-def weights_sha256(path: str) -> str | None:
-    """One sha256 over a model's weight files, so that a run knows its base model by its weights, not its name."""
-    return combined_sha256(weight_files(path))

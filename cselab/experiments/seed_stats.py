@@ -18,9 +18,9 @@ from typing import Any
 import numpy as np
 
 from cselab.errors import DataError
-from cselab.probes.paired import ALPHA, read_items, sts_items
+from cselab.probes.paired import read_items, sts_items
 from cselab.probes.report import markdown_table
-from cselab.probes.significance import RESAMPLES, hierarchical, holm
+from cselab.probes.significance import RESAMPLES, hierarchical, holds, holm
 
 FEW_SEEDS = 3  # below this many seeds a method's seed variance is hardly resampled
 
@@ -30,7 +30,8 @@ def _sts_matrix(out: Path, runs: list[dict[str, Any]]) -> tuple[np.ndarray, np.n
     was scored without per-item outputs."""
     rows, gold, tasks = [], None, None
     for run in runs:
-        items = read_items(out / "results" / "run.json", run)
+        named = str((run.get("items") or {}).get("file", ""))  # results/SLUG.items.npz beside results/SLUG.json
+        items = read_items(out / "results" / named.replace(".items.npz", ".json"), run)
         if items is None:
             return None
         found = sts_items(items)
@@ -62,17 +63,16 @@ def compare_methods(out: str | Path, results: list[dict[str, Any]], resamples: i
         summary["rows"].append({"label": label, **hierarchical(base, found[label][0], gold, tasks, resamples, seed)})
     for row, adjusted in zip(summary["rows"], holm([row["p"] for row in summary["rows"]])):
         row["p_holm"] = adjusted
-        row["holds"] = (adjusted < ALPHA and not row["ci"][0] <= 0.0 <= row["ci"][1]
-                        and min(row["seeds"]) >= FEW_SEEDS)
+        row["holds"] = holds(row) and min(row["seeds"]) >= FEW_SEEDS
     return summary
 
 
 def comparison_markdown(comparison: dict[str, Any]) -> str:
     """The between-method table, or the reason there is none."""
-    title = (f"{comparison['figure']} against {comparison['baseline']}: {comparison['test']}, "
-             f"{comparison['resamples']} resamples, seed {comparison['seed']}; p Holm-corrected across methods")
     if comparison.get("skipped"):
         return f"No between-method test: {comparison['skipped']}."
+    title = (f"{comparison['figure']} against {comparison['baseline']}: {comparison['test']}, "
+             f"{comparison['resamples']} resamples, seed {comparison['seed']}; p Holm-corrected across methods")
     body = [[row["label"], f"{row['seeds'][0]} / {row['seeds'][1]}", f"{row['diff']:+.2f}",
              f"[{row['ci'][0]:+.2f}, {row['ci'][1]:+.2f}]", f"{row['p']:.3f}", f"{row['p_holm']:.3f}",
              "yes" if row["holds"] else f"no ({min(row['seeds'])} seed(s))" if min(row["seeds"]) < FEW_SEEDS

@@ -4,8 +4,9 @@ Each results JSON names its per-item outputs (``OUT.items.npz``, see docs/result
 only when they were scored on the same data files (the sha256 each records) and items. The figures: each STS task's
 Spearman x 100 over its pooled pairs and their average; Cont., Oppn. and the gap (each part weighted by its size);
 paraphrase over negation (%); the CANNOT cosine; each transfer and probing task's test accuracy and their averages.
-Within a table the p-values are Holm-corrected across its rows (the average row apart); a difference *holds* when
-its corrected p-value is below 0.05 and its interval leaves 0 out. See :mod:`cselab.probes.significance`.
+Within a table the p-values are Holm-corrected across its rows (the average row apart); a difference *holds*
+(:func:`~cselab.probes.significance.holds`) when its corrected p-value is below 0.05 and its interval leaves 0
+out. See :mod:`cselab.probes.significance`.
 """
 
 from __future__ import annotations
@@ -19,10 +20,8 @@ import numpy as np
 from cselab.checksum import sha256
 from cselab.errors import DataError
 from cselab.files import clipped
-from cselab.probes.significance import RESAMPLES, Stratum, compare, holm
-from cselab.probes.sts import SHORT_NAMES
+from cselab.probes.significance import RESAMPLES, Stratum, compare, holds, holm
 
-ALPHA = 0.05
 SETTINGS = ("pooler", "prompt", "max_length", "dtype", "normalize")
 
 
@@ -58,15 +57,15 @@ def _differing(pairs: dict[str, tuple[Any, Any]]) -> list[str]:
 def setting_differences(a: dict[str, Any], b: dict[str, Any]) -> tuple[list[str], list[str]]:
     """What differs between how two results were made, as ``field: A vs B``: first the settings that change the
     figures (the encoder's settings where both have them, the suites' protocols, the limit; a suite only one of
-    them ran aside), then
-    the provenance (weights, device, torch's flags, cselab's commit, the command)."""
+    them ran aside), then the provenance (weights, device, torch's flags, cselab's commit, the command)."""
     pairs = {f"model.{key}": (a["model"].get(key), b["model"].get(key)) for key in SETTINGS
              if None not in (a["model"].get(key), b["model"].get(key)) or key == "prompt"}  # None: not applicable
     pairs["limit"] = (a.get("limit"), b.get("limit"))
     for name, protocol in (("transfer protocol", lambda r: r.get("transfer", {}).get("protocol")),
                            ("split protocol", lambda r: r.get("bias", {}).get("splits", {}).get("protocol"))):
-        if protocol(a) is not None and protocol(b) is not None:
-            pairs[name] = (protocol(a), protocol(b))
+        both = (protocol(a), protocol(b))
+        if None not in both:
+            pairs[name] = both
     found: dict[str, tuple[Any, Any]] = {}
     mine, theirs = a.get("provenance") or {}, b.get("provenance") or {}
     for key in sorted(set(mine) | set(theirs)):
@@ -96,11 +95,9 @@ def _aligned(a: dict[str, np.ndarray], b: dict[str, np.ndarray], key: str) -> tu
 
 def sts_items(items: dict[str, np.ndarray]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
     """Each STS task's cosines and gold scores over its pooled subsets, in the table's order."""
-    order = list(SHORT_NAMES.values())
-    groups = _groups(items, "sts")
     tasks = {}
-    for task in sorted(groups, key=lambda t: (order.index(t) if t in order else len(order), t)):
-        sims = [key for key in groups[task] if key.endswith("/sim")]
+    for task, keys in _groups(items, "sts").items():
+        sims = [key for key in keys if key.endswith("/sim")]
         tasks[task] = (np.concatenate([items[k] for k in sims]).astype(np.float64),
                        np.concatenate([items[k[:-4] + "/gold"] for k in sims]).astype(np.float64))
     return tasks
@@ -179,7 +176,7 @@ def _table(figures: dict[str, tuple[list[Stratum], float]], average: str | None,
         rows.append({"name": average, **compare(strata, scale, resamples, seed)})
         rows[-1]["p_holm"] = rows[-1]["p"]
     for row in rows:
-        row["holds"] = row["p_holm"] < ALPHA and not row["ci"][0] <= 0.0 <= row["ci"][1]
+        row["holds"] = holds(row)
     return rows
 
 

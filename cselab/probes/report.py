@@ -12,7 +12,6 @@ from typing import Any
 from cselab.errors import DataError
 from cselab.files import clipped, read_json
 from cselab.probes.paired import (
-    ALPHA,
     check_same_data,
     paired_tables,
     read_items,
@@ -20,7 +19,7 @@ from cselab.probes.paired import (
     splits_comparable,
 )
 from cselab.probes.plots import task_scores
-from cselab.probes.significance import LEVEL, RESAMPLES
+from cselab.probes.significance import ALPHA, LEVEL, RESAMPLES
 
 PLOT_CAPTIONS = {"transformations": "cosine against MER per transformation",
                  "accuracy": "test accuracy per transfer and probing task",

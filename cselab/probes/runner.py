@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import time
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from cselab import __version__
-from cselab.atomic import write_json_atomic, write_text_atomic
+from cselab.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
 from cselab.checksum import sha256
 from cselab.data import DataNotFoundError, NegationPairs, corpus_path, data_root, load_cannot, load_sts, read_corpus
 from cselab.data.transfer import TRANSFER_TASKS
@@ -229,14 +230,9 @@ def results_path(out: str | os.PathLike) -> Path:
 
 def write_items(path: Path, arrays: dict[str, np.ndarray]) -> Path:
     """The per-item outputs as one compressed NumPy archive (``numpy.load(path)[name]``), written atomically."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f".{path.name}.tmp")
-    with open(temporary, "wb") as handle:
-        np.savez_compressed(handle, **{name: np.asarray(value) for name, value in arrays.items()})
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
-    return path
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **{name: np.asarray(value) for name, value in arrays.items()})
+    return write_bytes_atomic(path, buffer.getvalue())
 
 
 def _staging(out: Path) -> tuple[Path, Path]:

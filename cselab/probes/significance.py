@@ -23,6 +23,7 @@ from scipy import stats
 
 RESAMPLES = 1000
 LEVEL = 0.95
+ALPHA = 0.05
 BATCH = 50  # resamples computed at once (memory: BATCH x items)
 UNDEFINED = 0.01  # the share of resamples whose figure may be undefined before the interval is
 
@@ -124,6 +125,12 @@ def holm(p_values: Sequence[float]) -> list[float]:
         running = max(running, (len(defined) - rank) * values[index])
         adjusted[index] = min(1.0, running)
     return adjusted.tolist()
+
+
+def holds(row: dict[str, Any]) -> bool:
+    """Whether a compared difference holds: its Holm-corrected p-value (``p_holm``) below :data:`ALPHA` and its
+    interval (``ci``) leaving 0 out."""
+    return row["p_holm"] < ALPHA and not row["ci"][0] <= 0.0 <= row["ci"][1]
 
 
 def compare(strata: Sequence[Stratum], scale: float = 1.0, resamples: int = RESAMPLES, seed: int = 0
