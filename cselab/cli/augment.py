@@ -6,14 +6,7 @@ import argparse
 import json
 import random
 
-from cselab.augment.backtranslate import make_translator, resolve_backend
-from cselab.augment.cache import AugmentConfig, build_cache, build_cache_parallel
-from cselab.augment.edits import MaskedLMEditor, WordNetEditor
-from cselab.augment.negation import Negator
-from cselab.augment.source import read_source, resolve_corpus
-from cselab.augment.testset import build_testset, write_testset
 from cselab.cli.options import add_data_dir, add_overrides, add_seed, whole_number
-from cselab.data.augmented import MANIFEST, read_manifest
 from cselab.errors import ConfigError, DataError
 
 
@@ -65,6 +58,10 @@ def register(augment: argparse.ArgumentParser) -> None:
 
 def build(args: argparse.Namespace) -> None:
     """Build the cache (the ``testset`` subcommand has its own handler)."""
+    from cselab.augment.cache import AugmentConfig, build_cache, build_cache_parallel
+    from cselab.augment.source import resolve_corpus
+    from cselab.data.augmented import MANIFEST, read_manifest
+
     overrides = args.set + ([f"backend={args.backend}"] if args.backend else [])
     config = AugmentConfig.from_overrides(overrides).resolved()  # once, so that every shard agrees
     corpus = resolve_corpus(args.corpus, args.data_dir)
@@ -81,6 +78,12 @@ def build(args: argparse.Namespace) -> None:
 
 
 def testset_command(args: argparse.Namespace) -> None:
+    from cselab.augment.backtranslate import make_translator, resolve_backend
+    from cselab.augment.edits import MaskedLMEditor, WordNetEditor
+    from cselab.augment.negation import Negator
+    from cselab.augment.source import read_source, resolve_corpus
+    from cselab.augment.testset import build_testset, write_testset
+
     lines = [line.text for line in read_source(resolve_corpus(args.corpus, args.data_dir)) if line.text]
     if len(lines) < 2:
         raise DataError(f"{args.corpus}: a test set needs at least two usable sentences")

@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 
 from cselab.cli.options import add_data_dir
-from cselab.data import STS_TASKS, load_sts
-from cselab.data.download import download
 
 
 def register(data: argparse.ArgumentParser) -> None:
@@ -24,6 +22,8 @@ def register(data: argparse.ArgumentParser) -> None:
 
 
 def list_sets(args: argparse.Namespace) -> None:
+    from cselab.data import STS_TASKS, load_sts
+
     for task in STS_TASKS.values():
         sizes = ", ".join(f"{split} {sum(len(s) for s in load_sts(task.key, split, args.data_dir))}"
                           for split in task.splits)
@@ -31,5 +31,7 @@ def list_sets(args: argparse.Namespace) -> None:
 
 
 def fetch_sets(args: argparse.Namespace) -> None:
+    from cselab.data.download import download
+
     for path in download(args.data_dir):
         print(path)

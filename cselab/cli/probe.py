@@ -4,20 +4,11 @@ from __future__ import annotations
 
 import argparse
 
-from transformers.utils import logging as transformers_logging
-
 from cselab.atomic import write_text_atomic
 from cselab.cli.options import add_data_dir, add_seed, whole_number
-from cselab.data import corpus_path
-from cselab.data.transfer import TRANSFER_TASKS
-from cselab.encoders import load_encoder
 from cselab.errors import ConfigError
-from cselab.probes.probing_builder import build_probing, describe
-from cselab.probes.report import compare_report, differences_report, read_results, suite_sections
-from cselab.probes.runner import SUITES, ProbeOptions, results_path, run_probes, write_outputs
-from cselab.probes.significance import RESAMPLES
-from cselab.probes.splits import build_splits, split_table, write_split_files
-from cselab.probes.sts import STS_SUITE
+from cselab.data.transfer import TRANSFER_TASKS
+from cselab.probes.suites import RESAMPLES, STS_SUITE, SUITES
 
 
 def register(probe: argparse.ArgumentParser) -> None:
@@ -165,6 +156,12 @@ def _build_options(build: argparse.ArgumentParser) -> None:
 
 
 def run_command(args: argparse.Namespace) -> None:
+    from transformers.utils import logging as transformers_logging
+
+    from cselab.encoders import load_encoder
+    from cselab.probes.report import suite_sections
+    from cselab.probes.runner import ProbeOptions, results_path, run_probes, write_outputs
+
     results_path(args.out)  # before any work
     transformers_logging.disable_progress_bar()  # weight loading is quick; keep the tables readable
     encoder = load_encoder(args.model, pooler=args.pooler, prompt=args.prompt, max_length=args.max_length,
@@ -189,6 +186,8 @@ def _names(text: str | None, default: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def splits_command(args: argparse.Namespace) -> None:
+    from cselab.probes.splits import build_splits, split_table, write_split_files
+
     found = build_splits(args.data_dir, args.mer_normalize, args.protocol)
     print(split_table(found))
     written = write_split_files(found, args.out_dir, args.mer_normalize, args.protocol)
@@ -196,6 +195,9 @@ def splits_command(args: argparse.Namespace) -> None:
 
 
 def build_command(args: argparse.Namespace) -> None:
+    from cselab.data import corpus_path
+    from cselab.probes.probing_builder import build_probing, describe
+
     manifest = build_probing(corpus_path(args.corpus, args.data_dir), args.out, args.seed, args.size,
                              args.spacy_model)
     print(describe(manifest))
@@ -203,6 +205,8 @@ def build_command(args: argparse.Namespace) -> None:
 
 
 def compare_command(args: argparse.Namespace) -> None:
+    from cselab.probes.report import compare_report, differences_report, read_results
+
     payloads = read_results(args.results)
     if args.baseline is not None and args.baseline not in args.results:
         raise ConfigError(f"--baseline {args.baseline}: not one of the results given ({', '.join(args.results)})")

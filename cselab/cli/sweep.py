@@ -5,8 +5,6 @@ from __future__ import annotations
 import argparse
 
 from cselab.cli.options import add_backbone, add_data_dir, add_overrides, add_profile, whole_number
-from cselab.encoders.loading import resolve_backbone
-from cselab.experiments.sweep import SweepSpec, parse_seeds, run_parallel, run_sweep, summary_text
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -39,6 +37,9 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    from cselab.encoders.loading import resolve_backbone
+    from cselab.experiments.sweep import SweepSpec, parse_seeds, run_parallel, run_sweep, summary_text
+
     spec = SweepSpec(methods=tuple(args.methods.split(",")), seeds=tuple(parse_seeds(args.seeds)), out=args.out,
                      model=resolve_backbone(args.model), grid=tuple(args.grid), data=args.data,
                      overrides=tuple(args.set), data_dir=args.data_dir, eval_limit=args.eval_limit,

@@ -6,15 +6,10 @@ import argparse
 import json
 from pathlib import Path
 
-import yaml
-from transformers.utils import logging as transformers_logging
-
 from cselab.cli.options import add_backbone, add_data_dir, add_overrides, add_profile, whole_number
-from cselab.encoders.loading import resolve_backbone
 from cselab.errors import ConfigError
 from cselab.files import read_json
-from cselab.train.methods import describe_presets, load_method
-from cselab.train.trainer import RESTARTS, train
+from cselab.train.run_folder import RESTARTS
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -48,6 +43,8 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
+    from cselab.train.methods import describe_presets, load_method
+
     if args.list_methods:
         presets = describe_presets()
         width = max(len(name) for name, _ in presets)
@@ -55,12 +52,18 @@ def run(args: argparse.Namespace) -> None:
             print(f"{name:<{width}}  {description}")
         return
     method = load_method(args.method, args.set, args.profile)  # validated before any model loads
-    transformers_logging.disable_progress_bar()  # weight loading is quick; the training bar says what matters
     if args.show_config:
+        import yaml
         print(yaml.safe_dump(method, sort_keys=False, width=110), end="")
         return
     if not args.out:
         raise ConfigError("--out is required: the run folder (config.yaml, best/, last/, log.jsonl)")
+    from transformers.utils import logging as transformers_logging
+
+    from cselab.encoders.loading import resolve_backbone
+    from cselab.train.trainer import train
+
+    transformers_logging.disable_progress_bar()  # weight loading is quick; the training bar says what matters
     summary = train(method, resolve_backbone(args.model), args.data, args.out, args.data_dir, args.eval_limit,
                     tensorboard=args.tensorboard, overwrite=args.overwrite, restart_from=args.restart_from)
     print(json.dumps(summary, indent=2))

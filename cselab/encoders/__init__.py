@@ -1,13 +1,13 @@
 """Sentence encoders: ``load_encoder(spec).encode(sentences) -> np.ndarray``."""
 
-from cselab.encoders.base import Encoder
-from cselab.encoders.checkpoint import CheckpointInfo, read_checkpoint_info, write_checkpoint_info
-from cselab.encoders.lexical import LexicalEncoder
-from cselab.encoders.loading import ALIASES, EncoderNotFoundError, load_encoder
-from cselab.encoders.pooling import POOLERS
-from cselab.encoders.transformer import TransformerEncoder
+from cselab.lazy import exports
 
-__all__ = [
-    "ALIASES", "POOLERS", "CheckpointInfo", "Encoder", "EncoderNotFoundError", "LexicalEncoder",
-    "TransformerEncoder", "load_encoder", "read_checkpoint_info", "write_checkpoint_info",
-]
+_WHERE = {
+    "Encoder": "cselab.encoders.base", "CheckpointInfo": "cselab.encoders.checkpoint",
+    "read_checkpoint_info": "cselab.encoders.checkpoint", "write_checkpoint_info": "cselab.encoders.checkpoint",
+    "LexicalEncoder": "cselab.encoders.lexical", "ALIASES": "cselab.encoders.loading",
+    "EncoderNotFoundError": "cselab.encoders.loading", "load_encoder": "cselab.encoders.loading",
+    "POOLERS": "cselab.encoders.pooling", "TransformerEncoder": "cselab.encoders.transformer",
+}
+__all__ = sorted(_WHERE)
+__getattr__, __dir__ = exports(__name__, _WHERE)

@@ -1,8 +1,9 @@
 """Probes: score any encoder (STS, surface-structure bias, transfer and probing tasks, geometry) and write
 results JSON."""
 
-from cselab.probes.probing import run_probing
-from cselab.probes.sts import STS_SUITE, run_sts
-from cselab.probes.transfer import run_transfer
+from cselab.lazy import exports
 
-__all__ = ["STS_SUITE", "run_probing", "run_sts", "run_transfer"]
+_WHERE = {"STS_SUITE": "cselab.probes.suites", "run_probing": "cselab.probes.probing",
+          "run_sts": "cselab.probes.sts", "run_transfer": "cselab.probes.transfer"}
+__all__ = sorted(_WHERE)
+__getattr__, __dir__ = exports(__name__, _WHERE)

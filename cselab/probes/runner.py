@@ -28,7 +28,8 @@ from cselab.probes.probing import probing_dir, run_probing
 from cselab.probes.report import html_report, markdown_report
 from cselab.probes.results import checksums
 from cselab.probes.splits import PROTOCOLS, build_splits, split_summary
-from cselab.probes.sts import SHORT_NAMES, STS_SUITE, run_sts, subset_limit
+from cselab.probes.sts import SHORT_NAMES, run_sts, subset_limit
+from cselab.probes.suites import STS_SUITE, SUITES
 from cselab.probes.transfer import run_transfer
 from cselab.probes.transformations import (
     handwritten_testset,
@@ -41,8 +42,6 @@ from cselab.probes.transformations import (
 from cselab.provenance import provenance
 from cselab.versions import package_versions
 
-SUITES = {"sts": ("sts",), "bias": ("bias",), "transfer": ("transfer",), "probing": ("probing",),
-          "geometry": ("geometry",), "all": ("sts", "bias", "transfer", "probing", "geometry")}
 
 
 def suite_parts(suite: str) -> tuple[str, ...]:

@@ -21,7 +21,8 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-RESAMPLES = 1000
+from cselab.probes.suites import RESAMPLES
+
 LEVEL = 0.95
 ALPHA = 0.05
 BATCH = 50  # resamples computed at once (memory: BATCH x items)

@@ -18,8 +18,8 @@ import numpy as np
 from cselab.data import STSPairs, load_sts
 from cselab.encoders import Encoder
 from cselab.metrics import cosine_rows, pearson, spearman
+from cselab.probes.suites import STS_SUITE
 
-STS_SUITE = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
 SHORT_NAMES = {"sts12": "STS12", "sts13": "STS13", "sts14": "STS14", "sts15": "STS15", "sts16": "STS16",
                "stsb": "STS-B", "sickr": "SICK-R"}
 

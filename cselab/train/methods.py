@@ -43,8 +43,6 @@ from typing import Any
 
 from cselab.errors import ConfigError
 from cselab.files import parse_json, parse_yaml, read_yaml, shown
-from cselab.train.plugins import load_plugins
-from cselab.train.schema import imported, resolve
 
 
 def preset_names() -> list[str]:
@@ -123,6 +121,9 @@ def load_method(name_or_path: str | os.PathLike, overrides: list[str] = (), prof
         config["profile"] = profile  # recorded with the run (OUT/config.yaml, OUT/best/cselab.json)
     for item in overrides:
         _override(config, item)
+    from cselab.train.plugins import load_plugins  # the plug-ins' modules (torch), only when a method resolves
+    from cselab.train.schema import imported, resolve
+
     load_plugins(imported(config, source), f"{source}: imports")
     return resolve(config, source)
 

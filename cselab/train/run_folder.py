@@ -35,6 +35,7 @@ IDENTITY = "run.json"
 LOCK = ".lock"
 ARTIFACTS = ("best", "best.tmp", "best.old", "last", "last.tmp", "last.old", "log.jsonl", "tensorboard", CONFIG,
              IDENTITY)
+RESTARTS = ("best",)  # what --restart-from may name
 AFRESH = "start afresh with --overwrite (deletes this run's files), or give another --out"
 
 
