@@ -1,7 +1,8 @@
 """The golden file: what every preset's first training steps and every probe suite give today, kept so that a
 refactor of the training path or the probes (issue 24) shows any change of a number. Each preset trains three steps
 of batch 16 on a tiny random BERT (CPU, seed 0, the preset's own dropout) and logs every step's loss, its parts and
-the gradient norm, then one dev score; each probe suite scores a ``--limit 30`` run. All must equal
+the gradient norm, then one dev score (and its checkpoint must load in sentence-transformers with the vectors
+``probe run`` gives); each probe suite scores a ``--limit 30`` run. All must equal
 ``tests/golden.json`` to 1e-6 (relative). A deliberate change regenerates the file in a commit of its own that says
 why: ``CSELAB_WRITE_GOLDEN=1 pytest tests/test_golden.py``.
 """
@@ -10,9 +11,14 @@ import json
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
+from sentence_transformers import SentenceTransformer
 
 from cselab.cli import main
+from cselab.encoders import load_encoder
+from cselab.encoders.checkpoint import CHECKPOINT_FILE, read_checkpoint_info
+from cselab.encoders.st_module import needs_module
 from cselab.train.methods import load_method, preset_names
 from cselab.train.trainer import train
 
@@ -21,6 +27,7 @@ WRITE = os.environ.get("CSELAB_WRITE_GOLDEN") == "1"
 SETTINGS = ["training.batch_size=16", "training.max_length=24", "training.max_steps=3", "training.eval_steps=3",
             "training.seed=0"]
 UNTIMED = ("seconds", "_s", "wall_time")
+SENTENCES = ["a man plays the guitar", "two dogs run on the beach", "the market fell sharply today"]
 
 
 def _numbers(value, prefix=""):
@@ -48,12 +55,18 @@ def _check(section: str, found: dict[str, float]) -> None:
 
 
 @pytest.mark.parametrize("preset", preset_names())
-def test_every_presets_first_steps_are_the_golden_ones(preset, tiny_bert_dir, tiny_cache, data_dir, tmp_path):
+def test_every_presets_first_steps_are_the_golden_ones_and_its_checkpoint_loads_in_sentence_transformers(
+        preset, tiny_bert_dir, tiny_cache, data_dir, tmp_path):
     method = load_method(preset, SETTINGS)
     train(method, str(tiny_bert_dir), tiny_cache, tmp_path / "run", data_dir, eval_limit=20, log_every=1,
           progress=False)
     lines = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
     _check(f"train/{preset}", _numbers(lines))
+    best = str(tmp_path / "run" / "best")
+    model = SentenceTransformer(best, device="cpu", trust_remote_code=needs_module(read_checkpoint_info(
+        Path(best) / CHECKPOINT_FILE)))
+    np.testing.assert_allclose(model.encode(SENTENCES), load_encoder(best, device="cpu", cache=False).encode(SENTENCES),
+                               atol=1e-5)
 
 
 @pytest.mark.parametrize("model", ["bow", "tiny-bert"])

@@ -8,9 +8,10 @@ intermediate layers (SSCL's negatives, SG-OPT's views) and a frozen copy of the 
 backbone (SG-OPT's BERT_F).
 
 :func:`save_checkpoint` writes a folder that ``probe run --model FOLDER`` reads as it is
-(weights in safetensors, tokenizer, ``cselab.json``); for the ``cls_before_pooler`` and ``avg``
-poolers without a prompt it also writes sentence-transformers' files, so
-``SentenceTransformer(FOLDER)`` loads it with the same vectors.
+(weights in safetensors, tokenizer, ``cselab.json``) and that sentence-transformers loads with the same
+vectors: ``SentenceTransformer(FOLDER)`` for the ``cls_before_pooler`` and ``avg`` poolers without a prompt
+(its own Transformer and Pooling modules), ``SentenceTransformer(FOLDER, trust_remote_code=True)`` for every
+other pooler and any prompt (cselab's module, :mod:`cselab.encoders.st_module`).
 """
 
 from __future__ import annotations
@@ -189,22 +190,26 @@ def save_checkpoint(folder: str | os.PathLike, encoder: TrainingEncoder, info: C
     """Write a self-describing checkpoint folder (see the module docstring); returns it."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    from cselab.encoders.st_module import needs_module, save_with_module  # sentence-transformers, when saving
+
+    if needs_module(info):
+        save_with_module(folder, encoder.view, info)
+        return folder
     encoder.backbone.save_pretrained(folder, safe_serialization=True)
     encoder.tokenizer.save_pretrained(folder)
-    if info.pooler in ST_POOLING and not info.prompt:
-        modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-                   {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
-        if info.normalize:
-            modules.append({"idx": 2, "name": "2", "path": "2_Normalize",
-                            "type": "sentence_transformers.models.Normalize"})
-            (folder / "2_Normalize").mkdir(exist_ok=True)
-        pooling = {key: key == ST_POOLING[info.pooler] for key in (
-            "pooling_mode_cls_token", "pooling_mode_mean_tokens", "pooling_mode_max_tokens",
-            "pooling_mode_mean_sqrt_len_tokens")}
-        write_json_atomic(folder / "1_Pooling" / "config.json",
-                          {"word_embedding_dimension": encoder.backbone.config.hidden_size, **pooling})
-        write_json_atomic(folder / "sentence_bert_config.json",
-                          {"max_seq_length": info.max_length, "do_lower_case": False})
-        write_json_atomic(folder / "modules.json", modules)
+    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+               {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
+    if info.normalize:
+        modules.append({"idx": 2, "name": "2", "path": "2_Normalize",
+                        "type": "sentence_transformers.models.Normalize"})
+        (folder / "2_Normalize").mkdir(exist_ok=True)
+    pooling = {key: key == ST_POOLING[info.pooler] for key in (
+        "pooling_mode_cls_token", "pooling_mode_mean_tokens", "pooling_mode_max_tokens",
+        "pooling_mode_mean_sqrt_len_tokens")}
+    write_json_atomic(folder / "1_Pooling" / "config.json",
+                      {"word_embedding_dimension": encoder.backbone.config.hidden_size, **pooling})
+    write_json_atomic(folder / "sentence_bert_config.json",
+                      {"max_seq_length": info.max_length, "do_lower_case": False})
+    write_json_atomic(folder / "modules.json", modules)
     write_checkpoint_info(folder, info)
     return folder

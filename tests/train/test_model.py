@@ -45,13 +45,22 @@ def test_checkpoint_loads_in_the_probe_and_in_sentence_transformers(tiny_bert_di
     np.testing.assert_allclose(SentenceTransformer(str(folder), device="cpu").encode(SENTENCES), expected, atol=1e-5)
 
 
-def test_prompt_checkpoint_loads_in_the_probe(tiny_bert_dir, tmp_path):
-    encoder = TrainingEncoder.from_pretrained(tiny_bert_dir, pooler="mask", prompt=PROMPT_A).eval()
-    folder = save_checkpoint(tmp_path / "best", encoder,
-                             CheckpointInfo(pooler="mask", prompt=PROMPT_A, max_length=32, method="osscse"))
-    assert not (folder / "modules.json").exists()  # sentence-transformers has no mask-token pooling
-    np.testing.assert_allclose(load_encoder(str(folder), device="cpu").encode(SENTENCES),
-                               encoder.embed(SENTENCES).detach().numpy(), atol=1e-5)
+@pytest.mark.parametrize(("pooler", "prompt", "normalize"), [("mask", PROMPT_A, False), ("cls", None, True),
+                                                             ("avg_first_last", None, False), ("avg", PROMPT_B, False)])
+def test_every_other_checkpoint_loads_in_sentence_transformers_through_cselabs_module(tiny_bert_dir, tmp_path, pooler,
+                                                                                      prompt, normalize):
+    encoder = TrainingEncoder.from_pretrained(tiny_bert_dir, pooler=pooler, prompt=prompt, max_length=12).eval()
+    folder = save_checkpoint(tmp_path / "best", encoder, CheckpointInfo(pooler=pooler, prompt=prompt, max_length=12,
+                                                                        normalize=normalize, method="osscse"))
+    long = SENTENCES + ["a sentence long enough to be cut at twelve word pieces by the prompt budget of the encoder"]
+    expected = encoder.embed(long, use_head=False).detach().numpy()
+    if normalize:
+        expected = expected / np.linalg.norm(expected, axis=1, keepdims=True)
+    np.testing.assert_allclose(load_encoder(str(folder), device="cpu").encode(long), expected, atol=1e-5)
+    model = SentenceTransformer(str(folder), device="cpu", trust_remote_code=True)
+    np.testing.assert_allclose(model.encode(long), expected, atol=1e-5)
+    with pytest.raises(ValueError, match="trust_remote_code"):
+        SentenceTransformer(str(folder), device="cpu")  # sentence-transformers imports cselab's class only when told
 
 
 def test_a_bert_initialised_head_has_the_backbones_spread_and_no_bias(tiny_bert_dir):

@@ -1,0 +1,90 @@
+"""A sentence-transformers module of cselab's, for the checkpoints sentence-transformers' own modules cannot
+express: a prompt template (PromptBERT's, OssCSE's), ``[MASK]``-token pooling, BERT's pooler output (``cls``) and
+the layer-averaging poolers (``avg_first_last``, ``avg_top2``).
+
+The module is cselab's :class:`~cselab.encoders.transformer.TransformerEncoder` (the same tokenisation, prompt,
+truncation and pooling as ``probe run``), so ``SentenceTransformer(FOLDER, trust_remote_code=True)`` encodes the
+same vectors. Its settings are the checkpoint's ``cselab.json``; the weights and tokenizer sit in the folder's root,
+where transformers and ``probe run`` read them too. sentence-transformers imports a class outside its own package
+only with ``trust_remote_code=True`` (v6 and later); the class is this installed module, no code is downloaded.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from sentence_transformers.base.modules.input_module import InputModule
+
+from cselab.encoders.checkpoint import CHECKPOINT_FILE, CheckpointInfo, read_checkpoint_info, write_checkpoint_info
+from cselab.encoders.transformer import TransformerEncoder
+
+
+class CselabEncoder(InputModule):
+    """Tokenises (prompt and truncation included) and pools as cselab's encoder does; writes
+    ``sentence_embedding``."""
+
+    save_in_root = True
+
+    def __init__(self, encoder: TransformerEncoder, info: CheckpointInfo):
+        super().__init__()
+        self.encoder = encoder
+        self.model = encoder.model  # a submodule, so that the model's .to(device) moves it
+        self.tokenizer = encoder.tokenizer
+        self.info = info
+
+    @property
+    def max_seq_length(self) -> int:
+        return self.encoder.max_length
+
+    def preprocess(self, inputs: Sequence[str], prompt: str | None = None, **kwargs) -> dict[str, torch.Tensor]:
+        """Token ids and attention mask; sentence-transformers' own ``prompt`` is put before each text, as its
+        Transformer module does (cselab's template, from ``cselab.json``, wraps the result)."""
+        texts = [prompt + text for text in inputs] if prompt else list(inputs)
+        input_ids, attention_mask = self.encoder.pad(self.encoder.tokenize(texts))
+        return {"input_ids": input_ids, "attention_mask": attention_mask}
+
+    def forward(self, features: dict[str, Any], **kwargs) -> dict[str, Any]:
+        features["sentence_embedding"] = self.encoder.forward_batch(features["input_ids"],
+                                                                    features["attention_mask"]).float()
+        return features
+
+    def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
+        self.model.save_pretrained(output_path, safe_serialization=safe_serialization)
+        self.tokenizer.save_pretrained(output_path)
+        write_checkpoint_info(output_path, self.info)
+
+    @classmethod
+    def load(cls, model_name_or_path: str, subfolder: str = "", token: bool | str | None = None,
+             cache_folder: str | None = None, revision: str | None = None, local_files_only: bool = False,
+             **kwargs) -> CselabEncoder:
+        folder = Path(cls.load_dir_path(model_name_or_path, subfolder=subfolder, token=token,
+                                        cache_folder=cache_folder, revision=revision,
+                                        local_files_only=local_files_only))
+        return cls.of(folder)
+
+    @classmethod
+    def of(cls, folder: str | os.PathLike) -> CselabEncoder:
+        """The module of a checkpoint folder, on the CPU in float32 (sentence-transformers moves it)."""
+        from cselab.encoders.loading import load_encoder
+
+        info = read_checkpoint_info(Path(folder) / CHECKPOINT_FILE)
+        return cls(load_encoder(str(folder), device="cpu", dtype="float32", cache=False), info)
+
+
+def needs_module(info: CheckpointInfo) -> bool:
+    """Whether sentence-transformers needs this module for the checkpoint (its own Pooling does the rest)."""
+    return bool(info.prompt) or info.pooler not in ("cls_before_pooler", "avg")
+
+
+def save_with_module(folder: str | os.PathLike, encoder: TransformerEncoder, info: CheckpointInfo) -> None:
+    """Write the checkpoint through sentence-transformers' own save: the module (weights, tokenizer,
+    ``cselab.json``), a Normalize module when ``info.normalize``, ``modules.json`` and its config."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer.modules import Normalize
+
+    modules = [CselabEncoder(encoder, info), *([Normalize()] if info.normalize else [])]
+    SentenceTransformer(modules=modules, device=str(encoder.device)).save(str(folder), create_model_card=False)
