@@ -1,5 +1,6 @@
-"""The code's shape: the layering rule (data <- encoders <- {augment, probes, train} <- experiments <- cli, shared
-helpers below all; every import counts, those inside functions too) and functions no longer than a screen."""
+"""The code's shape: the layering rule (data <- encoders <- evaluation <- {augment, probes, train} <- experiments
+<- cli, shared helpers below all; every import counts, those inside functions too) and functions no longer than a
+screen."""
 
 import ast
 from pathlib import Path
@@ -7,7 +8,8 @@ from pathlib import Path
 import cselab
 
 PACKAGE = Path(cselab.__file__).parent
-LAYERS = {"core": 0, "data": 1, "encoders": 2, "augment": 3, "probes": 3, "train": 3, "experiments": 4, "cli": 5}
+LAYERS = {"core": 0, "data": 1, "encoders": 2, "evaluation": 3, "augment": 4, "probes": 4, "train": 4,
+          "experiments": 5, "cli": 6}
 
 
 def layer_of(module: str) -> str:

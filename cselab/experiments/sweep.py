@@ -178,7 +178,7 @@ def run_sweep(spec: SweepSpec, progress: bool = True, worker: tuple[int, int] | 
                         progress=progress)
         items: dict[str, np.ndarray] = {}
         result = {"method": run.method, "grid": list(run.grid), "seed": run.seed, "label": run.label,
-                  "steps": summary["steps"], "best_stsb_dev": summary["best_stsb_dev"], "made_by": made_by,
+                  "steps": summary["steps"], "dev": summary["dev"], "best_dev": summary["best_dev"], "made_by": made_by,
                   "scores": score_run(summary["best"], spec.data_dir, spec.sts_limit, spec.bias, items,
                                                                         spec.cache)}
         arrays = write_items(result_path.with_suffix(".items.npz"), items)

@@ -12,6 +12,7 @@ from typing import Any
 
 from cselab.encoders.pooling import LAYER_POOLERS
 from cselab.errors import ConfigError
+from cselab.evaluation.dev import dev_names
 from cselab.files import shown
 from cselab.registry import NAME, Param, check, check_plugin, get
 from cselab.train import plugins  # noqa: F401  (every plug-in registered)
@@ -79,8 +80,9 @@ TRAINING = {
                              "never reset)", choices=EARLY_STOP_RULES),
     "eval_at_start": Param(bool, False, "score the initial weights before the first step: they are the best to "
                            "beat (and OUT/best if nothing beats them)"),
-    "dev": Param(str, "stsb", "scored at each evaluation: stsb (STS-B dev) or none (best = last save)",
-                 choices=("stsb", "none")),
+    "dev": Param(str, "stsb", "the dev probe scored at each evaluation (OUT/best keeps the best score): stsb "
+                 "(STS-B dev), sickr (SICK-R dev), sts-dev-avg (their mean) or none (best = last save)",
+                 choices=dev_names()),
 }
 LOSS = {"type": Param(str, None, "the plug-in, when the name is not", nullable=True),
         "weight": Param(float, 1.0, "factor in the total loss", min=0.0)}

@@ -1,21 +1,21 @@
 """The training loop: a method (see :mod:`cselab.train.methods`) over the augment cache.
 
-Through accelerate: one CPU or GPU, or several GPUs with ``accelerate launch`` (DDP; each batch split across
-the processes, in-batch negatives gathered from all of them with their gradient, see
-:mod:`cselab.train.distributed`); bf16/fp16 with ``mixed_precision`` (refused where accelerate would fall back to
-fp32); gradient accumulation over ``grad_accum`` batches; the gradients' total norm clipped to ``max_grad_norm``;
-the optimizer, its linear warm-up and decay from :mod:`cselab.train.optim`; STS-B dev evaluation every
-``eval_steps`` (the dev set tokenized once; with ``eval_at_start`` also before the first step) keeping the best
-checkpoint in ``OUT/best``, and the full training state (model, optimizer, scheduler, RNG states, step) in
-``OUT/last`` at each evaluation: a run started again on the same ``OUT`` resumes from there, the data order being
-a function of the seed and the epoch. A NaN or infinite loss stops the run, naming the step, with ``OUT/last``
+Through accelerate: one CPU or GPU, or several GPUs with ``accelerate launch`` (DDP; each batch split across the
+processes, in-batch negatives gathered from all of them with their gradient, see :mod:`cselab.train.distributed`);
+bf16/fp16 with ``mixed_precision`` (refused where accelerate would fall back to fp32); gradient accumulation over
+``grad_accum`` batches; the gradients' total norm clipped to ``max_grad_norm``; the optimizer, its linear warm-up
+and decay from :mod:`cselab.train.optim`; an evaluation every ``eval_steps`` (with ``eval_at_start`` also before the
+first step) scoring the dev probe ``training.dev`` names (:mod:`cselab.evaluation.dev`: STS-B dev by default) and
+keeping the best checkpoint in ``OUT/best``, and the full training state (model, optimizer, scheduler, RNG states,
+step) in ``OUT/last`` at each evaluation: a run started again on the same ``OUT`` resumes from there, the data order
+being a function of the seed and the epoch. A NaN or infinite loss stops the run, naming the step, with ``OUT/last``
 left as the last good state. With ``training.early_stop`` the run ends once the early-stop count reaches it: by
-default evaluations in a row without a better best dev score, with ``early_stop_rule: drops`` every evaluation
-that scored below the one before (SG-BERT's "early stopping endurance"). With ``training.dev: none`` there is no
-dev set: every evaluation step saves ``OUT/best`` (the latest weights) and the data root is not needed.
-``OUT/log.jsonl`` has one line per logged step (the loss, its parts, the gradient norm before clipping, the
-learning rate) and per evaluation; ``OUT/config.yaml`` is the resolved method; with ``tensorboard=True`` the same
-figures go to ``OUT/tensorboard`` too.
+default evaluations in a row without a better best dev score, with ``early_stop_rule: drops`` every evaluation that
+scored below the one before (SG-BERT's "early stopping endurance"). With ``training.dev: none`` there is no dev set:
+every evaluation step saves ``OUT/best`` (the latest weights) and the data root is not needed. ``OUT/log.jsonl`` has
+one line per logged step (the loss, its parts, the gradient norm before clipping, the learning rate) and per
+evaluation; ``OUT/config.yaml`` is the resolved method; with ``tensorboard=True`` the same figures go to
+``OUT/tensorboard`` too.
 """
 
 from __future__ import annotations
@@ -39,14 +39,12 @@ from tqdm.auto import tqdm
 from safetensors.torch import load_model
 
 from cselab.atomic import write_json_atomic
-from cselab.data import load_sts
-from cselab.checksum import sha256
 from cselab.encoders.checkpoint import CheckpointInfo
 from cselab.encoders.pretrained import combined_sha256, weight_files
 from cselab.encoders.transformer import TransformerEncoder
 from cselab.errors import TrainingError
+from cselab.evaluation.dev import NONE, dev_probe, log_key
 from cselab.files import check_folder, clipped, read_json, remove_path
-from cselab.metrics import cosine_rows, spearman
 from cselab.provenance import provenance
 from cselab.train import run_folder, state
 from cselab.train.data import training_rows
@@ -55,28 +53,9 @@ from cselab.train.model import TrainingEncoder, save_checkpoint
 from cselab.train.objectives import batch_losses, build_states, gradient_view_names, losses_need, total_loss
 from cselab.train.optim import build_optimizer, build_scheduler, clip_and_step
 
-RESTARTS = ("best",)
 BEST_STATE = "training.json"  # in OUT/best: the step and score it was saved at
 RESUME_HELP = (f"resume from the best checkpoint with --restart-from best (its weights, a fresh optimizer), or "
                f"{run_folder.AFRESH}")
-
-
-class DevSet:
-    """STS-B dev pairs, tokenized once (whole, as the checkpoint will encode them), scored by Spearman x 100."""
-
-    def __init__(self, view, data_dir=None, limit: int | None = None):
-        (pairs,) = load_sts("stsb", "dev", data_dir)
-        self.first, self.second = pairs.sentences1[:limit], pairs.sentences2[:limit]
-        self.scores = pairs.scores[:limit]
-        self.sentences = list(dict.fromkeys(self.first + self.second))
-        self.view = view
-        self.ids = view.tokenize(self.sentences)
-
-    def score(self, batch_size: int = 128) -> float:
-        vectors = self.view.encode_ids(self.ids, batch_size)
-        position = {text: i for i, text in enumerate(self.sentences)}
-        sims = cosine_rows(vectors[[position[t] for t in self.first]], vectors[[position[t] for t in self.second]])
-        return 100 * spearman(sims, self.scores)
 
 
 def run_identity(method: dict[str, Any], model: str, source: dict[str, Any], data_dir=None,
@@ -90,13 +69,9 @@ def run_identity(method: dict[str, Any], model: str, source: dict[str, Any], dat
 
 
 def dev_identity(dev: str, data_dir, limit: int | None) -> dict[str, Any]:
-    """The dev set a run picks ``best`` with, by content: the file's sha256 and the pair limit."""
-    if dev == "none":
-        return {"set": "none"}
-    if limit is not None and limit < 2:
-        raise TrainingError(f"--eval-limit {limit}: a dev score needs at least 2 pairs")
-    (pairs,) = load_sts("stsb", "dev", data_dir)
-    return {"set": dev, "sha256": sha256(pairs.files[0]), "limit": limit}
+    """The dev set a run picks ``best`` with, by content: its files' sha256 and the pair limit."""
+    probe = dev_probe(dev, data_dir, limit)
+    return {"set": NONE} if probe is None else probe.identity()
 
 
 def early_stop_count(rule: str, count: int, score: float | None, previous: float, improved: bool) -> int:
@@ -244,9 +219,10 @@ class Run:
                                    method=method["method"], base_model=str(model), config=method)
         # training cuts sentences at training.max_length; the checkpoint encodes them whole (up to the tokenizer's
         # limit, at most 512 tokens), as SimCSE evaluates
-        self.dev = DevSet(TransformerEncoder(self.core.backbone, self.core.tokenizer, pooler=self.info.pooler,
-                                             prompt=self.info.prompt, max_length=self.info.max_length),
-                          data_dir, eval_limit) if self.main and self.cfg["dev"] == "stsb" else None
+        self.dev = dev_probe(self.cfg["dev"], data_dir, eval_limit) if self.main else None
+        self.dev_key = log_key(self.cfg["dev"])
+        self.dev_view = TransformerEncoder(self.core.backbone, self.core.tokenizer, pooler=self.info.pooler,
+                                           prompt=self.info.prompt, max_length=self.info.max_length)
 
     def _build_model(self, model: str) -> None:
         encoder = build_encoder(self.method, model)
@@ -385,7 +361,7 @@ class Run:
                                     self.states, counters)
             state.write_manifest(tmp)
             _replace_folder(tmp, self.out / "last")
-            self.record({"stsb_dev": score, "best": self.best} if score is not None else {"saved": "best"})
+            self.record({self.dev_key: score, "best": self.best} if score is not None else {"saved": "best"})
         self.accelerator.wait_for_everyone()
         if self.accelerator.num_processes > 1:  # only the main process evaluates; all stop early at the same step
             self.stale = broadcast_object_list([self.stale])[0]
@@ -403,13 +379,13 @@ class Run:
         if self.main and self.dev is not None:
             self.best = self._score()
             self._save_best()
-            self.record({"stsb_dev": self.best, "best": self.best, "initial": True})
+            self.record({self.dev_key: self.best, "best": self.best, "initial": True})
 
     def _score(self) -> float | None:
         if self.dev is None:
             return None
         self.core.eval()
-        score = self.dev.score()
+        score = self.dev.run(self.dev_view).headline
         self.core.train()
         return score
 
@@ -458,8 +434,8 @@ class Run:
         if self.accelerator.num_processes > 1 and torch.distributed.is_initialized():
             self.accelerator.wait_for_everyone()
             torch.distributed.destroy_process_group()  # no gloo thread left running at interpreter exit
-        best = None if self.cfg["dev"] == "none" else self.best
-        return {"steps": self.step, "best_stsb_dev": best, "best": str(self.out / "best"),
+        best = None if self.cfg["dev"] == NONE else self.best
+        return {"steps": self.step, "dev": self.cfg["dev"], "best_dev": best, "best": str(self.out / "best"),
                 "last": str(self.out / "last"), "stopped_early": patience is not None and self.stale >= patience,
                 "data": self.source}
 
@@ -480,8 +456,8 @@ def train(method: dict[str, Any], model: str, data: str | os.PathLike | None, ou
     config, data, base model, cselab version; :mod:`cselab.train.run_folder`), from ``OUT/last`` once every file
     there is verified (:mod:`cselab.train.state`). ``overwrite`` deletes the run's files first; ``restart_from=
     "best"`` continues from the best checkpoint's weights with a fresh optimizer when ``OUT/last`` is damaged."""
-    if restart_from not in (None, *RESTARTS):
-        raise TrainingError(f"--restart-from {restart_from!r}: expected one of {', '.join(RESTARTS)}")
+    if restart_from not in (None, *run_folder.RESTARTS):
+        raise TrainingError(f"--restart-from {restart_from!r}: expected one of {', '.join(run_folder.RESTARTS)}")
     out, main = check_folder(out), int(os.environ.get("RANK", 0)) == 0  # the lock and the overwrite: one process
     with run_folder.RunLock(out) if main else contextlib.nullcontext():
         if overwrite and main:

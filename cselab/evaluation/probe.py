@@ -1,0 +1,39 @@
+"""One interface for whatever scores an encoder: a :class:`Probe` is named, reads its data when it is made, says what
+it read (:meth:`Probe.identity`) and gives a :class:`Result` for an encoder."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cselab.encoders.base import Encoder
+
+
+@dataclass
+class Result:
+    """A probe's scores (JSON-ready), its headline figure (higher is better; None when undefined, e.g. a constant
+    encoder), its per-item outputs (name -> array, what paired comparisons resample) and the data files it read."""
+
+    scores: dict[str, Any]
+    headline: float | None
+    items: dict[str, np.ndarray] = field(default_factory=dict)
+    files: list[Path] = field(default_factory=list)
+
+
+class Probe(ABC):
+    """Scores an encoder. ``name`` is what a config or a results file calls it."""
+
+    name: str
+
+    @abstractmethod
+    def identity(self) -> dict[str, Any]:
+        """What the probe reads, by content (files' sha256) and settings: a run resumed against another identity is
+        refused."""
+
+    @abstractmethod
+    def run(self, encoder: Encoder) -> Result:
+        """Score ``encoder``."""

@@ -1,0 +1,52 @@
+import json
+
+import numpy as np
+import pytest
+from scipy.stats import spearmanr
+
+from cselab.data import load_sts
+from cselab.encoders import load_encoder
+from cselab.errors import ConfigError
+from cselab.evaluation.dev import dev_names, dev_probe, log_key
+from cselab.train.methods import load_method
+from cselab.train.trainer import train
+
+SETTINGS = ["training.batch_size=16", "training.max_length=24", "training.max_steps=2", "training.eval_steps=2"]
+
+
+def _cosine_spearman(encoder, pairs, limit):
+    a, b = encoder.encode(pairs.sentences1[:limit]), encoder.encode(pairs.sentences2[:limit])
+    cosines = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+    return 100 * spearmanr(cosines, pairs.scores[:limit]).statistic
+
+
+def test_the_dev_probes_score_stsb_and_sickr_dev_and_their_mean(data_dir, tiny_bert_dir):
+    encoder = load_encoder(str(tiny_bert_dir), device="cpu", cache=False)
+    (stsb,), (sickr,) = load_sts("stsb", "dev", data_dir), load_sts("sickr", "trial", data_dir)
+    expected = {"stsb": _cosine_spearman(encoder, stsb, 40), "sickr": _cosine_spearman(encoder, sickr, 40)}
+    for name, value in expected.items():
+        assert dev_probe(name, data_dir, 40).run(encoder).headline == pytest.approx(value, rel=1e-6)
+    average = dev_probe("sts-dev-avg", data_dir, 40).run(encoder)
+    assert average.headline == pytest.approx((expected["stsb"] + expected["sickr"]) / 2, rel=1e-6)
+    assert list(average.scores) == ["STSBenchmark", "SICKRelatedness"] and len(average.files) == 2
+    assert dev_probe("none") is None and dev_names() == ("stsb", "sickr", "sts-dev-avg", "none")
+    assert [log_key(name) for name in ("stsb", "sickr", "sts-dev-avg")] == ["stsb_dev", "sickr_dev", "sts_dev_avg"]
+
+
+def test_an_unknown_dev_probe_is_refused_when_the_method_is_read():
+    with pytest.raises(ConfigError, match="training.dev: 'sts' is not allowed; expected one of stsb, sickr, "
+                                          "sts-dev-avg, none"):
+        load_method("simcse", ["training.dev=sts"])
+
+
+def test_training_keeps_the_checkpoint_best_on_sickr_dev(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
+    summary = train(load_method("simcse", [*SETTINGS, "training.dev=sickr"]), str(tiny_bert_dir), tiny_cache,
+                    tmp_path / "run", data_dir, eval_limit=20, progress=False)
+    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    scored = [record for record in log if "sickr_dev" in record]
+    assert [r["step"] for r in scored] == [2] and summary["dev"] == "sickr"
+    assert summary["best_dev"] == scored[0]["best"] == scored[0]["sickr_dev"]
+    best = load_encoder(summary["best"], device="cpu", cache=False)
+    assert dev_probe("sickr", data_dir, 20).run(best).headline == pytest.approx(summary["best_dev"], abs=1e-4)
+    identity = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert identity["dev"]["set"] == "sickr" and identity["dev"]["limit"] == 20
