@@ -589,8 +589,9 @@ def test_an_interrupted_run_says_what_it_kept_releases_its_lock_and_resumes(tmp_
 
     out = tmp_path / "run"
     command = [sys.executable, "-m", "cselab.cli", *train_args(tiny_bert_dir, tiny_cache, data_dir, out,
-                                                               "--set", "training.max_steps=40",
-                                                               "--set", "training.epochs=10")]
+                                                               "--set", "training.max_steps=60",
+                                                               "--set", "training.epochs=10",
+                                                               "--eval-limit", "1500")]  # slow enough to stop
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     state, deadline = out / "last" / "trainer_state.json", time.time() + 300
     while time.time() < deadline and not state.exists():
@@ -601,7 +602,7 @@ def test_an_interrupted_run_says_what_it_kept_releases_its_lock_and_resumes(tmp_
     assert process.returncode == 130 and len(lines) == 1 and "Traceback" not in err, err[-2000:]
     assert f"{out}/last holds the run at step" in lines[0] and not (out / ".lock").exists()
     assert subprocess.run(command, capture_output=True).returncode == 0
-    assert json.loads(state.read_text())["step"] == 40
+    assert json.loads(state.read_text())["step"] == 60
 
 
 def _disk_full(*args, **kwargs):
