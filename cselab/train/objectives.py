@@ -17,6 +17,7 @@ import torch
 
 from cselab.registry import Plugin, get
 from cselab.train import plugins  # noqa: F401  (every plug-in registered)
+from cselab.train.batches import Batch, Collator
 from cselab.train.distributed import gather_rows, global_count, global_mean
 from cselab.train.loss_plugins import LossContext
 
@@ -65,16 +66,14 @@ def _output_view(view: dict[str, Any], name: str, base: torch.Tensor, captured: 
     return vectors
 
 
-def _forward_view(model, encoder, view, name, rows, tokens, captured, directions) -> dict[str, tuple]:
-    column, prompt = view["column"], view.get("prompt")
-    present = [i for i, value in enumerate(rows[column]) if value]
+def _forward_view(model, encoder, view, name, batch: Batch, captured, directions) -> dict[str, tuple]:
+    prompt = view.get("prompt")
+    present, input_ids, attention_mask = batch.tokens[view["column"], prompt]
     if not present:
         empty = encoder.empty()
         return {name: (empty, present), **({f"{name}.layers": (empty.unsqueeze(1), present)}
                                           if view.get("layers") else {})}
-    if (column, prompt) not in tokens:
-        tokens[column, prompt] = encoder.tokenize([rows[column][i] for i in present], prompt=prompt)
-    result = model(*tokens[column, prompt], prompt=prompt, layers=view.get("layers"),
+    result = model(input_ids, attention_mask, prompt=prompt, layers=view.get("layers"),
                    layer_pooler=view.get("layer_pooler"), frozen=view.get("frozen", False),
                    input_augment=_input_augment(view, name, captured, directions))
     if view.get("layers"):
@@ -82,20 +81,27 @@ def _forward_view(model, encoder, view, name, rows, tokens, captured, directions
     return {name: (result, present)}
 
 
-def encode_views(model, config: dict[str, Any], rows: dict[str, list], captured: dict | None = None,
+def as_batch(model, config: dict[str, Any], rows: Batch | dict[str, list]) -> Batch:
+    """``rows`` as the training loader gives them (tokenised by :class:`~cselab.train.batches.Collator`): a
+    :class:`Batch` as it is, plain rows (column -> values, a library call's) collated here."""
+    return rows if isinstance(rows, Batch) else Collator(getattr(model, "module", model), config)(rows)
+
+
+def encode_views(model, config: dict[str, Any], rows: Batch | dict[str, list], captured: dict | None = None,
                  directions: dict | None = None, reuse: Encoded | None = None) -> Encoded:
     """Each view's vectors for the rows that have its column, and those rows' positions in the batch; a view with
     ``layers`` also gives ``NAME.layers`` (rows, layers, dim); a view ``of`` another is made from its vectors.
 
     ``model`` is a :class:`~cselab.train.model.TrainingEncoder`, or its DDP wrapper (whose forward keeps the
     processes' gradients in step). Views of the same column and prompt share one tokenization; each still has its
-    own forward pass. A view no row has is an empty tensor (other processes may still have rows of it).
+    own forward pass (``rows``: a :class:`Batch`, tokenised by the loader, or plain rows, tokenised here). A view no
+    row has is an empty tensor (other processes may still have rows of it).
 
     Views whose augment needs the gradient (FGSM) take two calls: the first fills ``captured`` (view -> the tensor
     whose loss gradient is wanted), the second gets those gradients as ``directions`` and re-encodes only those
     views, the rest coming from ``reuse``."""
     encoder = getattr(model, "module", model)
-    out, tokens = {}, {}
+    batch, out = as_batch(model, config, rows), {}
     for name, view in config["views"].items():
         if reuse is not None and name not in directions and view.get("of") not in directions:
             out.update({key: reuse[key] for key in (name, f"{name}.layers") if key in reuse})
@@ -103,7 +109,7 @@ def encode_views(model, config: dict[str, Any], rows: dict[str, list], captured:
             base, present = out[view["of"]]
             out[name] = (_output_view(view, name, base, captured, directions), present)
         else:
-            out.update(_forward_view(model, encoder, view, name, rows, tokens, captured, directions))
+            out.update(_forward_view(model, encoder, view, name, batch, captured, directions))
     return out
 
 
@@ -172,11 +178,11 @@ def gradient_view_names(config: dict[str, Any]) -> list[str]:
             if (plugin := augment_plugin(view)) is not None and "gradient" in plugin.needs]
 
 
-def batch_losses(model, config: dict[str, Any], rows: dict[str, list], initial_weights=None,
+def batch_losses(model, config: dict[str, Any], rows: Batch | dict[str, list], initial_weights=None,
                  states: dict[str, Any] | None = None) -> dict[str, torch.Tensor]:
     """Encode the views of ``rows`` and apply the losses; with views that need the gradient (FGSM), a first pass
     finds the direction that increases the loss, and those views are encoded again moved that way."""
-    gradient_views = gradient_view_names(config)
+    gradient_views, rows = gradient_view_names(config), as_batch(model, config, rows)
     if not gradient_views:
         return method_losses(config, encode_views(model, config, rows), initial_weights, states)
     captured = {}

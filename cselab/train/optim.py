@@ -83,6 +83,15 @@ def build_scheduler(optimizer: torch.optim.Optimizer, cfg: dict[str, Any], total
     return get_linear_schedule_with_warmup(optimizer, warmup_steps(cfg["warmup"], total), total)
 
 
+def set_schedule_step(scheduler, step: int) -> None:
+    """Put the schedule at ``step`` without stepping through it: its step count and the optimizer's learning rates
+    those of that step (a restart from a checkpoint with a fresh optimizer)."""
+    rates = [base * factor(step) for base, factor in zip(scheduler.base_lrs, scheduler.lr_lambdas, strict=True)]
+    scheduler.load_state_dict({**scheduler.state_dict(), "last_epoch": step, "_last_lr": rates})
+    for group, rate in zip(scheduler.optimizer.param_groups, rates, strict=True):
+        group["lr"] = rate
+
+
 def clip_and_step(optimizer, scheduler, parameters: list[torch.Tensor], max_grad_norm: float | None,
                   clip=torch.nn.utils.clip_grad_norm_) -> float | None:
     """One optimizer step: the gradients' total norm clipped to ``max_grad_norm`` (with ``clip``; None: not

@@ -28,13 +28,12 @@ import math
 import os
 import shutil
 import time
-import warnings
 from pathlib import Path
 from typing import Any
 
 import torch
 from accelerate import Accelerator
-from accelerate.utils import broadcast_object_list, set_seed
+from accelerate.utils import DataLoaderConfiguration, broadcast_object_list, set_seed
 from tqdm.auto import tqdm
 from safetensors.torch import load_model
 
@@ -48,10 +47,11 @@ from cselab.files import check_folder, clipped, read_json, remove_path
 from cselab.provenance import provenance
 from cselab.train import run_folder, state
 from cselab.train.data import training_rows
+from cselab.train.batches import training_loader
 from cselab.train.hooks import perturb_weights, restore_weights
 from cselab.train.model import TrainingEncoder, save_checkpoint
 from cselab.train.objectives import batch_losses, build_states, gradient_view_names, losses_need, total_loss
-from cselab.train.optim import build_optimizer, build_scheduler, clip_and_step
+from cselab.train.optim import build_optimizer, build_scheduler, clip_and_step, set_schedule_step
 
 BEST_STATE = "training.json"  # in OUT/best: the step and score it was saved at
 RESUME_HELP = (f"resume from the best checkpoint with --restart-from best (its weights, a fresh optimizer), or "
@@ -135,13 +135,6 @@ def backward_pass(model, method: dict[str, Any], rows: dict[str, list], backward
     return loss, parts
 
 
-def _local_rows(rows, order: torch.Tensor, batch: int, batch_size: int, accelerator):
-    """This process's share of batch number ``batch`` of the epoch's ``order`` (the batch split in rank order)."""
-    share = batch_size // accelerator.num_processes
-    start = batch * batch_size + accelerator.process_index * share
-    return rows[order[start:start + share].tolist()]
-
-
 def _launch(cfg: dict[str, Any], out: Path, tensorboard: bool) -> Accelerator:
     """The accelerator, once the launch adds up (processes, batch split, tensorboard installed)."""
     if tensorboard and importlib.util.find_spec("tensorboard") is None:
@@ -149,7 +142,8 @@ def _launch(cfg: dict[str, Any], out: Path, tensorboard: bool) -> Accelerator:
     if cfg["mixed_precision"] == "fp16" and not torch.cuda.is_available():
         _refuse_precision(cfg, "cpu")
     accelerator = Accelerator(mixed_precision=cfg["mixed_precision"], log_with="tensorboard" if tensorboard else None,
-                              project_dir=str(out))
+                              project_dir=str(out),  # each batch split across the processes in rank order
+                              dataloader_config=DataLoaderConfiguration(split_batches=True))
     if cfg["mixed_precision"] != "no" and not accelerator.native_amp:
         _refuse_precision(cfg, accelerator.device)
     processes = accelerator.num_processes
@@ -213,7 +207,6 @@ class Run:
         self._build_model(model)
         # stale: the early-stop count (training.early_stop_rule); previous: the last dev score (0 before the first)
         self.step, self.best, self.stale, self.previous = 0, -math.inf, 0, 0.0
-        self.orders: dict[int, torch.Tensor] = {}  # the epoch's data order, a function of the seed and the epoch
         self.info = CheckpointInfo(pooler=method["encoder"]["pooler"], prompt=method["encoder"].get("prompt"),
                                    max_length=min(self.core.tokenizer.model_max_length, 512),
                                    method=method["method"], base_model=str(model), config=method)
@@ -234,6 +227,8 @@ class Run:
         if self.accelerator.num_processes > 1:
             set_seed(self.cfg["seed"] + self.accelerator.process_index)  # distinct dropout masks on each process
         self.core = self.accelerator.unwrap_model(self.encoder)
+        self.loader = self.accelerator.prepare(training_loader(self.rows, self.core, self.method))
+        self.batches = None  # this process's batches from the (resumed) step on, made at the first step
         self.trainable = [p for p in self.core.parameters() if p.requires_grad]
         self.initial_weights = lambda: (list(self.core.backbone.parameters()), initial)
 
@@ -281,22 +276,26 @@ class Run:
         for name in ("last", "last.tmp", "last.old"):
             shutil.rmtree(self.out / name, ignore_errors=True)
         self.step, self.best, self.stale = saved["step"], saved["best"], 0
-        with warnings.catch_warnings():  # the schedule's position, without optimizer steps
-            warnings.simplefilter("ignore")
-            for _ in range(self.step):
-                self.scheduler.step()
+        set_schedule_step(self.scheduler, self.step)
         set_seed(self.cfg["seed"] + self.step + self.accelerator.process_index)
         self.record({"restarted_from": str(best), "at_step": self.step})
+
+    def _batches(self):
+        """This process's batches, epoch after epoch (each in the order its seed gives), from the current step on:
+        on a resume the epoch's first batches are skipped, not drawn."""
+        epoch, skip = divmod(self.step * self.cfg["grad_accum"], self.per_epoch)
+        while True:
+            self.loader.set_epoch(epoch)
+            yield from self.accelerator.skip_first_batches(self.loader, skip) if skip else self.loader
+            epoch, skip = epoch + 1, 0
 
     def train_step(self) -> dict[str, float]:
         """One optimizer step over ``grad_accum`` batches; returns the loss and its parts (this process's)."""
         accum, parts_sum = self.cfg["grad_accum"], {}
+        if self.batches is None:
+            self.batches = self._batches()
         for micro in range(accum):
-            epoch, batch = divmod(self.step * accum + micro, self.per_epoch)
-            if epoch not in self.orders:
-                generator = torch.Generator().manual_seed(self.cfg["seed"] + epoch)
-                self.orders = {epoch: torch.randperm(len(self.rows), generator=generator)}
-            local = _local_rows(self.rows, self.orders[epoch], batch, self.cfg["batch_size"], self.accelerator)
+            local = next(self.batches)
             for loss_state in self.states.values():
                 if hasattr(loss_state, "new_batch"):
                     loss_state.new_batch()

@@ -1,0 +1,90 @@
+"""The training data as torch's DataLoader reads it: the rows as a dataset, an epoch order drawn from the seed, and a
+collator that tokenises each forward view's column once per batch, so that the step only encodes.
+
+On several processes accelerate splits every batch in rank order (``split_batches``): each process collates and
+encodes its own share, and in-batch negatives are gathered from all of them (:mod:`cselab.train.distributed`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+Key = tuple[str, str | None]  # (column, prompt): the views sharing one tokenisation
+
+
+@dataclass
+class Batch:
+    """A batch's rows (column -> values) and, for each ``(column, prompt)`` of a forward view, the positions of the
+    rows that have the column and their padded token ids and attention mask."""
+
+    rows: dict[str, list]
+    tokens: dict[Key, tuple[list[int], torch.Tensor | None, torch.Tensor | None]] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(next(iter(self.rows.values())))
+
+
+class RowsDataset(Dataset):
+    """The cache's rows (a ``datasets.Dataset`` or :class:`~cselab.train.data.TextRows`), fetched a batch at a
+    time."""
+
+    def __init__(self, rows):
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def __getitems__(self, indices: list[int]) -> dict[str, list]:
+        return self.rows[list(indices)]
+
+
+class EpochOrder(Sampler[int]):
+    """A permutation of the rows drawn from ``seed + epoch``: the same on every process and after a resume."""
+
+    def __init__(self, size: int, seed: int):
+        self.size, self.seed, self.epoch = size, seed, 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __iter__(self) -> Iterator[int]:
+        generator = torch.Generator().manual_seed(self.seed + self.epoch)
+        return iter(torch.randperm(self.size, generator=generator).tolist())
+
+
+def forward_keys(config: dict[str, Any]) -> list[Key]:
+    """The ``(column, prompt)`` of every view that runs the encoder, each once."""
+    return list(dict.fromkeys((view["column"], view.get("prompt")) for view in config["views"].values()
+                              if not view.get("of")))
+
+
+class Collator:
+    """Rows -> :class:`Batch`, tokenised with the encoder's tokenizer, prompts and ``max_length``."""
+
+    def __init__(self, encoder, config: dict[str, Any]):
+        self.encoder, self.keys = encoder, forward_keys(config)
+
+    def __call__(self, rows: dict[str, list]) -> Batch:
+        batch = Batch(rows)
+        for column, prompt in self.keys:
+            present = [i for i, value in enumerate(rows[column]) if value]
+            ids, mask = self.encoder.tokenize([rows[column][i] for i in present], prompt=prompt) if present \
+                else (None, None)
+            batch.tokens[column, prompt] = (present, ids, mask)
+        return batch
+
+
+def training_loader(rows, encoder, config: dict[str, Any]) -> DataLoader:
+    """Batches of ``training.batch_size`` rows in :class:`EpochOrder`, the last partial one dropped; its own
+    generator, so that iterating draws nothing from the global RNG (dropout's)."""
+    return DataLoader(RowsDataset(rows), batch_size=config["training"]["batch_size"],
+                      sampler=EpochOrder(len(rows), config["training"]["seed"]), drop_last=True,
+                      collate_fn=Collator(encoder, config), generator=torch.Generator())
