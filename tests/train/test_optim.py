@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from cselab.train.methods import load_method
-from cselab.train.optim import LegacyAdamW, build_optimizer, build_scheduler, clip_and_step
+from cselab.train.optim import LegacyAdamW, build_optimizer, build_scheduler, clip_and_step, set_schedule_step
 from cselab.train.schema import warmup_steps
 
 GRADIENTS = [[0.5, -1.0], [0.1, 0.2], [-0.3, 0.05]]
@@ -93,6 +93,20 @@ def test_the_schedule_warms_up_then_decays_to_zero():
         optimizer.step()
         scheduler.step()
     assert rates == pytest.approx([0.0, 0.5, 1.0, 7 / 8, 6 / 8, 5 / 8, 4 / 8, 3 / 8, 2 / 8, 1 / 8])
+
+
+def test_a_restart_puts_the_schedule_at_its_step_and_it_goes_on_from_there():
+    parameter = torch.nn.Parameter(torch.zeros(1))
+    training = {**load_method("simcse")["training"], "lr": 1.0, "warmup": 0.2}
+    optimizer = build_optimizer([("w", parameter)], training)
+    scheduler = build_scheduler(optimizer, training, 10)
+    set_schedule_step(scheduler, 4)  # as the hand-computed schedule above: 6/8 at step 4, then 5/8
+    rates = {group["lr"] for group in optimizer.param_groups}
+    assert scheduler.last_epoch == 4 and set(scheduler.get_last_lr()) == {0.75} == rates
+    parameter.grad = torch.ones(1)
+    optimizer.step()
+    scheduler.step()
+    assert optimizer.param_groups[0]["lr"] == pytest.approx(5 / 8)
 
 
 def test_clipping_scales_the_total_norm_and_null_leaves_it():
