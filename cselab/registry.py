@@ -6,9 +6,9 @@ A plug-in is a name, a typed schema of its parameters (:class:`Param`) and a fun
               params={"margin": Param(float, 0.5, min=0.0)})
     def triplet(views, params, context): ...
 
-Kinds (the modules that register them): ``loss`` (:mod:`cselab.train.loss_plugins`), ``input_augment`` and
-``output_augment`` (:mod:`cselab.train.augmentations`), ``negatives`` (:mod:`cselab.train.negatives`),
-``weight_hook`` (:mod:`cselab.train.hooks`), ``head`` (:mod:`cselab.train.model`) and ``pooler``
+Kinds (the modules that register them): ``loss`` (:mod:`cselab.train.plugins.losses`), ``input_augment`` and
+``output_augment`` (:mod:`cselab.train.plugins.augmentations`), ``negatives`` (:mod:`cselab.train.plugins.negatives`),
+``weight_hook`` (:mod:`cselab.train.plugins.hooks`), ``head`` (:mod:`cselab.train.plugins.heads`) and ``pooler``
 (:mod:`cselab.encoders.pooling`). :func:`check` validates a config section against a schema: every key known,
 every value type-checked, coerced and range-checked, defaults filled in; a mistake is a
 :class:`~cselab.errors.ConfigError` naming the key and what is allowed.

@@ -9,11 +9,11 @@ A method (``cselab/train/presets/*.yaml``, or any path) has:
   ``layer_pooler``) and ``frozen`` (encode with the frozen copy). Each view is one forward pass,
   so two views of one column differ by their dropout masks;
   A view ``of`` another (no forward pass) is made from its vectors by an output ``augment``; a
-  forward view's ``augment`` acts on its input embeddings (:mod:`cselab.train.augmentations`);
+  forward view's ``augment`` acts on its input embeddings (:mod:`cselab.train.plugins.augmentations`);
 - ``losses``: name -> parameters (``type`` when the name is not the loss's, ``weight``), see
-  :mod:`cselab.train.loss_plugins` and ``docs/presets.md``;
+  :mod:`cselab.train.plugins.losses` and ``docs/presets.md``;
 - ``hooks``: ``weights: {kind: sam|awp, size}`` perturbs the weights for a second pass each
-  step (:mod:`cselab.train.hooks`);
+  step (:mod:`cselab.train.plugins.hooks`);
 - ``training``: batch size, learning rate, AdamW's ``weight_decay``, ``adam_betas`` and ``adam_eps``,
   epochs, ``early_stop`` (patience in evaluations) ... (see :mod:`cselab.train.trainer`);
 - optionally ``data`` (the corpus or cache the method trains on when ``--data`` is not given, e.g. SG's

@@ -30,58 +30,9 @@ from cselab.encoders.pooling import LAYER_POOLER, needs_hidden_states, pool, poo
 from cselab.encoders.pretrained import load_pretrained
 from cselab.encoders.transformer import TransformerEncoder
 from cselab.errors import ConfigError
-from cselab.registry import Param, get, register
+from cselab.train.plugins.heads import build_head
 
 ST_POOLING = {"cls_before_pooler": "pooling_mode_cls_token", "avg": "pooling_mode_mean_tokens"}
-
-
-@register("head", "mlp")
-class MLPHead(nn.Module):
-    """SimCSE's training head over the pooled vector: dense layer and tanh."""
-
-    def __init__(self, hidden: int):
-        super().__init__()
-        self.dense = nn.Linear(hidden, hidden)
-
-    def forward(self, vectors: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self.dense(vectors))
-
-
-@register("head", "projection", params={
-    "inner": Param(int, 4096, "the first layer's width (sg-opt.txt footnote 4: 4096)", min=1),
-    "output": Param(int, None, "the second layer's width (null: the backbone's hidden size)", min=1,
-                    nullable=True)})
-class ProjectionHead(nn.Sequential):
-    """SG-OPT's projection head f: two linear layers (hidden size ``inner``), each followed by GELU."""
-
-    def __init__(self, hidden: int, inner: int = 4096, output: int | None = None):
-        super().__init__(nn.Linear(hidden, inner), nn.GELU(), nn.Linear(inner, output or hidden), nn.GELU())
-
-
-def init_head_bert(head: nn.Module, initializer_range: float) -> None:
-    """BERT's ``_init_weights`` for the head's linear layers: weights ~ normal(0, ``initializer_range``), biases 0
-    (how SimCSE's ``cl_init`` and SG-BERT's ``loss.py`` start their heads)."""
-    for module in head.modules():
-        if isinstance(module, nn.Linear):
-            nn.init.normal_(module.weight, mean=0.0, std=initializer_range)
-            if module.bias is not None:
-                nn.init.zeros_(module.bias)
-
-
-def build_head(head: dict | str | None, init: str, config) -> nn.Module | None:
-    """The training head ``head`` (``{kind: NAME, ...parameters}``, or a bare name) over the backbone with
-    ``config``, its weights started as ``init`` says (``bert`` or ``torch``)."""
-    if not head:
-        return None
-    head = {"kind": head} if isinstance(head, str) else head
-    params = {key: value for key, value in head.items() if key != "kind"}
-    module = get("head", head["kind"], "encoder.head").function(config.hidden_size, **params)
-    if init == "bert":
-        if getattr(config, "initializer_range", None) is None:
-            raise ConfigError(f"encoder.head_init bert needs the backbone's initializer_range, which its "
-                              f"{type(config).__name__} lacks: set encoder.head_init=torch")
-        init_head_bert(module, config.initializer_range)
-    return module
 
 
 class TrainingEncoder(nn.Module):

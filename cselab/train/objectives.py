@@ -1,7 +1,7 @@
 """A method's objective: encode its views of a batch, then apply its losses.
 
 Losses, view augmentations and generated negatives are plug-ins (:mod:`cselab.registry`; the losses
-in :mod:`cselab.train.loss_plugins`); nothing here names one. A loss only sees the rows where all the
+in :mod:`cselab.train.plugins.losses`); nothing here names one. A loss only sees the rows where all the
 views it reads exist. On several processes, views are gathered from all of them with their gradient
 (:mod:`cselab.train.distributed`) and each loss is reduced as its plug-in declares (``rows``: this
 process's share of the mean over every process's rows; ``whole_batch``: views gathered first;
@@ -19,7 +19,7 @@ from cselab.registry import Plugin, get
 from cselab.train import plugins  # noqa: F401  (every plug-in registered)
 from cselab.train.batches import Batch, Collator
 from cselab.train.distributed import gather_rows, global_count, global_mean
-from cselab.train.loss_plugins import LossContext
+from cselab.train.plugins.losses import LossContext
 
 Encoded = dict[str, tuple[torch.Tensor, list[int]]]
 

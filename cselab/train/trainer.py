@@ -48,7 +48,7 @@ from cselab.provenance import provenance
 from cselab.train import run_folder, state
 from cselab.train.data import training_rows
 from cselab.train.batches import training_loader
-from cselab.train.hooks import perturb_weights, restore_weights
+from cselab.train.plugins.hooks import perturb_weights, restore_weights
 from cselab.train.model import TrainingEncoder, save_checkpoint
 from cselab.train.objectives import batch_losses, build_states, gradient_view_names, losses_need, total_loss
 from cselab.train.optim import build_optimizer, build_scheduler, clip_and_step, set_schedule_step

@@ -4,11 +4,11 @@ import pytest
 import torch
 
 from cselab.registry import get
-from cselab.train.augmentations import fgsm
-from cselab.train.hooks import perturb_weights, restore_weights
+from cselab.train.plugins.augmentations import fgsm
+from cselab.train.plugins.hooks import perturb_weights, restore_weights
 from cselab.train.losses import info_nce
 from cselab.train.methods import load_method
-from cselab.train.negatives import NegativeGenerator, covariance_samples, gaussian_samples
+from cselab.train.plugins.negatives import NegativeGenerator, covariance_samples, gaussian_samples
 from cselab.train.objectives import encode_views, method_losses, total_loss
 from cselab.train.trainer import build_encoder
 from tests.train.test_objectives import ROWS

@@ -17,7 +17,7 @@ import torch
 from cselab.registry import Param, register
 from cselab.train import losses as L
 from cselab.train.distributed import gather_rows
-from cselab.train.negatives import NegativeGenerator
+from cselab.train.plugins.negatives import NegativeGenerator
 
 PERTURBATIONS = ("p+", "p-", "n+", "n-", "p+n+", "p+n-", "p-n+", "p-n-")
 

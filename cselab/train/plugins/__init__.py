@@ -1,0 +1,50 @@
+"""Every training plug-in, found rather than listed: importing this package imports each module in its folder
+(losses, augmentations, negatives, weight hooks, heads; each registers its plug-ins with :mod:`cselab.registry`)
+and each module a third-party package names in the entry-point group ``cselab.plugins``. An in-tree plug-in is
+therefore one module dropped here, and a package's one line in its ``pyproject.toml``::
+
+    [project.entry-points."cselab.plugins"]
+    my_losses = "my_package.losses"
+
+:func:`load_plugins` imports a method's own plug-in modules (its ``imports`` list). Poolers come with
+:mod:`cselab.encoders`."""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from importlib.metadata import entry_points
+
+from cselab.errors import ConfigError
+from cselab.files import clipped, shown
+
+ENTRY_POINTS = "cselab.plugins"
+
+
+def load_plugins(modules: list[str], where: str = "imports") -> None:
+    """Import each module of a method's ``imports`` (its ``@register`` calls run then)."""
+    for name in modules:
+        try:
+            importlib.import_module(name)
+        except ImportError as err:
+            raise ConfigError(f"{where}: cannot import {shown(name)} ({clipped(err)}); is its folder on "
+                              "PYTHONPATH?") from None
+        except Exception as err:  # a plug-in module that raises, or does not parse, is the user's module to fix
+            raise ConfigError(f"{where}: importing {shown(name)} failed: {type(err).__name__}: "
+                              f"{clipped(err)}") from None
+
+
+def discover() -> list[str]:
+    """Import every module of this folder, then every module of the ``cselab.plugins`` entry points; returns the
+    modules imported from entry points, each named in an error that says which package declared it."""
+    for found in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{found.name}")
+    loaded = []
+    for entry in entry_points(group=ENTRY_POINTS):
+        load_plugins([entry.value.split(":")[0]], f"entry point {entry.name} of "
+                                                  f"{entry.dist.name if entry.dist else 'an installed package'}")
+        loaded.append(entry.value)
+    return loaded
+
+
+discover()

@@ -1,0 +1,50 @@
+"""Plug-ins are found, not listed: every module of cselab/train/plugins/ and every module a package names in the
+``cselab.plugins`` entry-point group registers when the package is imported."""
+
+import sys
+
+import pytest
+
+from cselab import registry
+from cselab.errors import ConfigError
+from cselab.train.plugins import ENTRY_POINTS, discover
+
+PLUGIN = '''
+from cselab.registry import register
+
+
+@register("loss", "constant_one")
+def constant_one(views, params, context):
+    """1 for the batch: a third-party loss."""
+    return 1.0
+'''
+
+
+def _installed(tmp_path, monkeypatch, module: str) -> None:
+    """A distribution whose metadata declares ``module`` in the entry-point group, on sys.path."""
+    info = tmp_path / "acme_losses-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-losses\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{ENTRY_POINTS}]\nacme = {module}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry, "_REGISTRY", {kind: dict(found) for kind, found in registry._REGISTRY.items()})
+
+
+def test_every_in_tree_kind_is_found_without_a_list():
+    assert {"info_nce", "two_way_margin", "recall", "nt_xent", "sg_opt"} <= set(registry.names("loss"))
+    assert registry.names("head") == ["mlp", "projection"] and "sam" in registry.names("weight_hook")
+    assert "gmm" in registry.names("negatives") and "gaussian_noise" in registry.names("input_augment")
+
+
+def test_a_package_declares_its_plug_ins_with_an_entry_point(tmp_path, monkeypatch):
+    (tmp_path / "acme_losses.py").write_text(PLUGIN)
+    _installed(tmp_path, monkeypatch, "acme_losses")
+    monkeypatch.delitem(sys.modules, "acme_losses", raising=False)
+    assert discover() == ["acme_losses"]
+    assert registry.get("loss", "constant_one").summary == "1 for the batch: a third-party loss."
+
+
+def test_an_entry_point_that_does_not_import_names_its_package(tmp_path, monkeypatch):
+    _installed(tmp_path, monkeypatch, "acme_missing")
+    with pytest.raises(ConfigError, match="entry point acme of acme-losses: cannot import 'acme_missing'"):
+        discover()
