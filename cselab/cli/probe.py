@@ -159,8 +159,8 @@ def run_command(args: argparse.Namespace) -> None:
     from transformers.utils import logging as transformers_logging
 
     from cselab.encoders import load_encoder
-    from cselab.probes.report import suite_sections
-    from cselab.probes.runner import ProbeOptions, results_path, run_probes, write_outputs
+    from cselab.probes.suite import ProbeOptions, suite_sections
+    from cselab.probes.runner import results_path, run_probes, write_outputs
 
     results_path(args.out)  # before any work
     transformers_logging.disable_progress_bar()  # weight loading is quick; keep the tables readable

@@ -39,7 +39,9 @@ from cselab.files import check_folder, read_json
 from cselab.probes.geometry import alignment_uniformity
 from cselab.probes.report import markdown_table
 from cselab.probes.significance import t_interval
-from cselab.probes.runner import ProbeOptions, run_bias, write_items
+from cselab.probes.bias import run_bias
+from cselab.probes.runner import write_items
+from cselab.probes.suite import ProbeOptions
 from cselab.probes.sts import run_sts
 from cselab.train.methods import load_method
 from cselab.train.data import data_source

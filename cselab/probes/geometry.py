@@ -22,12 +22,15 @@ from typing import Any
 import numpy as np
 import scipy.linalg
 
-from cselab.data import load_sts
+from cselab.data import corpus_path, load_sts, read_corpus
 from cselab.encoders import Encoder, TransformerEncoder
 from cselab.encoders.pooling import LAYER_POOLER, pool_states
 from cselab.errors import DataError
+from cselab.evaluation.probe import Result
 from cselab.metrics import cosine_rows, spearman
-from cselab.probes.sts import x100
+from cselab.probes.report import geometry_tables
+from cselab.probes.sts import SHORT_NAMES, subset_limit, x100
+from cselab.probes.suite import ProbeOptions, Suite, register_suite
 
 LAYER_GRID_POOLERS = {"cls": "first", "mean": "avg", "max": "max"}
 PCA_DIMS = (768, 512, 256, 128)
@@ -136,3 +139,48 @@ def pca_sts(train: np.ndarray, tasks: dict[str, tuple[np.ndarray, np.ndarray, np
             scores[name] = 100 * spearman(cosine_rows(a, b), gold)
         result[str(d)] = {**scores, "avg": float(np.mean(list(scores.values())))}
     return result
+
+
+def run_geometry(encoder: Encoder, options: ProbeOptions, files: list) -> dict[str, Any]:
+    """Alignment/uniformity, the layer-wise measures (transformer encoders) and STS after PCA."""
+    result: dict[str, Any] = {"alignment_uniformity": alignment_uniformity(encoder, options.data_dir)}
+    (test,) = subset_limit(load_sts("stsb", "test", options.data_dir), options.limit)
+    files.extend(test.files)
+    if isinstance(encoder, TransformerEncoder):
+        result["layers"] = layer_geometry(encoder, test.sentences1, test.sentences2, test.scores, options.batch_size)
+    else:
+        result["layers"] = {"skipped": f"{type(encoder).__name__} has no layers (needs a transformer encoder)"}
+    tasks = {SHORT_NAMES.get(key, key): subset_limit(load_sts(key, data_dir=options.data_dir), options.limit)
+             for key in options.tasks}
+    reference = corpus_path("wiki1m", options.data_dir)
+    corpus = read_corpus(reference)
+    if len(corpus) < encoder.dim:
+        result["pca"] = {"skipped": f"{reference.name} has {len(corpus)} sentences, fewer than the {encoder.dim} "
+                                    "dimensions to reduce"}
+        return result
+    sentences = [t for subsets in tasks.values() for s in subsets for t in (*s.sentences1, *s.sentences2)]
+    unique = list(dict.fromkeys(sentences))
+    vectors = dict(zip(unique, encoder.encode(unique, batch_size=options.batch_size)))
+    pairs = {name: (np.stack([vectors[t] for s in subsets for t in s.sentences1]),
+                    np.stack([vectors[t] for s in subsets for t in s.sentences2]),
+                    np.concatenate([s.scores for s in subsets])) for name, subsets in tasks.items()}
+    result["pca"] = {"reference": reference.name, "reference_sentences": len(corpus),
+                     "dims": pca_sts(encoder.encode(corpus, batch_size=options.batch_size).astype(np.float64),
+                                     pairs)}
+    files.append(reference)
+    files.extend(path for subsets in tasks.values() for s in subsets for path in s.files)
+    return result
+
+
+@register_suite
+class GeometrySuite(Suite):
+    """Alignment/uniformity, the layer-wise measures and STS after PCA."""
+
+    name = "geometry"
+
+    def run(self, encoder: Encoder) -> Result:
+        files: list = []
+        return Result(run_geometry(encoder, self.options, files), None, files=files)
+
+    def sections(self, section: dict[str, Any], spec: str) -> list[str]:
+        return ["## Geometry", geometry_tables(section)]

@@ -20,7 +20,10 @@ import numpy as np
 from cselab.data import DataNotFoundError, data_root
 from cselab.data.probing import read_probing_file
 from cselab.encoders import Encoder
+from cselab.evaluation.probe import Result
 from cselab.probes.probing_builder import PROBING_FILES
+from cselab.probes.report import accuracy_sections
+from cselab.probes.suite import Suite, register_suite
 from cselab.probes.validation import protocol, split
 
 PROBING_TASKS = tuple(PROBING_FILES)
@@ -69,3 +72,22 @@ def run_probing(encoder: Encoder, folder: str | os.PathLike, tasks: Sequence[str
                         "n_test": len(parts[2]), "classifier_s": round(time.perf_counter() - clock, 2)}
     scores["skipped"] = [t for t in tasks if t not in present]
     return scores, [folder / PROBING_FILES[t] for t in present]
+
+
+@register_suite
+class ProbingSuite(Suite):
+    """SentEval's probing tasks, from ``options.probing_dir`` (else the data root's ``probing/``)."""
+
+    name = "probing"
+    optional = True
+
+    def run(self, encoder: Encoder) -> Result:
+        items: dict[str, np.ndarray] = {}
+        o = self.options
+        scores, files = run_probing(encoder, probing_dir(o.probing_dir, o.data_dir), protocol_name=o.protocol,
+                                    batch_size=o.batch_size, n_jobs=o.n_jobs, limit=o.limit, items=items)
+        accuracies = [value["acc"] for value in scores.values() if isinstance(value, dict) and "acc" in value]
+        return Result(scores, float(np.mean(accuracies)) if accuracies else None, items, files)
+
+    def sections(self, section: dict[str, Any], spec: str) -> list[str]:
+        return accuracy_sections("Probing tasks", section, spec)

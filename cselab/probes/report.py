@@ -129,40 +129,28 @@ def geometry_tables(geometry: dict[str, Any]) -> str:
     return "\n\n".join(parts)
 
 
-def suite_sections(payload: dict[str, Any]) -> list[str]:
-    """The Markdown sections of every suite in a payload."""
-    spec = payload["model"]["spec"]
-    parts = []
-    if "sts" in payload:
-        parts += ["## STS (Spearman x 100)", sts_table(payload["sts"], spec)]
-    if "bias" in payload:
-        parts += ["## Bias probes", bias_tables(payload["bias"])]
-    for name, title in (("transfer", "Transfer tasks"), ("probing", "Probing tasks")):
-        if name not in payload:
-            continue
-        suite = payload[name]
-        if "skipped" in suite and not task_scores(suite):
-            parts += [f"## {title}", f"Skipped: {suite['skipped']}"]
-            continue
-        parts += [f"## {title} (test accuracy x 100, {suite['protocol']} protocol)", accuracy_table(suite, spec),
-                  accuracy_details(suite),
-                  f"{suite['sentences_encoded']} distinct sentences encoded once ({suite['encode_s']} s)."]
-        if suite.get("skipped"):
-            parts.append(f"Not present: {', '.join(suite['skipped'])}.")
-    if "geometry" in payload:
-        parts += ["## Geometry", geometry_tables(payload["geometry"])]
+def accuracy_sections(title: str, suite: dict[str, Any], spec: str) -> list[str]:
+    """The report's part for a transfer or probing section: the accuracy table and details, or why it was
+    skipped."""
+    if "skipped" in suite and not task_scores(suite):
+        return [f"## {title}", f"Skipped: {suite['skipped']}"]
+    parts = [f"## {title} (test accuracy x 100, {suite['protocol']} protocol)", accuracy_table(suite, spec),
+             accuracy_details(suite),
+             f"{suite['sentences_encoded']} distinct sentences encoded once ({suite['encode_s']} s)."]
+    if suite.get("skipped"):
+        parts.append(f"Not present: {', '.join(suite['skipped'])}.")
     return parts
 
 
-def markdown_report(payload: dict[str, Any], plots: Sequence[str | os.PathLike] = ()) -> str:
-    """The whole report of one results JSON, pictures linked by file name."""
+def markdown_report(payload: dict[str, Any], sections: Sequence[str], plots: Sequence[str | os.PathLike] = ()) -> str:
+    """The whole report of one results JSON: its header, the suites' ``sections``, pictures linked by file name."""
     model = payload["model"]
     parts = [f"# Probe report: {model['spec']}",
              f"Suite `{payload['suite']}`, {model['class']}"
              + (f", pooler `{model['pooler']}`" if "pooler" in model else "")
              + f"; cselab {payload['cselab_version']}, wall time {payload['wall_time_s']} s"
              + (f"; first {payload['limit']} pairs per file only" if payload.get("limit") else "") + "."]
-    parts += suite_sections(payload)
+    parts += sections
     parts += [f"![{PLOT_CAPTIONS[Path(p).stem.split('.')[-1]]}]({Path(p).name})" for p in plots]
     return "\n\n".join(parts) + "\n"
 

@@ -18,6 +18,9 @@ import numpy as np
 from cselab.data import STSPairs, load_sts
 from cselab.encoders import Encoder
 from cselab.metrics import cosine_rows, pearson, spearman
+from cselab.evaluation.probe import Result
+from cselab.probes.report import sts_table
+from cselab.probes.suite import Suite, register_suite
 from cselab.probes.suites import STS_SUITE
 
 SHORT_NAMES = {"sts12": "STS12", "sts13": "STS13", "sts14": "STS14", "sts15": "STS15", "sts16": "STS16",
@@ -91,3 +94,19 @@ def run_sts(encoder: Encoder, tasks: Sequence[str] = STS_SUITE, data_dir: str | 
     headline = [task["all"] for task in scores.values()]
     scores["avg"] = float(np.mean(headline)) if headline and None not in headline else None
     return scores, files
+
+
+@register_suite
+class STSSuite(Suite):
+    """STS12-16, STS-B and SICK-R (the tasks of ``options.tasks``)."""
+
+    name = "sts"
+
+    def run(self, encoder: Encoder) -> Result:
+        items: dict[str, np.ndarray] = {}
+        o = self.options
+        scores, files = run_sts(encoder, o.tasks, o.data_dir, o.batch_size, o.limit, items)
+        return Result(scores, scores["avg"], items, files)
+
+    def sections(self, section: dict[str, Any], spec: str) -> list[str]:
+        return ["## STS (Spearman x 100)", sts_table(section, spec)]

@@ -18,6 +18,9 @@ from sklearn.metrics import f1_score
 
 from cselab.data.transfer import TRANSFER_TASKS, LabelledText, load_transfer
 from cselab.encoders import Encoder
+from cselab.evaluation.probe import Result
+from cselab.probes.report import accuracy_sections
+from cselab.probes.suite import Suite, register_suite
 from cselab.probes.validation import inner_kfold, kfold_then_test, protocol, split
 
 NCLASSES = {"MR": 2, "CR": 2, "SUBJ": 2, "MPQA": 2, "SST2": 2, "TREC": 6, "MRPC": 2}
@@ -96,3 +99,20 @@ def run_transfer(encoder: Encoder, tasks: Sequence[str] = TRANSFER_TASKS, data_d
     scores["encode_s"] = encode_s
     files = [path for splits in data.values() for part in splits.values() for path in part.files]
     return scores, files
+
+
+@register_suite
+class TransferSuite(Suite):
+    """SentEval's transfer tasks (``options.transfer_tasks``) with its classifier protocol."""
+
+    name = "transfer"
+
+    def run(self, encoder: Encoder) -> Result:
+        items: dict[str, np.ndarray] = {}
+        o = self.options
+        scores, files = run_transfer(encoder, o.transfer_tasks, o.data_dir, o.protocol, o.batch_size, o.n_jobs,
+                                     o.limit, items)
+        return Result(scores, scores["avg"], items, files)
+
+    def sections(self, section: dict[str, Any], spec: str) -> list[str]:
+        return accuracy_sections("Transfer tasks", section, spec)

@@ -1,0 +1,102 @@
+"""The suites of ``probe run``, each a :class:`Suite`: a :class:`~cselab.evaluation.probe.Probe` made from the run's
+:class:`ProbeOptions` that also writes its own report section. A suite registers itself with
+:func:`register_suite` in the module that defines it; the runner and the report read suites only through this
+registry, which imports every module of :mod:`cselab.probes` to find them. Adding a suite is one module in
+``cselab/probes/`` and its name in :data:`cselab.probes.suites.SUITES` (the list ``--help`` shows without importing
+the probes; ``tests/probes/test_suite.py`` checks the two agree).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+from abc import abstractmethod
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+from cselab.data.transfer import TRANSFER_TASKS
+from cselab.encoders.base import Encoder
+from cselab.errors import ConfigError
+from cselab.evaluation.probe import Probe, Result
+from cselab.probes.suites import STS_SUITE, SUITES
+
+
+@dataclass
+class ProbeOptions:
+    """What a probe run reads and how; defaults are the CLI's."""
+
+    data_dir: str | os.PathLike | None = None
+    tasks: tuple[str, ...] = STS_SUITE
+    testset: str | os.PathLike | None = None
+    mer_normalize: str = "lower"
+    batch_size: int = 64
+    limit: int | None = None
+    seed: int = 0
+    protocol: str = "full"
+    n_jobs: int = 1
+    transfer_tasks: tuple[str, ...] = TRANSFER_TASKS
+    probing_dir: str | os.PathLike | None = None
+    split_protocol: str = "paper"
+
+
+class Suite(Probe):
+    """A suite of ``probe run``: ``run`` gives its section of the results JSON (``Result.scores``), its per-item
+    outputs and the files it read; ``sections`` its part of the report. ``optional``: ``--suite all`` records why
+    it was skipped when its data is missing, instead of stopping."""
+
+    name: ClassVar[str]
+    optional: ClassVar[bool] = False
+
+    def __init__(self, options: ProbeOptions):
+        self.options = options
+
+    def identity(self) -> dict[str, Any]:
+        return {"suite": self.name, **{key: str(value) if isinstance(value, os.PathLike) else value
+                                       for key, value in asdict(self.options).items()}}
+
+    @abstractmethod
+    def run(self, encoder: Encoder) -> Result:
+        """Score ``encoder``."""
+
+    @abstractmethod
+    def sections(self, section: dict[str, Any], spec: str) -> list[str]:
+        """The report's Markdown for this suite's ``section`` of a results JSON of model ``spec``."""
+
+
+_SUITES: dict[str, type[Suite]] = {}
+
+
+def register_suite(cls: type[Suite]) -> type[Suite]:
+    """Class decorator: make ``cls`` the suite named ``cls.name``."""
+    if cls.name in _SUITES and _SUITES[cls.name] is not cls:
+        raise ValueError(f"suite {cls.name!r} is registered twice")
+    _SUITES[cls.name] = cls
+    return cls
+
+
+def suites() -> dict[str, type[Suite]]:
+    """Every registered suite by name, in the order of ``--suite all``, once every probe module is imported."""
+    package = importlib.import_module("cselab.probes")
+    for found in pkgutil.iter_modules(package.__path__):
+        importlib.import_module(f"cselab.probes.{found.name}")
+    order = {name: i for i, name in enumerate(SUITES["all"])}
+    return dict(sorted(_SUITES.items(), key=lambda item: order.get(item[0], len(order))))
+
+
+def suite_parts(suite: str) -> tuple[str, ...]:
+    """The suites a ``--suite`` value runs: one name, ``all``, or names joined by commas (``sts,bias``)."""
+    known = suites()
+    names = [name.strip() for name in suite.split(",")]
+    unknown = [name for name in names if name not in known and name != "all"]
+    if unknown:
+        raise ConfigError(f"Unknown suite {', '.join(map(repr, unknown))}; choose from {', '.join(known)}, all, or "
+                         "several joined by commas (sts,bias)")
+    return tuple(name for name in known if "all" in names or name in names)
+
+
+def suite_sections(payload: dict[str, Any]) -> list[str]:
+    """The Markdown sections of every suite in a payload, in suite order."""
+    spec = payload["model"]["spec"]
+    return [text for name, cls in suites().items() if name in payload
+            for text in cls(ProbeOptions()).sections(payload[name], spec)]

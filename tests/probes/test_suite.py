@@ -1,0 +1,46 @@
+"""The suites of `probe run` come from one registry: the runner and the report read them through it, and a new
+suite is one class in one module."""
+
+import numpy as np
+import pytest
+
+from cselab.data import load_sts
+from cselab.encoders import load_encoder
+from cselab.errors import ConfigError
+from cselab.evaluation.probe import Result
+from cselab.probes import suite as registry
+from cselab.probes.runner import run_probes
+from cselab.probes.suite import ProbeOptions, Suite, register_suite, suite_parts, suite_sections, suites
+from cselab.probes.suites import SUITES
+
+
+def test_the_registry_holds_the_suites_help_lists_in_their_order():
+    assert list(suites()) == list(SUITES["all"]) and set(SUITES) == {*SUITES["all"], "all"}
+    assert suite_parts("bias,sts") == ("sts", "bias") and suite_parts("all") == SUITES["all"]
+    with pytest.raises(ConfigError, match="Unknown suite 'stss'; choose from sts, bias, transfer, probing, geometry"):
+        suite_parts("sts,stss")
+
+
+def test_a_suite_is_one_class_the_runner_and_the_report_pick_up(monkeypatch, data_dir):
+    monkeypatch.setattr(registry, "_SUITES", dict(registry._SUITES))
+
+    @register_suite
+    class Lengths(Suite):
+        """The mean vector norm of the STS-B dev sentences (a made-up probe)."""
+
+        name = "lengths"
+
+        def run(self, encoder):
+            (pairs,) = load_sts("stsb", "dev", self.options.data_dir)
+            norms = np.linalg.norm(encoder.encode(pairs.sentences1[:self.options.limit]), axis=1)
+            return Result({"mean_norm": float(norms.mean())}, float(norms.mean()), {"lengths/norm": norms},
+                          pairs.files)
+
+        def sections(self, section, spec):
+            return ["## Lengths", f"{spec}: {section['mean_norm']:.3f}"]
+
+    payload = run_probes(load_encoder("bow", data_dir=data_dir, cache=False), "lengths",
+                         ProbeOptions(data_dir=data_dir, limit=10))
+    assert payload["lengths"]["mean_norm"] > 0 and payload["items"]["lengths/norm"].shape == (10,)
+    assert len(payload["data"]["sha256"]) == 1
+    assert suite_sections(payload) == ["## Lengths", f"bow: {payload['lengths']['mean_norm']:.3f}"]
