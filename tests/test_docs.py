@@ -85,3 +85,22 @@ def test_the_readme_is_a_front_door_that_links_every_page():
     for page in DOCS.glob("*.md"):  # every relative link of the docs points at a file
         for target in re.findall(r"\]\(((?!https?:)[^)#]+)\)", page.read_text(encoding="utf-8")):
             assert (page.parent / target).exists(), f"{page.name} links {target}"
+
+
+def test_adding_a_probe_is_one_module_the_runner_and_the_report_pick_up(tmp_path, monkeypatch, data_dir):
+    from cselab.encoders import load_encoder
+    from cselab.probes import suite
+    from cselab.probes.runner import run_probes
+
+    files = example_files("adding-a-probe.md")
+    assert sorted(files) == ["lengths.py"]
+    (tmp_path / "lengths.py").write_text(files["lengths.py"])
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(suite, "_SUITES", dict(suite._SUITES))  # keep the registration to this test
+    monkeypatch.delitem(sys.modules, "lengths", raising=False)
+    __import__("lengths")
+    payload = run_probes(load_encoder("bow", data_dir=data_dir, cache=False), "sts,lengths",
+                         suite.ProbeOptions(data_dir=data_dir, limit=12))
+    assert payload["lengths"]["n"] == 12 and payload["items"]["lengths/norm"].shape == (12,)
+    assert "## Vector norms" in suite.suite_sections(payload) and "## STS (Spearman x 100)" in suite.suite_sections(
+        payload)

@@ -1,9 +1,10 @@
 """The suites of ``probe run``, each a :class:`Suite`: a :class:`~cselab.evaluation.probe.Probe` made from the run's
 :class:`ProbeOptions` that also writes its own report section. A suite registers itself with
 :func:`register_suite` in the module that defines it; the runner and the report read suites only through this
-registry, which imports every module of :mod:`cselab.probes` to find them. Adding a suite is one module in
-``cselab/probes/`` and its name in :data:`cselab.probes.suites.SUITES` (the list ``--help`` shows without importing
-the probes; ``tests/probes/test_suite.py`` checks the two agree).
+registry, which imports every module of :mod:`cselab.probes` and every module a package declares in the
+entry-point group ``cselab.suites`` to find them. Adding a suite to cselab is one module in ``cselab/probes/`` and
+its name in :data:`cselab.probes.suites.SUITES` (the list ``--help`` shows without importing the probes;
+``tests/probes/test_suite.py`` checks the two agree); see docs/adding-a-probe.md.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ import os
 import pkgutil
 from abc import abstractmethod
 from dataclasses import asdict, dataclass
+from importlib.metadata import entry_points
 from typing import Any, ClassVar
 
 from cselab.data.transfer import TRANSFER_TASKS
 from cselab.encoders.base import Encoder
 from cselab.errors import ConfigError
+from cselab.files import clipped
 from cselab.evaluation.probe import Probe, Result
 from cselab.probes.suites import STS_SUITE, SUITES
 
@@ -65,6 +68,7 @@ class Suite(Probe):
 
 
 _SUITES: dict[str, type[Suite]] = {}
+ENTRY_POINTS = "cselab.suites"
 
 
 def register_suite(cls: type[Suite]) -> type[Suite]:
@@ -76,10 +80,17 @@ def register_suite(cls: type[Suite]) -> type[Suite]:
 
 
 def suites() -> dict[str, type[Suite]]:
-    """Every registered suite by name, in the order of ``--suite all``, once every probe module is imported."""
+    """Every registered suite by name, in the order of ``--suite all`` (a package's after cselab's), once every
+    probe module and every ``cselab.suites`` entry point is imported."""
     package = importlib.import_module("cselab.probes")
     for found in pkgutil.iter_modules(package.__path__):
         importlib.import_module(f"cselab.probes.{found.name}")
+    for entry in entry_points(group=ENTRY_POINTS):
+        try:
+            importlib.import_module(entry.value.split(":")[0])
+        except Exception as err:  # the package's module to fix, named with the package
+            raise ConfigError(f"entry point {entry.name} of {entry.dist.name if entry.dist else 'a package'}: "
+                              f"importing {entry.value!r} failed: {type(err).__name__}: {clipped(err)}") from None
     order = {name: i for i, name in enumerate(SUITES["all"])}
     return dict(sorted(_SUITES.items(), key=lambda item: order.get(item[0], len(order))))
 

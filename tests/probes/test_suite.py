@@ -1,6 +1,8 @@
 """The suites of `probe run` come from one registry: the runner and the report read them through it, and a new
 suite is one class in one module."""
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -44,3 +46,21 @@ def test_a_suite_is_one_class_the_runner_and_the_report_pick_up(monkeypatch, dat
     assert payload["lengths"]["mean_norm"] > 0 and payload["items"]["lengths/norm"].shape == (10,)
     assert len(payload["data"]["sha256"]) == 1
     assert suite_sections(payload) == ["## Lengths", f"bow: {payload['lengths']['mean_norm']:.3f}"]
+
+
+def test_a_package_adds_a_suite_with_an_entry_point(tmp_path, monkeypatch):
+    info = tmp_path / "acme_probes-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-probes\nVersion: 0.1\n")
+    (info / "entry_points.txt").write_text(f"[{registry.ENTRY_POINTS}]\nacme = acme_probes\n")
+    (tmp_path / "acme_probes.py").write_text(
+        "from cselab.probes.suite import Suite, register_suite\n\n\n@register_suite\nclass Acme(Suite):\n"
+        "    name = 'acme'\n\n    def run(self, encoder):\n        raise NotImplementedError\n\n"
+        "    def sections(self, section, spec):\n        return []\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry, "_SUITES", dict(registry._SUITES))
+    assert list(suites()) == [*SUITES["all"], "acme"]
+    (tmp_path / "acme_probes.py").unlink()
+    monkeypatch.delitem(sys.modules, "acme_probes")
+    with pytest.raises(ConfigError, match="entry point acme of acme-probes: importing 'acme_probes' failed"):
+        suites()
