@@ -25,9 +25,6 @@ class Batch:
     rows: dict[str, list]
     tokens: dict[Key, tuple[list[int], torch.Tensor | None, torch.Tensor | None]] = field(default_factory=dict)
 
-    def __len__(self) -> int:
-        return len(next(iter(self.rows.values())))
-
 
 class RowsDataset(Dataset):
     """The cache's rows (a ``datasets.Dataset`` or :class:`~cselab.train.data.TextRows`), fetched a batch at a
