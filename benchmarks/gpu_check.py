@@ -422,7 +422,7 @@ def measure_probes(args, model_dir: Path) -> dict:
     from transformers import AutoModel, AutoTokenizer
 
     from cselab.encoders import TransformerEncoder
-    from cselab.probes.validation import inner_kfold, protocol
+    from cselab.evaluation.validation import inner_kfold, protocol
 
     result = {}
     where = [("device", args.device, 512 if args.tiny else 20000)] if args.device != "cpu" else []

@@ -28,8 +28,9 @@ import senteval_reference as reference  # noqa: E402
 
 from cselab.data.transfer import TRANSFER_TASKS, load_transfer  # noqa: E402
 from cselab.encoders import load_encoder  # noqa: E402
-from cselab.probes.transfer import NCLASSES, score_task, task_features  # noqa: E402
-from cselab.probes.validation import protocol  # noqa: E402
+from cselab.evaluation.transfer import NCLASSES, task_features  # noqa: E402
+from cselab.probes.transfer import score_task  # noqa: E402
+from cselab.evaluation.validation import protocol  # noqa: E402
 
 
 def senteval_score(task: str, X: np.ndarray, y: np.ndarray, rows: dict, protocol_name: str) -> dict:

@@ -23,7 +23,8 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="sweep folder: runs/, results/, summary.{json,md,png}")
     add_data_dir(parser)
     parser.add_argument("--eval-limit", type=whole_number(2),
-                        help="score only the first N STS-B dev pairs during training")
+                        help="the dev probe reads only the first N pairs (STS) or lines per file (transfer) "
+                             "during training")
     parser.add_argument("--sts-limit", type=whole_number(2),
                         help="score only the first N pairs of each STS subset (quick checks)")
     parser.add_argument("--bias", action="store_true",

@@ -2,11 +2,16 @@
 
 - ``stsb``: STS-B dev (SimCSE's ``metric_for_best_model stsb_spearman``, its example scripts' choice);
 - ``sickr``: SICK-R's dev split (SentEval's ``SICK_trial.txt``);
-- ``sts-dev-avg``: the mean of the two (SimCSE's ``eval_avg_sts``).
+- ``sts-dev-avg``: the mean of the two (SimCSE's ``eval_avg_sts``);
+- ``mr``, ``cr``, ``subj``, ``mpqa``, ``sst2``, ``trec``, ``mrpc``: a transfer task's ``devacc``, and
+  ``transfer-dev-avg``: the mean over the seven (SimCSE's ``eval_avg_transfer``, its ``--eval_transfer``).
 
-Each scores Spearman's rho x 100 between the cosine of a pair's vectors and its gold score on the first ``limit``
-pairs (all by default); sentences are encoded whole (the checkpoint's max length, not training's), as SimCSE
-evaluates.
+An STS probe scores Spearman's rho x 100 between the cosine of a pair's vectors and its gold score on the first
+``limit`` pairs (all by default). A transfer probe scores SentEval's ``devacc`` (accuracy x 100) under the ``fast``
+classifier setup SimCSE evaluates with (5 folds; RMSprop, batch 128, tenacity 3, epoch size 2), reading ``limit``
+lines per file and never the test split: MR, CR, SUBJ, MPQA's inner cross-validation, SST-2's dev split, TREC's and
+MRPC's cross-validation on train. Sentences are encoded whole (the checkpoint's max length, not training's), as
+SimCSE evaluates.
 """
 
 from __future__ import annotations
@@ -18,24 +23,39 @@ import numpy as np
 
 from cselab.checksum import sha256
 from cselab.data import STSPairs, load_sts
+from cselab.data.transfer import TRANSFER_TASKS, load_transfer
 from cselab.encoders.base import Encoder
 from cselab.errors import ConfigError
 from cselab.evaluation.probe import Probe, Result
+from cselab.evaluation.transfer import NCLASSES, task_features
+from cselab.evaluation.validation import dev_accuracy, protocol
 from cselab.metrics import cosine_rows, spearman
 
 # name -> the (task, split) sets it scores; the headline is their mean
 STS_DEV = {"stsb": (("stsb", "dev"),), "sickr": (("sickr", "trial"),),
            "sts-dev-avg": (("stsb", "dev"), ("sickr", "trial"))}
+# name -> the transfer tasks it scores (SentEval's devacc); the headline is their mean
+TRANSFER_DEV = {**{task.lower(): (task,) for task in TRANSFER_TASKS}, "transfer-dev-avg": TRANSFER_TASKS}
+TRANSFER_SETUP = "fast"  # SimCSE's evaluate(): kfold 5, classifier nhid 0, rmsprop, batch 128, tenacity 3, epoch 2
 NONE = "none"  # training.dev without a dev set: every evaluation saves OUT/best
 BATCH_SIZE = 128
+
+
+def _known(name: str, table: dict) -> None:
+    if name not in table:
+        raise ConfigError(f"dev probe {name!r}: known: {', '.join(dev_names())}")
+
+
+def _headline(scores: dict[str, float]) -> float:
+    values = list(scores.values())
+    return float(np.mean(values)) if len(values) > 1 else values[0]
 
 
 class STSDevProbe(Probe):
     """Spearman x 100 on STS dev sets (:data:`STS_DEV`); ``scores`` holds each set's figure by task."""
 
     def __init__(self, name: str, data_dir: str | os.PathLike | None = None, limit: int | None = None):
-        if name not in STS_DEV:
-            raise ConfigError(f"dev probe {name!r}: known: {', '.join(dev_names())}")
+        _known(name, STS_DEV)
         if limit is not None and limit < 2:
             raise ConfigError(f"--eval-limit {limit}: a dev score needs at least 2 pairs")
         self.name, self.limit = name, limit
@@ -53,19 +73,51 @@ class STSDevProbe(Probe):
             vectors = encoder.encode(first + second, batch_size=BATCH_SIZE, show_progress_bar=False)
             sims = cosine_rows(vectors[:len(first)], vectors[len(first):])
             scores[pairs.task] = 100 * spearman(sims, pairs.scores[:self.limit])
-        values = list(scores.values())
-        return Result(scores, float(np.mean(values)) if len(values) > 1 else values[0],
-                      files=[pairs.files[0] for pairs in self.sets])
+        return Result(scores, _headline(scores), files=[pairs.files[0] for pairs in self.sets])
+
+
+class TransferDevProbe(Probe):
+    """SentEval's ``devacc`` x 100 of transfer tasks (:data:`TRANSFER_DEV`) under the ``fast`` setup; ``scores``
+    holds each task's figure. Test splits are neither read nor encoded."""
+
+    def __init__(self, name: str, data_dir: str | os.PathLike | None = None, limit: int | None = None):
+        _known(name, TRANSFER_DEV)
+        if limit is not None and limit < 2 * protocol(TRANSFER_SETUP).kfold:
+            raise ConfigError(f"--eval-limit {limit}: a transfer dev score needs at least "
+                              f"{2 * protocol(TRANSFER_SETUP).kfold} lines per file (two per fold)")
+        self.name, self.limit = name, limit
+        self.tasks = {task: {split: part for split, part in load_transfer(task, data_dir, limit).items()
+                             if split != "test"} for task in TRANSFER_DEV[name]}
+
+    def files(self) -> list:
+        return [path for splits in self.tasks.values() for part in splits.values() for path in part.files]
+
+    def identity(self) -> dict[str, Any]:
+        return {"set": self.name, "sha256": [sha256(path) for path in dict.fromkeys(self.files())],
+                "limit": self.limit, "classifier": TRANSFER_SETUP}
+
+    def run(self, encoder: Encoder) -> Result:
+        texts = [t for splits in self.tasks.values() for part in splits.values()
+                 for t in (*part.texts, *(part.texts2 or ()))]
+        unique = list(dict.fromkeys(texts))
+        vectors = dict(zip(unique, encoder.encode(unique, batch_size=BATCH_SIZE, show_progress_bar=False)))
+        scores = {}
+        for task, splits in self.tasks.items():
+            X, y, rows = task_features(splits, vectors)
+            scores[task] = dev_accuracy(X, y, rows, NCLASSES[task], protocol(TRANSFER_SETUP))
+        return Result(scores, _headline(scores), files=list(dict.fromkeys(self.files())))
 
 
 def dev_names() -> tuple[str, ...]:
     """What ``training.dev`` accepts."""
-    return (*STS_DEV, NONE)
+    return (*STS_DEV, *TRANSFER_DEV, NONE)
 
 
 def dev_probe(name: str, data_dir: str | os.PathLike | None = None, limit: int | None = None) -> Probe | None:
     """The dev probe ``name`` with its data read; None for ``none``."""
-    return None if name == NONE else STSDevProbe(name, data_dir, limit)
+    if name == NONE:
+        return None
+    return (TransferDevProbe if name in TRANSFER_DEV else STSDevProbe)(name, data_dir, limit)
 
 
 def log_key(name: str) -> str:

@@ -24,7 +24,7 @@ from cselab.evaluation.probe import Result
 from cselab.probes.probing_builder import PROBING_FILES
 from cselab.probes.report import accuracy_sections
 from cselab.probes.suite import Suite, register_suite
-from cselab.probes.validation import protocol, split
+from cselab.evaluation.validation import protocol, split
 
 PROBING_TASKS = tuple(PROBING_FILES)
 MLP_DROPOUTS = (0.0, 0.1, 0.2)

@@ -81,7 +81,8 @@ TRAINING = {
     "eval_at_start": Param(bool, False, "score the initial weights before the first step: they are the best to "
                            "beat (and OUT/best if nothing beats them)"),
     "dev": Param(str, "stsb", "the dev probe scored at each evaluation (OUT/best keeps the best score): stsb "
-                 "(STS-B dev), sickr (SICK-R dev), sts-dev-avg (their mean) or none (best = last save)",
+                 "(STS-B dev), sickr (SICK-R dev), sts-dev-avg (their mean), a transfer task's dev accuracy (mr, cr, "
+                 "subj, mpqa, sst2, trec, mrpc), transfer-dev-avg (their mean) or none (best = last save)",
                  choices=dev_names()),
 }
 LOSS = {"type": Param(str, None, "the plug-in, when the name is not", nullable=True),

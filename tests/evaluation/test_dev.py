@@ -5,9 +5,11 @@ import pytest
 from scipy.stats import spearmanr
 
 from cselab.data import load_sts
-from cselab.encoders import load_encoder
+from cselab.data.transfer import TRANSFER_TASKS
+from cselab.encoders import LexicalEncoder, load_encoder
 from cselab.errors import ConfigError
 from cselab.evaluation.dev import dev_names, dev_probe, log_key
+from cselab.probes.transfer import run_transfer
 from cselab.train.methods import load_method
 from cselab.train.trainer import train
 
@@ -29,13 +31,30 @@ def test_the_dev_probes_score_stsb_and_sickr_dev_and_their_mean(data_dir, tiny_b
     average = dev_probe("sts-dev-avg", data_dir, 40).run(encoder)
     assert average.headline == pytest.approx((expected["stsb"] + expected["sickr"]) / 2, rel=1e-6)
     assert list(average.scores) == ["STSBenchmark", "SICKRelatedness"] and len(average.files) == 2
-    assert dev_probe("none") is None and dev_names() == ("stsb", "sickr", "sts-dev-avg", "none")
-    assert [log_key(name) for name in ("stsb", "sickr", "sts-dev-avg")] == ["stsb_dev", "sickr_dev", "sts_dev_avg"]
+    assert dev_probe("none") is None
+    assert dev_names() == ("stsb", "sickr", "sts-dev-avg", "mr", "cr", "subj", "mpqa", "sst2", "trec", "mrpc",
+                           "transfer-dev-avg", "none")
+    assert [log_key(name) for name in ("stsb", "sickr", "sts-dev-avg", "mr", "transfer-dev-avg")] == [
+        "stsb_dev", "sickr_dev", "sts_dev_avg", "mr_dev", "transfer_dev_avg"]
+
+
+def test_a_transfer_dev_probe_is_sentevals_devacc_without_the_test_split(data_dir):
+    encoder = LexicalEncoder()
+    full, _ = run_transfer(encoder, TRANSFER_TASKS, data_dir, "fast", limit=40)
+    average = dev_probe("transfer-dev-avg", data_dir, 40).run(encoder)
+    assert average.scores == {task: full[task]["devacc"] for task in TRANSFER_TASKS}
+    assert average.headline == pytest.approx(np.mean([full[task]["devacc"] for task in TRANSFER_TASKS]))
+    assert dev_probe("trec", data_dir, 40).run(encoder).headline == full["TREC"]["devacc"]
+    read = {path.name for path in average.files}
+    assert "rt-polarity.pos" in read and not read & {"sentiment-test", "TREC_10.label", "msr_paraphrase_test.txt"}
+    assert dev_probe("mrpc", data_dir, 40).identity()["classifier"] == "fast"
+    with pytest.raises(ConfigError, match="--eval-limit 5: a transfer dev score needs at least 10 lines per file"):
+        dev_probe("mr", data_dir, 5)
 
 
 def test_an_unknown_dev_probe_is_refused_when_the_method_is_read():
     with pytest.raises(ConfigError, match="training.dev: 'sts' is not allowed; expected one of stsb, sickr, "
-                                          "sts-dev-avg, none"):
+                                          "sts-dev-avg, mr, cr, .*, transfer-dev-avg, none"):
         load_method("simcse", ["training.dev=sts"])
 
 
@@ -50,3 +69,17 @@ def test_training_keeps_the_checkpoint_best_on_sickr_dev(tiny_bert_dir, tiny_cac
     assert dev_probe("sickr", data_dir, 20).run(best).headline == pytest.approx(summary["best_dev"], abs=1e-4)
     identity = json.loads((tmp_path / "run" / "run.json").read_text())
     assert identity["dev"]["set"] == "sickr" and identity["dev"]["limit"] == 20
+
+
+def test_training_can_keep_the_checkpoint_best_on_the_transfer_dev_average(tiny_bert_dir, tiny_cache, data_dir,
+                                                                           tmp_path):
+    summary = train(load_method("simcse", [*SETTINGS, "training.dev=transfer-dev-avg"]), str(tiny_bert_dir),
+                    tiny_cache, tmp_path / "run", data_dir, eval_limit=20, progress=False)
+    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    (scored,) = [record for record in log if "transfer_dev_avg" in record]
+    assert summary["best_dev"] == scored["transfer_dev_avg"]
+    best = load_encoder(summary["best"], device="cpu", cache=False)
+    assert dev_probe("transfer-dev-avg", data_dir, 20).run(best).headline == pytest.approx(summary["best_dev"],
+                                                                                          abs=0.01)
+    identity = json.loads((tmp_path / "run" / "run.json").read_text())["dev"]
+    assert identity["set"] == "transfer-dev-avg" and identity["classifier"] == "fast" and identity["limit"] == 20

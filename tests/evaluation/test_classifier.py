@@ -2,7 +2,7 @@ import numpy as np
 import pytest
 import torch
 
-from cselab.probes.classifier import ClassifierConfig, Job, holdout_job, train_group, train_jobs
+from cselab.evaluation.classifier import ClassifierConfig, Job, holdout_job, train_group, train_jobs
 
 
 def blobs(n=600, dim=12, classes=3, seed=0):

@@ -7,9 +7,10 @@
   all of it is scored on the test set.
 - :func:`split` (SST-2, probing tasks): the validation split picks the weight decay (and, for the probing
   tasks, the classifier), the test split scores it.
+- :func:`dev_accuracy`: the ``devacc`` of the first step of each, without the test split (a dev probe's score).
 
 Folds, seeds, candidate weight decays and the rounding of scores follow SentEval's
-``tools/validation.py``; the models are trained many at a time by :mod:`cselab.probes.classifier`. Each also
+``tools/validation.py``; the models are trained many at a time by :mod:`cselab.evaluation.classifier`. Each also
 returns the test predictions and their labels (``predictions``, ``labels``; for :func:`inner_kfold` every row,
 predicted by the fold that held it out), the per-item outputs a paired comparison needs.
 """
@@ -21,10 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sklearn.model_selection import StratifiedKFold
 
 from cselab.errors import ConfigError
-from cselab.probes.classifier import ClassifierConfig, Job, holdout_job, train_jobs
+from cselab.evaluation.classifier import ClassifierConfig, Job, holdout_job, train_jobs
 
 REGS = (1e-5, 1e-4, 1e-3, 1e-2)  # SentEval's weight decays for its PyTorch classifier
 SEED = 1111
@@ -54,6 +54,8 @@ def protocol(name: str) -> Protocol:
 
 
 def _folds(y: np.ndarray, k: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    from sklearn.model_selection import StratifiedKFold  # here: reading a method's schema need not load sklearn
+
     return list(StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(np.zeros(len(y)), y))
 
 
@@ -62,8 +64,9 @@ def _best(scores: Sequence[float]) -> int:
     return int(np.argmax(scores))
 
 
-def inner_kfold(X: np.ndarray, y: np.ndarray, nclasses: int, setup: Protocol, n_jobs: int = 1) -> dict[str, Any]:
-    """Nested cross-validation: mean test accuracy over the outer folds (SentEval's ``InnerKFoldClassifier``)."""
+def _inner_scores(X: np.ndarray, y: np.ndarray, nclasses: int, setup: Protocol, n_jobs: int
+                  ) -> tuple[list, np.ndarray]:
+    """The outer folds, and each one's inner cross-validated accuracy (x 100, rounded) per weight decay."""
     k, config = setup.kfold, setup.classifier
     outer = _folds(y, k, SEED)
     jobs, keys = [], []
@@ -76,10 +79,15 @@ def inner_kfold(X: np.ndarray, y: np.ndarray, nclasses: int, setup: Protocol, n_
     scores = np.zeros((k, len(REGS)))
     for (o, r), result in zip(keys, results):
         scores[o, r] += result.dev_accuracy / k
-    scores = np.round(100 * scores, 2)
+    return outer, np.round(100 * scores, 2)
+
+
+def inner_kfold(X: np.ndarray, y: np.ndarray, nclasses: int, setup: Protocol, n_jobs: int = 1) -> dict[str, Any]:
+    """Nested cross-validation: mean test accuracy over the outer folds (SentEval's ``InnerKFoldClassifier``)."""
+    outer, scores = _inner_scores(X, y, nclasses, setup, n_jobs)
     chosen = [_best(row) for row in scores]
     refits = [holdout_job(train, REGS[c], SEED, test=test) for (train, test), c in zip(outer, chosen)]
-    results = train_jobs(X, y, refits, nclasses, config, SEED, n_jobs)
+    results = train_jobs(X, y, refits, nclasses, setup.classifier, SEED, n_jobs)
     tests = [round(100 * r.test_accuracy, 2) for r in results]
     predictions = np.empty(len(y), dtype=np.int64)
     for (_, test), result in zip(outer, results):
@@ -88,15 +96,21 @@ def inner_kfold(X: np.ndarray, y: np.ndarray, nclasses: int, setup: Protocol, n_
             "fold_acc": tests, "reg": [REGS[c] for c in chosen], "predictions": predictions, "labels": y}
 
 
-def kfold_then_test(X: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray, nclasses: int,
-                    setup: Protocol, n_jobs: int = 1) -> dict[str, Any]:
-    """k-fold on the ``train`` rows picks the weight decay; a refit on all of them is scored on ``test``
-    (SentEval's ``KFoldClassifier``). Also returns the test predictions."""
+def _kfold_scores(X: np.ndarray, y: np.ndarray, train: np.ndarray, nclasses: int, setup: Protocol, n_jobs: int
+                  ) -> np.ndarray:
+    """The ``train`` rows' k-fold accuracy (x 100, rounded) per weight decay."""
     folds = _folds(y[train], setup.kfold, SEED)
     jobs = [Job(train[a], train[b], reg) for reg in REGS for a, b in folds]
     results = train_jobs(X, y, jobs, nclasses, setup.classifier, SEED, n_jobs)
     accuracy = np.array([r.dev_accuracy for r in results]).reshape(len(REGS), len(folds))
-    scores = np.round(100 * accuracy.mean(axis=1), 2)
+    return np.round(100 * accuracy.mean(axis=1), 2)
+
+
+def kfold_then_test(X: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray, nclasses: int,
+                    setup: Protocol, n_jobs: int = 1) -> dict[str, Any]:
+    """k-fold on the ``train`` rows picks the weight decay; a refit on all of them is scored on ``test``
+    (SentEval's ``KFoldClassifier``). Also returns the test predictions."""
+    scores = _kfold_scores(X, y, train, nclasses, setup, n_jobs)
     chosen = _best(scores)
     (refit,) = train_jobs(X, y, [holdout_job(train, REGS[chosen], SEED, test=test)], nclasses, setup.classifier,
                           SEED)
@@ -120,3 +134,18 @@ def split(X: np.ndarray, y: np.ndarray, train: np.ndarray, dev: np.ndarray, test
                     "reg": REGS[chosen], "nhid": config.nhid, "dropout": config.dropout,
                     "predictions": results[chosen].test_predictions, "labels": y[test]}
     return best
+
+
+def dev_accuracy(X: np.ndarray, y: np.ndarray, rows: dict[str, np.ndarray], nclasses: int, setup: Protocol,
+                 n_jobs: int = 1) -> float:
+    """The ``devacc`` SentEval reports for a task whose ``rows`` are split as :func:`cselab.evaluation.transfer.
+    task_features` gives them (``all``; ``train``/``dev``; ``train``), computed without a test split: the best
+    weight decay's inner k-fold accuracy averaged over the outer folds, its dev-split accuracy, or its k-fold
+    accuracy on train."""
+    if list(rows) == ["all"]:
+        return round(float(np.mean(_inner_scores(X, y, nclasses, setup, n_jobs)[1].max(axis=1))), 2)
+    if "dev" in rows:
+        jobs = [Job(rows["train"], rows["dev"], reg) for reg in REGS]
+        return max(round(100 * r.dev_accuracy, 2) for r in train_jobs(X, y, jobs, nclasses, setup.classifier, SEED,
+                                                                      n_jobs))
+    return float(_kfold_scores(X, y, rows["train"], nclasses, setup, n_jobs).max())

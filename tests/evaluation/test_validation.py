@@ -1,7 +1,7 @@
 import numpy as np
 
-from cselab.probes.classifier import ClassifierConfig
-from cselab.probes.validation import PROTOCOLS, REGS, inner_kfold, kfold_then_test, protocol, split
+from cselab.evaluation.classifier import ClassifierConfig
+from cselab.evaluation.validation import PROTOCOLS, REGS, inner_kfold, kfold_then_test, protocol, split
 
 
 def separable(n=400, seed=0):
