@@ -22,7 +22,7 @@ too. Sections (``--only`` picks some):
   the batch's input length; sentences/s and the projected hours for 1M sentences x 2 pivots (greedy, one
   candidate).
 - ``probes``: sentence encoding (what the STS suite costs) on the device and on the CPU, and the transfer
-  classifier (SentEval's full protocol, nested 10-fold CV) on an MR-sized problem, which runs on the CPU.
+  classifier (SentEval's full classifier setup, nested 10-fold CV) on an MR-sized problem, which runs on the CPU.
 
     python benchmarks/gpu_check.py --device cuda --out benchmarks/gpu-check      # make gpu-check
     python benchmarks/gpu_check.py --device cpu --tiny --out /tmp/gpu-check       # the CPU test's run
@@ -422,7 +422,7 @@ def measure_probes(args, model_dir: Path) -> dict:
     from transformers import AutoModel, AutoTokenizer
 
     from cselab.encoders import TransformerEncoder
-    from cselab.evaluation.validation import inner_kfold, protocol
+    from cselab.evaluation.validation import classifier_setup, inner_kfold
 
     result = {}
     where = [("device", args.device, 512 if args.tiny else 20000)] if args.device != "cpu" else []
@@ -442,7 +442,7 @@ def measure_probes(args, model_dir: Path) -> dict:
     features = rng.normal(size=(rows, 32 if args.tiny else 768)).astype(np.float32) + labels[:, None] * 0.1
     torch.set_num_threads(os.cpu_count() or 1)
     clock = time.perf_counter()
-    scores = inner_kfold(features, labels, 2, protocol("fast" if args.tiny else "full"))
+    scores = inner_kfold(features, labels, 2, classifier_setup("fast" if args.tiny else "full"))
     result.update({"classifier_rows": rows, "classifier_cpu_s": time.perf_counter() - clock,
                    "classifier_accuracy": scores["acc"], "classifier_device": "cpu (no device option yet)"})
     return result

@@ -1,7 +1,7 @@
-"""Transfer tasks: cselab's protocol against SentEval's own loop on the same embeddings (accuracy and time).
+"""Transfer tasks: cselab's classifiers against SentEval's own loop on the same embeddings (accuracy and time).
 
 Encodes the seven transfer sets once with the packaged MiniLM (or ``--model``), then for each
-task x protocol of the plan scores the same feature matrix with ``cselab.probes.transfer.score_task``
+task x classifier setup of the plan scores the same feature matrix with ``cselab.probes.transfer.score_task``
 and with ``senteval_reference`` (SentEval's classifier and validation loops, one model at a time).
 Both run with one torch thread and one process, so the ratio is the batching alone; cselab's
 ``--n-jobs`` adds processes on top. Prints a Markdown table and writes JSON.
@@ -30,11 +30,11 @@ from cselab.data.transfer import TRANSFER_TASKS, load_transfer  # noqa: E402
 from cselab.encoders import load_encoder  # noqa: E402
 from cselab.evaluation.transfer import NCLASSES, task_features  # noqa: E402
 from cselab.probes.transfer import score_task  # noqa: E402
-from cselab.evaluation.validation import protocol  # noqa: E402
+from cselab.evaluation.validation import classifier_setup  # noqa: E402
 
 
-def senteval_score(task: str, X: np.ndarray, y: np.ndarray, rows: dict, protocol_name: str) -> dict:
-    setup = protocol(protocol_name)
+def senteval_score(task: str, X: np.ndarray, y: np.ndarray, rows: dict, setup_name: str) -> dict:
+    setup = classifier_setup(setup_name)
     config = {"nhid": setup.classifier.nhid, "optim": setup.classifier.optim, "batch_size": setup.classifier.batch_size,
               "tenacity": setup.classifier.tenacity, "epoch_size": setup.classifier.epoch_size}
     n = NCLASSES[task]
@@ -52,7 +52,7 @@ def senteval_score(task: str, X: np.ndarray, y: np.ndarray, rows: dict, protocol
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", default="minilm")
-    parser.add_argument("--plan", action="append", default=[], metavar="PROTOCOL:TASKS",
+    parser.add_argument("--plan", action="append", default=[], metavar="SETUP:TASKS",
                         help="e.g. full:CR,TREC or fast:all (repeatable)")
     parser.add_argument("--data-dir")
     parser.add_argument("--vectors", help="npz cache of the sentence vectors (written if missing)")
@@ -75,24 +75,24 @@ def main() -> None:
         if cache:
             np.savez(cache, texts=np.array(texts), vectors=np.stack([vectors[t] for t in texts]))
     rows_out = []
-    for protocol_name, task_list in plan:
+    for setup_name, task_list in plan:
         for task in task_list:
             X, y, rows = task_features(data[task], vectors)
             clock = time.perf_counter()
-            ours = score_task(task, data[task], vectors, protocol_name)
+            ours = score_task(task, data[task], vectors, setup_name)
             ours_s = time.perf_counter() - clock
             clock = time.perf_counter()
-            theirs = senteval_score(task, X, y, rows, protocol_name)
+            theirs = senteval_score(task, X, y, rows, setup_name)
             theirs_s = time.perf_counter() - clock
-            row = {"task": task, "protocol": protocol_name, "cselab_acc": ours["acc"], "senteval_acc": theirs["acc"],
+            row = {"task": task, "classifier": setup_name, "cselab_acc": ours["acc"], "senteval_acc": theirs["acc"],
                    "cselab_devacc": ours["devacc"], "senteval_devacc": theirs["devacc"], "cselab_s": round(ours_s, 1),
                    "senteval_s": round(theirs_s, 1), "speedup": round(theirs_s / ours_s, 2)}
             rows_out.append(row)
             print(json.dumps(row), flush=True)
-    print("\n| Task | Protocol | cselab acc. | SentEval acc. | Δ | cselab (s) | SentEval loop (s) | Speed-up |")
+    print("\n| Task | Classifier | cselab acc. | SentEval acc. | Δ | cselab (s) | SentEval loop (s) | Speed-up |")
     print("|---|---|---|---|---|---|---|---|")
     for r in rows_out:
-        print(f"| {r['task']} | {r['protocol']} | {r['cselab_acc']:.2f} | {r['senteval_acc']:.2f} | "
+        print(f"| {r['task']} | {r['classifier']} | {r['cselab_acc']:.2f} | {r['senteval_acc']:.2f} | "
               f"{r['cselab_acc'] - r['senteval_acc']:+.2f} | {r['cselab_s']} | {r['senteval_s']} | {r['speedup']}x |")
     total_ours = sum(r["cselab_s"] for r in rows_out)
     total_theirs = sum(r["senteval_s"] for r in rows_out)

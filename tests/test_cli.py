@@ -51,15 +51,15 @@ def test_transformer_model_folder_through_the_cli(data_dir, tiny_bert_dir, tmp_p
 def test_bias_suite_then_compare(data_dir, tmp_path, capsys):
     for model, protocol in (("bow", "paper"), ("tfidf", "footnote")):
         assert main(["probe", "run", "--model", model, "--suite", "bias", "--limit", "40", "--data-dir", str(data_dir),
-                     "--split-protocol", protocol, "--out", str(tmp_path / f"{model}.json")]) == 0
+                     "--split-rule", protocol, "--out", str(tmp_path / f"{model}.json")]) == 0
     printed = capsys.readouterr().out
     assert "### Cont. and Oppn. per subset" in printed and "| STSB-test" in printed
-    assert "Cont./Oppn. over 16 subsets, split protocol `paper` (the 16 subsets of OssCSE's Table 2)" in printed
-    assert "subsets, split protocol `footnote` (every subset whose median gold score lies in [2, 3.5]" in printed
+    assert "Cont./Oppn. over 16 subsets, split rule `paper` (the 16 subsets of OssCSE's Table 2)" in printed
+    assert "subsets, split rule `footnote` (every subset whose median gold score lies in [2, 3.5]" in printed
     payload = json.loads((tmp_path / "bow.json").read_text())
     assert payload["suite"] == "bias" and "bias" in payload and "sts" not in payload
     bias = payload["bias"]
-    assert bias["splits"]["protocol"] == "paper" and "STS14-OnWN" not in bias["splits"]["subsets"]
+    assert bias["splits"]["split_rule"] == "paper" and "STS14-OnWN" not in bias["splits"]["subsets"]
     assert bias["splits"]["gap"] == pytest.approx(bias["splits"]["cont_wavg"] - bias["splits"]["oppn_wavg"])
     assert bias["transformations"]["n_sources"] == 48 and len(bias["transformations"]["pairs"]) == 288
     assert bias["cannot"]["all"]["n"] == 4 * 40
@@ -72,9 +72,9 @@ def test_bias_suite_then_compare(data_dir, tmp_path, capsys):
                  "--out", str(tmp_path / "cmp.md")]) == 0
     table = capsys.readouterr().out
     assert "| Model | STS avg. | Cont." in table and "| bow   | n/a " in table and "| tfidf " in table
-    assert "different Cont./Oppn. split protocols (footnote, paper)" in table
+    assert "different Cont./Oppn. split rules (footnote, paper)" in table
     assert "**Warning**: tfidf was scored with other settings than bow" in table
-    assert "split protocol: 'paper' vs 'footnote'" in table
+    assert "split rule: 'paper' vs 'footnote'" in table
     assert "Cont./Oppn. of tfidf and bow not compared pair by pair" in table and "\n| Cont." not in table
     assert "| CANNOT cos." in table and "| Para > neg (%)" in table  # the same pairs in both: compared
     assert (tmp_path / "cmp.md").read_text().splitlines()[0] == table.splitlines()[0]
@@ -89,12 +89,12 @@ def test_transfer_probing_geometry_suites_then_compare(data_dir, tiny_bert_dir, 
     assert "SentLen     6 classes" in capsys.readouterr().out
     out = tmp_path / "tiny.json"
     assert main(["probe", "run", "--model", str(tiny_bert_dir), "--device", "cpu", "--suite", "all", "--limit", "30",
-                 "--protocol", "fast", "--transfer-tasks", "CR,MRPC", "--probing-dir", str(probing),
+                 "--classifier", "fast", "--transfer-tasks", "CR,MRPC", "--probing-dir", str(probing),
                  "--data-dir", str(data_dir), "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "## Transfer tasks (test accuracy x 100, fast protocol)" in printed and "| STS-B mean |" in printed
+    assert "## Transfer tasks (test accuracy x 100, fast classifier setup)" in printed and "| STS-B mean |" in printed
     payload = json.loads(out.read_text())
-    assert set(payload["transfer"]) >= {"CR", "MRPC", "avg"} and payload["transfer"]["protocol"] == "fast"
+    assert set(payload["transfer"]) >= {"CR", "MRPC", "avg"} and payload["transfer"]["classifier"] == "fast"
     assert {"SentLen", "BShift"} <= set(payload["probing"]) and "CoordInv" in payload["probing"]["skipped"]
     assert payload["geometry"]["layers"]["layers"] == 2 and "128" not in payload["geometry"]["pca"]["dims"]
     assert "probing/sentence_length.txt" in "\n".join(payload["data"]["sha256"])
@@ -105,12 +105,12 @@ def test_transfer_probing_geometry_suites_then_compare(data_dir, tiny_bert_dir, 
     assert "![alignment, uniformity and the layer-wise measures](tiny.geometry.png)" in report
 
     bow = tmp_path / "bow.json"
-    assert main(["probe", "run", "--model", "bow", "--suite", "transfer", "--limit", "30", "--protocol", "fast",
+    assert main(["probe", "run", "--model", "bow", "--suite", "transfer", "--limit", "30", "--classifier", "fast",
                  "--transfer-tasks", "CR,MRPC", "--data-dir", str(data_dir), "--out", str(bow)]) == 0
     capsys.readouterr()
     assert (tmp_path / "bow.accuracy.png").is_file()
     probing_only = tmp_path / "probing.json"
-    assert main(["probe", "run", "--model", "bow", "--suite", "probing", "--limit", "30", "--protocol", "fast",
+    assert main(["probe", "run", "--model", "bow", "--suite", "probing", "--limit", "30", "--classifier", "fast",
                  "--probing-dir", str(probing), "--data-dir", str(data_dir), "--out", str(probing_only)]) == 0
     assert (tmp_path / "probing.accuracy.png").is_file()
     capsys.readouterr()
@@ -146,9 +146,9 @@ def test_probe_splits_writes_table_and_pairs(data_dir, tmp_path, capsys):
     assert "| STS12-MSRvid | 406 | 344 | 2.40 |" in capsys.readouterr().out
     written = json.loads((tmp_path / "splits.json").read_text())
     subsets = written["subsets"]
-    assert written["protocol"] == "paper" and len(subsets) == 26 and sum(s["included"] for s in subsets) == 16
+    assert written["split_rule"] == "paper" and len(subsets) == 26 and sum(s["included"] for s in subsets) == 16
     assert main(["probe", "splits", "--data-dir", str(data_dir), "--out-dir", str(tmp_path / "f"),
-                 "--protocol", "footnote"]) == 0
+                 "--split-rule", "footnote"]) == 0
     assert sum(s["included"] for s in json.loads((tmp_path / "f" / "splits.json").read_text())["subsets"]) == 20
     assert len((tmp_path / "pairs.jsonl").read_text().splitlines()) == sum(s["n_cont"] + s["n_oppn"] for s in subsets)
 
@@ -197,6 +197,15 @@ def test_every_option_of_every_command_says_what_it_does():
     assert missing == []
 
 
+def test_a_former_option_name_still_works_and_says_its_new_one(capsys):
+    args = build_parser().parse_args(["probe", "run", "--model", "bow", "--protocol", "fast", "--split-protocol",
+                                      "footnote"])
+    assert (args.classifier, args.split_rule) == ("fast", "footnote")
+    warned = capsys.readouterr().err
+    assert "--protocol is now called --classifier" in warned and "--split-protocol is now called --split-rule" in warned
+    assert build_parser().parse_args(["probe", "splits", "--protocol", "footnote"]).split_rule == "footnote"
+
+
 @pytest.mark.parametrize("argv", [["train", "--help"], ["probe", "run", "--help"], ["sweep", "--help"]])
 def test_help_lists_each_option_with_its_default(argv, capsys):
     with pytest.raises(SystemExit) as exit_info:
@@ -205,6 +214,8 @@ def test_help_lists_each_option_with_its_default(argv, capsys):
     page = capsys.readouterr().out
     command = dict(_subparsers(build_parser()))[" ".join(argv[:-1])]
     for action in command._actions:
+        if action.help == argparse.SUPPRESS:  # a former name, accepted with a warning
+            continue
         assert action.option_strings[-1] in page
         if action.help and action.default not in (None, False, [], argparse.SUPPRESS) and action.dest != "help":
             assert f"default: {action.default}" in action.help or str(action.default) in page, action.dest

@@ -74,7 +74,7 @@ def test_every_probe_suites_scores_are_the_golden_ones(model, tiny_bert_dir, dat
     out = tmp_path / "result.json"
     spec = str(tiny_bert_dir) if model == "tiny-bert" else model
     assert main(["probe", "run", "--model", spec, "--suite", "sts,bias,transfer,geometry", "--limit", "30",
-                 "--protocol", "fast", "--transfer-tasks", "CR,MRPC", "--data-dir", str(data_dir), "--no-cache",
+                 "--classifier", "fast", "--transfer-tasks", "CR,MRPC", "--data-dir", str(data_dir), "--no-cache",
                  "--out", str(out)]) == 0
     payload = json.loads(out.read_text())
     _check(f"probe/{model}", _numbers({suite: payload.get(suite) for suite in ("sts", "bias", "transfer",

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 
 from cselab.atomic import write_text_atomic
-from cselab.cli.options import add_data_dir, add_seed, whole_number
+from cselab.cli.options import add_data_dir, add_renamed, add_seed, whole_number
 from cselab.errors import ConfigError
 from cselab.data.transfer import TRANSFER_TASKS
-from cselab.probes.suites import RESAMPLES, STS_SUITE, SUITES
+from cselab.probes.suites import CLASSIFIER_SETUPS, RESAMPLES, SPLIT_RULES, STS_SUITE, SUITES
 
 
 def register(probe: argparse.ArgumentParser) -> None:
@@ -24,7 +24,7 @@ def register(probe: argparse.ArgumentParser) -> None:
 RUN_EPILOG = """Suites:
   sts       STS12-16, STS-B, SICK-R (Spearman x 100 of cosine similarity)
   bias      Cont./Oppn. splits, transformation test set, CANNOT negation pairs
-  transfer  MR, CR, SUBJ, MPQA, SST2, TREC, MRPC with SentEval's protocol (accuracy)
+  transfer  MR, CR, SUBJ, MPQA, SST2, TREC, MRPC with SentEval's classifiers (accuracy)
   probing   SentEval's ten probing tasks (files from --probing-dir)
   geometry  alignment/uniformity, inter-layer cosine, TokSim, STS-B by layer x pooler, STS after PCA
   all       every suite (probing skipped, with the reason, when no probing files are found)
@@ -33,8 +33,8 @@ Examples:
   probe run --model minilm --suite sts
   probe run --model bert-base-uncased --pooler cls_before_pooler --out bert.json
   probe run --model tfidf --suite bias --out results/tfidf-bias.json
-  probe run --model minilm --suite sts,bias --split-protocol footnote
-  probe run --model minilm --suite transfer --protocol fast --n-jobs 2
+  probe run --model minilm --suite sts,bias --split-rule footnote
+  probe run --model minilm --suite transfer --classifier fast --n-jobs 2
   probe run --model mybaseline:factory --suite sts      (a Python factory; its module on PYTHONPATH)
   probe build-probing --corpus wiki1m --out probing/wiki1m
   probe run --model minilm --suite probing --probing-dir probing/wiki1m"""
@@ -95,15 +95,17 @@ def _run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--suite", default="sts", metavar="SUITE",
                      help=f"which probes to run: {', '.join(SUITES)}, or several joined by commas, e.g. sts,bias "
                           "(each sentence then encoded once) (default: sts)")
-    run.add_argument("--split-protocol", default="paper", choices=("paper", "footnote"),
+    run.add_argument("--split-rule", default="paper", choices=tuple(SPLIT_RULES),
                      help="Cont./Oppn. subsets of the bias suite: paper = the 16 of OssCSE's Table 2, footnote = "
                           "every subset with median gold score in [2, 3.5] (20 here) (default: paper)")
     run.add_argument("--tasks", help="comma-separated STS tasks of the sts suite, e.g. sts12,stsb")
     run.add_argument("--transfer-tasks", help="comma-separated transfer tasks, e.g. MR,TREC (default: all seven)")
-    run.add_argument("--protocol", default="full", choices=("full", "fast"),
+    run.add_argument("--classifier", default="full", choices=CLASSIFIER_SETUPS,
                      help="transfer and probing classifiers: full = SentEval's default (10 folds, Adam, batch 64, "
                           "tenacity 5, epoch size 4), fast = its prototyping setting (5 folds, RMSprop, batch 128, "
                           "tenacity 3, epoch size 2) (default: full)")
+    add_renamed(run, "--protocol", "--classifier", CLASSIFIER_SETUPS)
+    add_renamed(run, "--split-protocol", "--split-rule", tuple(SPLIT_RULES))
     run.add_argument("--n-jobs", type=whole_number(1), default=1,
                      help="worker processes for the classifiers (default: 1)")
     run.add_argument("--probing-dir", help="folder of probing-task files (default: DATA_ROOT/probing)")
@@ -129,9 +131,10 @@ def _splits_options(splits: argparse.ArgumentParser) -> None:
     splits.add_argument("--out-dir", default="results/splits", help="folder for splits.json, splits.md, "
                                                                     "pairs.jsonl (default: results/splits)")
     _add_mer_normalize(splits)
-    splits.add_argument("--protocol", default="paper", choices=("paper", "footnote"),
+    splits.add_argument("--split-rule", default="paper", choices=tuple(SPLIT_RULES),
                         help="which subsets are used: paper = the 16 of OssCSE's Table 2, footnote = every subset "
                              "with median gold score in [2, 3.5] (default: paper)")
+    add_renamed(splits, "--protocol", "--split-rule", tuple(SPLIT_RULES))
 
 
 def _compare_options(compare: argparse.ArgumentParser) -> None:
@@ -168,9 +171,9 @@ def run_command(args: argparse.Namespace) -> None:
                            device=args.device, dtype=args.dtype, data_dir=args.data_dir, cache=not args.no_cache)
     options = ProbeOptions(data_dir=args.data_dir, tasks=_names(args.tasks, STS_SUITE), testset=args.testset,
                            mer_normalize=args.mer_normalize, batch_size=args.batch_size, limit=args.limit,
-                           seed=args.seed, protocol=args.protocol, n_jobs=args.n_jobs,
+                           seed=args.seed, classifier=args.classifier, n_jobs=args.n_jobs,
                            transfer_tasks=_names(args.transfer_tasks, TRANSFER_TASKS), probing_dir=args.probing_dir,
-                           split_protocol=args.split_protocol)
+                           split_rule=args.split_rule)
     payload = run_probes(encoder, args.suite, options)
     print("\n\n".join(suite_sections(payload)))
     if encoder.cache is not None:
@@ -188,9 +191,9 @@ def _names(text: str | None, default: tuple[str, ...]) -> tuple[str, ...]:
 def splits_command(args: argparse.Namespace) -> None:
     from cselab.probes.splits import build_splits, split_table, write_split_files
 
-    found = build_splits(args.data_dir, args.mer_normalize, args.protocol)
+    found = build_splits(args.data_dir, args.mer_normalize, args.split_rule)
     print(split_table(found))
-    written = write_split_files(found, args.out_dir, args.mer_normalize, args.protocol)
+    written = write_split_files(found, args.out_dir, args.mer_normalize, args.split_rule)
     print(f"\nwrote {', '.join(str(p) for p in written)}")
 
 

@@ -28,7 +28,7 @@ from cselab.encoders.base import Encoder
 from cselab.errors import ConfigError
 from cselab.evaluation.probe import Probe, Result
 from cselab.evaluation.transfer import NCLASSES, task_features
-from cselab.evaluation.validation import dev_accuracy, protocol
+from cselab.evaluation.validation import classifier_setup, dev_accuracy
 from cselab.metrics import cosine_rows, spearman
 
 # name -> the (task, split) sets it scores; the headline is their mean
@@ -82,9 +82,9 @@ class TransferDevProbe(Probe):
 
     def __init__(self, name: str, data_dir: str | os.PathLike | None = None, limit: int | None = None):
         _known(name, TRANSFER_DEV)
-        if limit is not None and limit < 2 * protocol(TRANSFER_SETUP).kfold:
+        if limit is not None and limit < 2 * classifier_setup(TRANSFER_SETUP).kfold:
             raise ConfigError(f"--eval-limit {limit}: a transfer dev score needs at least "
-                              f"{2 * protocol(TRANSFER_SETUP).kfold} lines per file (two per fold)")
+                              f"{2 * classifier_setup(TRANSFER_SETUP).kfold} lines per file (two per fold)")
         self.name, self.limit = name, limit
         self.tasks = {task: {split: part for split, part in load_transfer(task, data_dir, limit).items()
                              if split != "test"} for task in TRANSFER_DEV[name]}
@@ -104,7 +104,7 @@ class TransferDevProbe(Probe):
         scores = {}
         for task, splits in self.tasks.items():
             X, y, rows = task_features(splits, vectors)
-            scores[task] = dev_accuracy(X, y, rows, NCLASSES[task], protocol(TRANSFER_SETUP))
+            scores[task] = dev_accuracy(X, y, rows, NCLASSES[task], classifier_setup(TRANSFER_SETUP))
         return Result(scores, _headline(scores), files=list(dict.fromkeys(self.files())))
 
 

@@ -31,26 +31,27 @@ SEED = 1111
 
 
 @dataclass(frozen=True)
-class Protocol:
+class ClassifierSetup:
     """Number of folds and classifier settings; ``full`` is SentEval's recommended configuration, ``fast`` its
-    prototyping one."""
+    prototyping one (``--classifier``)."""
 
     name: str
     kfold: int
     classifier: ClassifierConfig
 
 
-PROTOCOLS = {
-    "full": Protocol("full", 10, ClassifierConfig(optim="adam", batch_size=64, tenacity=5, epoch_size=4)),
-    "fast": Protocol("fast", 5, ClassifierConfig(optim="rmsprop", batch_size=128, tenacity=3, epoch_size=2)),
+CLASSIFIER_SETUPS = {
+    "full": ClassifierSetup("full", 10, ClassifierConfig(optim="adam", batch_size=64, tenacity=5, epoch_size=4)),
+    "fast": ClassifierSetup("fast", 5, ClassifierConfig(optim="rmsprop", batch_size=128, tenacity=3, epoch_size=2)),
 }
 
 
-def protocol(name: str) -> Protocol:
+def classifier_setup(name: str) -> ClassifierSetup:
     try:
-        return PROTOCOLS[name]
+        return CLASSIFIER_SETUPS[name]
     except KeyError:
-        raise ConfigError(f"Unknown protocol {name!r}; choose one of {', '.join(PROTOCOLS)}") from None
+        raise ConfigError(f"Unknown classifier setup {name!r}; choose one of {', '.join(CLASSIFIER_SETUPS)}"
+                          ) from None
 
 
 def _folds(y: np.ndarray, k: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -64,7 +65,7 @@ def _best(scores: Sequence[float]) -> int:
     return int(np.argmax(scores))
 
 
-def _inner_scores(X: np.ndarray, y: np.ndarray, nclasses: int, setup: Protocol, n_jobs: int
+def _inner_scores(X: np.ndarray, y: np.ndarray, nclasses: int, setup: ClassifierSetup, n_jobs: int
                   ) -> tuple[list, np.ndarray]:
     """The outer folds, and each one's inner cross-validated accuracy (x 100, rounded) per weight decay."""
     k, config = setup.kfold, setup.classifier
@@ -82,7 +83,7 @@ def _inner_scores(X: np.ndarray, y: np.ndarray, nclasses: int, setup: Protocol, 
     return outer, np.round(100 * scores, 2)
 
 
-def inner_kfold(X: np.ndarray, y: np.ndarray, nclasses: int, setup: Protocol, n_jobs: int = 1) -> dict[str, Any]:
+def inner_kfold(X: np.ndarray, y: np.ndarray, nclasses: int, setup: ClassifierSetup, n_jobs: int = 1) -> dict[str, Any]:
     """Nested cross-validation: mean test accuracy over the outer folds (SentEval's ``InnerKFoldClassifier``)."""
     outer, scores = _inner_scores(X, y, nclasses, setup, n_jobs)
     chosen = [_best(row) for row in scores]
@@ -96,7 +97,7 @@ def inner_kfold(X: np.ndarray, y: np.ndarray, nclasses: int, setup: Protocol, n_
             "fold_acc": tests, "reg": [REGS[c] for c in chosen], "predictions": predictions, "labels": y}
 
 
-def _kfold_scores(X: np.ndarray, y: np.ndarray, train: np.ndarray, nclasses: int, setup: Protocol, n_jobs: int
+def _kfold_scores(X: np.ndarray, y: np.ndarray, train: np.ndarray, nclasses: int, setup: ClassifierSetup, n_jobs: int
                   ) -> np.ndarray:
     """The ``train`` rows' k-fold accuracy (x 100, rounded) per weight decay."""
     folds = _folds(y[train], setup.kfold, SEED)
@@ -107,7 +108,7 @@ def _kfold_scores(X: np.ndarray, y: np.ndarray, train: np.ndarray, nclasses: int
 
 
 def kfold_then_test(X: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.ndarray, nclasses: int,
-                    setup: Protocol, n_jobs: int = 1) -> dict[str, Any]:
+                    setup: ClassifierSetup, n_jobs: int = 1) -> dict[str, Any]:
     """k-fold on the ``train`` rows picks the weight decay; a refit on all of them is scored on ``test``
     (SentEval's ``KFoldClassifier``). Also returns the test predictions."""
     scores = _kfold_scores(X, y, train, nclasses, setup, n_jobs)
@@ -119,7 +120,8 @@ def kfold_then_test(X: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.nd
 
 
 def split(X: np.ndarray, y: np.ndarray, train: np.ndarray, dev: np.ndarray, test: np.ndarray, nclasses: int,
-          setup: Protocol, classifiers: Sequence[ClassifierConfig] | None = None, n_jobs: int = 1) -> dict[str, Any]:
+          setup: ClassifierSetup, classifiers: Sequence[ClassifierConfig] | None = None, n_jobs: int = 1
+          ) -> dict[str, Any]:
     """Every classifier x weight decay trained on ``train``, stopped early and chosen on ``dev``, scored on
     ``test`` (SentEval's ``SplitClassifier``; SentEval retrains the chosen one, which gives the same model)."""
     classifiers = list(classifiers or [setup.classifier])
@@ -136,7 +138,7 @@ def split(X: np.ndarray, y: np.ndarray, train: np.ndarray, dev: np.ndarray, test
     return best
 
 
-def dev_accuracy(X: np.ndarray, y: np.ndarray, rows: dict[str, np.ndarray], nclasses: int, setup: Protocol,
+def dev_accuracy(X: np.ndarray, y: np.ndarray, rows: dict[str, np.ndarray], nclasses: int, setup: ClassifierSetup,
                  n_jobs: int = 1) -> float:
     """The ``devacc`` SentEval reports for a task whose ``rows`` are split as :func:`cselab.evaluation.transfer.
     task_features` gives them (``all``; ``train``/``dev``; ``train``), computed without a test split: the best

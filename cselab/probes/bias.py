@@ -19,9 +19,10 @@ from cselab.encoders import Encoder
 from cselab.evaluation.probe import Result
 from cselab.metrics import spearman
 from cselab.probes.report import bias_tables
-from cselab.probes.splits import PROTOCOLS, SubsetSplit, build_splits, split_summary
+from cselab.probes.splits import SubsetSplit, build_splits, split_summary
 from cselab.probes.sts import similarities
 from cselab.probes.suite import ProbeOptions, Suite, register_suite
+from cselab.probes.suites import SPLIT_RULES
 from cselab.probes.transformations import (
     handwritten_testset,
     paraphrase_over_negation,
@@ -66,11 +67,11 @@ def run_bias_splits(encoder: Encoder, splits: Sequence[SubsetSplit], batch_size:
 def run_bias(encoder: Encoder, options: ProbeOptions, files: list, items: dict | None = None) -> dict[str, Any]:
     """Cont./Oppn. splits, the transformation test set and, when present, the CANNOT negation sets; ``items``
     (when given) receives the per-item outputs (see :func:`run_probes`)."""
-    splits = build_splits(options.data_dir, options.mer_normalize, options.split_protocol, options.limit)
+    splits = build_splits(options.data_dir, options.mer_normalize, options.split_rule, options.limit)
     files.extend(path for s in splits for path in s.pairs.files)
     result: dict[str, Any] = {"mer_normalize": options.mer_normalize,
-                              "splits": {"protocol": options.split_protocol,
-                                         "protocol_description": PROTOCOLS[options.split_protocol],
+                              "splits": {"split_rule": options.split_rule,
+                                         "split_rule_description": SPLIT_RULES[options.split_rule],
                                          **run_bias_splits(encoder, splits, options.batch_size, items),
                                          "table": split_summary(splits)}}
     testset = Path(options.testset) if options.testset else handwritten_testset()

@@ -20,6 +20,7 @@ import numpy as np
 from cselab.checksum import sha256
 from cselab.errors import DataError
 from cselab.files import clipped
+from cselab.probes.results import suite_setting
 from cselab.probes.significance import RESAMPLES, Stratum, compare, holds, holm
 
 SETTINGS = ("pooler", "prompt", "max_length", "dtype", "normalize")
@@ -56,14 +57,15 @@ def _differing(pairs: dict[str, tuple[Any, Any]]) -> list[str]:
 
 def setting_differences(a: dict[str, Any], b: dict[str, Any]) -> tuple[list[str], list[str]]:
     """What differs between how two results were made, as ``field: A vs B``: first the settings that change the
-    figures (the encoder's settings where both have them, the suites' protocols, the limit; a suite only one of
-    them ran aside), then the provenance (weights, device, torch's flags, cselab's commit, the command)."""
+    figures (the encoder's settings where both have them, the suites' classifier setup and split rule, the limit;
+    a suite only one of them ran aside), then the provenance (weights, device, torch's flags, cselab's commit, the
+    command)."""
     pairs = {f"model.{key}": (a["model"].get(key), b["model"].get(key)) for key in SETTINGS
              if None not in (a["model"].get(key), b["model"].get(key)) or key == "prompt"}  # None: not applicable
     pairs["limit"] = (a.get("limit"), b.get("limit"))
-    for name, protocol in (("transfer protocol", lambda r: r.get("transfer", {}).get("protocol")),
-                           ("split protocol", lambda r: r.get("bias", {}).get("splits", {}).get("protocol"))):
-        both = (protocol(a), protocol(b))
+    for name, setting in (("transfer classifier", lambda r: suite_setting(r.get("transfer", {}), "classifier")),
+                          ("split rule", lambda r: suite_setting(r.get("bias", {}).get("splits", {}), "split_rule"))):
+        both = (setting(a), setting(b))
         if None not in both:
             pairs[name] = both
     found: dict[str, tuple[Any, Any]] = {}
@@ -131,7 +133,7 @@ def _accuracy(a, b, suite: str) -> dict[str, list[Stratum]]:
 
 
 def splits_comparable(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
-    """Whether two results split the same pairs into the same Cont. and Oppn. parts (another split protocol or MER
+    """Whether two results split the same pairs into the same Cont. and Oppn. parts (another split rule or MER
     normalisation does not), so that their Cont./Oppn. figures can be compared pair by pair."""
     mine = {key for key in a if key.startswith("bias/splits/")}
     theirs = {key for key in b if key.startswith("bias/splits/")}

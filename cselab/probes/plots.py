@@ -6,7 +6,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-SCORE_KEYS = ("folder", "protocol", "sentences_encoded", "encode_s", "avg", "skipped")
+from cselab.probes.results import suite_setting
+
+# a section's keys that are not tasks ('protocol': older results' name for the classifier setup)
+SCORE_KEYS = ("folder", "classifier", "protocol", "sentences_encoded", "encode_s", "avg", "skipped")
 
 
 def _pyplot():
@@ -43,7 +46,7 @@ def plot_accuracies(suites: dict[str, dict[str, Any]], path: str | os.PathLike, 
         ax.bar_label(bars, fmt="%.1f", fontsize=7)
         ax.set_ylim(0, 105)
         ax.set_ylabel("test accuracy x 100")
-        ax.set_title(f"{name} ({suite['protocol']} protocol)")
+        ax.set_title(f"{name} ({suite_setting(suite, 'classifier')} classifier setup)")
         ax.tick_params(axis="x", labelrotation=45, labelsize=8)
     figure.suptitle(title)
     return _save(figure, path)

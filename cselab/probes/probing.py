@@ -24,7 +24,7 @@ from cselab.evaluation.probe import Result
 from cselab.probes.probing_builder import PROBING_FILES
 from cselab.probes.report import accuracy_sections
 from cselab.probes.suite import Suite, register_suite
-from cselab.evaluation.validation import protocol, split
+from cselab.evaluation.validation import classifier_setup, split
 
 PROBING_TASKS = tuple(PROBING_FILES)
 MLP_DROPOUTS = (0.0, 0.1, 0.2)
@@ -42,18 +42,18 @@ def probing_dir(folder: str | os.PathLike | None = None, data_dir: str | os.Path
 
 
 def run_probing(encoder: Encoder, folder: str | os.PathLike, tasks: Sequence[str] = PROBING_TASKS,
-                protocol_name: str = "full", batch_size: int = 64, n_jobs: int = 1, limit: int | None = None,
+                classifier: str = "full", batch_size: int = 64, n_jobs: int = 1, limit: int | None = None,
                 items: dict[str, np.ndarray] | None = None) -> tuple[dict[str, Any], list]:
     """Accuracy x 100 per task present in ``folder`` (missing ones listed under ``skipped``) and the files read;
     ``items`` (when given) receives the test predictions and labels, ``probing/TASK/pred`` and ``.../label``."""
-    setup = protocol(protocol_name)
+    setup = classifier_setup(classifier)
     folder = Path(folder)
     present = [t for t in tasks if (folder / PROBING_FILES[t]).is_file()]
     data = {task: read_probing_file(folder / PROBING_FILES[task], task, limit) for task in present}
     unique = list(dict.fromkeys(t for splits, _ in data.values() for part in splits.values() for t in part.texts))
     clock = time.perf_counter()
     vectors = dict(zip(unique, encoder.encode(unique, batch_size=batch_size)))
-    scores: dict[str, Any] = {"folder": str(folder), "protocol": protocol_name, "sentences_encoded": len(unique),
+    scores: dict[str, Any] = {"folder": str(folder), "classifier": classifier, "sentences_encoded": len(unique),
                               "encode_s": round(time.perf_counter() - clock, 2)}
     for task, (splits, labels) in data.items():
         clock = time.perf_counter()
@@ -84,7 +84,7 @@ class ProbingSuite(Suite):
     def run(self, encoder: Encoder) -> Result:
         items: dict[str, np.ndarray] = {}
         o = self.options
-        scores, files = run_probing(encoder, probing_dir(o.probing_dir, o.data_dir), protocol_name=o.protocol,
+        scores, files = run_probing(encoder, probing_dir(o.probing_dir, o.data_dir), classifier=o.classifier,
                                     batch_size=o.batch_size, n_jobs=o.n_jobs, limit=o.limit, items=items)
         accuracies = [value["acc"] for value in scores.values() if isinstance(value, dict) and "acc" in value]
         return Result(scores, float(np.mean(accuracies)) if accuracies else None, items, files)

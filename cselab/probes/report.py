@@ -19,6 +19,7 @@ from cselab.probes.paired import (
     splits_comparable,
 )
 from cselab.probes.plots import task_scores
+from cselab.probes.results import suite_setting
 from cselab.probes.significance import ALPHA, LEVEL, RESAMPLES
 
 PLOT_CAPTIONS = {"transformations": "cosine against MER per transformation",
@@ -50,9 +51,10 @@ def bias_tables(bias: dict[str, Any]) -> str:
     accuracy = transformations["paraphrase_over_negation"]
     parts = [
         "### Surface-structure bias (Spearman x 100)",
-        f"Cont./Oppn. over {len(splits['subsets'])} subsets, split protocol `{splits.get('protocol', 'footnote')}` "
-        f"({splits.get('protocol_description', 'median gold score in [2, 3.5]')}); averages weight each part by "
-        "its own size, as the paper's Table 3.",
+        f"Cont./Oppn. over {len(splits['subsets'])} subsets, split rule "
+        f"`{suite_setting(splits, 'split_rule', 'footnote')}` "
+        f"({suite_setting(splits, 'split_rule_description', 'median gold score in [2, 3.5]')}); averages weight each "
+        "part by its own size, as the paper's Table 3.",
         markdown_table(["Cont. (wavg)", "Oppn. (wavg)", "Gap", "Paraphrase > negation"],
                        [[_cell(splits["cont_wavg"]), _cell(splits["oppn_wavg"]), _cell(splits["gap"]),
                          f"{_cell(accuracy['accuracy'] and 100 * accuracy['accuracy'], 1)}% of {accuracy['n']}"]]),
@@ -134,8 +136,8 @@ def accuracy_sections(title: str, suite: dict[str, Any], spec: str) -> list[str]
     skipped."""
     if "skipped" in suite and not task_scores(suite):
         return [f"## {title}", f"Skipped: {suite['skipped']}"]
-    parts = [f"## {title} (test accuracy x 100, {suite['protocol']} protocol)", accuracy_table(suite, spec),
-             accuracy_details(suite),
+    parts = [f"## {title} (test accuracy x 100, {suite_setting(suite, 'classifier')} classifier setup)",
+             accuracy_table(suite, spec), accuracy_details(suite),
              f"{suite['sentences_encoded']} distinct sentences encoded once ({suite['encode_s']} s)."]
     if suite.get("skipped"):
         parts.append(f"Not present: {', '.join(suite['skipped'])}.")
@@ -205,12 +207,12 @@ def compare_table(payloads: Sequence[dict[str, Any]]) -> str:
                      _cell(au.get("alignment"), 3), _cell(au.get("uniformity"), 3)])
     table = markdown_table(["Model", "STS avg.", "Cont.", "Oppn.", "Gap", "Para > neg (%)", "CANNOT cos.",
                             "Transfer avg.", "Probing avg.", "Alignment", "Uniformity"], rows)
-    protocols = sorted({p["bias"]["splits"].get("protocol", "footnote") for p in payloads if "bias" in p})
-    if len(protocols) > 1:
-        table += (f"\n\nWarning: these results use different Cont./Oppn. split protocols ({', '.join(protocols)}); "
+    rules = sorted({suite_setting(p["bias"]["splits"], "split_rule", "footnote") for p in payloads if "bias" in p})
+    if len(rules) > 1:
+        table += (f"\n\nWarning: these results use different Cont./Oppn. split rules ({', '.join(rules)}); "
                   "their Cont., Oppn. and Gap columns are not comparable.")
-    elif protocols:
-        table += f"\n\nCont./Oppn.: split protocol `{protocols[0]}`."
+    elif rules:
+        table += f"\n\nCont./Oppn.: split rule `{rules[0]}`."
     return table
 
 
@@ -269,7 +271,7 @@ def differences_report(paths: Sequence[str], payloads: Sequence[dict[str, Any]],
         if not splits_comparable(items[baseline], items[index]) and all(
                 any(key.startswith("bias/splits/") for key in found) for found in (items[baseline], items[index])):
             parts += ["", f"Cont./Oppn. of {spec} and {name} not compared pair by pair: they split the pairs "
-                          "differently (another split protocol or MER normalisation)."]
+                          "differently (another split rule or MER normalisation)."]
         for suite, rows in tables.items():
             digits = {"CANNOT cos.": 3}
             body = [[r["name"], _cell(r["a"], digits.get(r["name"], 2)), _cell(r["b"], digits.get(r["name"], 2)),

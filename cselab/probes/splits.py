@@ -6,7 +6,7 @@ the MER of the two sentences (surface structure; low MER = similar surface). A p
 below the median and MER above it. Every other pair, ties at either median included, is
 **Oppn.** (opposed).
 
-Which subsets are used is the ``protocol``: ``paper`` (the default) uses the 16 subsets that the
+Which subsets are used is the **split rule** (``--split-rule``): ``paper`` (the default) uses the 16 subsets that the
 paper's Table 2 names, over which its Table 3 averages; ``footnote`` uses the rule of its
 footnote 3, every subset whose median gold score lies in [2, 3.5], which on these files keeps
 20 (the four extra have medians of 3.25 to 3.4, so the paper evidently cut tighter than it
@@ -33,6 +33,7 @@ from cselab.errors import ConfigError
 from cselab.files import check_folder
 from cselab.mer import Normalizer, mer_pairs
 from cselab.probes.sts import subset_limit
+from cselab.probes.suites import SPLIT_RULES
 
 SOURCES = (("sts12", "test"), ("sts13", "test"), ("sts14", "test"), ("sts15", "test"), ("sts16", "test"),
            ("stsb", "train"), ("stsb", "test"))
@@ -42,8 +43,7 @@ PAPER_SUBSETS = ("STS12-MSRvid", "STS13-headlines", "STS13-OnWN", "STS14-deft-fo
                  "STS14-images", "STS15-answers-students", "STS15-headlines", "STS15-images", "STS16-answer-answer",
                  "STS16-headlines", "STS16-plagiarism", "STS16-postediting", "STS16-question-question",
                  "STSB-train", "STSB-test")
-PROTOCOLS = {"paper": "the 16 subsets of OssCSE's Table 2",
-             "footnote": "every subset whose median gold score lies in [2, 3.5] (OssCSE's footnote 3)"}
+
 
 
 def split_labels(scores: np.ndarray, mers: np.ndarray) -> tuple[np.ndarray, float, float]:
@@ -88,28 +88,28 @@ def subset_name(pairs: STSPairs) -> str:
     return f"{task}-{pairs.subset}"
 
 
-def check_protocol(protocol: str) -> str:
-    if protocol not in PROTOCOLS:
-        raise ConfigError(f"Unknown split protocol {protocol!r}; choose one of {', '.join(PROTOCOLS)}")
-    return protocol
+def check_split_rule(rule: str) -> str:
+    if rule not in SPLIT_RULES:
+        raise ConfigError(f"Unknown split rule {rule!r}; choose one of {', '.join(SPLIT_RULES)}")
+    return rule
 
 
-def split_subset(pairs: STSPairs, normalize: str | Normalizer = "lower", protocol: str = "paper") -> SubsetSplit:
+def split_subset(pairs: STSPairs, normalize: str | Normalizer = "lower", rule: str = "paper") -> SubsetSplit:
     mers = mer_pairs(pairs.sentences1, pairs.sentences2, normalize)
     cont, median_score, median_mer = split_labels(pairs.scores, mers)
     name = subset_name(pairs)
-    used = name in PAPER_SUBSETS if check_protocol(protocol) == "paper" else \
+    used = name in PAPER_SUBSETS if check_split_rule(rule) == "paper" else \
         SCORE_BAND[0] <= median_score <= SCORE_BAND[1]
     return SubsetSplit(name, pairs, mers, cont, median_score, median_mer, used)
 
 
 def build_splits(data_dir: str | os.PathLike | None = None, normalize: str | Normalizer = "lower",
-                 protocol: str = "paper", limit: int | None = None) -> list[SubsetSplit]:
-    """Every subset of STS12-16 and STS-B train/test, split; ``included`` marks those the ``protocol`` uses."""
-    splits = [split_subset(pairs, normalize, protocol)
+                 rule: str = "paper", limit: int | None = None) -> list[SubsetSplit]:
+    """Every subset of STS12-16 and STS-B train/test, split; ``included`` marks those the split ``rule`` uses."""
+    splits = [split_subset(pairs, normalize, rule)
               for key, split in SOURCES for pairs in subset_limit(load_sts(key, split, data_dir), limit)]
     if not any(s.included for s in splits):
-        raise ConfigError(f"no STS subset is used under the {protocol!r} split protocol ({PROTOCOLS[protocol]}); "
+        raise ConfigError(f"no STS subset is used under the {rule!r} split rule ({SPLIT_RULES[rule]}); "
                          f"the subsets found are {', '.join(s.name for s in splits)}")
     return splits
 
@@ -151,10 +151,10 @@ def write_pairs_jsonl(splits: Sequence[SubsetSplit], path: str | os.PathLike) ->
 
 
 def write_split_files(splits: Sequence[SubsetSplit], out_dir: str | os.PathLike, normalize: str,
-                      protocol: str) -> list[Path]:
-    """``splits.json`` (the table and the protocol), ``splits.md`` and ``pairs.jsonl`` in ``out_dir``."""
+                      rule: str) -> list[Path]:
+    """``splits.json`` (the table and the split rule), ``splits.md`` and ``pairs.jsonl`` in ``out_dir``."""
     out = check_folder(out_dir, "--out-dir")
-    summary = {"mer_normalize": normalize, "protocol": protocol, "protocol_description": PROTOCOLS[protocol],
+    summary = {"mer_normalize": normalize, "split_rule": rule, "split_rule_description": SPLIT_RULES[rule],
                "subsets": split_summary(splits)}
     return [write_json_atomic(out / "splits.json", summary),
             write_text_atomic(out / "splits.md", split_table(splits) + "\n"),

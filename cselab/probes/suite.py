@@ -36,11 +36,11 @@ class ProbeOptions:
     batch_size: int = 64
     limit: int | None = None
     seed: int = 0
-    protocol: str = "full"
+    classifier: str = "full"
     n_jobs: int = 1
     transfer_tasks: tuple[str, ...] = TRANSFER_TASKS
     probing_dir: str | os.PathLike | None = None
-    split_protocol: str = "paper"
+    split_rule: str = "paper"
 
 
 class Suite(Probe):

@@ -1,7 +1,11 @@
 """The names the probe commands offer, kept apart from the probes' code so that ``--help`` imports no model
-library: the suites, the STS tasks of the ``sts`` suite and the default number of resamples."""
+library: the suites, the STS tasks of the ``sts`` suite, the default number of resamples, the Cont./Oppn. split
+rules and the transfer and probing classifier setups."""
 
 SUITES = {"sts": ("sts",), "bias": ("bias",), "transfer": ("transfer",), "probing": ("probing",),
           "geometry": ("geometry",), "all": ("sts", "bias", "transfer", "probing", "geometry")}
 STS_SUITE = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
 RESAMPLES = 1000  # bootstrap and permutation resamples of `probe compare` and the sweep
+SPLIT_RULES = {"paper": "the 16 subsets of OssCSE's Table 2",
+               "footnote": "every subset whose median gold score lies in [2, 3.5] (OssCSE's footnote 3)"}
+CLASSIFIER_SETUPS = ("full", "fast")  # cselab.evaluation.validation.CLASSIFIER_SETUPS

@@ -1,4 +1,4 @@
-"""Transfer tasks: classifiers on frozen sentence vectors, SentEval's protocol (accuracy x 100).
+"""Transfer tasks: classifiers on frozen sentence vectors, scored as SentEval scores them (accuracy x 100).
 
 MR, CR, SUBJ, MPQA: nested 10-fold cross-validation; SST-2: train/dev/test; TREC and MRPC: 10-fold
 cross-validation on train, one refit scored on test; MRPC's features are ``[|u - v|, u * v]`` and its
@@ -22,14 +22,14 @@ from cselab.evaluation.probe import Result
 from cselab.evaluation.transfer import NCLASSES, task_features
 from cselab.probes.report import accuracy_sections
 from cselab.probes.suite import Suite, register_suite
-from cselab.evaluation.validation import inner_kfold, kfold_then_test, protocol, split
+from cselab.evaluation.validation import classifier_setup, inner_kfold, kfold_then_test, split
 
 
-def score_task(task: str, splits: dict[str, LabelledText], vectors: dict[str, np.ndarray], protocol_name: str = "full",
+def score_task(task: str, splits: dict[str, LabelledText], vectors: dict[str, np.ndarray], classifier: str = "full",
                n_jobs: int = 1, items: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
     """One task's accuracy (x 100) from the vectors of its sentences; ``items`` (when given) receives the test
     predictions and labels, ``transfer/TASK/pred`` and ``.../label``."""
-    setup = protocol(protocol_name)
+    setup = classifier_setup(classifier)
     X, y, rows = task_features(splits, vectors)
     clock = time.perf_counter()
     if list(rows) == ["all"]:
@@ -48,7 +48,7 @@ def score_task(task: str, splits: dict[str, LabelledText], vectors: dict[str, np
 
 
 def run_transfer(encoder: Encoder, tasks: Sequence[str] = TRANSFER_TASKS, data_dir: str | os.PathLike | None = None,
-                 protocol_name: str = "full", batch_size: int = 64, n_jobs: int = 1, limit: int | None = None,
+                 classifier: str = "full", batch_size: int = 64, n_jobs: int = 1, limit: int | None = None,
                  items: dict[str, np.ndarray] | None = None) -> tuple[dict[str, Any], list]:
     """Score ``encoder`` on transfer tasks; returns the scores (``avg`` = mean accuracy) and the files read."""
     data = {task.upper().replace("-", ""): load_transfer(task, data_dir, limit) for task in tasks}
@@ -57,10 +57,10 @@ def run_transfer(encoder: Encoder, tasks: Sequence[str] = TRANSFER_TASKS, data_d
     clock = time.perf_counter()
     vectors = dict(zip(unique, encoder.encode(unique, batch_size=batch_size)))
     encode_s = round(time.perf_counter() - clock, 2)
-    scores: dict[str, Any] = {name: score_task(name, splits, vectors, protocol_name, n_jobs, items)
+    scores: dict[str, Any] = {name: score_task(name, splits, vectors, classifier, n_jobs, items)
                               for name, splits in data.items()}
     scores["avg"] = float(np.mean([scores[name]["acc"] for name in data]))
-    scores["protocol"] = protocol_name
+    scores["classifier"] = classifier
     scores["sentences_encoded"] = len(unique)
     scores["encode_s"] = encode_s
     files = [path for splits in data.values() for part in splits.values() for path in part.files]
@@ -69,14 +69,14 @@ def run_transfer(encoder: Encoder, tasks: Sequence[str] = TRANSFER_TASKS, data_d
 
 @register_suite
 class TransferSuite(Suite):
-    """SentEval's transfer tasks (``options.transfer_tasks``) with its classifier protocol."""
+    """SentEval's transfer tasks (``options.transfer_tasks``) with its classifier setup (``options.classifier``)."""
 
     name = "transfer"
 
     def run(self, encoder: Encoder) -> Result:
         items: dict[str, np.ndarray] = {}
         o = self.options
-        scores, files = run_transfer(encoder, o.transfer_tasks, o.data_dir, o.protocol, o.batch_size, o.n_jobs,
+        scores, files = run_transfer(encoder, o.transfer_tasks, o.data_dir, o.classifier, o.batch_size, o.n_jobs,
                                      o.limit, items)
         return Result(scores, scores["avg"], items, files)
 

@@ -23,7 +23,7 @@ def scored(tmp_path_factory, data_dir):
     """bow twice and tfidf once, each over STS, bias and two transfer tasks."""
     folder = tmp_path_factory.mktemp("scored")
     for name, model in (("bow", "bow"), ("bow-again", "bow"), ("tfidf", "tfidf")):
-        _run(model, folder / f"{name}.json", data_dir, "--suite", "sts,bias,transfer", "--protocol", "fast",
+        _run(model, folder / f"{name}.json", data_dir, "--suite", "sts,bias,transfer", "--classifier", "fast",
              "--transfer-tasks", "CR,MRPC")
     return folder
 
@@ -101,3 +101,15 @@ def test_a_changed_items_file_is_refused(scored, tmp_path, capsys):
     np.savez_compressed(tmp_path / "tfidf.items.npz", **arrays)
     assert main(["probe", "compare", str(tmp_path / "bow.json"), str(tmp_path / "tfidf.json")]) == 2
     assert "tfidf.items.npz: missing, or not the per-item file" in capsys.readouterr().err
+
+
+def test_results_written_before_the_renames_still_read_their_settings():
+    from cselab.evaluation.validation import CLASSIFIER_SETUPS
+    from cselab.probes import suites
+    from cselab.probes.results import suite_setting
+
+    older = {"transfer": {"protocol": "fast"}, "bias": {"splits": {"protocol": "footnote"}}}
+    assert suite_setting(older["transfer"], "classifier") == "fast"
+    assert suite_setting(older["bias"]["splits"], "split_rule") == "footnote"
+    assert suite_setting({"classifier": "full", "protocol": "fast"}, "classifier") == "full"
+    assert tuple(CLASSIFIER_SETUPS) == suites.CLASSIFIER_SETUPS  # the CLI's choices, kept without torch

@@ -37,9 +37,9 @@ def _subset(scores, name="x"):
                                                                        for i in range(n)], np.asarray(scores, float))
 
 
-def test_footnote_protocol_keeps_subsets_inside_the_score_band():
+def test_footnote_rule_keeps_subsets_inside_the_score_band():
     def used(scores):
-        return split_subset(_subset(scores), protocol="footnote").included
+        return split_subset(_subset(scores), rule="footnote").included
 
     assert used([1, 2, 3, 4, 5])                 # median 3
     assert not used([0, 1, 1.5, 2, 4])           # median 1.5
@@ -47,11 +47,11 @@ def test_footnote_protocol_keeps_subsets_inside_the_score_band():
     assert used([0, 1, 2, 4, 5])                 # median 2, on the edge
 
 
-def test_paper_protocol_keeps_table_2s_subsets_by_name():
+def test_paper_rule_keeps_table_2s_subsets_by_name():
     assert not split_subset(_subset([1, 2, 3, 4, 5], "MSRpar")).included   # in the band, not in Table 2
     assert split_subset(_subset([3, 4, 4, 5, 5], "MSRvid")).included        # in Table 2 (its median is 2.4 there)
-    with pytest.raises(ValueError, match="Unknown split protocol 'table2'; choose one of paper, footnote"):
-        split_subset(_subset([1, 2, 3]), protocol="table2")
+    with pytest.raises(ValueError, match="Unknown split rule 'table2'; choose one of paper, footnote"):
+        split_subset(_subset([1, 2, 3]), rule="table2")
 
 
 def test_weighted_average():
@@ -72,7 +72,7 @@ def test_real_splits_cover_every_subset_and_export_pairs(data_dir, tmp_path):
     splits = build_splits(data_dir)
     assert len(splits) == 5 + 3 + 6 + 5 + 5 + 2
     assert [s.name for s in splits if s.included] == list(PAPER_SUBSETS)
-    footnote = {s.name for s in build_splits(data_dir, protocol="footnote") if s.included}
+    footnote = {s.name for s in build_splits(data_dir, rule="footnote") if s.included}
     assert footnote - set(PAPER_SUBSETS) == {"STS12-MSRpar", "STS14-deft-news", "STS14-OnWN", "STS14-tweet-news"}
     assert set(PAPER_SUBSETS) < footnote
     for s in splits:
