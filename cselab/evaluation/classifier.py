@@ -80,13 +80,16 @@ def holdout_job(rows: np.ndarray, reg: float, seed: int, fraction: float = 0.05,
 
 
 def _initial_weights(dim: int, nclasses: int, config: ClassifierConfig, seed: int) -> list[torch.Tensor]:
-    """SentEval's starting weights: ``nn.Linear`` layers built right after ``torch.manual_seed(seed)``."""
-    torch.manual_seed(seed)
-    sizes = [dim, nclasses] if config.nhid == 0 else [dim, config.nhid, nclasses]
-    weights = []
-    for fan_in, fan_out in zip(sizes, sizes[1:]):
-        layer = torch.nn.Linear(fan_in, fan_out)
-        weights += [layer.weight.detach().T.contiguous(), layer.bias.detach().clone()]
+    """SentEval's starting weights: ``nn.Linear`` layers built right after ``torch.manual_seed(seed)``, in a forked
+    generator: the caller's (a training run's dropout masks, when a transfer dev probe scores it) go on as they were,
+    where SentEval reseeds the global ones."""
+    with torch.random.fork_rng(devices=range(torch.cuda.device_count())):
+        torch.manual_seed(seed)
+        sizes = [dim, nclasses] if config.nhid == 0 else [dim, config.nhid, nclasses]
+        weights = []
+        for fan_in, fan_out in zip(sizes, sizes[1:]):
+            layer = torch.nn.Linear(fan_in, fan_out)
+            weights += [layer.weight.detach().T.contiguous(), layer.bias.detach().clone()]
     return weights
 
 

@@ -81,3 +81,15 @@ def test_mlp_with_dropout_learns_and_worker_processes_agree():
 def test_bad_settings_are_refused():
     with pytest.raises(ValueError, match="Unknown optimizer 'sgd'"):
         ClassifierConfig(optim="sgd")
+
+
+def test_training_the_classifiers_leaves_the_callers_generators_alone():
+    # a transfer dev probe scores a training run between steps: its dropout masks must go on as they were
+    X, y = blobs(n=120)
+    torch.manual_seed(7)
+    expected = torch.rand(3)
+    torch.manual_seed(7)
+    first = train_jobs(X, y, [holdout_job(np.arange(120), 1e-3, 1111)], 3, ClassifierConfig(max_epoch=2), 1111)
+    assert torch.equal(torch.rand(3), expected)
+    again = train_jobs(X, y, [holdout_job(np.arange(120), 1e-3, 1111)], 3, ClassifierConfig(max_epoch=2), 1111)
+    assert first[0].dev_accuracy == again[0].dev_accuracy  # the classifier's own start is still SentEval's seed
