@@ -27,7 +27,7 @@ from cselab.data.transfer import TRANSFER_TASKS, load_transfer
 from cselab.encoders.base import Encoder
 from cselab.errors import ConfigError
 from cselab.evaluation.probe import Probe, Result
-from cselab.evaluation.transfer import NCLASSES, task_features
+from cselab.evaluation.transfer import NCLASSES, sentence_vectors, task_features
 from cselab.evaluation.validation import classifier_setup, dev_accuracy
 from cselab.metrics import cosine_rows, spearman
 
@@ -97,10 +97,7 @@ class TransferDevProbe(Probe):
                 "limit": self.limit, "classifier": TRANSFER_SETUP}
 
     def run(self, encoder: Encoder) -> Result:
-        texts = [t for splits in self.tasks.values() for part in splits.values()
-                 for t in (*part.texts, *(part.texts2 or ()))]
-        unique = list(dict.fromkeys(texts))
-        vectors = dict(zip(unique, encoder.encode(unique, batch_size=BATCH_SIZE, show_progress_bar=False)))
+        vectors = sentence_vectors(encoder, self.tasks, BATCH_SIZE, show_progress_bar=False)
         scores = {}
         for task, splits in self.tasks.items():
             X, y, rows = task_features(splits, vectors)

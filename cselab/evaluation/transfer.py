@@ -8,8 +8,17 @@ from __future__ import annotations
 import numpy as np
 
 from cselab.data.transfer import LabelledText
+from cselab.encoders.base import Encoder
 
 NCLASSES = {"MR": 2, "CR": 2, "SUBJ": 2, "MPQA": 2, "SST2": 2, "TREC": 6, "MRPC": 2}
+
+
+def sentence_vectors(encoder: Encoder, tasks: dict[str, dict[str, LabelledText]], batch_size: int, **encode
+                     ) -> dict[str, np.ndarray]:
+    """Every distinct sentence of the tasks' splits (task -> split -> texts) and its vector, encoded in one call."""
+    texts = [t for splits in tasks.values() for part in splits.values() for t in (*part.texts, *(part.texts2 or ()))]
+    unique = list(dict.fromkeys(texts))
+    return dict(zip(unique, encoder.encode(unique, batch_size=batch_size, **encode)))
 
 
 def pair_features(u: np.ndarray, v: np.ndarray) -> np.ndarray:

@@ -19,7 +19,7 @@ from sklearn.metrics import f1_score
 from cselab.data.transfer import TRANSFER_TASKS, LabelledText, load_transfer
 from cselab.encoders import Encoder
 from cselab.evaluation.probe import Result
-from cselab.evaluation.transfer import NCLASSES, task_features
+from cselab.evaluation.transfer import NCLASSES, sentence_vectors, task_features
 from cselab.probes.report import accuracy_sections
 from cselab.probes.suite import Suite, register_suite
 from cselab.evaluation.validation import classifier_setup, inner_kfold, kfold_then_test, split
@@ -52,16 +52,14 @@ def run_transfer(encoder: Encoder, tasks: Sequence[str] = TRANSFER_TASKS, data_d
                  items: dict[str, np.ndarray] | None = None) -> tuple[dict[str, Any], list]:
     """Score ``encoder`` on transfer tasks; returns the scores (``avg`` = mean accuracy) and the files read."""
     data = {task.upper().replace("-", ""): load_transfer(task, data_dir, limit) for task in tasks}
-    texts = [t for splits in data.values() for part in splits.values() for t in (*part.texts, *(part.texts2 or ()))]
-    unique = list(dict.fromkeys(texts))
     clock = time.perf_counter()
-    vectors = dict(zip(unique, encoder.encode(unique, batch_size=batch_size)))
+    vectors = sentence_vectors(encoder, data, batch_size)
     encode_s = round(time.perf_counter() - clock, 2)
     scores: dict[str, Any] = {name: score_task(name, splits, vectors, classifier, n_jobs, items)
                               for name, splits in data.items()}
     scores["avg"] = float(np.mean([scores[name]["acc"] for name in data]))
     scores["classifier"] = classifier
-    scores["sentences_encoded"] = len(unique)
+    scores["sentences_encoded"] = len(vectors)
     scores["encode_s"] = encode_s
     files = [path for splits in data.values() for part in splits.values() for path in part.files]
     return scores, files
