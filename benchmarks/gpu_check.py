@@ -174,7 +174,7 @@ class Stepper:
         import torch
 
         from cselab.train.methods import load_method
-        from cselab.train.objectives import build_states
+        from cselab.train.objective import Objective
         from cselab.train.optim import build_optimizer
         from cselab.train.trainer import build_encoder, initial_weights
 
@@ -188,7 +188,7 @@ class Stepper:
         self.optimizer = build_optimizer(named, {**self.method["training"], "lr": 1e-5})
         self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda _: 1.0)
         self.initial = initial_weights(self.encoder)
-        self.generators = build_states(self.method)
+        self.objective = Objective(self.method)
         self.pool = sentences(batch_size * 4, seed=batch_size)
         self.torch = torch
 
@@ -203,13 +203,12 @@ class Stepper:
         from cselab.train.trainer import backward_pass
 
         torch = self.torch
-        for generator in self.generators.values():
-            generator.new_batch()
+        self.objective.new_batch()
         kind = "cuda" if self.device.startswith("cuda") else "cpu"
         with torch.autocast(kind, dtype=torch.bfloat16, enabled=bf16):
-            loss, _ = backward_pass(self.encoder, self.method, self.rows(step), lambda value: value.backward(),
+            loss, _ = backward_pass(self.encoder, self.objective, self.rows(step), lambda value: value.backward(),
                                     lambda: (list(self.encoder.backbone.parameters()), self.initial),
-                                    self.generators, self.trainable)
+                                    self.trainable)
         clip_and_step(self.optimizer, self.schedule, self.trainable, self.method["training"]["max_grad_norm"])
         return float(loss.detach())
 

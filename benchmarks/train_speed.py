@@ -26,7 +26,7 @@ def run(variant: str, model: str, batch_size: int, steps: int, max_length: int) 
     from cselab.encoders.loading import ALIASES
     from cselab.train.losses import info_nce
     from cselab.train.methods import load_method
-    from cselab.train.objectives import build_states
+    from cselab.train.objective import Objective
     from cselab.train.trainer import backward_pass, build_encoder, initial_weights
 
     torch.manual_seed(0)
@@ -41,15 +41,14 @@ def run(variant: str, model: str, batch_size: int, steps: int, max_length: int) 
     initial = initial_weights(encoder)
     tokenizer = encoder.tokenizer
 
-    generators = build_states(method)
+    objective = Objective(method)
     trainable = [p for p in encoder.parameters() if p.requires_grad]
 
     def ours(batch):  # the trainer's own step: views, losses, FGSM/SAM/AWP passes, generated negatives
         rows = {"text": batch, "paraphrase": [s[::-1] for s in batch], "negation": ["not " + s for s in batch]}
-        for generator in generators.values():
-            generator.new_batch()
-        backward_pass(encoder, method, rows, lambda loss: loss.backward(),
-                      lambda: (list(encoder.backbone.parameters()), initial), generators, trainable)
+        objective.new_batch()
+        backward_pass(encoder, objective, rows, lambda loss: loss.backward(),
+                      lambda: (list(encoder.backbone.parameters()), initial), trainable)
 
     def reference(batch):
         tokens = tokenizer(batch, padding=True, truncation=True, max_length=max_length, return_tensors="pt").to(device)

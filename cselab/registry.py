@@ -1,10 +1,12 @@
 """One registry for every plug-in kind, each plug-in declared once next to its code.
 
-A plug-in is a name, a typed schema of its parameters (:class:`Param`) and a function::
+A plug-in is a name, a typed schema of its parameters (:class:`Param`) and a function, or a class where its kind
+has a contract (a loss, a source of negatives: :mod:`cselab.train.kinds`)::
 
-    @register("loss", "triplet", roles=("anchor", "positive", "negative"),
-              params={"margin": Param(float, 0.5, min=0.0)})
-    def triplet(views, params, context): ...
+    @register("loss", "triplet", params={"margin": Param(float, 0.5, min=0.0)})
+    class Triplet(Loss):
+        roles = ("anchor", "positive", "negative")
+        ...
 
 Kinds (the modules that register them): ``loss`` (:mod:`cselab.train.plugins.losses`), ``input_augment`` and
 ``output_augment`` (:mod:`cselab.train.plugins.augmentations`), ``negatives`` (:mod:`cselab.train.plugins.negatives`),
@@ -132,44 +134,44 @@ class Param:
 
 @dataclass(frozen=True)
 class Plugin:
-    """A registered plug-in: its kind, name, parameter schema and function; for a loss also the view roles it
-    reads (each a parameter naming a view), the state it needs from the trainer (``initial_weights``: the
-    backbone's initial weights), a ``make_state(params)`` for state of its own that resumes with the run (e.g.
-    a negative generator), how its value reduces over processes (``rows``: a loss per row, averaged over every
-    process's rows; ``whole_batch``: its views gathered from all processes first, then one loss; ``replicated``:
-    the same number on every process) and an optional ``prepare`` of its local views before they are gathered."""
+    """A registered plug-in: its kind, name, parameter schema and the function or class it registers (a class of a
+    kind with a contract, :func:`contract`, subclasses the kind's base class and may add parameters that name views
+    through a ``view_schema()`` class method); ``needs`` is what a function kind asks of its caller (an
+    augmentation's ``gradient``, a pooler's ``hidden_states``)."""
 
     kind: str
     name: str
     function: Callable = field(repr=False)
     params: dict[str, Param] = field(default_factory=dict)
-    roles: tuple[str, ...] = ()
-    view_lists: tuple[str, ...] = ()
     needs: tuple[str, ...] = ()
-    reduce: str = "rows"
-    make_state: Callable | None = field(default=None, repr=False)
-    prepare: Callable | None = field(default=None, repr=False)
     summary: str = ""
 
     def schema(self) -> dict[str, Param]:
-        """The parameters, roles included (each names a view)."""
-        roles = {role: Param(str, help=f"the view read as {role}") for role in self.roles}
-        lists = {name: Param(list, [], items=Param(str), help="views whose vectors are extra negatives")
-                 for name in self.view_lists}
-        return {**roles, **lists, **self.params}
+        """The parameters, those naming views first."""
+        views = getattr(self.function, "view_schema", None)
+        return {**(views() if views is not None else {}), **self.params}
 
 
 _REGISTRY: dict[str, dict[str, Plugin]] = {kind: {} for kind in KINDS}
+_CONTRACTS: dict[str, type] = {}
+
+
+def contract(kind: str, base: type) -> None:
+    """Declare that every plug-in of ``kind`` is a subclass of ``base`` (:mod:`cselab.train.kinds`)."""
+    _CONTRACTS[kind] = base
 
 
 def register(kind: str, name: str, **declaration) -> Callable[[Callable], Callable]:
     """Decorator: register the function as plug-in ``name`` of ``kind`` (see :class:`Plugin` for the fields)."""
     if kind not in _REGISTRY:
         raise ValueError(f"unknown plug-in kind {kind!r}; kinds: {', '.join(KINDS)}")
-    if not NAME.fullmatch(name):  # names reach file names (OUT/last/loss-NAME.pt) and YAML keys
+    if not NAME.fullmatch(name):  # names reach YAML keys, log keys and --set
         raise ValueError(f"plug-in name {name!r}: lower-case letters, digits, _ and - only")
 
     def add(function: Callable) -> Callable:
+        base = _CONTRACTS.get(kind)
+        if base is not None and not (isinstance(function, type) and issubclass(function, base)):
+            raise TypeError(f"{kind} {name!r}: a {kind} plug-in is a subclass of {base.__module__}.{base.__name__}")
         if name in _REGISTRY[kind]:
             raise ValueError(f"{kind} {name!r} is registered twice")
         summary = " ".join((function.__doc__ or "").strip().split("\n\n")[0].split())
@@ -221,6 +223,12 @@ def check(section: Any, schema: dict[str, Param], where: str) -> dict[str, Any]:
 
 def _join(where: str, key: str) -> str:
     return f"{where}.{key}" if where else str(key)
+
+
+def build(plugin: Plugin, params: dict[str, Any], *args) -> Any:
+    """An object of a class plug-in from its validated ``params``: every parameter of its schema is a keyword
+    (None for one left out), after ``args``."""
+    return plugin.function(*args, **{key: params.get(key) for key in plugin.schema()})
 
 
 def check_plugin(kind: str, value: Any, where: str) -> dict[str, Any]:

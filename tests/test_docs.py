@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from cselab import registry
-from cselab.registry import get
+from cselab.registry import build, get
 from cselab.train.methods import load_method
 from cselab.train.trainer import train
 
@@ -40,9 +40,10 @@ def test_adding_a_method_is_one_module_and_one_yaml_that_train(tmp_path, monkeyp
     # the function against a hand-computed value: cos(a, p) = 1, cos(a, n) = 0.6 -> max(0, 0.1 - 0.4) = 0; and
     # cos(a, p) = 0.6, cos(a, n) = 1 -> 0.1 + 0.4 = 0.5
     a, p, n = torch.tensor([[1.0, 0.0]]), torch.tensor([[2.0, 0.0]]), torch.tensor([[0.6, 0.8]])
-    function = get("loss", "triplet").function
-    assert function([a, p, n], {"margin": 0.1}, None).tolist() == pytest.approx([0.0])
-    assert function([a, n, p], {"margin": 0.1}, None).tolist() == pytest.approx([0.5])
+    loss = build(get("loss", "triplet"), method["losses"]["triplet"])  # as the objective builds it
+    assert loss.views == {"anchor": "anchor", "positive": "paraphrase", "negative": "negation"}
+    assert loss([a, p, n], None).tolist() == pytest.approx([0.0])
+    assert loss([a, n, p], None).tolist() == pytest.approx([0.5])
     with pytest.raises(ValueError, match="losses.triplet.margin: -1.0 is out of range; expected a number >= 0"):
         load_method(tmp_path / "simcse-triplet.yaml", ["losses.triplet.margin=-1"])
     # trains without the data root (no dev set), the triplet loss logged beside InfoNCE

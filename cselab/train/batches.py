@@ -57,17 +57,17 @@ class EpochOrder(Sampler[int]):
         return iter(torch.randperm(self.size, generator=generator).tolist())
 
 
-def forward_keys(config: dict[str, Any]) -> list[Key]:
-    """The ``(column, prompt)`` of every view that runs the encoder, each once."""
-    return list(dict.fromkeys((view["column"], view.get("prompt")) for view in config["views"].values()
-                              if not view.get("of")))
+def forward_keys(views: dict[str, dict[str, Any]]) -> list[Key]:
+    """The ``(column, prompt)`` of every view (a method's ``views`` section) that runs the encoder, each once."""
+    return list(dict.fromkeys((view["column"], view.get("prompt")) for view in views.values() if not view.get("of")))
 
 
 class Collator:
-    """Rows -> :class:`Batch`, tokenised with the encoder's tokenizer, prompts and ``max_length``."""
+    """Rows -> :class:`Batch`: the column of each ``(column, prompt)`` of ``keys`` tokenised with the encoder's
+    tokenizer, that prompt and ``max_length``."""
 
-    def __init__(self, encoder, config: dict[str, Any]):
-        self.encoder, self.keys = encoder, forward_keys(config)
+    def __init__(self, encoder, keys: list[Key]):
+        self.encoder, self.keys = encoder, keys
 
     def __call__(self, rows: dict[str, list]) -> Batch:
         batch = Batch(rows)
@@ -84,4 +84,4 @@ def training_loader(rows, encoder, config: dict[str, Any]) -> DataLoader:
     generator, so that iterating draws nothing from the global RNG (dropout's)."""
     return DataLoader(RowsDataset(rows), batch_size=config["training"]["batch_size"],
                       sampler=EpochOrder(len(rows), config["training"]["seed"]), drop_last=True,
-                      collate_fn=Collator(encoder, config), generator=torch.Generator())
+                      collate_fn=Collator(encoder, forward_keys(config["views"])), generator=torch.Generator())

@@ -60,15 +60,17 @@ def plugin_sections() -> list[str]:
             plugin = get(kind, name)
             if not plugin.function.__module__.startswith("cselab."):
                 continue  # a user's plug-in (a method's imports): not cselab's to document
-            extra = []
-            if plugin.roles or plugin.view_lists:
-                extra.append("reads views " + ", ".join(f"`{r}`" for r in (*plugin.roles, *plugin.view_lists)))
+            views, extra = plugin.schema().keys() - plugin.params.keys(), []
+            if views:
+                extra.append("reads views " + ", ".join(f"`{r}`" for r in plugin.schema() if r in views))
             if kind == "loss":
-                extra.append(f"reduces over processes: {plugin.reduce}")
-            if plugin.needs:
-                extra.append("needs " + ", ".join(plugin.needs))
+                extra.append(f"reduces over processes: {plugin.function.reduce}")
+            needs = (*plugin.needs, *(("initial_weights",) if getattr(plugin.function, "needs_initial_weights",
+                                                                      False) else ()))
+            if needs:
+                extra.append("needs " + ", ".join(needs))
             lines += ["", f"### `{name}`", "", plugin.summary + (f" ({'; '.join(extra)})" if extra else "")]
-            schema = {k: v for k, v in plugin.schema().items() if k not in (*plugin.roles, *plugin.view_lists)}
+            schema = plugin.params
             if schema:
                 lines += ["", *_params_table(schema)]
     return lines

@@ -91,7 +91,7 @@ HOOKS = {"weights": Param(dict, None, "SAM/AWP", nullable=True, plugin="weight_h
 
 
 def _name(section: str, name: Any) -> str:
-    """A view's or a loss's name: it names files (``OUT/last/loss-NAME.pt``), so letters, digits, _ and - only."""
+    """A view's or a loss's name: it names keys of the log and of ``--set``, so letters, digits, _ and - only."""
     if not isinstance(name, str) or not NAME.fullmatch(name):
         raise ConfigError(f"{section}: the name {shown(name)} is not allowed; names are lower-case letters, digits, "
                           "_ and -")
@@ -140,8 +140,8 @@ def _losses(losses: Any, views: dict[str, dict[str, Any]]) -> dict[str, dict[str
         where = _name("losses", name)
         plugin = get("loss", params.get("type") or name, f"{where}.type" if params.get("type") else where)
         resolved = check(params, {**LOSS, **plugin.schema()}, where)
-        for key in (*plugin.roles, *plugin.view_lists):
-            for view in resolved[key] if key in plugin.view_lists else [resolved[key]]:
+        for key in plugin.function.view_schema():
+            for view in resolved[key] if isinstance(resolved[key], list) else [resolved[key]]:
                 if view not in available:
                     raise ConfigError(f"{where}.{key}: {shown(view)} is not a view; views: "
                                       f"{', '.join(sorted(available))}")

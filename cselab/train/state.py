@@ -2,10 +2,10 @@
 
 Files: ``model.safetensors`` (the training encoder: backbone and head), ``optimizer.pt``, ``scheduler.pt``,
 ``scaler.pt`` (fp16 only), ``rng-RANK.pt`` (each process's Python, NumPy, torch and CUDA generators),
-``loss-NAME.pt`` (each loss's own state, e.g. a negative generator's memory), ``trainer_state.json`` (step, best
-score, evaluations without a better one, the step of the best checkpoint) and ``MANIFEST.json``, written last:
-the size and sha256 of every other file. The ``.pt`` files are ``torch.save`` of tensors and plain containers,
-read with ``weights_only=True``.
+``objective.pt`` (the objective's ``state_dict``: its losses' own state, e.g. a memory bank),
+``trainer_state.json`` (step, best score, evaluations without a better one, the step of the best checkpoint) and
+``MANIFEST.json``, written last: the size and sha256 of every other file. The ``.pt`` files are ``torch.save`` of
+tensors and plain containers, read with ``weights_only=True``.
 
 :func:`verify` checks a state folder against its manifest before anything in it is read: a missing, damaged,
 unlisted or planted file is a :class:`StateError` naming it.
@@ -29,6 +29,7 @@ from cselab.files import member, read_json
 
 MANIFEST = "MANIFEST.json"
 STATE_FILE = "trainer_state.json"
+OBJECTIVE_FILE = "objective.pt"
 FORMAT = "cselab-training-state"
 
 
@@ -62,16 +63,15 @@ def save_process_state(folder: Path, rank: int) -> None:
 
 
 def save_shared_state(folder: Path, model: torch.nn.Module, optimizer, scheduler, scaler,
-                      loss_states: dict[str, Any], trainer: dict[str, Any]) -> None:
-    """The main process's part: weights, optimizer, schedule, loss states and the trainer's counters."""
+                      objective: torch.nn.Module, trainer: dict[str, Any]) -> None:
+    """The main process's part: weights, optimizer, schedule, the objective's state and the trainer's counters."""
     folder.mkdir(parents=True, exist_ok=True)
     save_model(model, str(folder / "model.safetensors"))
     torch.save(optimizer.state_dict(), folder / "optimizer.pt")
     torch.save(scheduler.state_dict(), folder / "scheduler.pt")
     if scaler is not None:
         torch.save(scaler.state_dict(), folder / "scaler.pt")
-    for name, state in loss_states.items():
-        torch.save(state.state_dict(), folder / f"loss-{name}.pt")
+    torch.save(objective.state_dict(), folder / OBJECTIVE_FILE)
     (folder / STATE_FILE).write_text(json.dumps(trainer), encoding="utf-8")
 
 
@@ -118,7 +118,7 @@ def _load(path: Path) -> Any:
 
 
 def load_state(folder: Path, rank: int, model: torch.nn.Module, optimizer, scheduler, scaler,
-               loss_states: dict[str, Any]) -> None:
+               objective: torch.nn.Module) -> None:
     """Restore everything :func:`save_process_state` and :func:`save_shared_state` wrote (verify first)."""
     path = folder / f"rng-{rank}.pt"
     if not path.is_file():
@@ -132,8 +132,12 @@ def load_state(folder: Path, rank: int, model: torch.nn.Module, optimizer, sched
     scheduler.load_state_dict(_load(folder / "scheduler.pt"))
     if scaler is not None:
         scaler.load_state_dict(_load(folder / "scaler.pt"))
-    for name, state in loss_states.items():
-        state.load_state_dict(_load(folder / f"loss-{name}.pt"))
+    saved = _load(folder / OBJECTIVE_FILE)
+    try:
+        objective.load_state_dict(saved)
+    except Exception as err:
+        raise StateError(f"{folder / OBJECTIVE_FILE}: does not fit the method's objective ({type(err).__name__}: "
+                         f"{err})") from None
     rng = _load(path)
     try:
         set_rng_state(rng)

@@ -50,7 +50,7 @@ from cselab.train.data import training_rows
 from cselab.train.batches import training_loader
 from cselab.train.plugins.hooks import perturb_weights, restore_weights
 from cselab.train.model import TrainingEncoder, save_checkpoint
-from cselab.train.objectives import batch_losses, build_states, gradient_view_names, losses_need, total_loss
+from cselab.train.objective import Objective
 from cselab.train.optim import build_optimizer, build_scheduler, clip_and_step, set_schedule_step
 
 BEST_STATE = "training.json"  # in OUT/best: the step and score it was saved at
@@ -111,26 +111,24 @@ def initial_weights(encoder: TrainingEncoder) -> list[torch.Tensor]:
     return [p.detach().clone() for p in encoder.backbone.parameters()]
 
 
-def backward_pass(model, method: dict[str, Any], rows: dict[str, list], backward, initial_weights=None,
-                  states=None, trainable: list[torch.Tensor] | None = None):
-    """One batch's losses and their ``backward``; with ``hooks.weights`` (SAM/AWP) the gradient is taken again at
+def backward_pass(model, objective: Objective, rows, backward, initial_weights=None,
+                  trainable: list[torch.Tensor] | None = None):
+    """One batch's losses and their ``backward``; with a weight hook (SAM/AWP) the gradient is taken again at
     the perturbed ``trainable`` weights, which are then restored. Returns the (first pass's) loss and its parts;
     a loss that is not finite is returned without a backward pass."""
-    parts = batch_losses(model, method, rows, initial_weights, states)
+    parts = objective(model, rows, initial_weights)
     if not parts:
-        columns = sorted({view["column"] for view in method["views"].values() if view.get("column")})
-        raise TrainingError(f"no loss of {method['method']} could be computed on a batch: none of its rows has all "
-                            f"the columns a loss reads ({', '.join(columns)})")
-    loss = total_loss(method, parts)
+        raise TrainingError(f"no loss of {objective.method} could be computed on a batch: none of its rows has all "
+                            f"the columns a loss reads ({', '.join(objective.columns)})")
+    loss = objective.total(parts)
     if not torch.isfinite(loss):
         return loss, parts
     backward(loss)
-    hook = (method.get("hooks") or {}).get("weights")
-    if hook:  # the gradient at the perturbed weights updates the original ones
-        originals = perturb_weights(trainable, hook["kind"], hook["size"])
+    if objective.weight_hook is not None:  # the gradient at the perturbed weights updates the original ones
+        originals = perturb_weights(trainable, *objective.weight_hook)
         for parameter in trainable:
             parameter.grad = None
-        backward(total_loss(method, batch_losses(model, method, rows, initial_weights, states)))
+        backward(objective.total(objective(model, rows, initial_weights)))
         restore_weights(trainable, originals)
     return loss, parts
 
@@ -167,12 +165,11 @@ def _refuse_precision(cfg: dict[str, Any], device) -> None:
                         "a CUDA device); set training.mixed_precision=no")
 
 
-def _check_hooks(method: dict[str, Any], processes: int) -> None:
-    weights_hook = method["hooks"].get("weights")
-    if (weights_hook or gradient_view_names(method)) and processes > 1:
+def _check_hooks(objective: Objective, grad_accum: int, processes: int) -> None:
+    if (objective.weight_hook or objective.gradient_views) and processes > 1:
         raise TrainingError("FGSM views and SAM/AWP take a second pass per step that is not synchronised across "
                             "processes yet: train them on one device")
-    if weights_hook and method["training"]["grad_accum"] > 1:
+    if objective.weight_hook and grad_accum > 1:
         raise TrainingError("hooks.weights (SAM/AWP) perturbs the weights once per step: set training.grad_accum=1")
 
 
@@ -183,10 +180,10 @@ class Run:
     def __init__(self, method: dict[str, Any], model: str, data, out: str | os.PathLike, data_dir=None,
                  eval_limit: int | None = None, tensorboard: bool = False, restart_from: str | None = None):
         self.method, self.cfg, self.out, self.tensorboard = method, method["training"], Path(out), tensorboard
-        self.restart_from = restart_from
+        self.restart_from, self.objective = restart_from, Objective(method)
         self.accelerator = _launch(self.cfg, self.out, tensorboard)
         self.main = self.accelerator.is_main_process
-        _check_hooks(method, self.accelerator.num_processes)
+        _check_hooks(self.objective, self.cfg["grad_accum"], self.accelerator.num_processes)
         set_seed(self.cfg["seed"])
         self.out.mkdir(parents=True, exist_ok=True)
         self.rows, self.source = training_rows(method, data, data_dir)
@@ -219,11 +216,10 @@ class Run:
 
     def _build_model(self, model: str) -> None:
         encoder = build_encoder(self.method, model)
-        initial = initial_weights(encoder) if losses_need(self.method, "initial_weights") else None
+        initial = initial_weights(encoder) if self.objective.needs_initial_weights else None
         optimizer = build_optimizer([(n, p) for n, p in encoder.named_parameters() if p.requires_grad], self.cfg)
         self.scheduler = build_scheduler(optimizer, self.cfg, self.total)
         self.encoder, self.optimizer = self.accelerator.prepare(encoder, optimizer)
-        self.states = build_states(self.method)  # their queues and histories resume with the run
         if self.accelerator.num_processes > 1:
             set_seed(self.cfg["seed"] + self.accelerator.process_index)  # distinct dropout masks on each process
         self.core = self.accelerator.unwrap_model(self.encoder)
@@ -255,7 +251,7 @@ class Run:
             return
         try:
             state.load_state(self.last, self.accelerator.process_index, self.core, self.optimizer, self.scheduler,
-                             self.accelerator.scaler, self.states)
+                             self.accelerator.scaler, self.objective)
         except state.StateError as err:
             raise state.StateError(f"{err}; {RESUME_HELP}") from None
         self.step, self.best, self.stale = self.counters["step"], self.counters["best"], self.counters["stale"]
@@ -296,13 +292,11 @@ class Run:
             self.batches = self._batches()
         for micro in range(accum):
             local = next(self.batches)
-            for loss_state in self.states.values():
-                if hasattr(loss_state, "new_batch"):
-                    loss_state.new_batch()
+            self.objective.new_batch()
             with self.accelerator.no_sync(self.encoder) if micro < accum - 1 else contextlib.nullcontext():
-                loss, parts = backward_pass(self.encoder, self.method, local,
+                loss, parts = backward_pass(self.encoder, self.objective, local,
                                             lambda value: self.accelerator.backward(value / accum),
-                                            self.initial_weights, self.states, self.trainable)
+                                            self.initial_weights, self.trainable)
             if not torch.isfinite(loss):
                 raise TrainingError(f"the loss became {loss.item()} at step {self.step + 1}; the last good state is "
                                     f"{self.out / 'last'} (best checkpoint {self.out / 'best'}); lower training.lr "
@@ -357,7 +351,7 @@ class Run:
                 self._save_best()
             counters = {"step": self.step, "best": self.best, "stale": self.stale, "previous": self.previous}
             state.save_shared_state(tmp, self.core, self.optimizer, self.scheduler, self.accelerator.scaler,
-                                    self.states, counters)
+                                    self.objective, counters)
             state.write_manifest(tmp)
             _replace_folder(tmp, self.out / "last")
             self.record({self.dev_key: score, "best": self.best} if score is not None else {"saved": "best"})

@@ -25,6 +25,7 @@ from transformers import AutoModel, AutoTokenizer, BertModel
 from cselab.train.losses import nt_xent
 from cselab.train.methods import load_method
 from cselab.train.optim import build_optimizer, build_scheduler, clip_and_step
+from cselab.train.objective import Objective
 from cselab.train.trainer import backward_pass, build_encoder, initial_weights
 from tests.conftest import save_tiny_bert
 
@@ -146,7 +147,7 @@ def official(method, *overrides):
 class Cselab:
     def __init__(self, method, model):
         torch.manual_seed(0)
-        self.method, cfg = method, method["training"]
+        self.method, cfg, self.objective = method, method["training"], Objective(method)
         self.encoder = build_encoder(method, model)
         named = [(n, p) for n, p in self.encoder.named_parameters() if p.requires_grad]
         self.trainable = [p for _, p in named]
@@ -156,8 +157,8 @@ class Cselab:
         self.weights = lambda: (list(self.encoder.backbone.parameters()), initial)
 
     def backward(self, sentences) -> torch.Tensor:
-        loss, _ = backward_pass(self.encoder, self.method, {"text": sentences}, lambda value: value.backward(),
-                                self.weights, {}, self.trainable)
+        loss, _ = backward_pass(self.encoder, self.objective, {"text": sentences}, lambda value: value.backward(),
+                                self.weights, self.trainable)
         return loss.detach()
 
     def step(self) -> float:

@@ -4,6 +4,7 @@
 import sys
 
 import pytest
+import torch
 
 from cselab import registry
 from cselab.errors import ConfigError
@@ -11,12 +12,17 @@ from cselab.train.plugins import ENTRY_POINTS, discover
 
 PLUGIN = '''
 from cselab.registry import register
+from cselab.train.kinds import Loss
 
 
 @register("loss", "constant_one")
-def constant_one(views, params, context):
+class ConstantOne(Loss):
     """1 for the batch: a third-party loss."""
-    return 1.0
+
+    reduce = "replicated"
+
+    def forward(self, views, context):
+        return 1.0
 '''
 
 
@@ -48,3 +54,11 @@ def test_an_entry_point_that_does_not_import_names_its_package(tmp_path, monkeyp
     _installed(tmp_path, monkeypatch, "acme_missing")
     with pytest.raises(ConfigError, match="entry point acme of acme-losses: cannot import 'acme_missing'"):
         discover()
+
+
+def test_a_loss_or_a_source_of_negatives_must_subclass_its_kinds_base(monkeypatch):
+    monkeypatch.setattr(registry, "_REGISTRY", {kind: dict(found) for kind, found in registry._REGISTRY.items()})
+    with pytest.raises(TypeError, match="loss 'plain': a loss plug-in is a subclass of cselab.train.kinds.Loss"):
+        registry.register("loss", "plain")(lambda views, params, context: 1.0)
+    with pytest.raises(TypeError, match="a negatives plug-in is a subclass of cselab.train.kinds.NegativeSource"):
+        registry.register("negatives", "plain")(torch.nn.Module)

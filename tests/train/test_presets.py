@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from cselab.train.methods import load_method, preset_base, preset_names
-from cselab.train.objectives import build_states, losses_need
+from cselab.train.objective import Objective
 from cselab.train.trainer import backward_pass, build_encoder, initial_weights
 
 BATCHES = [{"text": [f"sentence number {i} of batch {b} about {topic}" for i, topic in
@@ -23,16 +23,15 @@ def first_steps(method: dict, model: str) -> tuple[torch.Tensor, torch.Tensor]:
     memory banks and history-based generators act)."""
     torch.manual_seed(0)
     encoder = build_encoder(method, model)
-    initial = initial_weights(encoder) if losses_need(method, "initial_weights") else None
-    states = build_states(method)
+    objective = Objective(method)
+    initial = initial_weights(encoder) if objective.needs_initial_weights else None
     trainable = [p for p in encoder.parameters() if p.requires_grad]
     losses, gradients = [], []
     for rows in BATCHES:
-        for state in states.values():
-            state.new_batch()
+        objective.new_batch()
         encoder.zero_grad()
-        loss, _ = backward_pass(encoder, method, rows, lambda value: value.backward(),
-                                lambda: (list(encoder.backbone.parameters()), initial), states, trainable)
+        loss, _ = backward_pass(encoder, objective, rows, lambda value: value.backward(),
+                                lambda: (list(encoder.backbone.parameters()), initial), trainable)
         losses.append(loss.detach())
         gradients.append(torch.cat([p.grad.flatten() for p in trainable if p.grad is not None]))
     return torch.stack(losses), torch.cat(gradients)

@@ -3,15 +3,15 @@ import math
 import pytest
 import torch
 
-from cselab.registry import get
+from cselab.registry import build, check_plugin, get
 from cselab.train.plugins.augmentations import fgsm
 from cselab.train.plugins.hooks import perturb_weights, restore_weights
 from cselab.train.losses import info_nce
 from cselab.train.methods import load_method
-from cselab.train.plugins.negatives import NegativeGenerator, covariance_samples, gaussian_samples
-from cselab.train.objectives import encode_views, method_losses, total_loss
+from cselab.train.plugins.negatives import covariance_samples, gaussian_samples
+from cselab.train.objective import Objective
 from cselab.train.trainer import build_encoder
-from tests.train.test_objectives import ROWS
+from tests.train.test_objective import ROWS
 
 
 @pytest.mark.parametrize("kind", ["gaussian_noise", "gaussian_dropout", "bernoulli_dropout", "feature_dropout"])
@@ -61,15 +61,15 @@ def test_fgsm_steps_along_the_sign_of_the_gradient():
 def test_fgsm_views_move_the_way_that_increases_the_loss(tiny_bert_dir, preset):
     method = load_method(preset, ["losses.info_nce.temperature=1.0"])
     encoder = build_encoder(method, str(tiny_bert_dir)).eval()  # no dropout: both passes see the same network
-    captured = {}
-    clean = encode_views(encoder, method, ROWS, captured=captured)
-    clean_loss = total_loss(method, method_losses(method, clean))
+    captured, objective = {}, Objective(method)
+    clean = objective.encode(encoder, ROWS, captured=captured)
+    clean_loss = objective.total(objective.losses_on(clean))
     (gradient,) = torch.autograd.grad(clean_loss, [captured["positive"]], retain_graph=True)
-    moved = encode_views(encoder, method, ROWS, directions={"positive": gradient}, reuse=clean)
+    moved = objective.encode(encoder, ROWS, directions={"positive": gradient}, reuse=clean)
     assert moved["anchor"][0] is clean["anchor"][0]  # only the FGSM view is encoded again
     if preset == "output-fgsm":
         torch.testing.assert_close(moved["positive"][0], clean["anchor"][0] + 0.001 * gradient.sign())
-    assert total_loss(method, method_losses(method, moved)).item() > clean_loss.item()
+    assert objective.total(objective.losses_on(moved)).item() > clean_loss.item()
 
 
 def test_label_smoothing_hand_computed():
@@ -87,7 +87,7 @@ def test_weight_perturbation_sizes_and_exact_restore(kind, size):
     weights = [torch.randn(3, 4, requires_grad=True), torch.randn(5, requires_grad=True)]
     ((weights[0] ** 3).sum() + (weights[1] ** 2).sum()).backward()
     before = [w.detach().clone() for w in weights]
-    originals = perturb_weights(weights, kind, size)
+    originals = perturb_weights(weights, get("weight_hook", kind).function, size)
     deltas = [w.detach() - b for w, b in zip(weights, before, strict=True)]
     if kind == "sam":  # one step of length rho along the whole gradient
         step = torch.linalg.vector_norm(torch.cat([d.flatten() for d in deltas]))
@@ -103,8 +103,13 @@ def test_weight_perturbation_sizes_and_exact_restore(kind, size):
     assert all(torch.equal(w, b) for w, b in zip(weights, before, strict=True))
 
 
+def source(kind: str, **params):
+    """A source of generated negatives as a method's ``generated: {kind: KIND, ...}`` builds it."""
+    return build(get("negatives", kind), check_plugin("negatives", {"kind": kind, **params}, "generated"))
+
+
 def test_memory_bank_keeps_the_last_batch_of_detached_outputs():
-    bank = NegativeGenerator("memory_bank", count=4)
+    bank = source("memory_bank", count=4)
     first, second = torch.randn(4, 3, requires_grad=True), torch.randn(4, 3)
     bank.new_batch()
     assert bank(first) is None  # nothing remembered yet
@@ -114,7 +119,7 @@ def test_memory_bank_keeps_the_last_batch_of_detached_outputs():
     assert torch.equal(out, first.detach()) and not out.requires_grad
     bank.new_batch()
     assert torch.equal(bank(torch.randn(4, 3)), second)
-    restored = NegativeGenerator("memory_bank", count=4)
+    restored = source("memory_bank", count=4)
     restored.load_state_dict(bank.state_dict())
     restored.new_batch()
     assert restored(torch.randn(4, 3)).shape == (4, 3)
@@ -145,7 +150,7 @@ def test_history_and_noise_generators_give_count_negatives(kind):
     torch.manual_seed(0)
     schema = get("negatives", kind).schema()
     params = {key: value for key, value in {"count": 16, "history": 2}.items() if key in schema}
-    generator = NegativeGenerator(kind, **params)
+    generator = source(kind, **params)
     outputs = []
     for _ in range(3):
         generator.new_batch()
@@ -154,3 +159,23 @@ def test_history_and_noise_generators_give_count_negatives(kind):
     assert all(o.shape == expected for o in outputs[1:])
     assert (outputs[0] is None) == (kind in ("gmm", "vae"))
     assert len(generator.memory) <= 2
+
+
+@pytest.mark.parametrize("preset", ["vae-neg", "memory-bank"])
+def test_a_sources_state_resumes_from_the_objectives_saved_state_dict(preset, tmp_path):
+    torch.manual_seed(0)
+    method = load_method(preset)
+    objective = Objective(method)
+    for _ in range(3):
+        objective.new_batch()
+        objective.losses[0].generated(torch.randn(8, 5))
+    torch.save(objective.state_dict(), tmp_path / "objective.pt")  # as OUT/last/objective.pt
+    restored = Objective(method)
+    restored.load_state_dict(torch.load(tmp_path / "objective.pt", weights_only=True))
+    anchors = torch.randn(8, 5)
+    expected = []
+    for run in (objective, restored):
+        run.new_batch()
+        torch.manual_seed(1)
+        expected.append(run.losses[0].generated(anchors))
+    assert expected[0] is not None and torch.equal(*expected)

@@ -8,9 +8,11 @@ is the one the optimizer applies to the original weights, which are restored exa
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
-from cselab.registry import Param, get, register
+from cselab.registry import Param, register
 
 
 @register("weight_hook", "sam", params={"size": Param(float, 0.05, "rho, the step's length", min=0.0)})
@@ -31,11 +33,11 @@ def awp(with_grad: list[torch.Tensor], size: float) -> None:
 
 
 @torch.no_grad()
-def perturb_weights(parameters: list[torch.Tensor], kind: str, size: float) -> list[torch.Tensor]:
-    """Move ``parameters`` along their ``.grad`` with hook ``kind``; returns their original values."""
-    hook = get("weight_hook", kind, "hooks.weights.kind")
+def perturb_weights(parameters: list[torch.Tensor], hook: Callable, size: float) -> list[torch.Tensor]:
+    """Move ``parameters`` along their ``.grad`` with a weight ``hook`` (a plug-in's function); returns their
+    original values."""
     originals = [p.detach().clone() for p in parameters]
-    hook.function([p for p in parameters if p.grad is not None], size)
+    hook([p for p in parameters if p.grad is not None], size)
     return originals
 
 

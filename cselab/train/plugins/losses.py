@@ -1,104 +1,124 @@
-"""The loss plug-ins (:mod:`cselab.registry` kind ``loss``): each reads views by role and wraps a pure function
-of :mod:`cselab.train.losses`.
+"""The loss plug-ins (:mod:`cselab.registry` kind ``loss``): :class:`~cselab.train.kinds.Loss` modules that read
+views by role and wrap a pure function of :mod:`cselab.train.losses`.
 
 A loss sees only the rows where all the views it reads exist (a row without a paraphrase adds nothing to
-the margin loss, and still trains InfoNCE). Its function gets those views (after ``prepare``, and gathered
-from every process for ``reduce="whole_batch"``), its validated parameters and a :class:`LossContext`.
+the margin loss, and still trains InfoNCE). Its ``forward`` gets those views (after ``prepare``, and gathered
+from every process for ``reduce="whole_batch"``) and a :class:`~cselab.train.kinds.LossContext`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from cselab.registry import Param, register
+from cselab.registry import Param, build, get, register
 from cselab.train import losses as L
 from cselab.train.distributed import gather_rows
-from cselab.train.plugins.negatives import NegativeGenerator
+from cselab.train.kinds import Loss, LossContext
 
 PERTURBATIONS = ("p+", "p-", "n+", "n-", "p+n+", "p+n-", "p-n+", "p-n-")
+TEMPERATURE = "tau"
 
 
-@dataclass
-class LossContext:
-    """What a loss may read beside its views: every encoded view (``encoded``: name -> (vectors, rows)), its own
-    state (``state``, from the plug-in's ``make_state``) and ``initial_weights()`` (current and initial
-    parameters, for plug-ins that declare ``needs=("initial_weights",)``)."""
-
-    encoded: dict[str, tuple[torch.Tensor, list[int]]]
-    state: Any = None
-    initial_weights: Callable[[], tuple] | None = None
-
-
-def _generator(params: dict[str, Any]) -> NegativeGenerator | None:
-    generated = params.get("generated")
-    return NegativeGenerator(**generated) if generated else None
-
-
-@register("loss", "info_nce", roles=("anchor", "positive"), view_lists=("negatives",), make_state=_generator,
-          params={
-              "temperature": Param(float, 0.05, "tau", min=0.0, above=True),
-              "perturbation": Param(str, None, "IFM/BYOP's shift of the similarities", choices=PERTURBATIONS,
-                                    nullable=True),
-              "margin": Param((float, str), 0.0, "the shift: a number or dynamic (BYOP-D)", words=("dynamic",)),
-              "multitask": Param(bool, False, "average the perturbed loss with the plain one"),
-              "label_smoothing": Param(float, 0.0, "target mass spread over all columns", min=0.0, max=1.0,
-                                       below=True),
-              "generated": Param(dict, None, "generated negatives", nullable=True, plugin="negatives")})
-def info_nce(views, params, context: LossContext):
+@register("loss", "info_nce", params={
+    "temperature": Param(float, 0.05, TEMPERATURE, min=0.0, above=True),
+    "perturbation": Param(str, None, "IFM/BYOP's shift of the similarities", choices=PERTURBATIONS, nullable=True),
+    "margin": Param((float, str), 0.0, "the shift: a number or dynamic (BYOP-D)", words=("dynamic",)),
+    "multitask": Param(bool, False, "average the perturbed loss with the plain one"),
+    "label_smoothing": Param(float, 0.0, "target mass spread over all columns", min=0.0, max=1.0, below=True),
+    "generated": Param(dict, None, "generated negatives", nullable=True, plugin="negatives")})
+class InfoNCE(Loss):
     """InfoNCE of ``anchor`` against ``positive`` and the batch's other positives, plus extra ``negatives``
     columns (views, e.g. SSCL's ``anchor.layers``) and ``generated`` ones; optional IFM/BYOP ``perturbation``
     with a ``margin`` (a number or ``dynamic``), ``multitask``; ``label_smoothing``."""
-    anchors, positives = views
-    positives, offset = gather_rows(positives)
-    columns = [gather_rows(context.encoded[v][0].flatten(0, -2))[0] for v in params["negatives"]]
-    generated = context.state(anchors) if context.state is not None and len(anchors) else None
-    if generated is not None:
-        columns.append(generated)
-    negatives = torch.cat(columns) if columns else None
-    if negatives is not None and not len(negatives):
-        negatives = None
-    if not len(anchors):
-        return anchors.sum(dim=1)
-    return L.info_nce(anchors, positives, params["temperature"], negatives, offset, reduction="none",
-                      perturbation=params.get("perturbation"), margin=params["margin"],
-                      multitask=params["multitask"], label_smoothing=params["label_smoothing"])
+
+    roles, view_lists = ("anchor", "positive"), ("negatives",)
+
+    def __init__(self, temperature: float, perturbation: str | None, margin: float | str, multitask: bool,
+                 label_smoothing: float, generated: dict[str, Any] | None, **views):
+        super().__init__(**views)
+        self.temperature, self.perturbation, self.margin = temperature, perturbation, margin
+        self.multitask, self.label_smoothing = multitask, label_smoothing
+        self.generated = build(get("negatives", generated["kind"]), generated) if generated else None
+
+    def forward(self, views, context: LossContext):
+        anchors, positives = views
+        positives, offset = gather_rows(positives)
+        columns = [gather_rows(context.encoded[v][0].flatten(0, -2))[0] for v in self.views["negatives"]]
+        generated = self.generated(anchors) if self.generated is not None and len(anchors) else None
+        if generated is not None:
+            columns.append(generated)
+        negatives = torch.cat(columns) if columns else None
+        if negatives is not None and not len(negatives):
+            negatives = None
+        if not len(anchors):
+            return anchors.sum(dim=1)
+        return L.info_nce(anchors, positives, self.temperature, negatives, offset, reduction="none",
+                          perturbation=self.perturbation, margin=self.margin, multitask=self.multitask,
+                          label_smoothing=self.label_smoothing)
 
 
-@register("loss", "two_way_margin", roles=("anchor", "paraphrase", "negation"),
-          params={"alpha": Param(float, 0.05, "the paraphrase beats the negation by at least alpha"),
-                  "beta": Param(float, 0.2, "... and by at most beta")})
-def two_way_margin(views, params, context: LossContext):
+@register("loss", "two_way_margin", params={
+    "alpha": Param(float, 0.05, "the paraphrase beats the negation by at least alpha"),
+    "beta": Param(float, 0.2, "... and by at most beta")})
+class TwoWayMargin(Loss):
     """OssCSE's max-margin on (``anchor``, ``paraphrase``, ``negation``)."""
-    return L.two_way_margin(*views, params["alpha"], params["beta"], reduction="none")
+
+    roles = ("anchor", "paraphrase", "negation")
+
+    def __init__(self, alpha: float, beta: float, **views):
+        super().__init__(**views)
+        self.alpha, self.beta = alpha, beta
+
+    def forward(self, views, context: LossContext):
+        return L.two_way_margin(*views, self.alpha, self.beta, reduction="none")
 
 
-@register("loss", "recall", needs=("initial_weights",), reduce="replicated",
-          params={"gamma": Param(float, 2e-3, "strength", min=0.0)})
-def recall(views, params, context: LossContext):
+@register("loss", "recall", params={"gamma": Param(float, 2e-3, "strength", min=0.0)})
+class Recall(Loss):
     """``gamma / 2`` times the squared distance of the weights to the initial (frozen) ones."""
-    return L.recall(*context.initial_weights(), params["gamma"])
+
+    reduce, needs_initial_weights = "replicated", True
+
+    def __init__(self, gamma: float):
+        super().__init__()
+        self.gamma = gamma
+
+    def forward(self, views, context: LossContext):
+        return L.recall(*context.initial_weights(), self.gamma)
 
 
-def _one_layer_per_row(views, params):
-    anchors, guides = views
-    chosen = torch.randint(guides.shape[1], (len(guides),), device=guides.device)  # SG's uniform sampler
-    return [anchors, guides[torch.arange(len(guides), device=guides.device), chosen]]
+class _LayerGuided(Loss):
+    """SG's losses: ``anchor`` against the layer views of ``guide`` (``NAME.layers``), over the whole batch."""
+
+    roles, reduce = ("anchor", "guide"), "whole_batch"
+
+    def __init__(self, temperature: float, **views):
+        super().__init__(**views)
+        self.temperature = temperature
 
 
-@register("loss", "nt_xent", roles=("anchor", "guide"), reduce="whole_batch", prepare=_one_layer_per_row,
-          params={"temperature": Param(float, 0.01, "tau", min=0.0, above=True)})
-def nt_xent(views, params, context: LossContext):
+SG_TEMPERATURE = Param(float, 0.01, TEMPERATURE, min=0.0, above=True)
+
+
+@register("loss", "nt_xent", params={"temperature": SG_TEMPERATURE})
+class NTXent(_LayerGuided):
     """SG's NT-Xent between ``anchor`` and one layer view of ``guide`` (``NAME.layers``) drawn per row by a
     uniform sampler."""
-    return L.nt_xent(*views, params["temperature"])
+
+    def prepare(self, views):
+        anchors, guides = views
+        chosen = torch.randint(guides.shape[1], (len(guides),), device=guides.device)  # SG's uniform sampler
+        return [anchors, guides[torch.arange(len(guides), device=guides.device), chosen]]
+
+    def forward(self, views, context: LossContext):
+        return L.nt_xent(*views, self.temperature)
 
 
-@register("loss", "sg_opt", roles=("anchor", "guide"), reduce="whole_batch",
-          params={"temperature": Param(float, 0.01, "tau", min=0.0, above=True)})
-def sg_opt(views, params, context: LossContext):
+@register("loss", "sg_opt", params={"temperature": SG_TEMPERATURE})
+class SGOpt(_LayerGuided):
     """SG-OPT's ``L_opt3`` between ``anchor`` and every layer view of ``guide``."""
-    return L.sg_opt(*views, params["temperature"])
+
+    def forward(self, views, context: LossContext):
+        return L.sg_opt(*views, self.temperature)

@@ -2,21 +2,19 @@
 anchors' vectors rather than from more sentences. All are detached: they are points to push
 away from, not paths for the gradient.
 
-Each kind is a ``negatives`` plug-in (:mod:`cselab.registry`), declared below with its parameters;
-``docs/train.md`` lists them.
-
-A generator keeps its state (queue, history, VAE weights) in ``state_dict()`` so that a resumed
+Each kind is a ``negatives`` plug-in (:mod:`cselab.registry`), a
+:class:`~cselab.train.kinds.NegativeSource` declared below with its parameters; ``docs/presets.md`` lists them.
+A source keeps its state (queue, history, VAE weights) in its ``state_dict()`` (extra state), so that a resumed
 run continues with it.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 from torch import nn
 
-from cselab.registry import Param, check, get, register
+from cselab.registry import Param, register
+from cselab.train.kinds import NegativeSource
 
 
 def gaussian_samples(anchors: torch.Tensor, count: int, mean: str | float = "batch", std: str | float = "batch"
@@ -55,122 +53,131 @@ COUNT = Param(int, 64, "negatives per batch", min=1)
 HISTORY = Param(int, 8, "past batches of anchors kept", min=1)
 
 
-@register("negatives", "memory_bank", params={"count": COUNT}, needs=("queue",))
-def memory_bank(generator: NegativeGenerator, anchors: torch.Tensor, past: torch.Tensor | None):
+@register("negatives", "memory_bank", params={"count": COUNT})
+class MemoryBank(NegativeSource):
     """The anchors of the previous steps (a queue of ``count``)."""
-    return past[-generator.params["count"]:] if past is not None else None
+
+    def __init__(self, count: int):
+        super().__init__()
+        self.count = count
+
+    def generate(self, anchors, past):
+        return past[-self.count:] if past is not None else None
+
+    def remember(self, anchors):
+        self.memory.append(anchors.cpu())
+        while sum(len(m) for m in self.memory) - len(self.memory[0]) >= self.count:
+            self.memory.pop(0)
 
 
 @register("negatives", "anchor_noise")
-def anchor_noise(generator: NegativeGenerator, anchors: torch.Tensor, past: torch.Tensor | None):
+class AnchorNoise(NegativeSource):
     """Each anchor plus N(0, the batch's per-dimension std)."""
-    return anchors + torch.randn_like(anchors) * anchors.std(dim=0, keepdim=True)
+
+    def generate(self, anchors, past):
+        return anchors + torch.randn_like(anchors) * anchors.std(dim=0, keepdim=True)
 
 
 @register("negatives", "gaussian", params={
     "count": COUNT, "mean": Param((float, str), "batch", "the batch's mean, or a number", words=("batch",)),
     "std": Param((float, str), "batch", "the batch's std, or a number", words=("batch",))})
-def gaussian(generator: NegativeGenerator, anchors: torch.Tensor, past: torch.Tensor | None):
+class Gaussian(NegativeSource):
     """Samples of N(mean, std) per dimension, each the batch's or a number."""
-    params = generator.params
-    return gaussian_samples(anchors, params["count"], params["mean"], params["std"])
+
+    def __init__(self, count: int, mean: str | float, std: str | float):
+        super().__init__()
+        self.count, self.mean, self.std = count, mean, std
+
+    def generate(self, anchors, past):
+        return gaussian_samples(anchors, self.count, self.mean, self.std)
 
 
-@register("negatives", "covariance", params={"count": COUNT, "ridge": Param(float, 1e-4, "added to the "
-                                                                            "diagonal", min=0.0)})
-def covariance(generator: NegativeGenerator, anchors: torch.Tensor, past: torch.Tensor | None):
+@register("negatives", "covariance", params={"count": COUNT, "ridge": Param(float, 1e-4, "added to the diagonal",
+                                                                            min=0.0)})
+class Covariance(NegativeSource):
     """Samples of N(mu, Sigma) with the batch's full covariance (plus ``ridge`` I)."""
-    return covariance_samples(anchors, generator.params["count"], generator.params["ridge"]).to(anchors.dtype)
+
+    def __init__(self, count: int, ridge: float):
+        super().__init__()
+        self.count, self.ridge = count, ridge
+
+    def generate(self, anchors, past):
+        return covariance_samples(anchors, self.count, self.ridge).to(anchors.dtype)
+
+
+class _FromHistory(NegativeSource):
+    """A source fitted on the anchors of the last ``history`` steps (none before the second step)."""
+
+    def __init__(self, count: int, history: int):
+        super().__init__()
+        self.count, self.history = count, history
+
+    def remember(self, anchors):
+        self.memory.append(anchors.cpu())
+        if len(self.memory) > self.history:
+            self.memory.pop(0)
 
 
 @register("negatives", "gmm", params={"count": COUNT, "history": HISTORY,
-                                      "components": Param(int, 4, "mixture components", min=1)},
-          needs=("history",))
-def gmm(generator: NegativeGenerator, anchors: torch.Tensor, past: torch.Tensor | None):
+                                      "components": Param(int, 4, "mixture components", min=1)})
+class GMM(_FromHistory):
     """Samples of a diagonal Gaussian mixture fitted on the last ``history`` steps' anchors."""
-    return None if past is None else generator.gmm(past).to(anchors.device, anchors.dtype)
+
+    def __init__(self, count: int, history: int, components: int):
+        super().__init__(count, history)
+        self.components = components
+
+    def generate(self, anchors, past):
+        if past is None:
+            return None
+        from sklearn.mixture import GaussianMixture
+
+        mixture = GaussianMixture(min(self.components, len(past)), covariance_type="diag", max_iter=20,
+                                  random_state=int(torch.randint(0, 2**31 - 1, ()).item()))
+        mixture.fit(past.float().numpy())
+        return torch.from_numpy(mixture.sample(self.count)[0]).float().to(anchors.device, anchors.dtype)
 
 
 @register("negatives", "vae", params={"count": COUNT, "history": HISTORY,
-                                      "vae_steps": Param(int, 10, "VAE training steps per batch", min=1)},
-          needs=("history",))
-def vae(generator: NegativeGenerator, anchors: torch.Tensor, past: torch.Tensor | None):
+                                      "vae_steps": Param(int, 10, "VAE training steps per batch", min=1)})
+class VAE(_FromHistory):
     """Samples of a small VAE trained a few steps per batch on the last ``history`` steps' anchors."""
-    return None if past is None else generator.vae_samples(past).to(anchors.dtype)
 
+    def __init__(self, count: int, history: int, vae_steps: int):
+        super().__init__(count, history)
+        self.vae_steps = vae_steps
+        # the VAE and its own optimizer, made at the first history (when the vectors' width is known); its state is
+        # the source's extra state, not a submodule's
+        self.fitted: tuple[_VAE, torch.optim.Optimizer] | None = None
 
-class NegativeGenerator:
-    """Makes a batch's generated negatives with a ``negatives`` plug-in and remembers what it needs from past
-    batches (a queue of anchors, or the last ``history`` batches)."""
-
-    def __init__(self, kind: str, **params):
-        self.plugin = get("negatives", kind, "generated.kind")
-        self.params = check(params, self.plugin.schema(), f"generated ({kind})")
-        self.memory: list[torch.Tensor] = []  # past anchors, newest last
-        self.vae: _VAE | None = None
-        self.vae_optimizer: torch.optim.Optimizer | None = None
-        self._batch: tuple[torch.Tensor | None] | None = None
-
-    def new_batch(self) -> None:
-        """The next call makes (and remembers) a new batch's negatives; until then, calls return the same ones (a
-        step that encodes its batch twice, as FGSM, SAM and AWP do, sees one set)."""
-        self._batch = None
-
-    def __call__(self, anchors: torch.Tensor) -> torch.Tensor | None:
-        """The negatives for this batch (None when a history-based kind has no history yet); then remembers
-        ``anchors``."""
-        if self._batch is None:
-            self._batch = (self._generate(anchors.detach()),)
-        return self._batch[0]
-
-    def _generate(self, anchors: torch.Tensor) -> torch.Tensor | None:
-        past = torch.cat(self.memory).to(anchors.device) if self.memory else None
-        result = self.plugin.function(self, anchors, past)
-        self._remember(anchors)
-        return result
-
-    def _remember(self, anchors: torch.Tensor) -> None:
-        if "queue" in self.plugin.needs:
-            self.memory.append(anchors.cpu())
-            while sum(len(m) for m in self.memory) - len(self.memory[0]) >= self.params["count"]:
-                self.memory.pop(0)
-        elif "history" in self.plugin.needs:
-            self.memory.append(anchors.cpu())
-            if len(self.memory) > self.params["history"]:
-                self.memory.pop(0)
-
-    def gmm(self, past: torch.Tensor) -> torch.Tensor:
-        from sklearn.mixture import GaussianMixture
-
-        components = min(self.params["components"], len(past))
-        mixture = GaussianMixture(components, covariance_type="diag", max_iter=20,
-                                  random_state=int(torch.randint(0, 2**31 - 1, ()).item()))
-        mixture.fit(past.float().numpy())
-        return torch.from_numpy(mixture.sample(self.params["count"])[0]).float()
-
-    def vae_samples(self, past: torch.Tensor) -> torch.Tensor:
-        device = past.device
-        if self.vae is None:
-            self.vae = _VAE(past.shape[1])
-            self.vae_optimizer = torch.optim.Adam(self.vae.parameters(), lr=1e-3)
-        self.vae.to(device)
+    def generate(self, anchors, past):
+        if past is None:
+            return None
+        vae, optimizer = self.fitted or self._make(past.shape[1])
+        vae.to(past.device)
         with torch.enable_grad():
-            for _ in range(self.params["vae_steps"]):
-                self.vae_optimizer.zero_grad()
-                self.vae.loss(past.float()).backward()
-                self.vae_optimizer.step()
+            for _ in range(self.vae_steps):
+                optimizer.zero_grad()
+                vae.loss(past.float()).backward()
+                optimizer.step()
         with torch.no_grad():
-            return self.vae.decoder(torch.randn(self.params["count"], self.vae.latent, device=device))
+            samples = vae.decoder(torch.randn(self.count, vae.latent, device=past.device))
+        return samples.to(anchors.dtype)
 
-    def state_dict(self) -> dict[str, Any]:
-        return {"memory": self.memory,
-                "vae": self.vae.state_dict() if self.vae is not None else None,
-                "vae_optimizer": self.vae_optimizer.state_dict() if self.vae_optimizer is not None else None}
+    def _make(self, dim: int) -> tuple[_VAE, torch.optim.Optimizer]:
+        vae = _VAE(dim)
+        self.fitted = vae, torch.optim.Adam(vae.parameters(), lr=1e-3)
+        return self.fitted
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.memory = list(state["memory"])
+    def get_extra_state(self):
+        fitted = self.fitted is not None
+        return {**super().get_extra_state(), "vae": self.fitted[0].state_dict() if fitted else None,
+                "vae_optimizer": self.fitted[1].state_dict() if fitted else None}
+
+    def set_extra_state(self, state):
+        super().set_extra_state(state)
+        self.fitted = None
         if state["vae"] is not None:
-            self.vae = _VAE(self.memory[0].shape[1])
-            self.vae.load_state_dict(state["vae"])
-            self.vae_optimizer = torch.optim.Adam(self.vae.parameters(), lr=1e-3)
-            self.vae_optimizer.load_state_dict(state["vae_optimizer"])
+            vae, optimizer = self._make(self.memory[0].shape[1])
+            vae.load_state_dict(state["vae"])
+            optimizer.load_state_dict(state["vae_optimizer"])

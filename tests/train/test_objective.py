@@ -5,7 +5,7 @@ from cselab.cli import main
 from cselab.encoders.pooling import pool_states
 from cselab.train.methods import load_method, preset_names
 from cselab.train.model import TrainingEncoder
-from cselab.train.objectives import encode_views, method_losses
+from cselab.train.objective import Objective
 from cselab.train.trainer import build_encoder, initial_weights, train
 from tests.train.test_trainer import small
 
@@ -18,7 +18,7 @@ def test_sscl_adds_one_negative_column_per_row_and_layer_from_the_same_pass(tiny
     torch.manual_seed(0)
     method = load_method("sscl-simcse", ["views.anchor.layers=[-2,-3]"])  # progressive SSCL: two layers
     encoder = build_encoder(method, str(tiny_bert_dir)).eval()  # no dropout: the pass can be replayed
-    encoded = encode_views(encoder, method, ROWS)
+    encoded = Objective(method).encode(encoder, ROWS)
     final, layers = encoded["anchor"][0], encoded["anchor.layers"][0]
     assert final.shape == (3, 32) and layers.shape == (3, 2, 32)
     ids, mask = encoder.tokenize(ROWS["text"])
@@ -28,11 +28,12 @@ def test_sscl_adds_one_negative_column_per_row_and_layer_from_the_same_pass(tiny
     encoder.train()
     torch.manual_seed(0)
     method["losses"]["info_nce"]["temperature"] = 1.0
-    with_negatives = method_losses(method, encode_views(encoder, method, ROWS))["info_nce"]
+    objective = Objective(method)
+    with_negatives = objective.losses_on(objective.encode(encoder, ROWS))["info_nce"]
     assert with_negatives.requires_grad
     # the loss is InfoNCE over 3 positives + 6 layer columns: recompute it from the views
     torch.manual_seed(0)
-    encoded = encode_views(encoder, method, ROWS)
+    encoded = objective.encode(encoder, ROWS)
     from cselab.train.losses import info_nce
     expected = info_nce(encoded["anchor"][0], encoded["positive"][0], 1.0, encoded["anchor.layers"][0].flatten(0, 1))
     torch.testing.assert_close(with_negatives, expected)
@@ -53,17 +54,18 @@ def test_frozen_copy_gives_layer_views_without_gradient_and_stays_put(tiny_bert_
     assert not any(name.startswith("frozen") for name, _ in encoder.named_parameters())  # not trained, not saved
     assert not any(p.requires_grad for p in encoder.backbone.embeddings.parameters())  # layer 0 frozen
     assert initial_weights(encoder)[0] is next(encoder.frozen.parameters())  # no third copy for the regularizer
-    encoded = encode_views(encoder, method, ROWS)
+    objective = Objective(method)
+    encoded = objective.encode(encoder, ROWS)
     assert encoded["guide.layers"][0].shape == (3, 3, 4096)  # embeddings + 2 layers, max pooled, through the head
     before = [p.clone() for p in encoder.frozen.parameters()]
-    method_losses(method, encoded, lambda: (list(encoder.backbone.parameters()), initial_weights(encoder))
-                  )["sg_opt"].backward()
+    objective.losses_on(encoded, lambda: (list(encoder.backbone.parameters()), initial_weights(encoder))
+                        )["sg_opt"].backward()
     assert encoder.head[0].weight.grad.abs().sum() > 0
     assert all(p.grad is None for p in encoder.frozen.parameters())
     assert all(torch.equal(a, b) for a, b in zip(before, encoder.frozen.parameters(), strict=True))
     half = build_encoder(load_method("sg", ["encoder.frozen=bfloat16"]), str(tiny_bert_dir))
     assert next(half.frozen.parameters()).dtype == torch.bfloat16
-    assert encode_views(half, method, ROWS)["guide.layers"][0].dtype == torch.float32
+    assert objective.encode(half, ROWS)["guide.layers"][0].dtype == torch.float32
 
 
 @pytest.mark.parametrize("preset", preset_names())

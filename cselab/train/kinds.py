@@ -1,0 +1,110 @@
+"""The contracts of the stateful plug-in kinds: a loss is a :class:`Loss`, a source of generated negatives a
+:class:`NegativeSource`. Both are ``torch.nn.Module`` subclasses built once per run from their validated parameters
+(each parameter of the schema is a keyword of the constructor), so a plug-in owns its settings and its state, and its
+``state_dict`` (extra state included) is saved with the run and restored on resume.
+
+:func:`cselab.registry.register` refuses a ``loss`` or ``negatives`` plug-in that is not a subclass of its kind's
+base class.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import torch
+from torch import nn
+
+from cselab.registry import Param, contract
+
+REDUCTIONS = ("rows", "whole_batch", "replicated")
+
+
+@dataclass
+class LossContext:
+    """What a loss may read beside its views: every encoded view (``encoded``: name -> (vectors, rows)) and
+    ``initial_weights()`` (current and initial parameters; given to losses with ``needs_initial_weights``)."""
+
+    encoded: dict[str, tuple[torch.Tensor, list[int]]]
+    initial_weights: Callable[[], tuple] | None = None
+
+
+class Loss(nn.Module):
+    """A loss plug-in (kind ``loss``).
+
+    Class attributes declare how the objective feeds it: ``roles`` are parameters each naming a view (the views are
+    handed to :meth:`forward` in this order, restricted to the rows that have all of them); ``view_lists`` are
+    parameters naming lists of views the loss reads itself from ``context.encoded``; ``reduce`` says how its value
+    reduces over processes (``rows``: one loss per row, averaged over every process's rows; ``whole_batch``: its
+    views gathered from all processes first, then one number; ``replicated``: the same number on every process);
+    ``needs_initial_weights`` asks for ``context.initial_weights``. The constructor takes the view names (stored in
+    ``self.views``, role -> name) and the loss's parameters as keywords."""
+
+    roles: ClassVar[tuple[str, ...]] = ()
+    view_lists: ClassVar[tuple[str, ...]] = ()
+    reduce: ClassVar[str] = "rows"
+    needs_initial_weights: ClassVar[bool] = False
+
+    def __init__(self, **views: str | list[str]):
+        super().__init__()
+        self.views = views
+
+    @classmethod
+    def view_schema(cls) -> dict[str, Param]:
+        """The parameters that name views: one per role, a list per ``view_lists`` entry."""
+        roles = {role: Param(str, help=f"the view read as {role}") for role in cls.roles}
+        lists = {name: Param(list, [], items=Param(str), help="views whose vectors are extra negatives")
+                 for name in cls.view_lists}
+        return {**roles, **lists}
+
+    def prepare(self, views: list[torch.Tensor]) -> list[torch.Tensor]:
+        """This process's views before they are gathered (``whole_batch``); as they are by default."""
+        return views
+
+    def forward(self, views: list[torch.Tensor], context: LossContext) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class NegativeSource(nn.Module):
+    """A source of generated negatives (kind ``negatives``): extra InfoNCE columns made from the anchors' vectors,
+    detached (points to push away from, not paths for the gradient).
+
+    A subclass implements :meth:`generate` and, to use past batches, :meth:`remember`; whatever it keeps in
+    ``self.memory`` (tensors, newest last) resumes with the run. Within one step the source gives one set of
+    negatives however often it is called (a step that encodes its batch twice, as FGSM, SAM and AWP do, sees one
+    set); :meth:`new_batch` starts the next step."""
+
+    def __init__(self):
+        super().__init__()
+        self.memory: list[torch.Tensor] = []
+        self._batch: tuple[torch.Tensor | None] | None = None
+
+    def generate(self, anchors: torch.Tensor, past: torch.Tensor | None) -> torch.Tensor | None:
+        """This batch's negatives from its (detached) ``anchors`` and the remembered ones (``past``, None when
+        there are none); None for no negatives."""
+        raise NotImplementedError
+
+    def remember(self, anchors: torch.Tensor) -> None:
+        """Keep what later batches need of ``anchors`` in ``self.memory``; nothing by default."""
+
+    def new_batch(self) -> None:
+        self._batch = None
+
+    def forward(self, anchors: torch.Tensor) -> torch.Tensor | None:
+        if self._batch is None:
+            anchors = anchors.detach()
+            past = torch.cat(self.memory).to(anchors.device) if self.memory else None
+            self._batch = (self.generate(anchors, past),)
+            self.remember(anchors)
+        return self._batch[0]
+
+    def get_extra_state(self) -> dict[str, Any]:
+        return {"memory": self.memory}
+
+    def set_extra_state(self, state: dict[str, Any]) -> None:
+        self.memory = list(state["memory"])
+
+
+contract("loss", Loss)
+contract("negatives", NegativeSource)
