@@ -14,7 +14,8 @@ default evaluations in a row without a better best dev score, with ``early_stop_
 scored below the one before (SG-BERT's "early stopping endurance"). With ``training.dev: none`` there is no dev set:
 every evaluation step saves ``OUT/best`` (the latest weights) and the data root is not needed. ``OUT/log.jsonl`` has
 one line per logged step (the loss, its parts, the gradient norm before clipping, the learning rate) and per
-evaluation; ``OUT/config.yaml`` is the resolved method; with ``tensorboard=True`` the same figures go to
+evaluation (the log and the evaluations are callbacks of the loop, :mod:`cselab.train.callbacks`, beside a caller's
+own); ``OUT/config.yaml`` is the resolved method; with ``tensorboard=True`` the same figures go to
 ``OUT/tensorboard`` too.
 """
 
@@ -27,7 +28,7 @@ import json
 import math
 import os
 import shutil
-import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,7 @@ from cselab.provenance import provenance
 from cselab.train import run_folder, state
 from cselab.train.data import training_rows
 from cselab.train.batches import training_loader
+from cselab.train.callbacks import Callback, EvaluateAndSave, LogLosses
 from cselab.train.plugins.hooks import perturb_weights, restore_weights
 from cselab.train.model import TrainingEncoder, save_checkpoint
 from cselab.train.objective import Objective
@@ -204,6 +206,7 @@ class Run:
         self._build_model(model)
         # stale: the early-stop count (training.early_stop_rule); previous: the last dev score (0 before the first)
         self.step, self.best, self.stale, self.previous = 0, -math.inf, 0, 0.0
+        self.shown: dict[str, str] = {}  # the progress bar's figures (the latest loss and dev score)
         self.info = CheckpointInfo(pooler=method["encoder"]["pooler"], prompt=method["encoder"].get("prompt"),
                                    max_length=min(self.core.tokenizer.model_max_length, 512),
                                    method=method["method"], base_model=str(model), config=method)
@@ -388,55 +391,58 @@ class Run:
                 log.write(json.dumps({"step": self.step, **values}) + "\n")
         self.accelerator.log({k: v for k, v in values.items() if k not in ("seconds", "saved")}, step=self.step)
 
-    def run(self, log_every: int = 10, progress: bool = True) -> dict[str, Any]:
-        """Train to the end (or the early stop); returns the run's summary."""
+    def steps(self) -> Iterator[dict[str, float]]:
+        """Optimizer steps to the end of training, each step's loss parts (this process's) as it is taken."""
+        while self.step < self.total:
+            yield self.train_step()
+
+    def run(self, log_every: int = 10, progress: bool = True, callbacks: Sequence[Callback] = ()) -> dict[str, Any]:
+        """Train to the end, or until a callback ends the run (:mod:`cselab.train.callbacks`: the log, the
+        evaluations and the early stop, then ``callbacks``); returns the run's summary."""
         self.resume()
         if self.tensorboard:
             self.accelerator.init_trackers("tensorboard")
         if self.cfg["eval_at_start"] and self.step == 0:
             self.evaluate_start()
-        patience, clock = self.cfg.get("early_stop"), time.perf_counter()
+        every = [LogLosses(log_every), EvaluateAndSave(), *callbacks]
         bar = tqdm(total=self.total, initial=self.step, desc=f"Training {self.method['method']}", unit="step",
                    disable=not (progress and self.main))
+        stopped_by = None
         self.core.train()
         try:
-            while self.step < self.total:
-                parts = self.train_step()
+            for parts in self.steps():
+                ends = [callback(self, parts) for callback in every]
                 bar.update(1)
-                if self.step % log_every == 0 or self.step == self.total:
-                    parts = self.mean_over_processes(parts)
-                    self.record({**parts, "lr": self.scheduler.get_last_lr()[0],
-                                 "seconds": round(time.perf_counter() - clock, 2)})
-                    bar.set_postfix(loss=f"{parts['loss']:.4f}")
-                if self.step % self.cfg["eval_steps"] == 0 or self.step == self.total:
-                    score = self.evaluate_and_save()
-                    if score is not None:
-                        bar.set_postfix(loss=f"{parts['loss']:.4f}", dev=f"{score:.2f}")
-                    if patience is not None and self.stale >= patience:
-                        self.record({"early_stop": f"{self.stale} evaluations " + (
-                            "scored below the one before" if self.cfg["early_stop_rule"] == "drops"
-                            else "without a better dev score")})
-                        break
+                bar.set_postfix(self.shown)
+                if callbacks and self.accelerator.num_processes > 1:  # the main process's decision holds
+                    ends = broadcast_object_list(ends)
+                if any(ends):
+                    stopped_by = type(next(c for c, end in zip(every, ends, strict=True) if end)).__name__
+                    if stopped_by != EvaluateAndSave.__name__:
+                        self.record({"stopped_by": stopped_by})
+                        if not EvaluateAndSave.due(self):  # the run ends evaluated and saved at its last step
+                            self.evaluate_and_save()
+                    break
         finally:
             bar.close()
             if self.tensorboard:
                 self.accelerator.end_training()
-        return self._finish(patience)
+        return self._finish(stopped_by)
 
-    def _finish(self, patience: int | None) -> dict[str, Any]:
+    def _finish(self, stopped_by: str | None) -> dict[str, Any]:
         if self.accelerator.num_processes > 1 and torch.distributed.is_initialized():
             self.accelerator.wait_for_everyone()
             torch.distributed.destroy_process_group()  # no gloo thread left running at interpreter exit
         best = None if self.cfg["dev"] == NONE else self.best
         return {"steps": self.step, "dev": self.cfg["dev"], "best_dev": best, "best": str(self.out / "best"),
-                "last": str(self.out / "last"), "stopped_early": patience is not None and self.stale >= patience,
-                "data": self.source}
+                "last": str(self.out / "last"), "stopped_early": stopped_by == EvaluateAndSave.__name__,
+                "stopped_by": stopped_by, "data": self.source}
 
 
 def train(method: dict[str, Any], model: str, data: str | os.PathLike | None, out: str | os.PathLike,
           data_dir: str | os.PathLike | None = None, eval_limit: int | None = None, log_every: int = 10,
           progress: bool = True, tensorboard: bool = False, overwrite: bool = False,
-          restart_from: str | None = None) -> dict[str, Any]:
+          restart_from: str | None = None, callbacks: Sequence[Callback] = ()) -> dict[str, Any]:
     """Train ``model`` with ``method`` on ``data`` (see :func:`cselab.train.data.training_rows`; None: the
     method's own ``data``, else ``cache/augment``); returns the run's summary. ``OUT/config.yaml`` is the resolved
     method, so ``cselab train --method OUT/config.yaml`` repeats the run.
@@ -448,11 +454,14 @@ def train(method: dict[str, Any], model: str, data: str | os.PathLike | None, ou
     ``OUT`` is locked while the run writes it; on an existing ``OUT`` the run continues only the same run (same
     config, data, base model, cselab version; :mod:`cselab.train.run_folder`), from ``OUT/last`` once every file
     there is verified (:mod:`cselab.train.state`). ``overwrite`` deletes the run's files first; ``restart_from=
-    "best"`` continues from the best checkpoint's weights with a fresh optimizer when ``OUT/last`` is damaged."""
+    "best"`` continues from the best checkpoint's weights with a fresh optimizer when ``OUT/last`` is damaged.
+    ``callbacks`` are called after every step, after the log and the evaluation (:mod:`cselab.train.callbacks`);
+    one that returns True ends the run (the summary's ``stopped_by`` names its class)."""
     if restart_from not in (None, *run_folder.RESTARTS):
         raise TrainingError(f"--restart-from {restart_from!r}: expected one of {', '.join(run_folder.RESTARTS)}")
     out, main = check_folder(out), int(os.environ.get("RANK", 0)) == 0  # the lock and the overwrite: one process
     with run_folder.RunLock(out) if main else contextlib.nullcontext():
         if overwrite and main:
             run_folder.overwrite(out)
-        return Run(method, model, data, out, data_dir, eval_limit, tensorboard, restart_from).run(log_every, progress)
+        return Run(method, model, data, out, data_dir, eval_limit, tensorboard, restart_from).run(log_every, progress,
+                                                                                                  callbacks)

@@ -14,6 +14,7 @@ from safetensors.torch import load_file
 from cselab.cli import main
 from cselab.encoders import load_encoder
 from cselab.train.data import training_rows, warn_if_paraphrases_differ
+from cselab.train.callbacks import Callback
 from cselab.train.methods import load_method
 from cselab.train.trainer import TrainingError, early_stop_count, train
 
@@ -180,3 +181,21 @@ def test_paraphrases_not_made_by_the_papers_models_are_warned_about(caplog, tmp_
     assert "paraphrases made by apertium (eng-spa+spa-eng), not the paper's WMT19" in caplog.text
     assert not warn_if_paraphrases_differ(load_method("osscse"), paper, tmp_path)
     assert not warn_if_paraphrases_differ(load_method("simcse"), apertium, tmp_path)  # reads no paraphrase
+
+
+def test_a_callback_sees_every_step_and_can_end_the_run(tiny_bert_dir, tiny_cache, tmp_path):
+    seen = []
+
+    class StopAtThree(Callback):
+        def __call__(self, run, parts):
+            seen.append((run.step, sorted(parts)))
+            return run.step == 3
+
+    summary = train(small("simcse", max_steps=10, eval_steps=2, dev="none"), str(tiny_bert_dir), tiny_cache,
+                    tmp_path / "run", progress=False, log_every=1, callbacks=[StopAtThree()])
+    assert summary["steps"] == 3 and summary["stopped_by"] == "StopAtThree" and not summary["stopped_early"]
+    assert [step for step, _ in seen] == [1, 2, 3] and seen[0][1] == ["grad_norm", "info_nce", "loss"]
+    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    assert {"step": 3, "stopped_by": "StopAtThree"} in log
+    assert log[-1] == {"step": 3, "saved": "best"}  # the last step is saved although eval_steps is 2
+    assert json.loads((tmp_path / "run" / "last" / "trainer_state.json").read_text())["step"] == 3
