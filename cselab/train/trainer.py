@@ -3,20 +3,20 @@
 Through accelerate: one CPU or GPU, or several GPUs with ``accelerate launch`` (DDP; each batch split across the
 processes, in-batch negatives gathered from all of them with their gradient, see :mod:`cselab.train.distributed`);
 bf16/fp16 with ``mixed_precision`` (refused where accelerate would fall back to fp32); gradient accumulation over
-``grad_accum`` batches; the gradients' total norm clipped to ``max_grad_norm``; the optimizer, its linear warm-up
-and decay from :mod:`cselab.train.optim`; an evaluation every ``eval_steps`` (with ``eval_at_start`` also before the
-first step) scoring the dev probe ``training.dev`` names (:mod:`cselab.evaluation.dev`: STS-B dev by default) and
-keeping the best checkpoint in ``OUT/best``, and the full training state (model, optimizer, scheduler, RNG states,
-step) in ``OUT/last`` at each evaluation: a run started again on the same ``OUT`` resumes from there, the data order
-being a function of the seed and the epoch. A NaN or infinite loss stops the run, naming the step, with ``OUT/last``
-left as the last good state. With ``training.early_stop`` the run ends once the early-stop count reaches it: by
-default evaluations in a row without a better best dev score, with ``early_stop_rule: drops`` every evaluation that
-scored below the one before (SG-BERT's "early stopping endurance"). With ``training.dev: none`` there is no dev set:
-every evaluation step saves ``OUT/best`` (the latest weights) and the data root is not needed. ``OUT/log.jsonl`` has
-one line per logged step (the loss, its parts, the gradient norm before clipping, the learning rate) and per
-evaluation (the log and the evaluations are callbacks of the loop, :mod:`cselab.train.callbacks`, beside a caller's
-own); ``OUT/config.yaml`` is the resolved method; with ``tensorboard=True`` the same figures go to
-``OUT/tensorboard`` too.
+``grad_accum`` batches (``accelerator.accumulate``; a step's batches may span two epochs); the gradients' total norm
+clipped to ``max_grad_norm``; the optimizer, its linear warm-up and decay from :mod:`cselab.train.optim`; an evaluation
+every ``eval_steps`` (with ``eval_at_start`` also before the first step) scoring the dev probe ``training.dev`` names
+(:mod:`cselab.evaluation.dev`: STS-B dev by default) and keeping the best checkpoint in ``OUT/best``, and the full
+training state (model, optimizer, scheduler, RNG states, step) in ``OUT/last`` at each evaluation: a run started again
+on the same ``OUT`` resumes from there, the data order being a function of the seed and the epoch. A NaN or infinite
+loss stops the run, naming the step, with ``OUT/last`` left as the last good state. With ``training.early_stop`` the run
+ends once the early-stop count reaches it: by default evaluations in a row without a better best dev score, with
+``early_stop_rule: drops`` every evaluation that scored below the one before (SG-BERT's "early stopping endurance").
+With ``training.dev: none`` there is no dev set: every evaluation step saves ``OUT/best`` (the latest weights) and the
+data root is not needed. ``OUT/log.jsonl`` has one line per logged step (the loss, its parts, the gradient norm before
+clipping, the learning rate) and per evaluation (the log and the evaluations are callbacks of the loop,
+:mod:`cselab.train.callbacks`, beside a caller's own); ``OUT/config.yaml`` is the resolved method; with
+``tensorboard=True`` the same figures go to ``OUT/tensorboard`` too.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from typing import Any
 
 import torch
 from accelerate import Accelerator
-from accelerate.utils import DataLoaderConfiguration, broadcast_object_list, set_seed
+from accelerate.utils import DataLoaderConfiguration, GradientAccumulationPlugin, broadcast_object_list, set_seed
 from tqdm.auto import tqdm
 from safetensors.torch import load_model
 
@@ -143,7 +143,10 @@ def _launch(cfg: dict[str, Any], out: Path, tensorboard: bool) -> Accelerator:
         _refuse_precision(cfg, "cpu")
     accelerator = Accelerator(mixed_precision=cfg["mixed_precision"], log_with="tensorboard" if tensorboard else None,
                               project_dir=str(out),  # each batch split across the processes in rank order
-                              dataloader_config=DataLoaderConfiguration(split_batches=True))
+                              dataloader_config=DataLoaderConfiguration(split_batches=True),
+                              # a step's batches may span two epochs: its end, not the loader's, synchronises
+                              gradient_accumulation_plugin=GradientAccumulationPlugin(
+                                  num_steps=cfg["grad_accum"], sync_with_dataloader=False))
     if cfg["mixed_precision"] != "no" and not accelerator.native_amp:
         _refuse_precision(cfg, accelerator.device)
     processes = accelerator.num_processes
@@ -293,12 +296,11 @@ class Run:
         accum, parts_sum = self.cfg["grad_accum"], {}
         if self.batches is None:
             self.batches = self._batches()
-        for micro in range(accum):
+        for _ in range(accum):
             local = next(self.batches)
             self.objective.new_batch()
-            with self.accelerator.no_sync(self.encoder) if micro < accum - 1 else contextlib.nullcontext():
-                loss, parts = backward_pass(self.encoder, self.objective, local,
-                                            lambda value: self.accelerator.backward(value / accum),
+            with self.accelerator.accumulate(self.encoder):  # gradients synchronised at the step's last batch
+                loss, parts = backward_pass(self.encoder, self.objective, local, self.accelerator.backward,
                                             self.initial_weights, self.trainable)
             if not torch.isfinite(loss):
                 raise TrainingError(f"the loss became {loss.item()} at step {self.step + 1}; the last good state is "
