@@ -12,6 +12,7 @@ import torch
 from cselab import registry
 from cselab.registry import build, get
 from cselab.train.methods import load_method
+from cselab.train.objective import Objective
 from cselab.train.trainer import train
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -25,7 +26,7 @@ def example_files(page: str) -> dict[str, str]:
 
 def test_adding_a_method_is_one_module_and_one_yaml_that_train(tmp_path, monkeypatch, tiny_bert_dir, tiny_cache):
     files = example_files("adding-a-method.md")
-    assert sorted(files) == ["simcse-triplet.yaml", "triplet.py"]
+    assert sorted(files) == ["simcse-sphere.yaml", "simcse-triplet.yaml", "sphere.py", "triplet.py"]
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -55,6 +56,29 @@ def test_adding_a_method_is_one_module_and_one_yaml_that_train(tmp_path, monkeyp
     assert all(r["loss"] == pytest.approx(r["info_nce"] + 0.5 * r["triplet"], rel=1e-5) for r in steps)
     assert load_method(tmp_path / "run" / "config.yaml") == method  # the run's config repeats it
     assert (tmp_path / "run" / "best" / "model.safetensors").exists()
+
+
+def test_a_source_of_negatives_is_one_module_and_one_yaml_that_train(tmp_path, monkeypatch, tiny_bert_dir,
+                                                                      tiny_cache):
+    for name, text in example_files("adding-a-method.md").items():
+        (tmp_path / name).write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry, "_REGISTRY", {kind: dict(found) for kind, found in registry._REGISTRY.items()})
+    monkeypatch.delitem(sys.modules, "sphere", raising=False)
+    method = load_method(tmp_path / "simcse-sphere.yaml", ["training.batch_size=16", "training.max_length=24",
+                                                          "training.max_steps=2", "training.eval_steps=2",
+                                                          "training.dev=none"])
+    assert method["losses"]["info_nce"]["generated"] == {"kind": "sphere", "count": 16}
+    source = Objective(method).losses[0].generated  # as the run builds it
+    anchors = torch.randn(8, 5, requires_grad=True)
+    negatives = source(anchors)
+    assert negatives.shape == (16, 5) and not negatives.requires_grad
+    torch.testing.assert_close(negatives.norm(dim=-1), torch.ones(16))
+    assert source(torch.randn(8, 5)) is negatives  # one set per step
+    with pytest.raises(ValueError, match="generated.count: 0 is out of range; expected a whole number >= 1"):
+        load_method(tmp_path / "simcse-sphere.yaml", ["losses.info_nce.generated.count=0"])
+    summary = train(method, str(tiny_bert_dir), tiny_cache, tmp_path / "run", progress=False)
+    assert summary["steps"] == 2 and (tmp_path / "run" / "last" / "objective.pt").exists()
 
 
 def test_a_factory_encoder_is_scored_like_any_other(tmp_path, monkeypatch, capsys, data_dir):
