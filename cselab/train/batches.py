@@ -57,11 +57,6 @@ class EpochOrder(Sampler[int]):
         return iter(torch.randperm(self.size, generator=generator).tolist())
 
 
-def forward_keys(views: dict[str, dict[str, Any]]) -> list[Key]:
-    """The ``(column, prompt)`` of every view (a method's ``views`` section) that runs the encoder, each once."""
-    return list(dict.fromkeys((view["column"], view.get("prompt")) for view in views.values() if not view.get("of")))
-
-
 class Collator:
     """Rows -> :class:`Batch`: the column of each ``(column, prompt)`` of ``keys`` tokenised with the encoder's
     tokenizer, that prompt and ``max_length``."""
@@ -79,9 +74,9 @@ class Collator:
         return batch
 
 
-def training_loader(rows, encoder, config: dict[str, Any]) -> DataLoader:
-    """Batches of ``training.batch_size`` rows in :class:`EpochOrder`, the last partial one dropped; its own
-    generator, so that iterating draws nothing from the global RNG (dropout's)."""
+def training_loader(rows, collator: Collator, config: dict[str, Any]) -> DataLoader:
+    """Batches of ``training.batch_size`` rows in :class:`EpochOrder`, the last partial one dropped, collated by
+    ``collator``; its own generator, so that iterating draws nothing from the global RNG (dropout's)."""
     return DataLoader(RowsDataset(rows), batch_size=config["training"]["batch_size"],
                       sampler=EpochOrder(len(rows), config["training"]["seed"]), drop_last=True,
-                      collate_fn=Collator(encoder, forward_keys(config["views"])), generator=torch.Generator())
+                      collate_fn=collator, generator=torch.Generator())

@@ -18,7 +18,7 @@ from torch import nn
 
 from cselab.registry import build, get
 from cselab.train import plugins  # noqa: F401  (every plug-in registered)
-from cselab.train.batches import Batch, Collator, forward_keys
+from cselab.train.batches import Batch, Collator, Key
 from cselab.train.distributed import gather_rows, global_count, global_mean
 from cselab.train.kinds import Loss, LossContext, NegativeSource
 
@@ -99,9 +99,10 @@ class Objective(nn.Module):
         super().__init__()
         self.method = method["method"]
         self.views = tuple(View.from_config(name, view) for name, view in method["views"].items())
-        self.forward_keys = forward_keys(method["views"])
+        # the (column, prompt) of each view that runs the encoder, each once: one tokenisation per batch
+        self.forward_keys: list[Key] = list(dict.fromkeys((v.column, v.prompt) for v in self.views if not v.of))
         self.names = list(method["losses"])
-        self.weights = [params["weight"] for params in method["losses"].values()]
+        self.weights = {name: params["weight"] for name, params in method["losses"].items()}
         self.losses = nn.ModuleList(build(get("loss", params.get("type") or name), params)
                                     for name, params in method["losses"].items())
         hook = method["hooks"].get("weights")
@@ -178,8 +179,7 @@ class Objective(nn.Module):
 
     def total(self, parts: dict[str, torch.Tensor]) -> torch.Tensor:
         """The weighted sum of the losses ``parts`` has."""
-        weights = dict(zip(self.names, self.weights, strict=True))
-        return sum(weights[name] * value for name, value in parts.items())
+        return sum(self.weights[name] * value for name, value in parts.items())
 
 
 def _forward_view(model, encoder, view: View, batch: Batch, captured, directions) -> dict[str, tuple]:

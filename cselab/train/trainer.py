@@ -48,7 +48,7 @@ from cselab.files import check_folder, clipped, read_json, remove_path
 from cselab.provenance import provenance
 from cselab.train import run_folder, state
 from cselab.train.data import training_rows
-from cselab.train.batches import training_loader
+from cselab.train.batches import Collator, training_loader
 from cselab.train.callbacks import Callback, EvaluateAndSave, LogLosses
 from cselab.train.plugins.hooks import perturb_weights, restore_weights
 from cselab.train.model import TrainingEncoder, save_checkpoint
@@ -229,7 +229,8 @@ class Run:
         if self.accelerator.num_processes > 1:
             set_seed(self.cfg["seed"] + self.accelerator.process_index)  # distinct dropout masks on each process
         self.core = self.accelerator.unwrap_model(self.encoder)
-        self.loader = self.accelerator.prepare(training_loader(self.rows, self.core, self.method))
+        collator = Collator(self.core, self.objective.forward_keys)
+        self.loader = self.accelerator.prepare(training_loader(self.rows, collator, self.method))
         self.batches = None  # this process's batches from the (resumed) step on, made at the first step
         self.trainable = [p for p in self.core.parameters() if p.requires_grad]
         self.initial_weights = lambda: (list(self.core.backbone.parameters()), initial)
