@@ -10,10 +10,11 @@ has a contract (a loss, a source of negatives: :mod:`cselab.train.kinds`)::
 
 Kinds (the modules that register them): ``loss`` (:mod:`cselab.train.plugins.losses`), ``input_augment`` and
 ``output_augment`` (:mod:`cselab.train.plugins.augmentations`), ``negatives`` (:mod:`cselab.train.plugins.negatives`),
-``weight_hook`` (:mod:`cselab.train.plugins.hooks`), ``head`` (:mod:`cselab.train.plugins.heads`) and ``pooler``
-(:mod:`cselab.encoders.pooling`). :func:`check` validates a config section against a schema: every key known,
-every value type-checked, coerced and range-checked, defaults filled in; a mistake is a
-:class:`~cselab.errors.ConfigError` naming the key and what is allowed.
+``logit_transform`` (:mod:`cselab.train.plugins.transforms`), ``weight_hook`` (:mod:`cselab.train.plugins.hooks`),
+``head`` (:mod:`cselab.train.plugins.heads`) and ``pooler`` (:mod:`cselab.encoders.pooling`). :func:`check`
+validates a config section against a schema: every key known, every value type-checked, coerced and
+range-checked, defaults filled in; a mistake is a :class:`~cselab.errors.ConfigError` naming the key and what is
+allowed.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from cselab.files import shown
 
 REQUIRED = object()  # a Param default: the key must be given
 NAME = re.compile(r"[a-z0-9_-]+")  # the names of plug-ins, views and losses
-KINDS = ("loss", "input_augment", "output_augment", "negatives", "weight_hook", "head", "pooler")
+KINDS = ("loss", "input_augment", "output_augment", "negatives", "logit_transform", "weight_hook", "head", "pooler")
 
 
 @dataclass(frozen=True)
@@ -137,13 +138,15 @@ class Plugin:
     """A registered plug-in: its kind, name, parameter schema and the function or class it registers (a class of a
     kind with a contract, :func:`contract`, subclasses the kind's base class and may add parameters that name views
     through a ``view_schema()`` class method); ``needs`` is what a function kind asks of its caller (an
-    augmentation's ``gradient``, a pooler's ``hidden_states``)."""
+    augmentation's ``gradient``, a pooler's ``hidden_states``); ``moved`` maps a former parameter to what replaces
+    it, so that an old config is refused with the new spelling rather than as an unknown key."""
 
     kind: str
     name: str
     function: Callable = field(repr=False)
     params: dict[str, Param] = field(default_factory=dict)
     needs: tuple[str, ...] = ()
+    moved: dict[str, str] = field(default_factory=dict)
     summary: str = ""
 
     def schema(self) -> dict[str, Param]:
@@ -236,7 +239,17 @@ def check_plugin(kind: str, value: Any, where: str) -> dict[str, Any]:
     if not isinstance(value, dict) or "kind" not in value:
         raise ConfigError(f"{where}: expected a mapping with kind: one of {', '.join(names(kind))}")
     plugin = get(kind, value["kind"], f"{where}.kind")
-    return {"kind": plugin.name, **check({k: v for k, v in value.items() if k != "kind"}, plugin.schema(), where)}
+    params = {k: v for k, v in value.items() if k != "kind"}
+    refuse_moved(plugin, params, where)
+    return {"kind": plugin.name, **check(params, plugin.schema(), where)}
+
+
+def refuse_moved(plugin: Plugin, section: dict[str, Any], where: str) -> None:
+    """A ConfigError for the first parameter of ``section`` that ``plugin`` declares ``moved``, with its new form."""
+    for key in section:
+        if key in plugin.moved:
+            raise ConfigError(f"{_join(where, key)}: no longer a parameter of {plugin.name}; write "
+                              f"{plugin.moved[key]}")
 
 
 def setting(default: Any, type: type | tuple[type, ...], help: str = "", **constraints) -> Any:

@@ -26,7 +26,8 @@ def example_files(page: str) -> dict[str, str]:
 
 def test_adding_a_method_is_one_module_and_one_yaml_that_train(tmp_path, monkeypatch, tiny_bert_dir, tiny_cache):
     files = example_files("adding-a-method.md")
-    assert sorted(files) == ["simcse-sphere.yaml", "simcse-triplet.yaml", "sphere.py", "triplet.py"]
+    assert sorted(files) == ["angular.py", "simcse-arc.yaml", "simcse-sphere.yaml", "simcse-triplet.yaml",
+                             "sphere.py", "triplet.py"]
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -79,6 +80,27 @@ def test_a_source_of_negatives_is_one_module_and_one_yaml_that_train(tmp_path, m
         load_method(tmp_path / "simcse-sphere.yaml", ["losses.info_nce.generated.count=0"])
     summary = train(method, str(tiny_bert_dir), tiny_cache, tmp_path / "run", progress=False)
     assert summary["steps"] == 2 and (tmp_path / "run" / "last" / "objective.pt").exists()
+
+
+def test_a_logit_transform_is_one_module_and_one_yaml_that_train(tmp_path, monkeypatch, tiny_bert_dir, tiny_cache):
+    for name, text in example_files("adding-a-method.md").items():
+        (tmp_path / name).write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(registry, "_REGISTRY", {kind: dict(found) for kind, found in registry._REGISTRY.items()})
+    monkeypatch.delitem(sys.modules, "angular", raising=False)
+    method = load_method(tmp_path / "simcse-arc.yaml", ["training.batch_size=16", "training.max_length=24",
+                                                       "training.max_steps=2", "training.eval_steps=2",
+                                                       "training.dev=none", "losses.info_nce.transform.margin=0.5236"])
+    assert method["losses"]["info_nce"]["transform"] == {"kind": "angular_margin", "margin": 0.5236}
+    transform = Objective(method).losses[0].transform  # as the run builds it
+    # hand-computed: the positive 0.5 = cos(pi/3) becomes cos(pi/3 + pi/6) = 0; the negative 0.2 stays
+    shifted = transform(torch.tensor([[0.5, 0.2], [0.2, 0.5]]), torch.tensor([0, 1]))
+    assert shifted.tolist() == [pytest.approx([0.0, 0.2], abs=1e-4), pytest.approx([0.2, 0.0], abs=1e-4)]
+    with pytest.raises(ValueError, match="transform.margin: -0.1 is out of range; expected a number >= 0"):
+        load_method(tmp_path / "simcse-arc.yaml", ["losses.info_nce.transform.margin=-0.1"])
+    summary = train(method, str(tiny_bert_dir), tiny_cache, tmp_path / "run", progress=False, log_every=1)
+    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    assert summary["steps"] == 2 and all(math.isfinite(r["info_nce"]) for r in log if "loss" in r)
 
 
 def test_a_factory_encoder_is_scored_like_any_other(tmp_path, monkeypatch, capsys, data_dir):

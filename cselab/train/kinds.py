@@ -1,10 +1,11 @@
-"""The contracts of the stateful plug-in kinds: a loss is a :class:`Loss`, a source of generated negatives a
-:class:`NegativeSource`. Both are ``torch.nn.Module`` subclasses built once per run from their validated parameters
+"""The contracts of the module plug-in kinds: a loss is a :class:`Loss`, a source of generated negatives a
+:class:`NegativeSource`, a change of a loss's similarities a :class:`LogitTransform`. All are ``torch.nn.Module``
+subclasses built once per run from their validated parameters
 (each parameter of the schema is a keyword of the constructor), so a plug-in owns its settings and its state, and its
 ``state_dict`` (extra state included) is saved with the run and restored on resume.
 
-:func:`cselab.registry.register` refuses a ``loss`` or ``negatives`` plug-in that is not a subclass of its kind's
-base class.
+:func:`cselab.registry.register` refuses a ``loss``, ``negatives`` or ``logit_transform`` plug-in that is not a
+subclass of its kind's base class.
 """
 
 from __future__ import annotations
@@ -58,6 +59,11 @@ class Loss(nn.Module):
                  for name in cls.view_lists}
         return {**roles, **lists}
 
+    @classmethod
+    def validate(cls, params: dict[str, Any], where: str) -> None:
+        """Refuse (a :class:`~cselab.errors.ConfigError` naming ``where``) a combination of validated parameters
+        that has no meaning; called when the config resolves, before any model loads. Nothing by default."""
+
     def prepare(self, views: list[torch.Tensor]) -> list[torch.Tensor]:
         """This process's views before they are gathered (``whole_batch``); as they are by default."""
         return views
@@ -106,5 +112,16 @@ class NegativeSource(nn.Module):
         self.memory = list(state["memory"])
 
 
+class LogitTransform(nn.Module):
+    """A change of a contrastive loss's similarities (kind ``logit_transform``, e.g. a margin): :meth:`forward`
+    maps the cosine similarities (anchors x columns, before the temperature) and each row's positive column
+    (``labels``) to new similarities of the same shape. A loss applies it where its config names one
+    (``losses.info_nce.transform``)."""
+
+    def forward(self, similarities: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+
 contract("loss", Loss)
 contract("negatives", NegativeSource)
+contract("logit_transform", LogitTransform)

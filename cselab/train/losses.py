@@ -7,7 +7,8 @@
   most ``beta``.
 - :func:`recall`: ``1/2 gamma sum_i (theta_i - theta*_i)^2``, a pull back to the initial weights
   (SG-OPT's regularizer ``lambda ||theta_T - theta_F||^2`` with ``gamma = 2 lambda``).
-- :func:`perturb_logits`, :func:`dynamic_margin`: IFM's and BYOP's margins on InfoNCE's similarities.
+- :func:`perturb_logits`, :func:`dynamic_margin`: IFM's and BYOP's margins on InfoNCE's similarities (the
+  ``perturb`` logit transform of :mod:`cselab.train.plugins.transforms`).
 - :func:`nt_xent`, :func:`sg_opt`: SG's and SG-OPT's losses (Kim et al., 2021, section 3).
 
 ``sim`` is the cosine similarity; each loss is averaged over the rows it has.
@@ -16,7 +17,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import torch
 import torch.nn.functional as F
@@ -53,20 +54,21 @@ def dynamic_margin(similarities: torch.Tensor, labels: torch.Tensor) -> torch.Te
 
 def info_nce(anchors: torch.Tensor, positives: torch.Tensor, temperature: float = 0.05,
              extra_negatives: torch.Tensor | None = None, offset: int = 0, reduction: str = "mean",
-             perturbation: str | None = None, margin: float | str = 0.0, multitask: bool = False,
+             transform: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None, multitask: bool = False,
              label_smoothing: float = 0.0) -> torch.Tensor:
     """In-batch InfoNCE: row i's positive is ``positives[offset + i]``, every other positive (and each extra
     negative) is a negative. ``offset`` places the anchors in a longer list of positives (another process's
     rows first); ``reduction`` is ``"mean"`` or ``"none"`` (one loss per anchor).
 
-    With ``perturbation`` (see :func:`perturb_logits`) the similarities are shifted by ``margin`` (a number, or
-    ``"dynamic"`` for :func:`dynamic_margin`) before the temperature: IFM/BYOP's perturbed loss, alone or, with
-    ``multitask``, averaged with the plain one (``(l + l_perturbed) / 2``). ``label_smoothing`` spreads that much of
-    the target's mass evenly over all columns (the positive's included), as :func:`torch.nn.functional.cross_entropy`
-    does."""
+    ``transform(similarities, labels)`` changes the similarities before the temperature (e.g. IFM/BYOP's
+    perturbation, :func:`perturb_logits`); with ``multitask`` the transformed loss is averaged with the plain one
+    (``(l + l_transformed) / 2``). ``label_smoothing`` spreads that much of the target's mass evenly over all
+    columns (the positive's included), as :func:`torch.nn.functional.cross_entropy` does."""
     if anchors.shape[1:] != positives.shape[1:] or offset + len(anchors) > len(positives):
         raise ValueError(f"anchors {tuple(anchors.shape)} do not match positives {tuple(positives.shape)} "
                          f"at offset {offset}")
+    if multitask and transform is None:
+        raise ValueError("multitask averages the transformed loss with the plain one: it needs a transform")
     similarities = cosine_matrix(anchors, positives)
     if extra_negatives is not None:
         similarities = torch.cat([similarities, cosine_matrix(anchors, extra_negatives)], dim=1)
@@ -75,11 +77,10 @@ def info_nce(anchors: torch.Tensor, positives: torch.Tensor, temperature: float 
     def loss(values: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(values / temperature, labels, reduction=reduction, label_smoothing=label_smoothing)
 
-    if not perturbation:
+    if transform is None:
         return loss(similarities)
-    shift = dynamic_margin(similarities, labels) if margin == "dynamic" else margin
-    perturbed = loss(perturb_logits(similarities, labels, perturbation, shift))
-    return (loss(similarities) + perturbed) / 2 if multitask else perturbed
+    transformed = loss(transform(similarities, labels))
+    return (loss(similarities) + transformed) / 2 if multitask else transformed
 
 
 def nt_xent(first: torch.Tensor, second: torch.Tensor, temperature: float = 0.01) -> torch.Tensor:

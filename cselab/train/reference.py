@@ -16,7 +16,8 @@ from cselab.train.schema import ENCODER, TRAINING, VIEW
 
 KIND_TITLES = {"loss": "Losses", "input_augment": "Input augmentations (a forward view's `augment`)",
                "output_augment": "Output augmentations (the `augment` of a view `of` another)",
-               "negatives": "Generated negatives (`losses.NAME.generated`)", "weight_hook": "Weight hooks "
+               "negatives": "Generated negatives (`losses.NAME.generated`)",
+               "logit_transform": "Logit transforms (`losses.NAME.transform`)", "weight_hook": "Weight hooks "
                "(`hooks.weights`)", "head": "Training heads (`encoder.head`)", "pooler": "Poolers (`encoder.pooler`)"}
 
 

@@ -14,7 +14,7 @@ from cselab.encoders.pooling import LAYER_POOLERS
 from cselab.errors import ConfigError
 from cselab.evaluation.dev import dev_names
 from cselab.files import shown
-from cselab.registry import NAME, Param, check, check_plugin, get
+from cselab.registry import NAME, Param, check, check_plugin, get, refuse_moved
 from cselab.train import plugins  # noqa: F401  (every plug-in registered)
 
 DTYPES = ("float32", "bfloat16", "float16")
@@ -139,7 +139,9 @@ def _losses(losses: Any, views: dict[str, dict[str, Any]]) -> dict[str, dict[str
             continue
         where = _name("losses", name)
         plugin = get("loss", params.get("type") or name, f"{where}.type" if params.get("type") else where)
+        refuse_moved(plugin, params, where)
         resolved = check(params, {**LOSS, **plugin.schema()}, where)
+        plugin.function.validate(resolved, where)
         for key in plugin.function.view_schema():
             for view in resolved[key] if isinstance(resolved[key], list) else [resolved[key]]:
                 if view not in available:
@@ -190,9 +192,14 @@ def section_schema(config: dict[str, Any], section: list[str]) -> dict[str, Para
         return {"encoder": ENCODER, "training": TRAINING, "hooks": HOOKS}[section[0]]
     if len(section) == 2 and section[0] == "views":
         return VIEW
-    if len(section) == 2 and section[0] == "losses":
+    if len(section) >= 2 and section[0] == "losses":
         params = config["losses"][section[1]]
-        return {**LOSS, **get("loss", params.get("type") or section[1]).schema()}
+        schema = {**LOSS, **get("loss", params.get("type") or section[1]).schema()}
+        for key in section[2:]:  # a plug-in inside the loss (its transform, its generated negatives)
+            if key not in schema or not schema[key].plugin or key not in params:
+                return {}
+            schema, params = get(schema[key].plugin, params[key]["kind"]).schema(), params[key]
+        return schema
     return {}
 
 

@@ -3,6 +3,8 @@ import math
 import pytest
 import torch
 
+from cselab.registry import build, get
+from cselab.train import plugins  # noqa: F401  (the perturb logit transform registered)
 from cselab.train.losses import (
     cosine_matrix,
     dynamic_margin,
@@ -130,16 +132,25 @@ def test_ifm_and_byop_losses_hand_computed():
 
     plain = (row(1, c) + row(c, 0)) / 2
     ifm = (row(1 - 0.1, c + 0.1) + row(c - 0.1, 0 + 0.1)) / 2  # p-n+: ascent direction
-    assert info_nce(anchors, positives, 1.0, perturbation="p-n+", margin=0.1).item() == pytest.approx(ifm, abs=1e-6)
-    assert info_nce(anchors, positives, 1.0, perturbation="p-n+", margin=0.1, multitask=True).item() == \
-        pytest.approx((plain + ifm) / 2, abs=1e-6)
+    assert perturbed(anchors, positives, "p-n+", 0.1) == pytest.approx(ifm, abs=1e-6)
+    assert perturbed(anchors, positives, "p-n+", 0.1, multitask=True) == pytest.approx((plain + ifm) / 2, abs=1e-6)
     byop = (row(1 + 0.1, c - 0.1) + row(c + 0.1, 0 - 0.1)) / 2  # p+n-: descent direction, lower loss
-    assert info_nce(anchors, positives, 1.0, perturbation="p+n-", margin=0.1).item() == pytest.approx(byop, abs=1e-6)
+    assert perturbed(anchors, positives, "p+n-", 0.1) == pytest.approx(byop, abs=1e-6)
     assert byop < plain < ifm
     # dynamic margin: sim(z_i, z_i') / (N - 1), N - 1 = 1 negative here
     dynamic = (row(1, c - 1) + row(c, 0 - c)) / 2  # n-
-    assert info_nce(anchors, positives, 1.0, perturbation="n-", margin="dynamic").item() == \
-        pytest.approx(dynamic, abs=1e-6)
+    assert perturbed(anchors, positives, "n-", "dynamic") == pytest.approx(dynamic, abs=1e-6)
+
+
+def perturbed(anchors, positives, pattern, margin, multitask=False) -> float:
+    """InfoNCE (temperature 1) through the ``perturb`` logit transform plug-in, as a config builds it."""
+    transform = build(get("logit_transform", "perturb"), {"pattern": pattern, "margin": margin})
+    return info_nce(anchors, positives, 1.0, transform=transform, multitask=multitask).item()
+
+
+def test_multitask_without_a_transform_is_refused():
+    with pytest.raises(ValueError, match="multitask .* needs a transform"):
+        info_nce(torch.eye(2), torch.eye(2), multitask=True)
 
 
 def test_nt_xent_hand_computed():

@@ -77,16 +77,17 @@ def test_every_preset_trains_a_few_steps(preset, tiny_bert_dir, tiny_cache, data
 
 def test_composition_profiles_and_removal():
     assert load_method("osscse+byop-c")["losses"]["info_nce"] == {
-        **load_method("osscse")["losses"]["info_nce"], "perturbation": "n-", "margin": 0.01, "multitask": False}
+        **load_method("osscse")["losses"]["info_nce"],
+        "transform": {"kind": "perturb", "pattern": "n-", "margin": 0.01}, "multitask": False}
     assert load_method("osscse+byop-c")["method"] == "osscse+byop-c"
     large = load_method("byop-c-m", profile="roberta-large")
     assert (large["training"]["batch_size"], large["training"]["lr"]) == (256, 3e-5)
-    assert (large["losses"]["info_nce"]["margin"], large["losses"]["info_nce"]["perturbation"]) == (0.02, "p+n-")
+    assert large["losses"]["info_nce"]["transform"] == {"kind": "perturb", "pattern": "p+n-", "margin": 0.02}
     assert set(load_method("sg-opt")["losses"]) == {"sg_opt", "recall"}  # `nt_xent: null` removed SG's loss
     with pytest.raises(ValueError, match="no profile 'gpt'; profiles: minilm, official, bert-base, bert-large, "):
         load_method("byop-d", profile="gpt")
-    with pytest.raises(ValueError, match="perturbation: 'p\\+\\+' is not allowed; expected one of p\\+, p-"):
-        load_method("byop-c", ["losses.info_nce.perturbation=p++"])
+    with pytest.raises(ValueError, match="transform.pattern: 'p\\+\\+' is not allowed; expected one of p\\+, p-"):
+        load_method("byop-c", ["losses.info_nce.transform.pattern=p++"])
     with pytest.raises(ValueError, match="negatives: 'anchor.layers' is not a view; views: anchor, positive"):
         load_method("simcse", ['losses.info_nce.negatives=["anchor.layers"]'])
 

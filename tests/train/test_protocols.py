@@ -107,7 +107,7 @@ def test_the_minilm_profile_keeps_mean_pooling_and_drops_prompts():
 def test_profiles_are_inherited_through_extends_and_replaced_by_name():
     profiles = method_profiles("byop-c")
     assert {"minilm", "bert-base", "bert-large", "roberta-base", "roberta-large"} <= set(profiles)
-    assert load_method("byop-c", profile="bert-large")["losses"]["info_nce"]["margin"] == 0.04
+    assert load_method("byop-c", profile="bert-large")["losses"]["info_nce"]["transform"]["margin"] == 0.04
     assert load_method("sg-opt", profile="bert-base")["training"]["early_stop"] == 10
 
 
@@ -116,7 +116,7 @@ def test_show_config_prints_the_resolved_config(capsys):
     config = yaml.safe_load(capsys.readouterr().out)
     assert config["training"]["batch_size"] == 256 and config["training"]["lr"] == 3e-5
     assert config["training"]["weight_decay"] == 0.0
-    assert config["losses"]["info_nce"]["perturbation"] == "p-n-"
+    assert config["losses"]["info_nce"]["transform"]["pattern"] == "p-n-"
 
 
 def test_early_stop_must_be_a_positive_whole_number():

@@ -30,6 +30,15 @@ MISTAKES = {  # (method, --set): what the one line says after "METHOD: KEY: "
     ("sg", "encoder.head.output=0"): "0 is out of range; expected a whole number >= 1 or null",
     ("simcse", "encoder.head_init=xavier"): "'xavier' is not allowed; expected one of bert, torch",
     ("sg", "training.early_stop_rule=patience"): "'patience' is not allowed; expected one of no_improvement, drops",
+    ("simcse", "losses.info_nce.multitask=true"): "true averages the transformed loss with the plain one, and "
+                                                  "losses.info_nce has no transform",
+    ("byop-d", "losses.info_nce.transform.margin=-dynamic"): "'-dynamic' is not valid; expected a number or "
+                                                             "'dynamic'",
+    ("ifm", "losses.info_nce.transform.kind=perturbb"): "unknown logit transform 'perturbb'; known: perturb",
+    # the keys of info_nce before the perturbation became a logit transform: refused with the new spelling
+    ("ifm", "losses.info_nce.perturbation=p-n+"): "no longer a parameter of info_nce; write transform: {kind: "
+                                                  "perturb, pattern: PATTERN, margin: MARGIN}",
+    ("simcse", "losses.info_nce.margin=0.1"): "no longer a parameter of info_nce; write transform: {kind: perturb",
 }
 
 

@@ -12,35 +12,43 @@ from typing import Any
 
 import torch
 
+from cselab.errors import ConfigError
 from cselab.registry import Param, build, get, register
 from cselab.train import losses as L
 from cselab.train.distributed import gather_rows
 from cselab.train.kinds import Loss, LossContext
 
-PERTURBATIONS = ("p+", "p-", "n+", "n-", "p+n+", "p+n-", "p-n+", "p-n-")
 TEMPERATURE = "tau"
+PERTURB = "transform: {kind: perturb, pattern: PATTERN, margin: MARGIN}"
 
 
 @register("loss", "info_nce", params={
     "temperature": Param(float, 0.05, TEMPERATURE, min=0.0, above=True),
-    "perturbation": Param(str, None, "IFM/BYOP's shift of the similarities", choices=PERTURBATIONS, nullable=True),
-    "margin": Param((float, str), 0.0, "the shift: a number or dynamic (BYOP-D)", words=("dynamic",)),
-    "multitask": Param(bool, False, "average the perturbed loss with the plain one"),
+    "transform": Param(dict, None, "a logit transform applied to the similarities (e.g. {kind: perturb, ...}, "
+                       "IFM/BYOP)", nullable=True, plugin="logit_transform"),
+    "multitask": Param(bool, False, "average the transformed loss with the plain one (needs a transform)"),
     "label_smoothing": Param(float, 0.0, "target mass spread over all columns", min=0.0, max=1.0, below=True),
-    "generated": Param(dict, None, "generated negatives", nullable=True, plugin="negatives")})
+    "generated": Param(dict, None, "generated negatives", nullable=True, plugin="negatives")},
+    moved={"perturbation": PERTURB, "margin": PERTURB})
 class InfoNCE(Loss):
     """InfoNCE of ``anchor`` against ``positive`` and the batch's other positives, plus extra ``negatives``
-    columns (views, e.g. SSCL's ``anchor.layers``) and ``generated`` ones; optional IFM/BYOP ``perturbation``
-    with a ``margin`` (a number or ``dynamic``), ``multitask``; ``label_smoothing``."""
+    columns (views, e.g. SSCL's ``anchor.layers``) and ``generated`` ones; an optional logit ``transform`` (IFM/BYOP's
+    ``perturb``), alone or, with ``multitask``, averaged with the plain loss; ``label_smoothing``."""
 
     roles, view_lists = ("anchor", "positive"), ("negatives",)
 
-    def __init__(self, temperature: float, perturbation: str | None, margin: float | str, multitask: bool,
+    def __init__(self, temperature: float, transform: dict[str, Any] | None, multitask: bool,
                  label_smoothing: float, generated: dict[str, Any] | None, **views):
         super().__init__(**views)
-        self.temperature, self.perturbation, self.margin = temperature, perturbation, margin
-        self.multitask, self.label_smoothing = multitask, label_smoothing
+        self.temperature, self.multitask, self.label_smoothing = temperature, multitask, label_smoothing
+        self.transform = build(get("logit_transform", transform["kind"]), transform) if transform else None
         self.generated = build(get("negatives", generated["kind"]), generated) if generated else None
+
+    @classmethod
+    def validate(cls, params, where):
+        if params["multitask"] and "transform" not in params:
+            raise ConfigError(f"{where}.multitask: true averages the transformed loss with the plain one, and "
+                              f"{where} has no transform")
 
     def forward(self, views, context: LossContext):
         anchors, positives = views
@@ -55,8 +63,7 @@ class InfoNCE(Loss):
         if not len(anchors):
             return anchors.sum(dim=1)
         return L.info_nce(anchors, positives, self.temperature, negatives, offset, reduction="none",
-                          perturbation=self.perturbation, margin=self.margin, multitask=self.multitask,
-                          label_smoothing=self.label_smoothing)
+                          transform=self.transform, multitask=self.multitask, label_smoothing=self.label_smoothing)
 
 
 @register("loss", "two_way_margin", params={
