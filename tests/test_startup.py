@@ -1,5 +1,5 @@
 """The command line starts without the model libraries: ``--help``, ``--version`` and ``--list-methods`` import
-none of torch, transformers, spaCy, datasets or scikit-learn (issue 24, item 8; the CPU time is a benchmark in
+none of torch, transformers, spaCy, datasets, scikit-learn or SciPy (issue 24, item 8; the CPU time is a benchmark in
 benchmarks/RESULTS.md, not a test)."""
 
 import json
@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-HEAVY = ("torch", "transformers", "spacy", "datasets", "sklearn", "accelerate")
+HEAVY = ("torch", "transformers", "spacy", "datasets", "sklearn", "scipy", "accelerate")
 SCRIPT = """
 import json, sys
 from cselab.cli import main
