@@ -175,6 +175,7 @@ class Stepper:
 
         from cselab.train.methods import load_method
         from cselab.train.objective import Objective
+        from cselab.train.config import TrainingConfig
         from cselab.train.optim import build_optimizer
         from cselab.train.trainer import build_encoder, initial_weights
 
@@ -185,7 +186,7 @@ class Stepper:
             self.encoder.frozen.to(device)
         named = [(n, p) for n, p in self.encoder.named_parameters() if p.requires_grad]
         self.trainable = [p for _, p in named]
-        self.optimizer = build_optimizer(named, {**self.method["training"], "lr": 1e-5})
+        self.optimizer = build_optimizer(named, TrainingConfig(**{**self.method["training"], "lr": 1e-5}))
         self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda _: 1.0)
         self.initial = initial_weights(self.encoder)
         self.objective = Objective(self.method)

@@ -254,8 +254,10 @@ def refuse_moved(plugin: Plugin, section: dict[str, Any], where: str) -> None:
 
 def setting(default: Any, type: type | tuple[type, ...], help: str = "", **constraints) -> Any:
     """A dataclass field that declares its :class:`Param` (``metadata["param"]``); a list or mapping default is
-    copied for each instance."""
+    copied for each instance; a ``REQUIRED`` one has no default (in a ``kw_only`` dataclass it may stand anywhere)."""
     param = Param(type, REQUIRED, help, **constraints)
+    if default is REQUIRED:
+        return field(metadata={"param": param})
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: copy.deepcopy(default), metadata={"param": param})
     return field(default=default, metadata={"param": param})

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
+
+from cselab.train.config import TrainingConfig
 
 Key = tuple[str, str | None]  # (column, prompt): the views sharing one tokenisation
 
@@ -74,9 +75,9 @@ class Collator:
         return batch
 
 
-def training_loader(rows, collator: Collator, config: dict[str, Any]) -> DataLoader:
+def training_loader(rows, collator: Collator, config: TrainingConfig) -> DataLoader:
     """Batches of ``training.batch_size`` rows in :class:`EpochOrder`, the last partial one dropped, collated by
     ``collator``; its own generator, so that iterating draws nothing from the global RNG (dropout's)."""
-    return DataLoader(RowsDataset(rows), batch_size=config["training"]["batch_size"],
-                      sampler=EpochOrder(len(rows), config["training"]["seed"]), drop_last=True,
+    return DataLoader(RowsDataset(rows), batch_size=config.batch_size, sampler=EpochOrder(len(rows), config.seed),
+                      drop_last=True,
                       collate_fn=collator, generator=torch.Generator())

@@ -50,7 +50,7 @@ class EvaluateAndSave(Callback):
     @staticmethod
     def due(run: Run) -> bool:
         """Whether the step just taken is one to evaluate at."""
-        return run.step % run.cfg["eval_steps"] == 0 or run.step == run.total
+        return run.step % run.cfg.eval_steps == 0 or run.step == run.total
 
     def __call__(self, run: Run, parts: dict[str, float]) -> bool:
         if not self.due(run):
@@ -58,9 +58,9 @@ class EvaluateAndSave(Callback):
         score = run.evaluate_and_save()
         if score is not None:
             run.shown.update(loss=f"{parts['loss']:.4f}", dev=f"{score:.2f}")
-        patience = run.cfg.get("early_stop")
+        patience = run.cfg.early_stop
         if patience is None or run.stale < patience:
             return False
-        rule = "scored below the one before" if run.cfg["early_stop_rule"] == "drops" else "without a better dev score"
+        rule = "scored below the one before" if run.cfg.early_stop_rule == "drops" else "without a better dev score"
         run.record({"early_stop": f"{run.stale} evaluations {rule}"})
         return True

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from transformers import get_linear_schedule_with_warmup
 
-from cselab.train.schema import warmup_steps
+from cselab.train.config import TrainingConfig, warmup_steps
 
 
 class LegacyAdamW(torch.optim.Optimizer):
@@ -62,25 +62,25 @@ class LegacyAdamW(torch.optim.Optimizer):
         return loss
 
 
-def parameter_groups(named: Iterable[tuple[str, torch.Tensor]], cfg: dict[str, Any]) -> list[dict[str, Any]]:
+def parameter_groups(named: Iterable[tuple[str, torch.Tensor]], cfg: TrainingConfig) -> list[dict[str, Any]]:
     """Two groups: the parameters that take ``weight_decay`` and those whose name contains one of ``no_decay``."""
     decay, exempt = [], []
     for name, parameter in named:
-        (exempt if any(part in name for part in cfg["no_decay"]) else decay).append(parameter)
-    return [{"params": decay, "weight_decay": cfg["weight_decay"]}, {"params": exempt, "weight_decay": 0.0}]
+        (exempt if any(part in name for part in cfg.no_decay) else decay).append(parameter)
+    return [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": exempt, "weight_decay": 0.0}]
 
 
-def build_optimizer(named: Iterable[tuple[str, torch.Tensor]], cfg: dict[str, Any]) -> torch.optim.Optimizer:
+def build_optimizer(named: Iterable[tuple[str, torch.Tensor]], cfg: TrainingConfig) -> torch.optim.Optimizer:
     """The ``training.optimizer`` over the named trainable parameters, with every argument from ``cfg``: ``lr``,
     ``adam_betas``, ``adam_eps``, ``weight_decay`` (0 in most presets, as SimCSE's Hugging Face Trainer; torch's own
     default, 0.01, would pull the weights to 0) and ``no_decay``."""
-    kind = LegacyAdamW if cfg["optimizer"] == "adamw_legacy" else torch.optim.AdamW
-    return kind(parameter_groups(named, cfg), lr=cfg["lr"], betas=tuple(cfg["adam_betas"]), eps=cfg["adam_eps"])
+    kind = LegacyAdamW if cfg.optimizer == "adamw_legacy" else torch.optim.AdamW
+    return kind(parameter_groups(named, cfg), lr=cfg.lr, betas=tuple(cfg.adam_betas), eps=cfg.adam_eps)
 
 
-def build_scheduler(optimizer: torch.optim.Optimizer, cfg: dict[str, Any], total: int):
+def build_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainingConfig, total: int):
     """Linear warm-up over ``training.warmup``, then linear decay to 0 at step ``total``."""
-    return get_linear_schedule_with_warmup(optimizer, warmup_steps(cfg["warmup"], total), total)
+    return get_linear_schedule_with_warmup(optimizer, warmup_steps(cfg.warmup, total), total)
 
 
 def set_schedule_step(scheduler, step: int) -> None:

@@ -7,20 +7,14 @@ view's ``augment``, ``hooks.weights``, ``generated``) take theirs from the plug-
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from cselab.encoders.pooling import LAYER_POOLERS
 from cselab.errors import ConfigError
-from cselab.evaluation.dev import dev_names
 from cselab.files import shown
 from cselab.registry import NAME, Param, check, check_plugin, get, refuse_moved
 from cselab.train import plugins  # noqa: F401  (every plug-in registered)
-
-DTYPES = ("float32", "bfloat16", "float16")
-HEAD_INITS = ("bert", "torch")
-OPTIMIZERS = ("adamw", "adamw_legacy")
-EARLY_STOP_RULES = ("no_improvement", "drops")
+from cselab.train.config import ENCODER, TRAINING, TrainingConfig
 
 TOP = {
     "method": Param(str, help="the method's name"),
@@ -31,18 +25,6 @@ TOP = {
     "encoder": Param(dict), "views": Param(dict), "losses": Param(dict),
     "hooks": Param(dict, {}, "step hooks"), "training": Param(dict),
 }
-ENCODER = {
-    "pooler": Param(str, help="how token states become the sentence vector", choices="plugin:pooler"),
-    "prompt": Param(str, None, "template with {} for the sentence", nullable=True),
-    "head": Param(dict, None, "training-only head: a name, or {kind: NAME, ...its parameters}", nullable=True,
-                  plugin="head"),
-    "head_init": Param(str, "bert", "the head's initial weights: bert (normal(0, the backbone's initializer_range), "
-                       "biases 0) or torch (PyTorch's default)", choices=HEAD_INITS),
-    "frozen": Param(str, None, "dtype of a frozen copy of the initial backbone", choices=DTYPES, nullable=True),
-    "frozen_mode": Param(str, "eval", "the frozen copy's mode in training: eval (no dropout) or train (dropout on)",
-                         choices=("eval", "train")),
-    "freeze_embeddings": Param(bool, False, "do not train the embedding layer"),
-}
 VIEW = {
     "column": Param(str, None, "the cache column encoded (a forward pass)", nullable=True),
     "of": Param(str, None, "the view whose vectors this one is made from", nullable=True),
@@ -52,38 +34,6 @@ VIEW = {
     "layer_pooler": Param(str, None, "how each layer is pooled", choices=LAYER_POOLERS, nullable=True),
     "frozen": Param(bool, False, "encode with the frozen copy"),
     "augment": Param(dict, None, "an input augmentation, or an output one for a view of another", nullable=True),
-}
-TRAINING = {
-    "batch_size": Param(int, help="rows per contrastive batch", min=1),
-    "lr": Param(float, help="peak learning rate (0: a control run that does not move)", min=0.0),
-    "epochs": Param(int, 1, min=1),
-    "max_steps": Param(int, None, "stop after this many optimizer steps", min=1, nullable=True),
-    "max_length": Param(int, help="tokens per training sentence", min=1),
-    "eval_steps": Param(int, help="steps between evaluations and saves", min=1),
-    "grad_accum": Param(int, 1, "batches per optimizer step", min=1),
-    "mixed_precision": Param(str, "no", choices=("no", "fp16", "bf16")),
-    "seed": Param(int, 42),
-    "optimizer": Param(str, "adamw_legacy", "adamw (torch's) or adamw_legacy (transformers 4.x: eps added before "
-                       "the bias correction, decay after the update)", choices=OPTIMIZERS),
-    "weight_decay": Param(float, 0.0, "AdamW's decoupled decay", min=0.0),
-    "no_decay": Param(list, ["bias", "LayerNorm.weight"], "parameters whose name contains one of these take no "
-                      "weight decay", items=Param(str)),
-    "adam_betas": Param(list, [0.9, 0.999], items=Param(float, min=0.0, max=1.0, below=True), length=2),
-    "adam_eps": Param(float, 1e-8, min=0.0, above=True),
-    "max_grad_norm": Param(float, 1.0, "clip the gradients' total norm to this before each step (null: no "
-                           "clipping)", min=0.0, above=True, nullable=True),
-    "warmup": Param((int, float), 0, "linear warm-up: a fraction of the total steps (below 1) or a number of "
-                    "steps", min=0),
-    "early_stop": Param(int, None, "patience in evaluations", min=1, nullable=True),
-    "early_stop_rule": Param(str, "no_improvement", "what early_stop counts: no_improvement (evaluations in a "
-                             "row without a better best score) or drops (evaluations scoring below the one before, "
-                             "never reset)", choices=EARLY_STOP_RULES),
-    "eval_at_start": Param(bool, False, "score the initial weights before the first step: they are the best to "
-                           "beat (and OUT/best if nothing beats them)"),
-    "dev": Param(str, "stsb", "the dev probe scored at each evaluation (OUT/best keeps the best score): stsb "
-                 "(STS-B dev), sickr (SICK-R dev), sts-dev-avg (their mean), a transfer task's dev accuracy (mr, cr, "
-                 "subj, mpqa, sst2, trec, mrpc), transfer-dev-avg (their mean) or none (best = last save)",
-                 choices=dev_names()),
 }
 LOSS = {"type": Param(str, None, "the plug-in, when the name is not", nullable=True),
         "weight": Param(float, 1.0, "factor in the total loss", min=0.0)}
@@ -159,16 +109,8 @@ def _encoder(encoder: Any) -> dict[str, Any]:
 
 def _training(training: Any) -> dict[str, Any]:
     resolved = check(training, TRAINING, "training")
-    warmup = resolved["warmup"]
-    if warmup >= 1 and warmup != int(warmup):
-        raise ConfigError(f"training.warmup: {shown(warmup)} is neither a fraction below 1 nor a whole number of steps")
+    TrainingConfig(**resolved)  # the rules across keys (warm-up)
     return resolved
-
-
-def warmup_steps(warmup: float, total: int) -> int:
-    """``training.warmup`` in steps: a fraction below 1 of ``total`` (rounded up, as Hugging Face's
-    ``warmup_ratio`` and SG-BERT's ``training.py``), else a count."""
-    return math.ceil(warmup * total) if warmup < 1 else int(warmup)
 
 
 def resolve(config: dict[str, Any], source: str) -> dict[str, Any]:

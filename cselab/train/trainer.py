@@ -50,6 +50,7 @@ from cselab.train import run_folder, state
 from cselab.train.data import training_rows
 from cselab.train.batches import Collator, training_loader
 from cselab.train.callbacks import Callback, EvaluateAndSave, LogLosses
+from cselab.train.config import EncoderConfig, TrainingConfig
 from cselab.train.plugins.hooks import perturb_weights, restore_weights
 from cselab.train.model import TrainingEncoder, save_checkpoint
 from cselab.train.objective import Objective
@@ -98,11 +99,11 @@ def _replace_folder(temporary: Path, final: Path) -> None:
 
 def build_encoder(method: dict[str, Any], model: str) -> TrainingEncoder:
     """The method's training encoder over the backbone ``model`` (a folder or a hub name)."""
-    enc = method["encoder"]
+    enc = EncoderConfig(**method["encoder"])
     return TrainingEncoder.from_pretrained(
-        model, pooler=enc["pooler"], prompt=enc.get("prompt"), max_length=method["training"]["max_length"],
-        head=enc.get("head"), head_init=enc["head_init"], frozen=enc.get("frozen"), frozen_mode=enc["frozen_mode"],
-        freeze_embeddings=enc["freeze_embeddings"])
+        model, pooler=enc.pooler, prompt=enc.prompt, max_length=method["training"]["max_length"], head=enc.head,
+        head_init=enc.head_init, frozen=enc.frozen, frozen_mode=enc.frozen_mode,
+        freeze_embeddings=enc.freeze_embeddings)
 
 
 def initial_weights(encoder: TrainingEncoder) -> list[torch.Tensor]:
@@ -135,27 +136,27 @@ def backward_pass(model, objective: Objective, rows, backward, initial_weights=N
     return loss, parts
 
 
-def _launch(cfg: dict[str, Any], out: Path, tensorboard: bool) -> Accelerator:
+def _launch(cfg: TrainingConfig, out: Path, tensorboard: bool) -> Accelerator:
     """The accelerator, once the launch adds up (processes, batch split, tensorboard installed)."""
     if tensorboard and importlib.util.find_spec("tensorboard") is None:
         raise TrainingError("tensorboard=True needs the tensorboard package: pip install 'cselab[tensorboard]'")
-    if cfg["mixed_precision"] == "fp16" and not torch.cuda.is_available():
+    if cfg.mixed_precision == "fp16" and not torch.cuda.is_available():
         _refuse_precision(cfg, "cpu")
-    accelerator = Accelerator(mixed_precision=cfg["mixed_precision"], log_with="tensorboard" if tensorboard else None,
+    accelerator = Accelerator(mixed_precision=cfg.mixed_precision, log_with="tensorboard" if tensorboard else None,
                               project_dir=str(out),  # each batch split across the processes in rank order
                               dataloader_config=DataLoaderConfiguration(split_batches=True),
                               # a step's batches may span two epochs: its end, not the loader's, synchronises
                               gradient_accumulation_plugin=GradientAccumulationPlugin(
-                                  num_steps=cfg["grad_accum"], sync_with_dataloader=False))
-    if cfg["mixed_precision"] != "no" and not accelerator.native_amp:
+                                  num_steps=cfg.grad_accum, sync_with_dataloader=False))
+    if cfg.mixed_precision != "no" and not accelerator.native_amp:
         _refuse_precision(cfg, accelerator.device)
     processes = accelerator.num_processes
     launched = int(os.environ.get("WORLD_SIZE", 1))
     if launched != processes:  # each process would train alone, all writing to OUT
         raise TrainingError(f"{launched} processes were launched but accelerate set up {processes} (no GPU? on CPU, "
                             "set ACCELERATE_USE_CPU=1 for torchrun, the gloo backend is then used)")
-    if cfg["batch_size"] % processes:
-        raise TrainingError(f"training.batch_size {cfg['batch_size']} does not split evenly across {processes} "
+    if cfg.batch_size % processes:
+        raise TrainingError(f"training.batch_size {cfg.batch_size} does not split evenly across {processes} "
                             "processes")
     if processes == 1 and torch.cuda.device_count() > 1:
         accelerator.print(f"{torch.cuda.device_count()} GPUs visible, training on one: DataParallel is not used "
@@ -164,9 +165,9 @@ def _launch(cfg: dict[str, Any], out: Path, tensorboard: bool) -> Accelerator:
     return accelerator
 
 
-def _refuse_precision(cfg: dict[str, Any], device) -> None:
+def _refuse_precision(cfg: TrainingConfig, device) -> None:
     """accelerate trains in fp32, without a word, where the asked precision is not available: refuse instead."""
-    raise TrainingError(f"training.mixed_precision {cfg['mixed_precision']} is not available on {device} (fp16 needs "
+    raise TrainingError(f"training.mixed_precision {cfg.mixed_precision} is not available on {device} (fp16 needs "
                         "a CUDA device); set training.mixed_precision=no")
 
 
@@ -184,12 +185,13 @@ class Run:
 
     def __init__(self, method: dict[str, Any], model: str, data, out: str | os.PathLike, data_dir=None,
                  eval_limit: int | None = None, tensorboard: bool = False, restart_from: str | None = None):
-        self.method, self.cfg, self.out, self.tensorboard = method, method["training"], Path(out), tensorboard
+        self.method, self.out, self.tensorboard = method, Path(out), tensorboard
+        self.cfg = TrainingConfig(**method["training"])
         self.restart_from, self.objective = restart_from, Objective(method)
         self.accelerator = _launch(self.cfg, self.out, tensorboard)
         self.main = self.accelerator.is_main_process
-        _check_hooks(self.objective, self.cfg["grad_accum"], self.accelerator.num_processes)
-        set_seed(self.cfg["seed"])
+        _check_hooks(self.objective, self.cfg.grad_accum, self.accelerator.num_processes)
+        set_seed(self.cfg.seed)
         self.out.mkdir(parents=True, exist_ok=True)
         self.rows, self.source = training_rows(method, data, data_dir)
         weights = weight_files(str(model))
@@ -200,12 +202,12 @@ class Run:
             for partial in ("last.tmp", "best.tmp"):
                 remove_path(self.out / partial)
         self.last, self.counters = self._verified_last()
-        self.per_epoch = len(self.rows) // self.cfg["batch_size"]
-        if self.per_epoch < self.cfg["grad_accum"]:
+        self.per_epoch = len(self.rows) // self.cfg.batch_size
+        if self.per_epoch < self.cfg.grad_accum:
             raise TrainingError(f"{self.source.get('path') or self.source.get('name')}: {len(self.rows)} rows, fewer "
-                                f"than one step of {self.cfg['grad_accum']} batch(es) of {self.cfg['batch_size']}")
-        total = self.per_epoch * self.cfg["epochs"] // self.cfg["grad_accum"]
-        self.total = total if self.cfg.get("max_steps") is None else min(self.cfg["max_steps"], total)
+                                f"than one step of {self.cfg.grad_accum} batch(es) of {self.cfg.batch_size}")
+        total = self.per_epoch * self.cfg.epochs // self.cfg.grad_accum
+        self.total = total if self.cfg.max_steps is None else min(self.cfg.max_steps, total)
         self._build_model(model)
         # stale: the early-stop count (training.early_stop_rule); previous: the last dev score (0 before the first)
         self.step, self.best, self.stale, self.previous = 0, -math.inf, 0, 0.0
@@ -215,8 +217,8 @@ class Run:
                                    method=method["method"], base_model=str(model), config=method)
         # training cuts sentences at training.max_length; the checkpoint encodes them whole (up to the tokenizer's
         # limit, at most 512 tokens), as SimCSE evaluates
-        self.dev = dev_probe(self.cfg["dev"], data_dir, eval_limit) if self.main else None
-        self.dev_key = log_key(self.cfg["dev"])
+        self.dev = dev_probe(self.cfg.dev, data_dir, eval_limit) if self.main else None
+        self.dev_key = log_key(self.cfg.dev)
         self.dev_view = TransformerEncoder(self.core.backbone, self.core.tokenizer, pooler=self.info.pooler,
                                            prompt=self.info.prompt, max_length=self.info.max_length)
 
@@ -227,10 +229,10 @@ class Run:
         self.scheduler = build_scheduler(optimizer, self.cfg, self.total)
         self.encoder, self.optimizer = self.accelerator.prepare(encoder, optimizer)
         if self.accelerator.num_processes > 1:
-            set_seed(self.cfg["seed"] + self.accelerator.process_index)  # distinct dropout masks on each process
+            set_seed(self.cfg.seed + self.accelerator.process_index)  # distinct dropout masks on each process
         self.core = self.accelerator.unwrap_model(self.encoder)
         collator = Collator(self.core, self.objective.forward_keys)
-        self.loader = self.accelerator.prepare(training_loader(self.rows, collator, self.method))
+        self.loader = self.accelerator.prepare(training_loader(self.rows, collator, self.cfg))
         self.batches = None  # this process's batches from the (resumed) step on, made at the first step
         self.trainable = [p for p in self.core.parameters() if p.requires_grad]
         self.initial_weights = lambda: (list(self.core.backbone.parameters()), initial)
@@ -280,13 +282,13 @@ class Run:
             shutil.rmtree(self.out / name, ignore_errors=True)
         self.step, self.best, self.stale = saved["step"], saved["best"], 0
         set_schedule_step(self.scheduler, self.step)
-        set_seed(self.cfg["seed"] + self.step + self.accelerator.process_index)
+        set_seed(self.cfg.seed + self.step + self.accelerator.process_index)
         self.record({"restarted_from": str(best), "at_step": self.step})
 
     def _batches(self):
         """This process's batches, epoch after epoch (each in the order its seed gives), from the current step on:
         on a resume the epoch's first batches are skipped, not drawn."""
-        epoch, skip = divmod(self.step * self.cfg["grad_accum"], self.per_epoch)
+        epoch, skip = divmod(self.step * self.cfg.grad_accum, self.per_epoch)
         while True:
             self.loader.set_epoch(epoch)
             yield from self.accelerator.skip_first_batches(self.loader, skip) if skip else self.loader
@@ -294,7 +296,7 @@ class Run:
 
     def train_step(self) -> dict[str, float]:
         """One optimizer step over ``grad_accum`` batches; returns the loss and its parts (this process's)."""
-        accum, parts_sum = self.cfg["grad_accum"], {}
+        accum, parts_sum = self.cfg.grad_accum, {}
         if self.batches is None:
             self.batches = self._batches()
         for _ in range(accum):
@@ -309,7 +311,7 @@ class Run:
                                     "or check the data")
             for key, value in {"loss": loss, **parts}.items():
                 parts_sum[key] = parts_sum.get(key, 0.0) + value.item() / accum
-        norm = clip_and_step(self.optimizer, self.scheduler, self.trainable, self.cfg["max_grad_norm"],
+        norm = clip_and_step(self.optimizer, self.scheduler, self.trainable, self.cfg.max_grad_norm,
                              self.accelerator.clip_grad_norm_)
         if norm is not None:
             parts_sum["grad_norm"] = norm  # before clipping
@@ -350,7 +352,7 @@ class Run:
         if self.main:
             score = self._score()
             improved = score is None or score > self.best
-            self.stale = early_stop_count(self.cfg["early_stop_rule"], self.stale, score, self.previous, improved)
+            self.stale = early_stop_count(self.cfg.early_stop_rule, self.stale, score, self.previous, improved)
             self.previous = self.previous if score is None else score
             if improved:
                 self.best = self.best if score is None else score
@@ -405,7 +407,7 @@ class Run:
         self.resume()
         if self.tensorboard:
             self.accelerator.init_trackers("tensorboard")
-        if self.cfg["eval_at_start"] and self.step == 0:
+        if self.cfg.eval_at_start and self.step == 0:
             self.evaluate_start()
         every = [LogLosses(log_every), EvaluateAndSave(), *callbacks]
         bar = tqdm(total=self.total, initial=self.step, desc=f"Training {self.method['method']}", unit="step",
@@ -436,8 +438,8 @@ class Run:
         if self.accelerator.num_processes > 1 and torch.distributed.is_initialized():
             self.accelerator.wait_for_everyone()
             torch.distributed.destroy_process_group()  # no gloo thread left running at interpreter exit
-        best = None if self.cfg["dev"] == NONE else self.best
-        return {"steps": self.step, "dev": self.cfg["dev"], "best_dev": best, "best": str(self.out / "best"),
+        best = None if self.cfg.dev == NONE else self.best
+        return {"steps": self.step, "dev": self.cfg.dev, "best_dev": best, "best": str(self.out / "best"),
                 "last": str(self.out / "last"), "stopped_early": stopped_by == EvaluateAndSave.__name__,
                 "stopped_by": stopped_by, "data": self.source}
 

@@ -2,13 +2,14 @@
 clipping."""
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
 
 from cselab.train.methods import load_method
 from cselab.train.optim import LegacyAdamW, build_optimizer, build_scheduler, clip_and_step, set_schedule_step
-from cselab.train.schema import warmup_steps
+from cselab.train.config import TrainingConfig, warmup_steps
 
 GRADIENTS = [[0.5, -1.0], [0.1, 0.2], [-0.3, 0.05]]
 
@@ -60,7 +61,7 @@ def test_the_optimizer_and_its_groups_come_from_the_config():
              ("backbone.encoder.dense.bias", torch.nn.Parameter(torch.ones(2))),
              ("backbone.encoder.LayerNorm.weight", torch.nn.Parameter(torch.ones(2))),
              ("head.0.weight", torch.nn.Parameter(torch.ones(2)))]
-    training = load_method("sg")["training"]
+    training = TrainingConfig(**load_method("sg")["training"])
     optimizer = build_optimizer(named, training)
     assert isinstance(optimizer, LegacyAdamW)
     decayed, exempt = optimizer.param_groups
@@ -68,7 +69,7 @@ def test_the_optimizer_and_its_groups_come_from_the_config():
     assert {id(p) for p in decayed["params"]} == {id(named[0][1]), id(named[3][1])}
     assert {id(p) for p in exempt["params"]} == {id(named[1][1]), id(named[2][1])}
     assert (decayed["lr"], decayed["betas"], decayed["eps"]) == (5e-5, (0.9, 0.9), 1e-6)
-    torch_adamw = build_optimizer(named, {**training, "optimizer": "adamw"})
+    torch_adamw = build_optimizer(named, replace(training, optimizer="adamw"))
     assert type(torch_adamw) is torch.optim.AdamW and torch_adamw.param_groups[0]["eps"] == 1e-6
 
 
@@ -83,7 +84,7 @@ def test_warm_up_is_a_fraction_of_the_steps_or_a_count():
 
 def test_the_schedule_warms_up_then_decays_to_zero():
     parameter = torch.nn.Parameter(torch.zeros(1))
-    training = {**load_method("simcse")["training"], "lr": 1.0, "warmup": 0.2}
+    training = TrainingConfig(**{**load_method("simcse")["training"], "lr": 1.0, "warmup": 0.2})
     optimizer = build_optimizer([("w", parameter)], training)
     scheduler = build_scheduler(optimizer, training, 10)  # 2 warm-up steps of 10
     rates = []
@@ -97,7 +98,7 @@ def test_the_schedule_warms_up_then_decays_to_zero():
 
 def test_a_restart_puts_the_schedule_at_its_step_and_it_goes_on_from_there():
     parameter = torch.nn.Parameter(torch.zeros(1))
-    training = {**load_method("simcse")["training"], "lr": 1.0, "warmup": 0.2}
+    training = TrainingConfig(**{**load_method("simcse")["training"], "lr": 1.0, "warmup": 0.2})
     optimizer = build_optimizer([("w", parameter)], training)
     scheduler = build_scheduler(optimizer, training, 10)
     set_schedule_step(scheduler, 4)  # as the hand-computed schedule above: 6/8 at step 4, then 5/8

@@ -24,6 +24,7 @@ from transformers import AutoModel, AutoTokenizer, BertModel
 
 from cselab.train.losses import nt_xent
 from cselab.train.methods import load_method
+from cselab.train.config import TrainingConfig
 from cselab.train.optim import build_optimizer, build_scheduler, clip_and_step
 from cselab.train.objective import Objective
 from cselab.train.trainer import backward_pass, build_encoder, initial_weights
@@ -147,7 +148,7 @@ def official(method, *overrides):
 class Cselab:
     def __init__(self, method, model):
         torch.manual_seed(0)
-        self.method, cfg, self.objective = method, method["training"], Objective(method)
+        self.method, cfg, self.objective = method, TrainingConfig(**method["training"]), Objective(method)
         self.encoder = build_encoder(method, model)
         named = [(n, p) for n, p in self.encoder.named_parameters() if p.requires_grad]
         self.trainable = [p for _, p in named]

@@ -5,6 +5,7 @@ import pytest
 import yaml
 
 from cselab.cli import main
+from cselab.train.config import EncoderConfig, TrainingConfig
 from cselab.train.methods import load_method
 
 NO_MODEL = "/nonexistent/backbone"  # were the model loaded, the error would name this folder instead
@@ -95,3 +96,19 @@ def test_a_null_over_a_default_is_kept_and_loads_back(tmp_path, capsys):
     # a section set to null is removed (a loss of the base, here in a profile's style)
     assert "two_way_margin" not in load_method("osscse", ["losses.two_way_margin=null"])["losses"]
 
+
+
+def test_the_training_and_encoder_sections_are_typed_objects_checked_when_built():
+    method = load_method("sg")
+    training, encoder = TrainingConfig(**method["training"]), EncoderConfig(**method["encoder"])
+    assert (training.batch_size, training.warmup, training.early_stop_rule) == (16, 0.1, "drops")
+    assert encoder.head == {"kind": "projection", "inner": 4096, "output": 4096} and encoder.frozen_mode == "train"
+    assert TrainingConfig(**{**method["training"], "lr": 1}).lr == 1.0  # coerced as the YAML path coerces
+    with pytest.raises(ValueError, match="training.batch_size: 0 is out of range; expected a whole number >= 1"):
+        TrainingConfig(**{**method["training"], "batch_size": 0})
+    with pytest.raises(ValueError, match="training.warmup: 2.5 is neither a fraction below 1"):
+        TrainingConfig(**{**method["training"], "warmup": 2.5})
+    with pytest.raises(TypeError, match="batch_sise"):  # a misspelt key is not a silently ignored one
+        TrainingConfig(**{**method["training"], "batch_sise": 8})
+    with pytest.raises(ValueError, match="encoder.pooler: unknown pooler|encoder.pooler: 'first' is not allowed"):
+        EncoderConfig(**{**method["encoder"], "pooler": "first"})

@@ -1,0 +1,97 @@
+"""A method's ``encoder`` and ``training`` sections as typed objects: each dataclass field declares its
+:class:`~cselab.registry.Param` once (:func:`~cselab.registry.setting`), the schema a config is checked against is
+derived from it (:func:`~cselab.registry.schema_of`, as the augment config's), and the run reads attributes, not
+keys. Building one checks it (a :class:`~cselab.errors.ConfigError` naming the key), cross-field rules included."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+
+from cselab.encoders import pooling  # noqa: F401  (the poolers registered: encoder.pooler's choices)
+from cselab.errors import ConfigError
+from cselab.evaluation.dev import dev_names
+from cselab.files import shown
+from cselab.registry import REQUIRED, Param, check, schema_of, setting
+
+DTYPES = ("float32", "bfloat16", "float16")
+
+
+@dataclass(frozen=True, kw_only=True)
+class EncoderConfig:
+    """``encoder``: how the backbone becomes a sentence encoder in training."""
+
+    pooler: str = setting(REQUIRED, str, "how token states become the sentence vector", choices="plugin:pooler")
+    prompt: str | None = setting(None, str, "template with {} for the sentence", nullable=True)
+    head: dict | None = setting(None, dict, "training-only head: a name, or {kind: NAME, ...its parameters}",
+                                nullable=True, plugin="head")
+    head_init: str = setting("bert", str, "the head's initial weights: bert (normal(0, the backbone's "
+                             "initializer_range), biases 0) or torch (PyTorch's default)", choices=("bert", "torch"))
+    frozen: str | None = setting(None, str, "dtype of a frozen copy of the initial backbone", choices=DTYPES,
+                                 nullable=True)
+    frozen_mode: str = setting("eval", str, "the frozen copy's mode in training: eval (no dropout) or train "
+                               "(dropout on)", choices=("eval", "train"))
+    freeze_embeddings: bool = setting(False, bool, "do not train the embedding layer")
+
+    def __post_init__(self) -> None:
+        _checked(self, "encoder")
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainingConfig:
+    """``training``: the optimizer, its schedule, the batches, the evaluations and the early stop."""
+
+    batch_size: int = setting(REQUIRED, int, "rows per contrastive batch", min=1)
+    lr: float = setting(REQUIRED, float, "peak learning rate (0: a control run that does not move)", min=0.0)
+    epochs: int = setting(1, int, min=1)
+    max_steps: int | None = setting(None, int, "stop after this many optimizer steps", min=1, nullable=True)
+    max_length: int = setting(REQUIRED, int, "tokens per training sentence", min=1)
+    eval_steps: int = setting(REQUIRED, int, "steps between evaluations and saves", min=1)
+    grad_accum: int = setting(1, int, "batches per optimizer step", min=1)
+    mixed_precision: str = setting("no", str, choices=("no", "fp16", "bf16"))
+    seed: int = setting(42, int)
+    optimizer: str = setting("adamw_legacy", str, "adamw (torch's) or adamw_legacy (transformers 4.x: eps added "
+                             "before the bias correction, decay after the update)", choices=("adamw", "adamw_legacy"))
+    weight_decay: float = setting(0.0, float, "AdamW's decoupled decay", min=0.0)
+    no_decay: list[str] = setting(["bias", "LayerNorm.weight"], list, "parameters whose name contains one of these "
+                                  "take no weight decay", items=Param(str))
+    adam_betas: list[float] = setting([0.9, 0.999], list, items=Param(float, min=0.0, max=1.0, below=True), length=2)
+    adam_eps: float = setting(1e-8, float, min=0.0, above=True)
+    max_grad_norm: float | None = setting(1.0, float, "clip the gradients' total norm to this before each step "
+                                          "(null: no clipping)", min=0.0, above=True, nullable=True)
+    warmup: int | float = setting(0, (int, float), "linear warm-up: a fraction of the total steps (below 1) or a "
+                                  "number of steps", min=0)
+    early_stop: int | None = setting(None, int, "patience in evaluations", min=1, nullable=True)
+    early_stop_rule: str = setting("no_improvement", str, "what early_stop counts: no_improvement (evaluations in a "
+                                   "row without a better best score) or drops (evaluations scoring below the one "
+                                   "before, never reset)", choices=("no_improvement", "drops"))
+    eval_at_start: bool = setting(False, bool, "score the initial weights before the first step: they are the best "
+                                  "to beat (and OUT/best if nothing beats them)")
+    dev: str = setting("stsb", str, "the dev probe scored at each evaluation (OUT/best keeps the best score): stsb "
+                       "(STS-B dev), sickr (SICK-R dev), sts-dev-avg (their mean), a transfer task's dev accuracy "
+                       "(mr, cr, subj, mpqa, sst2, trec, mrpc), transfer-dev-avg (their mean) or none (best = last "
+                       "save)", choices=dev_names())
+
+    def __post_init__(self) -> None:
+        _checked(self, "training")
+        if self.warmup >= 1 and self.warmup != int(self.warmup):
+            raise ConfigError(f"training.warmup: {shown(self.warmup)} is neither a fraction below 1 nor a whole "
+                              "number of steps")
+
+
+
+def _checked(config, where: str) -> None:
+    """Check a section object against the schema its fields declare, its values coerced in place (``lr: 1`` is
+    1.0)."""
+    for name, value in check(asdict(config), schema_of(type(config)), where).items():
+        object.__setattr__(config, name, value)
+
+
+def warmup_steps(warmup: float, total: int) -> int:
+    """``training.warmup`` in steps: a fraction below 1 of ``total`` (rounded up, as Hugging Face's
+    ``warmup_ratio`` and SG-BERT's ``training.py``), else a count."""
+    return math.ceil(warmup * total) if warmup < 1 else int(warmup)
+
+
+ENCODER = schema_of(EncoderConfig)
+TRAINING = schema_of(TrainingConfig)
