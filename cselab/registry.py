@@ -1,7 +1,7 @@
 """One registry for every plug-in kind, each plug-in declared once next to its code.
 
-A plug-in is a name, a typed schema of its parameters (:class:`Param`) and a function, or a class where its kind
-has a contract (a loss, a source of negatives: :mod:`cselab.train.kinds`)::
+A plug-in is a name, a typed schema of its parameters (:class:`Param`) and a class, a subclass of its kind's base
+class (the kind's contract: :mod:`cselab.train.kinds`, :class:`cselab.encoders.pooling.Pooler`)::
 
     @register("loss", "triplet", params={"margin": Param(float, 0.5, min=0.0)})
     class Triplet(Loss):
@@ -135,23 +135,21 @@ class Param:
 
 @dataclass(frozen=True)
 class Plugin:
-    """A registered plug-in: its kind, name, parameter schema and the function or class it registers (a class of a
-    kind with a contract, :func:`contract`, subclasses the kind's base class and may add parameters that name views
-    through a ``view_schema()`` class method); ``needs`` is what a function kind asks of its caller (an
-    augmentation's ``gradient``, a pooler's ``hidden_states``); ``moved`` maps a former parameter to what replaces
-    it, so that an old config is refused with the new spelling rather than as an unknown key."""
+    """A registered plug-in: its kind, name, parameter schema and its class (a subclass of the kind's base class,
+    :func:`contract`, which may add parameters that name views through a ``view_schema()`` class method); ``moved``
+    maps a former parameter to what replaces it, so that an old config is refused with the new spelling rather than
+    as an unknown key."""
 
     kind: str
     name: str
-    function: Callable = field(repr=False)
+    cls: type = field(repr=False)
     params: dict[str, Param] = field(default_factory=dict)
-    needs: tuple[str, ...] = ()
     moved: dict[str, str] = field(default_factory=dict)
     summary: str = ""
 
     def schema(self) -> dict[str, Param]:
         """The parameters, those naming views first."""
-        views = getattr(self.function, "view_schema", None)
+        views = getattr(self.cls, "view_schema", None)
         return {**(views() if views is not None else {}), **self.params}
 
 
@@ -164,22 +162,22 @@ def contract(kind: str, base: type) -> None:
     _CONTRACTS[kind] = base
 
 
-def register(kind: str, name: str, **declaration) -> Callable[[Callable], Callable]:
-    """Decorator: register the function as plug-in ``name`` of ``kind`` (see :class:`Plugin` for the fields)."""
+def register(kind: str, name: str, **declaration) -> Callable[[type], type]:
+    """Class decorator: register the class as plug-in ``name`` of ``kind`` (see :class:`Plugin` for the fields)."""
     if kind not in _REGISTRY:
         raise ValueError(f"unknown plug-in kind {kind!r}; kinds: {', '.join(KINDS)}")
     if not NAME.fullmatch(name):  # names reach YAML keys, log keys and --set
         raise ValueError(f"plug-in name {name!r}: lower-case letters, digits, _ and - only")
 
-    def add(function: Callable) -> Callable:
-        base = _CONTRACTS.get(kind)
-        if base is not None and not (isinstance(function, type) and issubclass(function, base)):
+    def add(cls: type) -> type:
+        base = _CONTRACTS.get(kind, object)  # every kind declares its base when its module is imported
+        if not (isinstance(cls, type) and issubclass(cls, base)):
             raise TypeError(f"{kind} {name!r}: a {kind} plug-in is a subclass of {base.__module__}.{base.__name__}")
         if name in _REGISTRY[kind]:
             raise ValueError(f"{kind} {name!r} is registered twice")
-        summary = " ".join((function.__doc__ or "").strip().split("\n\n")[0].split())
-        _REGISTRY[kind][name] = Plugin(kind, name, function, summary=summary, **declaration)
-        return function
+        summary = " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
+        _REGISTRY[kind][name] = Plugin(kind, name, cls, summary=summary, **declaration)
+        return cls
     return add
 
 
@@ -229,9 +227,9 @@ def _join(where: str, key: str) -> str:
 
 
 def build(plugin: Plugin, params: dict[str, Any], *args) -> Any:
-    """An object of a class plug-in from its validated ``params``: every parameter of its schema is a keyword
-    (None for one left out), after ``args``."""
-    return plugin.function(*args, **{key: params.get(key) for key in plugin.schema()})
+    """The plug-in's object from its validated ``params``: every parameter of its schema is a keyword (None for one
+    left out), after ``args``."""
+    return plugin.cls(*args, **{key: params.get(key) for key in plugin.schema()})
 
 
 def check_plugin(kind: str, value: Any, where: str) -> dict[str, Any]:

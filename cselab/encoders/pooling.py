@@ -1,6 +1,7 @@
 """Poolers: how a transformer's token states become one sentence vector.
 
-Pure functions on model outputs, shared by the probes and the trainer.
+:class:`Pooler` plug-ins (:mod:`cselab.registry` kind ``pooler``) on model outputs, shared by the probes and the
+trainer.
 
 - ``cls``: the model's pooler output (BERT's dense+tanh layer over [CLS]).
 - ``cls_before_pooler``: the last layer's [CLS] state.
@@ -13,20 +14,24 @@ Pure functions on model outputs, shared by the probes and the trainer.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import torch
 
 from cselab.errors import ConfigError
-from cselab.registry import get, names, register
+from cselab.registry import build, contract, get, names, register
 
 LAYER_POOLERS = ("first", "avg", "max", "mask")
-# the per-layer pooling that matches each sentence pooler (SSCL pools intermediate layers alike)
-LAYER_POOLER = {"cls": "first", "cls_before_pooler": "first", "avg": "avg", "avg_first_last": "avg",
-                "avg_top2": "avg", "mask": "mask"}
 
 
 def needs_hidden_states(pooler: str) -> bool:
     """Whether the pooler reads intermediate layers (``output_hidden_states=True``)."""
-    return "hidden_states" in get("pooler", pooler).needs
+    return get("pooler", pooler).cls.hidden_states
+
+
+def matching_layer_pooler(pooler: str) -> str:
+    """How each layer is pooled to match the sentence ``pooler`` (SSCL pools intermediate layers alike)."""
+    return get("pooler", pooler).cls.layer_pooler
 
 
 def masked_mean(states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -52,39 +57,80 @@ def pool_states(states: torch.Tensor, attention_mask: torch.Tensor, kind: str,
     raise ConfigError(f"Unknown layer pooler {kind!r}; choose one of {', '.join(LAYER_POOLERS)}")
 
 
+class Pooler:
+    """A pooler (kind ``pooler``): called with a transformers model output, the attention mask and the prompt's
+    mask-token positions (None without a prompt), it gives one vector per sentence. ``hidden_states`` asks for
+    every layer's states (``output_hidden_states=True``); ``layer_pooler`` is the pooling of one layer's states
+    (:data:`LAYER_POOLERS`) that matches it, for views that pool intermediate layers too."""
+
+    hidden_states: ClassVar[bool] = False
+    layer_pooler: ClassVar[str] = "avg"
+
+    def __call__(self, outputs, attention_mask: torch.Tensor, mask_positions: torch.Tensor | None) -> torch.Tensor:
+        raise NotImplementedError
+
+
+contract("pooler", Pooler)
+
+
 @register("pooler", "cls")
-def _cls(outputs, attention_mask, mask_positions):
+class CLS(Pooler):
     """The model's pooler output (BERT's dense + tanh over [CLS])."""
-    if getattr(outputs, "pooler_output", None) is None:
-        raise ConfigError("pooler 'cls' needs a model with a pooler layer; use 'cls_before_pooler' instead")
-    return outputs.pooler_output
+
+    layer_pooler = "first"
+
+    def __call__(self, outputs, attention_mask, mask_positions):
+        if getattr(outputs, "pooler_output", None) is None:
+            raise ConfigError("pooler 'cls' needs a model with a pooler layer; use 'cls_before_pooler' instead")
+        return outputs.pooler_output
 
 
-def _last_layer(pooler: str):
-    def pool_last(outputs, attention_mask, mask_positions):
-        return pool_states(outputs.last_hidden_state, attention_mask, LAYER_POOLER[pooler], mask_positions)
-    pool_last.__doc__ = {"cls_before_pooler": "The last layer's [CLS] state.",
-                         "avg": "Mean of the last layer over non-padding tokens.",
-                         "mask": "The last layer's state at the prompt's mask token."}[pooler]
-    return pool_last
+class _LastLayer(Pooler):
+    def __call__(self, outputs, attention_mask, mask_positions):
+        return pool_states(outputs.last_hidden_state, attention_mask, self.layer_pooler, mask_positions)
 
 
-for _name in ("cls_before_pooler", "avg", "mask"):
-    register("pooler", _name)(_last_layer(_name))
+@register("pooler", "cls_before_pooler")
+class CLSBeforePooler(_LastLayer):
+    """The last layer's [CLS] state."""
+
+    layer_pooler = "first"
 
 
-@register("pooler", "avg_first_last", needs=("hidden_states",))
-def _avg_first_last(outputs, attention_mask, mask_positions):
+@register("pooler", "avg")
+class Avg(_LastLayer):
+    """Mean of the last layer over non-padding tokens."""
+
+    layer_pooler = "avg"
+
+
+@register("pooler", "mask")
+class Mask(_LastLayer):
+    """The last layer's state at the prompt's mask token."""
+
+    layer_pooler = "mask"
+
+
+@register("pooler", "avg_first_last")
+class AvgFirstLast(Pooler):
     """Mean over tokens of the first transformer layer's and the last layer's average."""
-    hidden = outputs.hidden_states
-    return masked_mean((hidden[1] + hidden[-1]) / 2, attention_mask)
+
+    hidden_states = True
+
+    def __call__(self, outputs, attention_mask, mask_positions):
+        hidden = outputs.hidden_states
+        return masked_mean((hidden[1] + hidden[-1]) / 2, attention_mask)
 
 
-@register("pooler", "avg_top2", needs=("hidden_states",))
-def _avg_top2(outputs, attention_mask, mask_positions):
+@register("pooler", "avg_top2")
+class AvgTop2(Pooler):
     """Mean over tokens of the last two layers' average."""
-    hidden = outputs.hidden_states
-    return masked_mean((hidden[-1] + hidden[-2]) / 2, attention_mask)
+
+    hidden_states = True
+
+    def __call__(self, outputs, attention_mask, mask_positions):
+        hidden = outputs.hidden_states
+        return masked_mean((hidden[-1] + hidden[-2]) / 2, attention_mask)
 
 
 POOLERS = tuple(names("pooler"))
@@ -93,4 +139,4 @@ POOLERS = tuple(names("pooler"))
 def pool(pooler: str, outputs, attention_mask: torch.Tensor,
          mask_positions: torch.Tensor | None = None) -> torch.Tensor:
     """One vector per sentence from a transformers model output."""
-    return get("pooler", pooler).function(outputs, attention_mask, mask_positions)
+    return build(get("pooler", pooler), {})(outputs, attention_mask, mask_positions)

@@ -24,7 +24,7 @@ import scipy.linalg
 
 from cselab.data import corpus_path, load_sts, read_corpus
 from cselab.encoders import Encoder, TransformerEncoder
-from cselab.encoders.pooling import LAYER_POOLER, pool_states
+from cselab.encoders.pooling import matching_layer_pooler, pool_states
 from cselab.errors import DataError
 from cselab.evaluation.probe import Result
 from cselab.metrics import cosine_rows, spearman
@@ -82,7 +82,7 @@ def layer_geometry(encoder: TransformerEncoder, sentences1: list[str], sentences
     sentences = list(dict.fromkeys(sentences1 + sentences2))
     ids = encoder.tokenize(sentences, warn=False)
     special = set(encoder.tokenizer.all_special_ids)
-    own = LAYER_POOLER[encoder.pooler]
+    own = matching_layer_pooler(encoder.pooler)
     pooled: dict[str, list[list[np.ndarray]]] = {name: [] for name in (*LAYER_GRID_POOLERS, "own")}
     toksim: list[list[float]] = []
     with torch.inference_mode():

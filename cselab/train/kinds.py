@@ -1,11 +1,12 @@
-"""The contracts of the module plug-in kinds: a loss is a :class:`Loss`, a source of generated negatives a
-:class:`NegativeSource`, a change of a loss's similarities a :class:`LogitTransform`. All are ``torch.nn.Module``
-subclasses built once per run from their validated parameters
-(each parameter of the schema is a keyword of the constructor), so a plug-in owns its settings and its state, and its
-``state_dict`` (extra state included) is saved with the run and restored on resume.
+"""The contracts of the training plug-in kinds, one base class each: a loss is a :class:`Loss`, a source of
+generated negatives a :class:`NegativeSource`, a change of a loss's similarities a :class:`LogitTransform`, a view's
+input or output augmentation an :class:`Augment`, a step's weight perturbation a :class:`WeightHook`, a training head
+a :class:`Head`. Each is built once per run from its validated parameters (each parameter of the schema is a keyword
+of the constructor; a head's first argument is the backbone's hidden size), so a plug-in owns its settings and its
+state; the module kinds' ``state_dict`` (extra state included) is saved with the run and restored on resume.
+(Poolers, used by inference encoders too, have theirs in :mod:`cselab.encoders.pooling`.)
 
-:func:`cselab.registry.register` refuses a ``loss``, ``negatives`` or ``logit_transform`` plug-in that is not a
-subclass of its kind's base class.
+:func:`cselab.registry.register` refuses a plug-in that is not a subclass of its kind's base class.
 """
 
 from __future__ import annotations
@@ -122,6 +123,39 @@ class LogitTransform(nn.Module):
         raise NotImplementedError
 
 
+class Augment(nn.Module):
+    """A view augmentation: of a forward view's word embeddings (kind ``input_augment``, before positions are
+    added) or of another view's vectors (kind ``output_augment``). :meth:`forward` maps the values to augmented
+    values of the same shape. With ``needs_gradient`` it also gets the gradient of the loss with respect to the
+    values, and the objective encodes such a view twice per step (FGSM)."""
+
+    needs_gradient: ClassVar[bool] = False
+
+    def forward(self, values: torch.Tensor, gradient: torch.Tensor | None = None) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class WeightHook:
+    """A perturbation of the weights before a step's second forward-backward pass (kind ``weight_hook``, SAM/AWP):
+    called with the trainable tensors that have a gradient, it moves them in place (under ``no_grad``); the trainer
+    restores them exactly before the optimizer steps."""
+
+    def __init__(self, size: float):
+        self.size = size
+
+    def __call__(self, with_grad: list[torch.Tensor]) -> None:
+        raise NotImplementedError
+
+
+class Head(nn.Module):
+    """A training-only head over the pooled vector (kind ``head``): built as ``cls(hidden, **params)``, with
+    ``hidden`` the backbone's hidden size; ``forward`` maps the pooled vectors. Checkpoints leave it out."""
+
+
 contract("loss", Loss)
 contract("negatives", NegativeSource)
 contract("logit_transform", LogitTransform)
+contract("input_augment", Augment)
+contract("output_augment", Augment)
+contract("weight_hook", WeightHook)
+contract("head", Head)

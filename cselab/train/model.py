@@ -26,7 +26,7 @@ from torch import nn
 
 from cselab.atomic import write_json_atomic
 from cselab.encoders.checkpoint import CheckpointInfo, write_checkpoint_info
-from cselab.encoders.pooling import LAYER_POOLER, needs_hidden_states, pool, pool_states
+from cselab.encoders.pooling import matching_layer_pooler, needs_hidden_states, pool, pool_states
 from cselab.encoders.pretrained import load_pretrained
 from cselab.encoders.transformer import TransformerEncoder
 from cselab.errors import ConfigError
@@ -120,7 +120,7 @@ class TrainingEncoder(nn.Module):
             if layers is not None:
                 hidden = outputs.hidden_states
                 chosen = range(len(hidden)) if layers == "all" else layers
-                kind = layer_pooler or LAYER_POOLER[view.pooler]
+                kind = layer_pooler or matching_layer_pooler(view.pooler)
                 stacked = torch.stack([pool_states(hidden[k], attention_mask, kind, positions) for k in chosen],
                                       dim=1).float()
         head = self.head if self.head is not None and use_head and self.training else (lambda x: x)

@@ -20,20 +20,9 @@ from cselab.registry import build, get
 from cselab.train import plugins  # noqa: F401  (every plug-in registered)
 from cselab.train.batches import Batch, Collator, Key
 from cselab.train.distributed import gather_rows, global_count, global_mean
-from cselab.train.kinds import Loss, LossContext, NegativeSource
+from cselab.train.kinds import Augment, Loss, LossContext, NegativeSource
 
 Encoded = dict[str, tuple[torch.Tensor, list[int]]]
-Augment = Callable[..., torch.Tensor]  # (values, gradient=None) -> values
-
-
-def _bound(kind: str, spec: dict[str, Any]) -> tuple[Augment, bool]:
-    """A view's ``augment`` as a function of the values (and, for FGSM, the gradient), and whether it needs the
-    gradient."""
-    plugin = get(kind, spec["kind"])
-
-    def augment(values: torch.Tensor, gradient: torch.Tensor | None = None) -> torch.Tensor:
-        return plugin.function(values, spec, gradient)
-    return augment, "gradient" in plugin.needs
 
 
 @dataclass(frozen=True)
@@ -50,17 +39,21 @@ class View:
     layer_pooler: str | None = None
     frozen: bool = False
     augment: Augment | None = None
-    needs_gradient: bool = False
 
     @classmethod
     def from_config(cls, name: str, view: dict[str, Any]) -> View:
-        augment, gradient = _bound("output_augment" if view.get("of") else "input_augment", view["augment"]) \
-            if view.get("augment") else (None, False)
+        spec = view.get("augment")
+        augment = build(get("output_augment" if view.get("of") else "input_augment", spec["kind"]), spec) \
+            if spec else None
         settings = {key: view[key] for key in ("column", "of", "prompt", "layers", "layer_pooler", "frozen")
                     if key in view}
-        return cls(name, **settings, augment=augment, needs_gradient=gradient)
+        return cls(name, **settings, augment=augment)
 
-    def input_augment(self, captured: dict | None, directions: dict | None) -> Augment | None:
+    @property
+    def needs_gradient(self) -> bool:
+        return self.augment is not None and self.augment.needs_gradient
+
+    def input_augment(self, captured: dict | None, directions: dict | None) -> Callable | None:
         """The word-embedding map of a forward view's ``augment`` (None without one): FGSM's first pass captures
         the embeddings whose gradient it needs, its second moves them along ``directions``."""
         if self.augment is None:
@@ -91,14 +84,16 @@ class View:
 
 
 class Objective(nn.Module):
-    """A method's views, losses (:class:`~cselab.train.kinds.Loss` modules with their weights) and weight hook,
-    built once from the resolved config; ``objective(model, rows)`` gives each loss of a batch. Its
-    ``state_dict`` holds the losses' own state (e.g. a memory bank), saved with the run and restored on resume."""
+    """A method's views (their augmentations in ``augments``), losses (:class:`~cselab.train.kinds.Loss` modules
+    with their weights) and weight hook (a :class:`~cselab.train.kinds.WeightHook`), built once from the resolved
+    config; ``objective(model, rows)`` gives each loss of a batch. Its ``state_dict`` holds the plug-ins' own state
+    (e.g. a memory bank), saved with the run and restored on resume."""
 
     def __init__(self, method: dict[str, Any]):
         super().__init__()
         self.method = method["method"]
         self.views = tuple(View.from_config(name, view) for name, view in method["views"].items())
+        self.augments = nn.ModuleDict({view.name: view.augment for view in self.views if view.augment is not None})
         # the (column, prompt) of each view that runs the encoder, each once: one tokenisation per batch
         self.forward_keys: list[Key] = list(dict.fromkeys((v.column, v.prompt) for v in self.views if not v.of))
         self.names = list(method["losses"])
@@ -106,7 +101,7 @@ class Objective(nn.Module):
         self.losses = nn.ModuleList(build(get("loss", params.get("type") or name), params)
                                     for name, params in method["losses"].items())
         hook = method["hooks"].get("weights")
-        self.weight_hook = (get("weight_hook", hook["kind"]).function, hook["size"]) if hook else None
+        self.weight_hook = build(get("weight_hook", hook["kind"]), hook) if hook else None
         self.gradient_views = [view.name for view in self.views if view.needs_gradient]
         self.needs_initial_weights = any(loss.needs_initial_weights for loss in self.losses)
 

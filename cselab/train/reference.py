@@ -20,6 +20,8 @@ KIND_TITLES = {"loss": "Losses", "input_augment": "Input augmentations (a forwar
                "logit_transform": "Logit transforms (`losses.NAME.transform`)", "weight_hook": "Weight hooks "
                "(`hooks.weights`)", "head": "Training heads (`encoder.head`)", "pooler": "Poolers (`encoder.pooler`)"}
 
+NEEDS = {"gradient": "needs_gradient", "hidden_states": "hidden_states", "initial_weights": "needs_initial_weights"}
+
 
 def _cell(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
@@ -59,15 +61,14 @@ def plugin_sections() -> list[str]:
         lines += ["", f"## {KIND_TITLES[kind]}"]
         for name in names(kind):
             plugin = get(kind, name)
-            if not plugin.function.__module__.startswith("cselab."):
+            if not plugin.cls.__module__.startswith("cselab."):
                 continue  # a user's plug-in (a method's imports): not cselab's to document
             views, extra = plugin.schema().keys() - plugin.params.keys(), []
             if views:
                 extra.append("reads views " + ", ".join(f"`{r}`" for r in plugin.schema() if r in views))
             if kind == "loss":
-                extra.append(f"reduces over processes: {plugin.function.reduce}")
-            needs = (*plugin.needs, *(("initial_weights",) if getattr(plugin.function, "needs_initial_weights",
-                                                                      False) else ()))
+                extra.append(f"reduces over processes: {plugin.cls.reduce}")
+            needs = [word for word, flag in NEEDS.items() if getattr(plugin.cls, flag, False)]
             if needs:
                 extra.append("needs " + ", ".join(needs))
             lines += ["", f"### `{name}`", "", plugin.summary + (f" ({'; '.join(extra)})" if extra else "")]

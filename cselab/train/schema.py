@@ -91,8 +91,8 @@ def _losses(losses: Any, views: dict[str, dict[str, Any]]) -> dict[str, dict[str
         plugin = get("loss", params.get("type") or name, f"{where}.type" if params.get("type") else where)
         refuse_moved(plugin, params, where)
         resolved = check(params, {**LOSS, **plugin.schema()}, where)
-        plugin.function.validate(resolved, where)
-        for key in plugin.function.view_schema():
+        plugin.cls.validate(resolved, where)
+        for key in plugin.cls.view_schema():
             for view in resolved[key] if isinstance(resolved[key], list) else [resolved[key]]:
                 if view not in available:
                     raise ConfigError(f"{where}.{key}: {shown(view)} is not a view; views: "

@@ -128,7 +128,7 @@ def backward_pass(model, objective: Objective, rows, backward, initial_weights=N
         return loss, parts
     backward(loss)
     if objective.weight_hook is not None:  # the gradient at the perturbed weights updates the original ones
-        originals = perturb_weights(trainable, *objective.weight_hook)
+        originals = perturb_weights(trainable, objective.weight_hook)
         for parameter in trainable:
             parameter.grad = None
         backward(objective.total(objective(model, rows, initial_weights)))
@@ -172,10 +172,10 @@ def _refuse_precision(cfg: TrainingConfig, device) -> None:
 
 
 def _check_hooks(objective: Objective, grad_accum: int, processes: int) -> None:
-    if (objective.weight_hook or objective.gradient_views) and processes > 1:
+    if (objective.weight_hook is not None or objective.gradient_views) and processes > 1:
         raise TrainingError("FGSM views and SAM/AWP take a second pass per step that is not synchronised across "
                             "processes yet: train them on one device")
-    if objective.weight_hook and grad_accum > 1:
+    if objective.weight_hook is not None and grad_accum > 1:
         raise TrainingError("hooks.weights (SAM/AWP) perturbs the weights once per step: set training.grad_accum=1")
 
 

@@ -56,9 +56,16 @@ def test_an_entry_point_that_does_not_import_names_its_package(tmp_path, monkeyp
         discover()
 
 
-def test_a_loss_or_a_source_of_negatives_must_subclass_its_kinds_base(monkeypatch):
+BASES = {"loss": "cselab.train.kinds.Loss", "negatives": "cselab.train.kinds.NegativeSource",
+         "logit_transform": "cselab.train.kinds.LogitTransform", "input_augment": "cselab.train.kinds.Augment",
+         "output_augment": "cselab.train.kinds.Augment", "weight_hook": "cselab.train.kinds.WeightHook",
+         "head": "cselab.train.kinds.Head", "pooler": "cselab.encoders.pooling.Pooler"}
+
+
+@pytest.mark.parametrize("kind", registry.KINDS)
+def test_every_kinds_plug_in_must_subclass_its_base(monkeypatch, kind):
     monkeypatch.setattr(registry, "_REGISTRY", {kind: dict(found) for kind, found in registry._REGISTRY.items()})
-    with pytest.raises(TypeError, match="loss 'plain': a loss plug-in is a subclass of cselab.train.kinds.Loss"):
-        registry.register("loss", "plain")(lambda views, params, context: 1.0)
-    with pytest.raises(TypeError, match="a negatives plug-in is a subclass of cselab.train.kinds.NegativeSource"):
-        registry.register("negatives", "plain")(torch.nn.Module)
+    for wrong in (lambda values, params, gradient=None: values, torch.nn.Module):  # a function, another class
+        with pytest.raises(TypeError, match=f"{kind} 'plain': a {kind} plug-in is a subclass of {BASES[kind]}"):
+            registry.register(kind, "plain")(wrong)
+    assert all(issubclass(registry.get(kind, name).cls, registry._CONTRACTS[kind]) for name in registry.names(kind))

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from cselab.registry import build, check_plugin, get
-from cselab.train.plugins.augmentations import fgsm
+from cselab.train.plugins.augmentations import FGSM
 from cselab.train.plugins.hooks import perturb_weights, restore_weights
 from cselab.train.losses import info_nce
 from cselab.train.methods import load_method
@@ -18,8 +18,8 @@ from tests.train.test_objective import ROWS
 def test_input_augmentations_change_the_embeddings_and_keep_shapes(kind):
     torch.manual_seed(0)
     embeddings = torch.randn(8, 20, 64)
-    plugin = get("input_augment", kind)
-    augmented = plugin.function(embeddings, {"sigma": 0.001, "p": 0.1})
+    augment = build(get("input_augment", kind), check_plugin("input_augment", {"kind": kind}, "augment"))
+    augmented = augment(embeddings)
     assert augmented.shape == embeddings.shape and not torch.equal(augmented, embeddings)
     if kind == "gaussian_noise":
         assert (augmented - embeddings).std().item() == pytest.approx(0.001, rel=0.05)
@@ -36,7 +36,9 @@ def test_input_augmentations_change_the_embeddings_and_keep_shapes(kind):
 
 
 def augment_output(vectors, kind, **params):
-    return get("output_augment", kind).function(vectors, params)
+    """The output augmentation as a view's ``augment: {kind: KIND, ...}`` builds it, applied to ``vectors``."""
+    return build(get("output_augment", kind), check_plugin("output_augment", {"kind": kind, **params}, "augment"))(
+        vectors)
 
 
 def test_output_augmentations():
@@ -54,7 +56,7 @@ def test_output_augmentations():
 
 def test_fgsm_steps_along_the_sign_of_the_gradient():
     values, gradient = torch.tensor([1.0, 2.0, 3.0]), torch.tensor([-0.3, 0.0, 5.0])
-    assert fgsm(values, {"epsilon": 0.1}, gradient).tolist() == pytest.approx([0.9, 2.0, 3.1])
+    assert FGSM(epsilon=0.1)(values, gradient).tolist() == pytest.approx([0.9, 2.0, 3.1])
 
 
 @pytest.mark.parametrize("preset", ["output-fgsm", "input-fgsm"])
@@ -87,7 +89,7 @@ def test_weight_perturbation_sizes_and_exact_restore(kind, size):
     weights = [torch.randn(3, 4, requires_grad=True), torch.randn(5, requires_grad=True)]
     ((weights[0] ** 3).sum() + (weights[1] ** 2).sum()).backward()
     before = [w.detach().clone() for w in weights]
-    originals = perturb_weights(weights, get("weight_hook", kind).function, size)
+    originals = perturb_weights(weights, build(get("weight_hook", kind), {"size": size}))
     deltas = [w.detach() - b for w, b in zip(weights, before, strict=True)]
     if kind == "sam":  # one step of length rho along the whole gradient
         step = torch.linalg.vector_norm(torch.cat([d.flatten() for d in deltas]))

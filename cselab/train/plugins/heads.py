@@ -7,11 +7,12 @@ import torch
 from torch import nn
 
 from cselab.errors import ConfigError
-from cselab.registry import Param, get, register
+from cselab.registry import Param, build, check_plugin, get, register
+from cselab.train.kinds import Head
 
 
 @register("head", "mlp")
-class MLPHead(nn.Module):
+class MLPHead(Head):
     """SimCSE's training head over the pooled vector: dense layer and tanh."""
 
     def __init__(self, hidden: int):
@@ -26,10 +27,10 @@ class MLPHead(nn.Module):
     "inner": Param(int, 4096, "the first layer's width (sg-opt.txt footnote 4: 4096)", min=1),
     "output": Param(int, None, "the second layer's width (null: the backbone's hidden size)", min=1,
                     nullable=True)})
-class ProjectionHead(nn.Sequential):
+class ProjectionHead(Head, nn.Sequential):
     """SG-OPT's projection head f: two linear layers (hidden size ``inner``), each followed by GELU."""
 
-    def __init__(self, hidden: int, inner: int = 4096, output: int | None = None):
+    def __init__(self, hidden: int, inner: int, output: int | None):
         super().__init__(nn.Linear(hidden, inner), nn.GELU(), nn.Linear(inner, output or hidden), nn.GELU())
 
 
@@ -48,9 +49,8 @@ def build_head(head: dict | str | None, init: str, config) -> nn.Module | None:
     ``config``, its weights started as ``init`` says (``bert`` or ``torch``)."""
     if not head:
         return None
-    head = {"kind": head} if isinstance(head, str) else head
-    params = {key: value for key, value in head.items() if key != "kind"}
-    module = get("head", head["kind"], "encoder.head").function(config.hidden_size, **params)
+    head = check_plugin("head", {"kind": head} if isinstance(head, str) else head, "encoder.head")  # defaults
+    module = build(get("head", head["kind"]), head, config.hidden_size)
     if init == "bert":
         if getattr(config, "initializer_range", None) is None:
             raise ConfigError(f"encoder.head_init bert needs the backbone's initializer_range, which its "

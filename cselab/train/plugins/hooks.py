@@ -8,36 +8,38 @@ is the one the optimizer applies to the original weights, which are restored exa
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import torch
 
 from cselab.registry import Param, register
+from cselab.train.kinds import WeightHook
 
 
 @register("weight_hook", "sam", params={"size": Param(float, 0.05, "rho, the step's length", min=0.0)})
-def sam(with_grad: list[torch.Tensor], size: float) -> None:
+class SAM(WeightHook):
     """``delta = rho * g / ||g||`` over all weights together (rho = 0.05)."""
-    norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in with_grad]))
-    for p in with_grad:
-        p.add_(p.grad, alpha=size / (float(norm) + 1e-12))
+
+    def __call__(self, with_grad):
+        norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in with_grad]))
+        for p in with_grad:
+            p.add_(p.grad, alpha=self.size / (float(norm) + 1e-12))
 
 
 @register("weight_hook", "awp", params={"size": Param(float, 5e-3, "gamma, the step relative to each weight's "
                                                       "norm", min=0.0)})
-def awp(with_grad: list[torch.Tensor], size: float) -> None:
+class AWP(WeightHook):
     """``delta_l = gamma * ||w_l|| * g_l / ||g_l||`` for each weight tensor l, a step relative to the weight's
     own size (gamma = 5e-3, AWP's default)."""
-    for p in with_grad:
-        p.add_(p.grad * (size * torch.linalg.vector_norm(p) / (torch.linalg.vector_norm(p.grad) + 1e-12)))
+
+    def __call__(self, with_grad):
+        for p in with_grad:
+            p.add_(p.grad * (self.size * torch.linalg.vector_norm(p) / (torch.linalg.vector_norm(p.grad) + 1e-12)))
 
 
 @torch.no_grad()
-def perturb_weights(parameters: list[torch.Tensor], hook: Callable, size: float) -> list[torch.Tensor]:
-    """Move ``parameters`` along their ``.grad`` with a weight ``hook`` (a plug-in's function); returns their
-    original values."""
+def perturb_weights(parameters: list[torch.Tensor], hook: WeightHook) -> list[torch.Tensor]:
+    """Move ``parameters`` along their ``.grad`` with a weight ``hook``; returns their original values."""
     originals = [p.detach().clone() for p in parameters]
-    hook([p for p in parameters if p.grad is not None], size)
+    hook([p for p in parameters if p.grad is not None])
     return originals
 
 
