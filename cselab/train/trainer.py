@@ -180,15 +180,15 @@ def _check_hooks(objective: Objective, grad_accum: int, processes: int) -> None:
 
 
 class Run:
-    """One training run over ``OUT``: set up (launch checks, data, encoder, optimizer), resumed from ``OUT/last``,
-    then stepped; every ``eval_steps`` it is evaluated and saved."""
+    """One training run over ``OUT`` on the ``accelerator`` :func:`train` launched: set up (data, encoder,
+    optimizer), resumed from ``OUT/last``, then stepped; every ``eval_steps`` it is evaluated and saved."""
 
-    def __init__(self, method: dict[str, Any], model: str, data, out: str | os.PathLike, data_dir=None,
-                 eval_limit: int | None = None, tensorboard: bool = False, restart_from: str | None = None):
-        self.method, self.out, self.tensorboard = method, Path(out), tensorboard
+    def __init__(self, accelerator: Accelerator, method: dict[str, Any], model: str, data, out: str | os.PathLike,
+                 data_dir=None, eval_limit: int | None = None, tensorboard: bool = False,
+                 restart_from: str | None = None):
+        self.accelerator, self.method, self.out, self.tensorboard = accelerator, method, Path(out), tensorboard
         self.cfg = TrainingConfig(**method["training"])
         self.restart_from, self.objective = restart_from, Objective(method)
-        self.accelerator = _launch(self.cfg, self.out, tensorboard)
         self.main = self.accelerator.is_main_process
         _check_hooks(self.objective, self.cfg.grad_accum, self.accelerator.num_processes)
         set_seed(self.cfg.seed)
@@ -464,9 +464,11 @@ def train(method: dict[str, Any], model: str, data: str | os.PathLike | None, ou
     one that returns True ends the run (the summary's ``stopped_by`` names its class)."""
     if restart_from not in (None, *run_folder.RESTARTS):
         raise TrainingError(f"--restart-from {restart_from!r}: expected one of {', '.join(run_folder.RESTARTS)}")
-    out, main = check_folder(out), int(os.environ.get("RANK", 0)) == 0  # the lock and the overwrite: one process
+    out = check_folder(out)
+    accelerator = _launch(TrainingConfig(**method["training"]), out, tensorboard)
+    main = accelerator.is_main_process  # one process locks OUT (and overwrites it)
     with run_folder.RunLock(out) if main else contextlib.nullcontext():
         if overwrite and main:
             run_folder.overwrite(out)
-        return Run(method, model, data, out, data_dir, eval_limit, tensorboard, restart_from).run(log_every, progress,
-                                                                                                  callbacks)
+        run = Run(accelerator, method, model, data, out, data_dir, eval_limit, tensorboard, restart_from)
+        return run.run(log_every, progress, callbacks)
