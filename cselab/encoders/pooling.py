@@ -19,14 +19,9 @@ from typing import ClassVar
 import torch
 
 from cselab.errors import ConfigError
-from cselab.registry import build, contract, get, names, register
+from cselab.registry import contract, get, names, register
 
 LAYER_POOLERS = ("first", "avg", "max", "mask")
-
-
-def needs_hidden_states(pooler: str) -> bool:
-    """Whether the pooler reads intermediate layers (``output_hidden_states=True``)."""
-    return get("pooler", pooler).cls.hidden_states
 
 
 def matching_layer_pooler(pooler: str) -> str:
@@ -134,9 +129,3 @@ class AvgTop2(Pooler):
 
 
 POOLERS = tuple(names("pooler"))
-
-
-def pool(pooler: str, outputs, attention_mask: torch.Tensor,
-         mask_positions: torch.Tensor | None = None) -> torch.Tensor:
-    """One vector per sentence from a transformers model output."""
-    return build(get("pooler", pooler), {})(outputs, attention_mask, mask_positions)

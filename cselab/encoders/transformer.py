@@ -11,9 +11,9 @@ import torch
 from tqdm.auto import tqdm
 
 from cselab.encoders.base import Encoder
-from cselab.encoders.pooling import needs_hidden_states, pool
+from cselab.encoders.pooling import pool_states
 from cselab.errors import ConfigError
-from cselab.registry import get
+from cselab.registry import build, get
 
 MASK_PLACEHOLDER = "[MASK]"
 DEFAULT_MAX_LENGTH = 512
@@ -61,7 +61,7 @@ class TransformerEncoder(Encoder):
 
     def __init__(self, model, tokenizer, pooler: str = "avg", prompt: str | None = None,
                  max_length: int | None = None, normalize: bool = False, spec: str = ""):
-        get("pooler", pooler, "pooler")
+        self._pool = build(get("pooler", pooler, "pooler"), {})
         if pooler == "mask" and not prompt:
             raise ConfigError("pooler 'mask' needs a prompt template, e.g. 'This sentence : \"{}\" means [MASK] .'")
         self.model = model.eval()
@@ -159,19 +159,40 @@ class TransformerEncoder(Encoder):
             attention_mask[r, : len(row)] = 1
         return input_ids, attention_mask
 
-    def _mask_positions(self, input_ids: torch.Tensor) -> torch.Tensor:
+    def mask_positions(self, input_ids: torch.Tensor) -> torch.Tensor:
+        """Each row's position of the prompt's mask token (the one after the sentence when the template has it
+        there)."""
         hits = input_ids == self.tokenizer.mask_token_id
         index = torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
         if self._mask_after_sentence:
             return torch.where(hits, index, -1).max(dim=1).values
         return torch.where(hits, index, input_ids.shape[1]).min(dim=1).values
 
-    def forward_batch(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """Pooled vectors of a padded batch already on the model's device."""
-        outputs = self.model(input_ids=input_ids, attention_mask=attention_mask,
-                             output_hidden_states=needs_hidden_states(self.pooler))
-        positions = self._mask_positions(input_ids) if self.pooler == "mask" else None
-        return pool(self.pooler, outputs, attention_mask, positions)
+    def forward_batch(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, model=None,
+                      layers: list[int] | str | None = None, layer_pooler: str | None = None, input_augment=None):
+        """Pooled vectors of a padded batch already on the model's device: the one forward path of inference and
+        training. ``model`` runs instead of the encoder's own (training's frozen copy); ``input_augment`` maps
+        the word embeddings (batch, tokens, dim) to what the model reads instead. With ``layers`` (hidden-state
+        indices, 0 = embeddings, negative from the last; or ``"all"``) it returns ``(vectors, layer_vectors)``, the
+        second of shape (batch, layers, dim), each layer pooled with ``layer_pooler`` (by default the one matching
+        the pooler)."""
+        model = self.model if model is None else model
+        positions = self.mask_positions(input_ids) if "mask" in (self.pooler, layer_pooler) else None
+        hook = model.get_input_embeddings().register_forward_hook(
+            lambda module, inputs, output: input_augment(output)) if input_augment is not None else None
+        try:
+            outputs = model(input_ids=input_ids, attention_mask=attention_mask,
+                            output_hidden_states=layers is not None or self._pool.hidden_states)
+        finally:
+            if hook is not None:
+                hook.remove()
+        vectors = self._pool(outputs, attention_mask, positions)
+        if layers is None:
+            return vectors
+        hidden = outputs.hidden_states
+        kind = layer_pooler or self._pool.layer_pooler
+        chosen = range(len(hidden)) if layers == "all" else layers
+        return vectors, torch.stack([pool_states(hidden[k], attention_mask, kind, positions) for k in chosen], dim=1)
 
     def _encode_unique(self, sentences: list[str], batch_size: int, show_progress_bar: bool | None) -> np.ndarray:
         return self.encode_ids(self.tokenize(sentences), batch_size, show_progress_bar)

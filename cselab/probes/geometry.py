@@ -90,7 +90,7 @@ def layer_geometry(encoder: TransformerEncoder, sentences1: list[str], sentences
             input_ids, mask = encoder.pad(ids[start:start + batch_size])
             input_ids, mask = input_ids.to(encoder.device), mask.to(encoder.device)
             hidden = encoder.model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True).hidden_states
-            positions = encoder._mask_positions(input_ids) if own == "mask" else None
+            positions = encoder.mask_positions(input_ids) if own == "mask" else None
             for name, kind in (*LAYER_GRID_POOLERS.items(), ("own", own)):
                 pooled[name].append([pool_states(h, mask, kind, positions).float().cpu().numpy() for h in hidden])
             keep = mask.bool() & ~torch.isin(input_ids, torch.tensor(sorted(special), device=input_ids.device))

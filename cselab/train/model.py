@@ -26,7 +26,6 @@ from torch import nn
 
 from cselab.atomic import write_json_atomic
 from cselab.encoders.checkpoint import CheckpointInfo, write_checkpoint_info
-from cselab.encoders.pooling import matching_layer_pooler, needs_hidden_states, pool, pool_states
 from cselab.encoders.pretrained import load_pretrained
 from cselab.encoders.transformer import TransformerEncoder
 from cselab.errors import ConfigError
@@ -106,23 +105,10 @@ class TrainingEncoder(nn.Module):
         # TransformerEncoder puts the backbone in eval mode; the frozen copy has dropout only in frozen_mode train
         model.train(self.training and (not frozen or self.frozen_mode == "train"))
         input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
-        positions = view._mask_positions(input_ids) if view.pooler == "mask" or layer_pooler == "mask" else None
-        hook = model.get_input_embeddings().register_forward_hook(
-            lambda module, inputs, output: input_augment(output)) if input_augment is not None else None
         with torch.no_grad() if frozen else contextlib.nullcontext():
-            try:
-                outputs = model(input_ids=input_ids, attention_mask=attention_mask,
-                                output_hidden_states=layers is not None or needs_hidden_states(view.pooler))
-            finally:
-                if hook is not None:
-                    hook.remove()
-            vectors = pool(view.pooler, outputs, attention_mask, positions).float()
-            if layers is not None:
-                hidden = outputs.hidden_states
-                chosen = range(len(hidden)) if layers == "all" else layers
-                kind = layer_pooler or matching_layer_pooler(view.pooler)
-                stacked = torch.stack([pool_states(hidden[k], attention_mask, kind, positions) for k in chosen],
-                                      dim=1).float()
+            result = view.forward_batch(input_ids, attention_mask, model=model, layers=layers,
+                                        layer_pooler=layer_pooler, input_augment=input_augment)
+        vectors, stacked = (result.float(), None) if layers is None else (result[0].float(), result[1].float())
         head = self.head if self.head is not None and use_head and self.training else (lambda x: x)
         return head(vectors) if layers is None else (head(vectors), head(stacked))
 
