@@ -23,7 +23,7 @@ class EncoderConfig:
 
     pooler: str = setting(REQUIRED, str, "how token states become the sentence vector", choices="plugin:pooler")
     prompt: str | None = setting(None, str, "template with {} for the sentence", nullable=True)
-    head: dict | None = setting(None, dict, "training-only head: a name, or {kind: NAME, ...its parameters}",
+    head: dict | str | None = setting(None, dict, "training-only head: a name, or {kind: NAME, ...its parameters}",
                                 nullable=True, plugin="head")
     head_init: str = setting("bert", str, "the head's initial weights: bert (normal(0, the backbone's "
                              "initializer_range), biases 0) or torch (PyTorch's default)", choices=("bert", "torch"))
@@ -34,6 +34,8 @@ class EncoderConfig:
     freeze_embeddings: bool = setting(False, bool, "do not train the embedding layer")
 
     def __post_init__(self) -> None:
+        if isinstance(self.head, str):  # `head: mlp` is {kind: mlp}
+            object.__setattr__(self, "head", {"kind": self.head})
         _checked(self, "encoder")
 
 

@@ -29,45 +29,49 @@ from cselab.encoders.checkpoint import CheckpointInfo, write_checkpoint_info
 from cselab.encoders.pretrained import load_pretrained
 from cselab.encoders.transformer import TransformerEncoder
 from cselab.errors import ConfigError
+from cselab.train.config import EncoderConfig
 from cselab.train.plugins.heads import build_head
 
 ST_POOLING = {"cls_before_pooler": "pooling_mode_cls_token", "avg": "pooling_mode_mean_tokens"}
 
 
 class TrainingEncoder(nn.Module):
-    """A backbone with a pooler, an optional prompt, an optional training-only head and an optional frozen copy.
+    """A backbone with a pooler, an optional prompt, an optional training-only head and an optional frozen copy, as
+    the method's ``encoder`` section (an :class:`~cselab.train.config.EncoderConfig`) says; a sentence keeps at most
+    ``max_length`` tokens in training.
 
-    ``head``: ``None``, or ``{"kind": "mlp"}`` (SimCSE), ``{"kind": "projection", ...}`` (SG-OPT), applied to
-    every view in training, its weights started as ``head_init`` says. ``frozen``: a dtype name (``"float32"``,
-    ``"bfloat16"``, ``"float16"``) to keep a frozen copy of the initial backbone (no gradient; SG-OPT's BERT_F),
-    or ``None``; ``frozen_mode`` ``"eval"`` runs it without dropout, ``"train"`` with (as SG-BERT's released code
-    does). ``freeze_embeddings`` stops the embedding layer (layer 0) from training."""
+    ``head``: ``{"kind": "mlp"}`` (SimCSE), ``{"kind": "projection", ...}`` (SG-OPT), applied to every view in
+    training, its weights started as ``head_init`` says. ``frozen``: a dtype name (``"float32"``, ``"bfloat16"``,
+    ``"float16"``) to keep a frozen copy of the initial backbone (no gradient; SG-OPT's BERT_F); ``frozen_mode``
+    ``"eval"`` runs it without dropout, ``"train"`` with (as SG-BERT's released code does). ``freeze_embeddings``
+    stops the embedding layer (layer 0) from training."""
 
-    def __init__(self, backbone, tokenizer, pooler: str = "cls_before_pooler", prompt: str | None = None,
-                 max_length: int = 32, head: dict | None = None, head_init: str = "bert", frozen: str | None = None,
-                 frozen_mode: str = "eval", freeze_embeddings: bool = False):
+    def __init__(self, backbone, tokenizer, config: EncoderConfig, max_length: int):
         super().__init__()
         self.backbone = backbone
-        self.view = TransformerEncoder(backbone, tokenizer, pooler=pooler, prompt=prompt, max_length=max_length)
-        self.prompt = prompt
-        self._views = {prompt: self.view}  # by template as given, before [MASK] becomes the tokenizer's token
-        self.head = build_head(head, head_init, backbone.config)
+        self.view = TransformerEncoder(backbone, tokenizer, pooler=config.pooler, prompt=config.prompt,
+                                       max_length=max_length)
+        self.prompt = config.prompt
+        self._views = {self.prompt: self.view}  # by template as given, before [MASK] becomes the tokenizer's token
+        self.head = build_head(config.head, config.head_init, backbone.config)
         # not a submodule: outside the optimizer, DDP and the saved state (it is rebuilt from the base model)
-        self.__dict__["frozen"] = (copy.deepcopy(backbone).to(getattr(torch, frozen)).eval().requires_grad_(False)
-                                   if frozen else None)
-        self.frozen_mode = frozen_mode
-        if pooler != "cls" and getattr(backbone, "pooler", None) is not None:
+        self.__dict__["frozen"] = (copy.deepcopy(backbone).to(getattr(torch, config.frozen)).eval()
+                                   .requires_grad_(False) if config.frozen else None)
+        self.frozen_mode = config.frozen_mode
+        if config.pooler != "cls" and getattr(backbone, "pooler", None) is not None:
             # the backbone's pooler layer gets no gradient; frozen, DDP does not wait for one
             backbone.pooler.requires_grad_(False)
-        if freeze_embeddings:
+        if config.freeze_embeddings:
             (getattr(backbone, "embeddings", None) or backbone.get_input_embeddings()).requires_grad_(False)
         self.train()
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str | os.PathLike, **kwargs) -> TrainingEncoder:
+    def from_pretrained(cls, name_or_path: str | os.PathLike, max_length: int, **settings) -> TrainingEncoder:
         """The backbone and tokenizer of a folder or hub name, checked (:func:`~cselab.encoders.pretrained.
-        load_pretrained`), with the encoder's settings."""
-        return cls(*load_pretrained(str(name_or_path), kwargs.get("pooler", "cls_before_pooler")), **kwargs)
+        load_pretrained`), with the ``encoder`` section's ``settings`` (keywords of :class:`EncoderConfig`, checked
+        and completed with its defaults)."""
+        config = EncoderConfig(**settings)
+        return cls(*load_pretrained(str(name_or_path), config.pooler), config, max_length)
 
     @property
     def tokenizer(self):

@@ -50,7 +50,7 @@ from cselab.train import run_folder, state
 from cselab.train.data import training_rows
 from cselab.train.batches import Collator, training_loader
 from cselab.train.callbacks import Callback, EvaluateAndSave, LogLosses
-from cselab.train.config import EncoderConfig, TrainingConfig
+from cselab.train.config import TrainingConfig
 from cselab.train.plugins.hooks import perturb_weights, restore_weights
 from cselab.train.model import TrainingEncoder, save_checkpoint
 from cselab.train.objective import Objective
@@ -99,11 +99,7 @@ def _replace_folder(temporary: Path, final: Path) -> None:
 
 def build_encoder(method: dict[str, Any], model: str) -> TrainingEncoder:
     """The method's training encoder over the backbone ``model`` (a folder or a hub name)."""
-    enc = EncoderConfig(**method["encoder"])
-    return TrainingEncoder.from_pretrained(
-        model, pooler=enc.pooler, prompt=enc.prompt, max_length=method["training"]["max_length"], head=enc.head,
-        head_init=enc.head_init, frozen=enc.frozen, frozen_mode=enc.frozen_mode,
-        freeze_embeddings=enc.freeze_embeddings)
+    return TrainingEncoder.from_pretrained(model, method["training"]["max_length"], **method["encoder"])
 
 
 def initial_weights(encoder: TrainingEncoder) -> list[torch.Tensor]:

@@ -97,6 +97,7 @@ def test_long_sentence_is_truncated_with_a_warning(parts):
 def test_a_sentence_keeps_its_whole_budget_inside_a_prompt(parts):
     """PromptBERT's rule, as OssCSE trains and evaluates: the sentence is cut to max_length word-pieces, then
     wrapped; the template's tokens come on top."""
+    from cselab.train.config import EncoderConfig
     from cselab.train.model import TrainingEncoder
 
     model, tokenizer = parts
@@ -104,7 +105,7 @@ def test_a_sentence_keeps_its_whole_budget_inside_a_prompt(parts):
     sentence = tokenizer.decode(pieces[:32])
     assert len(tokenizer(sentence, add_special_tokens=False)["input_ids"]) == 32
     whole = tokenizer(PROMPT.replace("{}", sentence).replace("[MASK]", tokenizer.mask_token))["input_ids"]
-    training = TrainingEncoder(model, tokenizer, pooler="mask", prompt=PROMPT, max_length=32)
+    training = TrainingEncoder(model, tokenizer, EncoderConfig(pooler="mask", prompt=PROMPT), max_length=32)
     evaluation = encoder(parts, pooler="mask", prompt=PROMPT)  # a checkpoint's whole-sentence budget
     for enc in (training.view, evaluation):
         assert enc.tokenize([sentence]) == [whole]

@@ -14,7 +14,7 @@ PROMPT_B = 'This sentence of "{}" means [MASK] .'
 
 def test_dropout_views_differ_in_training_and_gradients_reach_the_backbone(tiny_bert_dir):
     torch.manual_seed(0)
-    encoder = TrainingEncoder.from_pretrained(tiny_bert_dir, pooler="cls", head="mlp")
+    encoder = TrainingEncoder.from_pretrained(tiny_bert_dir, 32, pooler="cls", head="mlp")
     first, second = encoder.embed(SENTENCES), encoder.embed(SENTENCES)
     assert not torch.allclose(first, second)  # two dropout masks
     info_nce(first, second).backward()
@@ -25,14 +25,14 @@ def test_dropout_views_differ_in_training_and_gradients_reach_the_backbone(tiny_
 
 
 def test_prompt_views_use_the_mask_token(tiny_bert_dir):
-    encoder = TrainingEncoder.from_pretrained(tiny_bert_dir, pooler="mask", prompt=PROMPT_A, max_length=24).eval()
+    encoder = TrainingEncoder.from_pretrained(tiny_bert_dir, 24, pooler="mask", prompt=PROMPT_A).eval()
     a, b = encoder.embed(SENTENCES), encoder.embed(SENTENCES, prompt=PROMPT_B)
     assert a.shape == b.shape == (3, 32) and not torch.allclose(a, b)
 
 
 @pytest.mark.parametrize(("pooler", "normalize"), [("cls_before_pooler", False), ("avg", True)])
 def test_checkpoint_loads_in_the_probe_and_in_sentence_transformers(tiny_bert_dir, tmp_path, pooler, normalize):
-    encoder = TrainingEncoder.from_pretrained(tiny_bert_dir, pooler=pooler, head="mlp").eval()
+    encoder = TrainingEncoder.from_pretrained(tiny_bert_dir, 32, pooler=pooler, head="mlp").eval()
     folder = save_checkpoint(tmp_path / "best", encoder, CheckpointInfo(
         pooler=pooler, max_length=32, normalize=normalize, method="simcse", base_model=str(tiny_bert_dir)))
     assert (folder / "model.safetensors").exists()
@@ -49,7 +49,7 @@ def test_checkpoint_loads_in_the_probe_and_in_sentence_transformers(tiny_bert_di
                                                              ("avg_first_last", None, False), ("avg", PROMPT_B, False)])
 def test_every_other_checkpoint_loads_in_sentence_transformers_through_cselabs_module(tiny_bert_dir, tmp_path, pooler,
                                                                                       prompt, normalize):
-    encoder = TrainingEncoder.from_pretrained(tiny_bert_dir, pooler=pooler, prompt=prompt, max_length=12).eval()
+    encoder = TrainingEncoder.from_pretrained(tiny_bert_dir, 12, pooler=pooler, prompt=prompt).eval()
     folder = save_checkpoint(tmp_path / "best", encoder, CheckpointInfo(pooler=pooler, prompt=prompt, max_length=12,
                                                                         normalize=normalize, method="osscse"))
     long = SENTENCES + ["a sentence long enough to be cut at twelve word pieces by the prompt budget of the encoder"]
@@ -65,27 +65,30 @@ def test_every_other_checkpoint_loads_in_sentence_transformers_through_cselabs_m
 
 def test_a_bert_initialised_head_has_the_backbones_spread_and_no_bias(tiny_bert_dir):
     torch.manual_seed(0)
-    bert = TrainingEncoder.from_pretrained(tiny_bert_dir, head={"kind": "projection", "inner": 4096, "output": 4096},
-                                           head_init="bert")
+    bert = TrainingEncoder.from_pretrained(tiny_bert_dir, 32, pooler="cls_before_pooler", head_init="bert",
+                                           head={"kind": "projection", "inner": 4096, "output": 4096})
     first, last = bert.head[0], bert.head[2]
     assert (first.in_features, first.out_features, last.out_features) == (32, 4096, 4096)
     for layer in (first, last):  # normal(0, 0.02): BertConfig's initializer_range
         assert layer.weight.mean().abs() < 1e-3 and layer.weight.std().item() == pytest.approx(0.02, rel=0.01)
         assert not layer.bias.any()
     torch.manual_seed(0)
-    default = TrainingEncoder.from_pretrained(tiny_bert_dir, head="mlp", head_init="torch").head.dense
+    default = TrainingEncoder.from_pretrained(tiny_bert_dir, 32, pooler="cls_before_pooler", head="mlp",
+                                             head_init="torch").head.dense
     bound = 1 / 32 ** 0.5  # torch's Linear: uniform(+-1/sqrt(fan_in)) weights and biases
     assert default.weight.abs().max() <= bound and default.weight.std().item() == pytest.approx(bound / 3 ** 0.5,
                                                                                                    rel=0.1)
     assert default.bias.abs().max() > 0.02
-    output = TrainingEncoder.from_pretrained(tiny_bert_dir, head={"kind": "projection"}).head[2].out_features
+    output = TrainingEncoder.from_pretrained(tiny_bert_dir, 32, pooler="cls_before_pooler",
+                                             head={"kind": "projection"}).head[2].out_features
     assert output == 32  # output null: the backbone's width
 
 
 @pytest.mark.parametrize(("mode", "differ"), [("eval", False), ("train", True)])
 def test_the_frozen_copy_has_dropout_only_in_train_mode(tiny_bert_dir, mode, differ):
     torch.manual_seed(0)
-    encoder = TrainingEncoder.from_pretrained(tiny_bert_dir, frozen="float32", frozen_mode=mode)
+    encoder = TrainingEncoder.from_pretrained(tiny_bert_dir, 32, pooler="cls_before_pooler", frozen="float32",
+                                              frozen_mode=mode)
     first, second = (encoder.embed(SENTENCES, frozen=True) for _ in range(2))
     assert (not torch.equal(first, second)) is differ and not first.requires_grad
     encoder.eval()  # at evaluation no view has dropout

@@ -40,7 +40,7 @@ def test_sscl_adds_one_negative_column_per_row_and_layer_from_the_same_pass(tiny
 
 
 def test_sscl_negatives_carry_gradient_below_layer_m_only(tiny_bert_dir):
-    encoder = TrainingEncoder.from_pretrained(tiny_bert_dir, pooler="cls_before_pooler")
+    encoder = TrainingEncoder.from_pretrained(tiny_bert_dir, 32, pooler="cls_before_pooler")
     _, layers = encoder.embed(ROWS["text"], layers=[-2])  # 2-layer BERT: hidden state -2 is layer 1's output
     (layers * torch.randn_like(layers)).sum().backward()  # (a plain sum of LayerNorm outputs has no gradient)
     assert encoder.backbone.encoder.layer[0].output.dense.weight.grad.abs().sum() > 0

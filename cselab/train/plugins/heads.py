@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from cselab.errors import ConfigError
-from cselab.registry import Param, build, check_plugin, get, register
+from cselab.registry import Param, build, get, register
 from cselab.train.kinds import Head
 
 
@@ -44,12 +44,11 @@ def init_head_bert(head: nn.Module, initializer_range: float) -> None:
                 nn.init.zeros_(module.bias)
 
 
-def build_head(head: dict | str | None, init: str, config) -> nn.Module | None:
-    """The training head ``head`` (``{kind: NAME, ...parameters}``, or a bare name) over the backbone with
-    ``config``, its weights started as ``init`` says (``bert`` or ``torch``)."""
-    if not head:
+def build_head(head: dict | None, init: str, config) -> nn.Module | None:
+    """The training head ``head`` (a checked ``{kind: NAME, ...parameters}``, or None for none) over the backbone
+    with ``config``, its weights started as ``init`` says (``bert`` or ``torch``)."""
+    if head is None:
         return None
-    head = check_plugin("head", {"kind": head} if isinstance(head, str) else head, "encoder.head")  # defaults
     module = build(get("head", head["kind"]), head, config.hidden_size)
     if init == "bert":
         if getattr(config, "initializer_range", None) is None:
