@@ -189,7 +189,9 @@ def build_cache(corpus: str | os.PathLike, out: str | os.PathLike, config: Augme
             bar.update(1)
             bar.set_postfix(lines=done, lines_per_s=f"{done / max(bar.format_dict['elapsed'], 1e-9):.0f}")
     if all(chunk_path(folder, i).exists() for i in range(chunks)):
-        for stale in folder.glob(".chunk-*.tmp"):  # left by killed runs; no writer is left once all chunks exist
+        # temporaries of killed runs (a chunk's skipped lines are written before it, so once every chunk exists no
+        # writer of either is left)
+        for stale in [*folder.glob(".chunk-*.tmp"), *folder.glob(".skipped-*.tmp")]:
             stale.unlink(missing_ok=True)
         summary = summarize(folder)
         if summary["rows"] == 0:

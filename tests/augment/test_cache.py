@@ -102,6 +102,17 @@ def test_resume_after_a_kill_gives_the_same_rows(tmp_path):
     assert not list(folder.glob(".*.tmp"))  # a chunk the kill interrupted left a temporary file; it is gone
 
 
+def test_the_run_that_completes_a_cache_removes_what_killed_writers_left(tmp_path):
+    corpus = write_corpus(tmp_path / "c.txt", 120)
+    folder = build_cache(corpus, tmp_path / "k", FAST, progress=False)
+    (folder / MANIFEST).unlink()  # as if the last writer had been killed before the manifest
+    left = [folder / ".chunk-00001.parquet.4242.tmp", folder / ".skipped-00002.json.x1y2.tmp"]
+    for path in left:
+        path.write_text("half a file")
+    assert build_cache(corpus, tmp_path / "k", FAST, progress=False) == folder and (folder / MANIFEST).exists()
+    assert not any(path.exists() for path in left)
+
+
 def test_unknown_config_key_is_named():
     with pytest.raises(ValueError, match="unknown key 'chunksize'"):
         AugmentConfig.from_overrides(["chunksize=10"])
