@@ -24,19 +24,25 @@ def example_files(page: str) -> dict[str, str]:
     return dict(re.findall(r"<!-- file: (\S+) -->\n```\w*\n(.*?)```", text, flags=re.S))
 
 
-def test_adding_a_method_is_one_module_and_one_yaml_that_train(tmp_path, monkeypatch, tiny_bert_dir, tiny_cache):
-    files = example_files("adding-a-method.md")
-    assert sorted(files) == ["angular.py", "simcse-arc.yaml", "simcse-sphere.yaml", "simcse-triplet.yaml",
-                             "sphere.py", "triplet.py"]
-    for name, text in files.items():
+SMALL = ["training.batch_size=16", "training.max_length=24", "training.max_steps=2", "training.eval_steps=2",
+         "training.dev=none"]  # two steps, no data root
+
+
+def page_method(tmp_path, monkeypatch, module: str, method: str, *overrides: str) -> dict:
+    """The method ``method``.yaml of adding-a-method.md, its plug-in ``module`` imported from the page's own
+    files (its registration kept to the calling test), resolved with :data:`SMALL` and ``overrides``."""
+    for name, text in example_files("adding-a-method.md").items():
         (tmp_path / name).write_text(text)
     monkeypatch.syspath_prepend(str(tmp_path))
-    # the plug-in registers itself on import: keep that registration to this test
     monkeypatch.setattr(registry, "_REGISTRY", {kind: dict(found) for kind, found in registry._REGISTRY.items()})
-    monkeypatch.delitem(sys.modules, "triplet", raising=False)
-    method = load_method(tmp_path / "simcse-triplet.yaml",
-                         ["training.batch_size=16", "training.max_length=24", "training.max_steps=2",
-                          "training.eval_steps=2", "training.dev=none"])
+    monkeypatch.delitem(sys.modules, module, raising=False)
+    return load_method(tmp_path / f"{method}.yaml", [*SMALL, *overrides])
+
+
+def test_adding_a_method_is_one_module_and_one_yaml_that_train(tmp_path, monkeypatch, tiny_bert_dir, tiny_cache):
+    assert sorted(example_files("adding-a-method.md")) == ["angular.py", "simcse-arc.yaml", "simcse-sphere.yaml",
+                                                           "simcse-triplet.yaml", "sphere.py", "triplet.py"]
+    method = page_method(tmp_path, monkeypatch, "triplet", "simcse-triplet")
     assert method["losses"]["triplet"] == {"weight": 0.5, "anchor": "anchor", "positive": "paraphrase",
                                            "negative": "negation", "margin": 0.1}
     # the function against a hand-computed value: cos(a, p) = 1, cos(a, n) = 0.6 -> max(0, 0.1 - 0.4) = 0; and
@@ -61,14 +67,7 @@ def test_adding_a_method_is_one_module_and_one_yaml_that_train(tmp_path, monkeyp
 
 def test_a_source_of_negatives_is_one_module_and_one_yaml_that_train(tmp_path, monkeypatch, tiny_bert_dir,
                                                                       tiny_cache):
-    for name, text in example_files("adding-a-method.md").items():
-        (tmp_path / name).write_text(text)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(registry, "_REGISTRY", {kind: dict(found) for kind, found in registry._REGISTRY.items()})
-    monkeypatch.delitem(sys.modules, "sphere", raising=False)
-    method = load_method(tmp_path / "simcse-sphere.yaml", ["training.batch_size=16", "training.max_length=24",
-                                                          "training.max_steps=2", "training.eval_steps=2",
-                                                          "training.dev=none"])
+    method = page_method(tmp_path, monkeypatch, "sphere", "simcse-sphere")
     assert method["losses"]["info_nce"]["generated"] == {"kind": "sphere", "count": 16}
     source = Objective(method).losses[0].generated  # as the run builds it
     anchors = torch.randn(8, 5, requires_grad=True)
@@ -83,14 +82,7 @@ def test_a_source_of_negatives_is_one_module_and_one_yaml_that_train(tmp_path, m
 
 
 def test_a_logit_transform_is_one_module_and_one_yaml_that_train(tmp_path, monkeypatch, tiny_bert_dir, tiny_cache):
-    for name, text in example_files("adding-a-method.md").items():
-        (tmp_path / name).write_text(text)
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(registry, "_REGISTRY", {kind: dict(found) for kind, found in registry._REGISTRY.items()})
-    monkeypatch.delitem(sys.modules, "angular", raising=False)
-    method = load_method(tmp_path / "simcse-arc.yaml", ["training.batch_size=16", "training.max_length=24",
-                                                       "training.max_steps=2", "training.eval_steps=2",
-                                                       "training.dev=none", "losses.info_nce.transform.margin=0.5236"])
+    method = page_method(tmp_path, monkeypatch, "angular", "simcse-arc", "losses.info_nce.transform.margin=0.5236")
     assert method["losses"]["info_nce"]["transform"] == {"kind": "angular_margin", "margin": 0.5236}
     transform = Objective(method).losses[0].transform  # as the run builds it
     # hand-computed: the positive 0.5 = cos(pi/3) becomes cos(pi/3 + pi/6) = 0; the negative 0.2 stays
