@@ -21,6 +21,7 @@ from cselab.train import plugins  # noqa: F401  (every plug-in registered)
 from cselab.train.batches import Batch, Collator, Key
 from cselab.train.distributed import gather_rows, global_count, global_mean
 from cselab.train.kinds import Augment, Loss, LossContext, NegativeSource
+from cselab.train.schema import loss_plugin
 
 Encoded = dict[str, tuple[torch.Tensor, list[int]]]
 
@@ -98,7 +99,7 @@ class Objective(nn.Module):
         self.forward_keys: list[Key] = list(dict.fromkeys((v.column, v.prompt) for v in self.views if not v.of))
         self.names = list(method["losses"])
         self.weights = {name: params["weight"] for name, params in method["losses"].items()}
-        self.losses = nn.ModuleList(build(get("loss", params.get("type") or name), params)
+        self.losses = nn.ModuleList(build(loss_plugin(name, params), params)
                                     for name, params in method["losses"].items())
         hook = method["hooks"].get("weights")
         self.weight_hook = build(get("weight_hook", hook["kind"]), hook) if hook else None

@@ -12,7 +12,7 @@ from typing import Any
 from cselab.atomic import write_text_atomic
 from cselab.registry import KINDS, REQUIRED, get, names
 from cselab.train.methods import describe_presets, load_method, method_profiles, preset_base
-from cselab.train.schema import ENCODER, TRAINING, VIEW
+from cselab.train.schema import ENCODER, TRAINING, VIEW, loss_plugin
 
 KIND_TITLES = {"loss": "Losses", "input_augment": "Input augmentations (a forward view's `augment`)",
                "output_augment": "Output augmentations (the `augment` of a view `of` another)",
@@ -40,7 +40,7 @@ def _params_table(schema: dict) -> list[str]:
 
 
 def _losses(config: dict[str, Any]) -> str:
-    return ", ".join(f"{name} ({params.get('type') or name}, ×{params['weight']:g})"
+    return ", ".join(f"{name} ({loss_plugin(name, params).name}, ×{params['weight']:g})"
                      for name, params in config["losses"].items())
 
 

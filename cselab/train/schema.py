@@ -12,7 +12,7 @@ from typing import Any
 from cselab.encoders.pooling import LAYER_POOLERS
 from cselab.errors import ConfigError
 from cselab.files import shown
-from cselab.registry import NAME, Param, check, check_plugin, get, refuse_moved
+from cselab.registry import NAME, Param, Plugin, check, check_plugin, get, refuse_moved
 from cselab.train import plugins  # noqa: F401  (every plug-in registered)
 from cselab.train.config import ENCODER, TRAINING, TrainingConfig
 
@@ -38,6 +38,13 @@ VIEW = {
 LOSS = {"type": Param(str, None, "the plug-in, when the name is not", nullable=True),
         "weight": Param(float, 1.0, "factor in the total loss", min=0.0)}
 HOOKS = {"weights": Param(dict, None, "SAM/AWP", nullable=True, plugin="weight_hook")}
+
+
+def loss_plugin(name: str, params: dict[str, Any], where: str = "") -> Plugin:
+    """The plug-in of loss ``name``: its ``type`` when given, else the loss's own name."""
+    if params.get("type"):
+        return get("loss", params["type"], f"{where}.type" if where else "")
+    return get("loss", name, where)
 
 
 def _name(section: str, name: Any) -> str:
@@ -88,7 +95,7 @@ def _losses(losses: Any, views: dict[str, dict[str, Any]]) -> dict[str, dict[str
         if params is None:  # a loss removed by `losses.NAME: null`
             continue
         where = _name("losses", name)
-        plugin = get("loss", params.get("type") or name, f"{where}.type" if params.get("type") else where)
+        plugin = loss_plugin(name, params, where)
         refuse_moved(plugin, params, where)
         resolved = check(params, {**LOSS, **plugin.schema()}, where)
         plugin.cls.validate(resolved, where)
@@ -136,7 +143,7 @@ def section_schema(config: dict[str, Any], section: list[str]) -> dict[str, Para
         return VIEW
     if len(section) >= 2 and section[0] == "losses":
         params = config["losses"][section[1]]
-        schema = {**LOSS, **get("loss", params.get("type") or section[1]).schema()}
+        schema = {**LOSS, **loss_plugin(section[1], params).schema()}
         for key in section[2:]:  # a plug-in inside the loss (its transform, its generated negatives)
             if key not in schema or not schema[key].plugin or key not in params:
                 return {}
