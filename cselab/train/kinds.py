@@ -20,8 +20,6 @@ from torch import nn
 
 from cselab.registry import Param, contract
 
-REDUCTIONS = ("rows", "whole_batch", "replicated")
-
 
 @dataclass
 class LossContext:
