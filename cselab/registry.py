@@ -232,6 +232,11 @@ def build(plugin: Plugin, params: dict[str, Any], *args) -> Any:
     return plugin.cls(*args, **{key: params.get(key) for key in plugin.schema()})
 
 
+def build_plugin(kind: str, spec: dict[str, Any] | None, *args) -> Any:
+    """The object of a checked ``{kind: NAME, ...parameters}`` mapping of plug-in ``kind`` (None for None)."""
+    return None if spec is None else build(get(kind, spec["kind"]), spec, *args)
+
+
 def check_plugin(kind: str, value: Any, where: str) -> dict[str, Any]:
     """A ``{kind: NAME, params...}`` mapping checked against plug-in NAME's schema."""
     if not isinstance(value, dict) or "kind" not in value:

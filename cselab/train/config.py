@@ -81,7 +81,6 @@ class TrainingConfig:
                               "number of steps")
 
 
-
 def _checked(config, where: str) -> None:
     """Check a section object against the schema its fields declare, its values coerced in place (``lr: 1`` is
     1.0)."""

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from cselab.registry import build, get
+from cselab.registry import build, build_plugin
 from cselab.train import plugins  # noqa: F401  (every plug-in registered)
 from cselab.train.batches import Batch, Collator, Key
 from cselab.train.distributed import gather_rows, global_count, global_mean
@@ -43,9 +43,7 @@ class View:
 
     @classmethod
     def from_config(cls, name: str, view: dict[str, Any]) -> View:
-        spec = view.get("augment")
-        augment = build(get("output_augment" if view.get("of") else "input_augment", spec["kind"]), spec) \
-            if spec else None
+        augment = build_plugin("output_augment" if view.get("of") else "input_augment", view.get("augment"))
         settings = {key: view[key] for key in ("column", "of", "prompt", "layers", "layer_pooler", "frozen")
                     if key in view}
         return cls(name, **settings, augment=augment)
@@ -101,8 +99,7 @@ class Objective(nn.Module):
         self.weights = {name: params["weight"] for name, params in method["losses"].items()}
         self.losses = nn.ModuleList(build(loss_plugin(name, params), params)
                                     for name, params in method["losses"].items())
-        hook = method["hooks"].get("weights")
-        self.weight_hook = build(get("weight_hook", hook["kind"]), hook) if hook else None
+        self.weight_hook = build_plugin("weight_hook", method["hooks"].get("weights"))
         self.gradient_views = [view.name for view in self.views if view.needs_gradient]
         self.needs_initial_weights = any(loss.needs_initial_weights for loss in self.losses)
 

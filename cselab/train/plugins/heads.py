@@ -7,7 +7,7 @@ import torch
 from torch import nn
 
 from cselab.errors import ConfigError
-from cselab.registry import Param, build, get, register
+from cselab.registry import Param, build_plugin, register
 from cselab.train.kinds import Head
 
 
@@ -49,7 +49,7 @@ def build_head(head: dict | None, init: str, config) -> nn.Module | None:
     with ``config``, its weights started as ``init`` says (``bert`` or ``torch``)."""
     if head is None:
         return None
-    module = build(get("head", head["kind"]), head, config.hidden_size)
+    module = build_plugin("head", head, config.hidden_size)
     if init == "bert":
         if getattr(config, "initializer_range", None) is None:
             raise ConfigError(f"encoder.head_init bert needs the backbone's initializer_range, which its "

@@ -13,7 +13,7 @@ from typing import Any
 import torch
 
 from cselab.errors import ConfigError
-from cselab.registry import Param, build, get, register
+from cselab.registry import Param, build_plugin, register
 from cselab.train import losses as L
 from cselab.train.distributed import gather_rows
 from cselab.train.kinds import Loss, LossContext
@@ -41,8 +41,8 @@ class InfoNCE(Loss):
                  label_smoothing: float, generated: dict[str, Any] | None, **views):
         super().__init__(**views)
         self.temperature, self.multitask, self.label_smoothing = temperature, multitask, label_smoothing
-        self.transform = build(get("logit_transform", transform["kind"]), transform) if transform else None
-        self.generated = build(get("negatives", generated["kind"]), generated) if generated else None
+        self.transform = build_plugin("logit_transform", transform)
+        self.generated = build_plugin("negatives", generated)
 
     @classmethod
     def validate(cls, params, where):
