@@ -66,11 +66,9 @@ SUBJECTS = ["The old bridge", "My neighbour", "The committee", "A small bird", "
 VERBS = ["crosses the valley", "likes fresh bread", "meets every week", "sings at dawn", "flows to the sea"]
 
 
-@pytest.fixture(scope="module")
-def tiny_cache(tmp_path_factory) -> Path:
-    """A finished augment cache of 96 rows, a third of them without paraphrase or negation."""
-    folder = tmp_path_factory.mktemp("cache") / "key"
-    folder.mkdir()
+def write_tiny_cache(folder: Path) -> Path:
+    """A finished augment cache of 96 rows in ``folder``, a third of them without paraphrase or negation."""
+    folder.mkdir(parents=True)
     texts = [f"{SUBJECTS[i % 6]} {VERBS[i % 5]} in {1900 + i}." for i in range(96)]
     rows = {"id": list(range(96)), "text": texts,
             "paraphrase": [None if i % 3 == 0 else f"In {1900 + i}, {t[:-9].lower()}." for i, t in enumerate(texts)],
@@ -81,3 +79,9 @@ def tiny_cache(tmp_path_factory) -> Path:
     _write_chunk(folder, 0, rows, [])
     write_manifest(folder, AugmentConfig(backend="none"), "synthetic", "0" * 64, 1)
     return folder
+
+
+@pytest.fixture(scope="module")
+def tiny_cache(tmp_path_factory) -> Path:
+    """A finished augment cache of 96 rows, a third of them without paraphrase or negation."""
+    return write_tiny_cache(tmp_path_factory.mktemp("cache") / "key")
