@@ -2,22 +2,29 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
 
 def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
-    """Write ``data`` to a temporary file beside ``path``, flush it to disk, then rename it over ``path``."""
+    """Write ``data`` to a temporary file beside ``path``, flush it to disk, then rename it over ``path``; a write
+    that fails (a full disk) removes its temporary file."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("wb", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp",
                                      delete=False) as handle:
-        handle.write(data)
-        handle.flush()
-        os.fsync(handle.fileno())
+        try:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        except BaseException:
+            Path(handle.name).unlink(missing_ok=True)
+            raise
     os.replace(handle.name, path)
     return path
 
@@ -30,3 +37,19 @@ def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
 def write_json_atomic(path: str | os.PathLike, payload: Any) -> Path:
     """Write ``payload`` as indented JSON, atomically."""
     return write_text_atomic(path, json.dumps(payload, indent=2) + "\n")
+
+
+def disk_full(err: BaseException, folder: str | os.PathLike, needed: int = 0) -> bool:
+    """Whether ``err``, raised while writing under ``folder``, means the disk is full: an OSError saying so, a
+    library's error that quotes it (safetensors: "os error 28"), or any other OSError or RuntimeError (torch.save's
+    zip writer names no errno) raised while less than ``needed`` bytes are free there."""
+    if isinstance(err, OSError) and err.errno == errno.ENOSPC:
+        return True
+    if "No space left on device" in str(err) or "os error 28" in str(err):
+        return True
+    if not isinstance(err, (OSError, RuntimeError)):
+        return False
+    try:
+        return shutil.disk_usage(folder).free < needed
+    except OSError:
+        return False

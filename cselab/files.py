@@ -164,15 +164,28 @@ def remove_path(path: str | os.PathLike) -> None:
         shutil.rmtree(path)
 
 
-def check_folder(path: str | os.PathLike, flag: str = "--out", file: bool = False) -> Path:
-    """``path`` where a folder (or, with ``file``, a file) can be: inside folders only, and for a folder itself a
-    folder or nothing yet; else a ConfigError naming the flag. Checked before any work, so that the mistake is not
-    found after it."""
+def check_folder(path: str | os.PathLike, flag: str = "--out", file: bool = False,
+                 inputs: tuple[str | os.PathLike | None, ...] = ()) -> Path:
+    """``path`` where a folder (or, with ``file``, a file) can be: inside folders only, for a folder itself a folder
+    or nothing yet, in a place that can be written, and none of ``inputs`` (the files the command reads); else a
+    ConfigError naming the flag. Checked before any work, so that the mistake is not found after it."""
     path = Path(path)
     if path.exists() and not path.is_dir() and not file:
         raise ConfigError(f"{flag} {path}: a file, where a folder goes")
     for parent in path.parents:
         if parent.exists() and not parent.is_dir():
             raise ConfigError(f"{flag} {path}: {parent} is a file, not a folder")
+    for given in (Path(name) for name in inputs if name is not None and Path(name).exists()):
+        if path.exists() and os.path.samefile(path, given):
+            raise ConfigError(f"{flag} {path}: is {given}, {'a folder' if given.is_dir() else 'a file'} this command "
+                              f"reads; write {'elsewhere' if given.is_dir() else 'to another file'}")
+        if given.is_dir() and path.resolve().is_relative_to(given.resolve()):
+            raise ConfigError(f"{flag} {path}: inside {given}, a folder this command reads; write elsewhere")
+    existing = next(folder for folder in (path, *path.parents) if folder.exists() and folder.is_dir()) \
+        if not (path.exists() and not path.is_dir()) else path.parent
+    if not os.access(existing, os.W_OK | os.X_OK):
+        read_only = hasattr(os, "statvfs") and os.statvfs(existing).f_flag & os.ST_RDONLY
+        raise ConfigError(f"{flag} {path}: {existing} cannot be written ("
+                          f"{'a read-only file system' if read_only else 'permission denied'}); give a {flag} where "
+                          "this user can write")
     return path
-

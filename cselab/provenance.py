@@ -7,6 +7,7 @@ may resume (that is the identity's job, :mod:`cselab.train.run_folder`).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import platform
 import shlex
@@ -17,8 +18,10 @@ from pathlib import Path
 from typing import Any
 
 import cselab
+from cselab.checksum import sha256
 
 DETERMINISM_ENV = ("CUBLAS_WORKSPACE_CONFIG", "PYTHONHASHSEED")
+CHANGED_SHOWN = 50
 
 
 def cpu_name() -> str:
@@ -65,10 +68,25 @@ def determinism() -> dict[str, Any]:
             **{name: os.environ.get(name) for name in DETERMINISM_ENV}}
 
 
+def package_sha256() -> str:
+    """One sha256 over every file of cselab's package (its code and its data: presets, the ledger, test sets), by
+    path: what changes when the code that computes a number changes, installed or checked out, committed or not."""
+    package = Path(cselab.__file__).resolve().parent
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*")):
+        if path.is_file() and "__pycache__" not in path.parts:
+            digest.update(f"{path.relative_to(package).as_posix()}\0{sha256(path)}\n".encode())
+    return digest.hexdigest()
+
+
 def source() -> dict[str, Any]:
-    """cselab's version and, when it runs from a git checkout, the commit and whether the tree has changes."""
-    info: dict[str, Any] = {"version": cselab.__version__, "commit": None, "dirty": None}
-    root = Path(cselab.__file__).resolve().parent.parent
+    """cselab's version and the sha256 of its package's files; when it runs from a git checkout, also the commit,
+    whether the package has changes (files modified, added or untracked, as ``git status --porcelain`` lists them;
+    files outside ``cselab/`` do not count) and their list (``changed``, the first :data:`CHANGED_SHOWN`)."""
+    info: dict[str, Any] = {"version": cselab.__version__, "commit": None, "dirty": None, "changed": None,
+                            "source_sha256": package_sha256()}
+    package = Path(cselab.__file__).resolve().parent
+    root = package.parent
     if (root / ".git").exists() and shutil.which("git"):
         def git(*args: str) -> subprocess.CompletedProcess:
             return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=False,
@@ -76,9 +94,11 @@ def source() -> dict[str, Any]:
 
         head = git("rev-parse", "HEAD")
         if head.returncode == 0:
-            status = git("status", "--porcelain", "--untracked-files=no")
-            info.update({"commit": head.stdout.strip(), "dirty": bool(status.stdout.strip())
-                         if status.returncode == 0 else None})
+            status = git("status", "--porcelain", "--untracked-files=all", "--", package.name)
+            changed = status.stdout.splitlines() if status.returncode == 0 else None
+            info.update({"commit": head.stdout.strip(), "dirty": None if changed is None else bool(changed),
+                         "changed": None if changed is None else changed[:CHANGED_SHOWN]
+                         + ([f"... and {len(changed) - CHANGED_SHOWN} more"] if len(changed) > CHANGED_SHOWN else [])})
     return info
 
 

@@ -31,7 +31,13 @@ from cselab.files import shown
 
 REQUIRED = object()  # a Param default: the key must be given
 NAME = re.compile(r"[a-z0-9_-]+")  # the names of plug-ins, views and losses
+MAX_SEED = 2**32 - 1  # the largest seed numpy, scikit-learn and torch all take
+MAX_SEEDS = 1000  # seeds of one sweep (`cselab sweep --seeds`): each is a training run
 KINDS = ("loss", "input_augment", "output_augment", "negatives", "logit_transform", "weight_hook", "head", "pooler")
+
+
+def _bound(value: float) -> str:
+    return str(value) if isinstance(value, int) else f"{value:g}"
 
 
 @dataclass(frozen=True)
@@ -73,9 +79,9 @@ class Param:
                              list: "a list", dict: "a mapping"}[t] for t in types)
         bounds = []
         if self.min is not None:
-            bounds.append(f"{'>' if self.above else '>='} {self.min:g}")
+            bounds.append(f"{'>' if self.above else '>='} {_bound(self.min)}")
         if self.max is not None:
-            bounds.append(f"{'<' if self.below else '<='} {self.max:g}")
+            bounds.append(f"{'<' if self.below else '<='} {_bound(self.max)}")
         if self.length is not None:
             bounds.append(f"of {self.length} items")
         return " ".join([words, " and ".join(bounds)] if bounds else [words]) + (" or null" if self.nullable else "")

@@ -9,6 +9,7 @@ tests/augment/test_cache.py::test_resume_after_a_kill_gives_the_same_rows."""
 import json
 import os
 import pickle
+import shlex
 import shutil
 import subprocess
 import sys
@@ -438,6 +439,8 @@ FACTORIES = {  # a user's factory module, and what the one line says
                       "def make():\n    return E()\n", "expected ("),
     "too few rows": ("import numpy as np\nclass E:\n    def encode(self, s):\n        return np.ones((1, 4))\n\n"
                      "def make():\n    return E()\n", "expected ("),
+    "a 1-D array": ("import numpy as np\nclass E:\n    def encode(self, s):\n        return np.ones(4)\n\n"
+                    "def make():\n    return E()\n", "returned an array of shape (4,)"),
 }
 
 
@@ -611,35 +614,38 @@ def _disk_full(*args, **kwargs):
     raise OSError(28, "No space left on device", str(args[0]) if args else None)
 
 
-@pytest.mark.parametrize("stage", ["train", "augment", "probe"])
-def test_a_full_disk_is_one_line_and_the_next_run_cleans_up(finished_run, tmp_path, tiny_bert_dir, tiny_cache,
-                                                            data_dir, monkeypatch, capsys, stage):
-    if stage == "train":
-        out = copy_of(finished_run, tmp_path)
-        monkeypatch.setattr(training_state, "save_shared_state", _disk_full)
-        assert main(train_args(tiny_bert_dir, tiny_cache, data_dir, out)) == 2
-        assert "no space left on the device to save the run (a save takes about" in one_line_error(capsys)
-        assert (out / "last.tmp").exists()  # what the full disk left, until the next run
-        monkeypatch.undo()
-        assert main(train_args(tiny_bert_dir, tiny_cache, data_dir, out)) == 0
-        assert not (out / "last.tmp").exists() and json.loads((out / "last" / "trainer_state.json").read_text())[
-            "step"] == 4
-        return
+@pytest.mark.parametrize("stage", ["augment", "probe"])
+def test_a_full_disk_is_one_line_and_nothing_is_lost(tmp_path, data_dir, monkeypatch, capsys, stage):
     if stage == "augment":
         from cselab.augment import cache
 
         monkeypatch.setattr(cache, "_write_chunk", _disk_full)
         (tmp_path / "c.txt").write_text("A man plays the guitar.\nThe cat sat on the mat.\n")
-        argv = ["augment", "--corpus", str(tmp_path / "c.txt"), "--out", str(tmp_path / "cache"),
-                "--set", "backend=none"]
-    else:
-        from cselab.probes import runner
+        assert main(["augment", "--corpus", str(tmp_path / "c.txt"), "--out", str(tmp_path / "cache"),
+                     "--set", "backend=none"]) == 2
+        assert "no space left on the device" in one_line_error(capsys)
+        return
+    import tempfile
 
-        monkeypatch.setattr(runner, "write_json_atomic", _disk_full)
-        argv = ["probe", "run", "--model", "bow", "--limit", "20", "--data-dir", str(data_dir), "--out",
-                str(tmp_path / "r.json")]
-    assert main(argv) == 2
-    assert "no space left on the device" in one_line_error(capsys)
+    from cselab.probes import runner
+
+    out, spare = tmp_path / "out", tmp_path / "tmp"
+    spare.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(spare))  # where the scores go when --out cannot take them
+    real = runner.write_json_atomic
+
+    def full_under_out(path, payload):
+        return _disk_full(path) if Path(path).is_relative_to(out) else real(path, payload)
+
+    monkeypatch.setattr(runner, "write_json_atomic", full_under_out)
+    assert main(["probe", "run", "--model", "bow", "--limit", "20", "--data-dir", str(data_dir), "--out",
+                 str(out / "r.json")]) == 2
+    error = one_line_error(capsys)
+    assert f"--out {out / 'r.json'}: cannot be written (No space left on device)" in error
+    rescued = Path(error.split("written to ")[1].split(" (and beside it)")[0])
+    assert rescued.is_relative_to(spare) and rescued.with_suffix(".md").exists()
+    assert json.loads(rescued.read_text())["sts"]["avg"] is not None
+    assert not (out / "r.json").exists() and not list(out.glob(".*"))
 
 
 def test_degenerate_evaluation_sets_are_named(tmp_path, tiny_bert_dir, tiny_cache, data_dir, capsys):
@@ -708,3 +714,272 @@ def test_a_checkpoint_whose_settings_have_the_wrong_type_is_named(finished_run, 
     assert main(["probe", "run", "--model", str(model), "--limit", "20", "--data-dir", str(data_dir), "--out",
                  str(tmp_path / "r.json")]) == 2
     assert "cselab.json: max_length: '32' is not valid; expected a whole number >= 1" in one_line_error(capsys)
+
+
+# --- Classes of faults (issue 34): lengths, numbers, outputs, permissions, full disks, concurrent writers ----------
+
+def _tokens_beyond(data_dir, tmp_path, tiny_bert_dir, tiny_cache, case):
+    """(argv, the one line's words) of a length beyond what a model takes."""
+    if case == "training.max_length":
+        return ([*train_args(tiny_bert_dir, tiny_cache, data_dir, tmp_path / "run"), "--set",
+                 "training.max_length=200"], "training.max_length: 200 is more than the 128 tokens")
+    return (["probe", "run", "--model", str(tiny_bert_dir), "--max-length", "200", "--limit", "20", "--data-dir",
+             str(data_dir), "--out", str(tmp_path / "r.json")], "max_length 200: more than the 128 tokens")
+
+
+@pytest.mark.parametrize("case", ["training.max_length", "probe --max-length"])
+def test_a_length_beyond_the_models_positions_is_refused_before_work(tmp_path, tiny_bert_dir, tiny_cache, data_dir,
+                                                                      capsys, case):
+    argv, message = _tokens_beyond(data_dir, tmp_path, tiny_bert_dir, tiny_cache, case)
+    assert main(argv) == 2
+    assert message in one_line_error(capsys)  # the tiny BERT has 128 position embeddings
+    assert not (tmp_path / "r.json").exists() and not (tmp_path / "run" / "run.json").exists()
+
+
+@pytest.mark.parametrize("command", ["augment", "build-probing"])
+def test_a_line_longer_than_spacys_max_length_is_skipped_with_its_reason(tmp_path, capsys, command):
+    corpus = tmp_path / "c.txt"
+    long_line = "word " * 200_001  # 1,000,005 characters: spaCy refuses more than 1,000,000
+    corpus.write_text("A man plays the guitar.\n" + long_line + "\nThe cat sat on the mat.\n")
+    if command == "augment":
+        assert main(["augment", "--corpus", str(corpus), "--out", str(tmp_path / "cache"), "--set", "backend=none",
+                     "--set", "max_chars=2000000"]) == 0
+        (folder,) = (tmp_path / "cache").iterdir()
+        rows = load_cache(folder).to_dict()
+        assert rows["negation_reason"][1] == "too_long_to_parse" and rows["negation"][0] is not None
+    else:
+        assert main(["probe", "build-probing", "--corpus", str(corpus), "--out", str(tmp_path / "probing")]) == 0
+        assert json.loads((tmp_path / "probing" / "probing.json").read_text())["sentences"] == 3
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["train", "--set", "training.seed=-1", "--show-config"], "training.seed: -1 is out of range"),
+    (["train", "--set", "training.seed=4294967296", "--show-config"], "training.seed: 4294967296 is out of range"),
+    (["probe", "compare", "a.json", "--seed", "-1"], "argument --seed: -1 is out of range"),
+    (["probe", "run", "--model", "bow", "--seed", "4294967296"], "argument --seed: 4294967296 is out of range"),
+    (["probe", "compare", "a.json", "--resamples", "1000000000"], "argument --resamples: 1000000000 is out of range"),
+    (["sweep", "--methods", "simcse", "--seeds", "1000000000", "--out", "x"], "1000000000 seeds, more than the 1000"),
+    (["sweep", "--methods", "simcse", "--seeds", "0,-1", "--out", "x"], "seed -1 is out of range"),
+])
+def test_negative_huge_and_unbounded_numbers_are_refused_at_the_option(argv, message, capsys):
+    try:
+        code = main(argv)
+    except SystemExit as exit_info:  # argparse's own refusal
+        code = exit_info.code
+    assert code == 2 and message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "-1", "0", "1e30"])
+def test_a_cache_size_that_is_no_finite_positive_number_is_one_line(value, tiny_bert_dir, data_dir, tmp_path,
+                                                                     monkeypatch, capsys):
+    monkeypatch.setenv("CSELAB_CACHE_MAX_MB", value)
+    assert main(["probe", "run", "--model", str(tiny_bert_dir), "--limit", "20", "--data-dir", str(data_dir),
+                 "--out", str(tmp_path / "r.json")]) == 2
+    assert f"CSELAB_CACHE_MAX_MB={value!r}: expected a number of megabytes above 0" in one_line_error(capsys)
+
+
+def _namespace(script: str, *args: str, timeout: int = 600) -> subprocess.CompletedProcess:
+    """``script`` (sh) run as root of a user and mount namespace of its own, where it may mount a small or read-only
+    file system; the test is skipped on a machine that does not allow that."""
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-rm", "true"], capture_output=True).returncode:
+        pytest.skip("this machine does not let a user mount a file system of its own (unshare -rm)")
+    return subprocess.run(["unshare", "-rm", "sh", "-c", script, "sh", *args], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def test_a_disk_that_fills_during_a_save_is_one_line_leaves_no_temporary_and_the_rerun_finishes(
+        tmp_path, tiny_bert_dir, tiny_cache, data_dir):
+    mount = tmp_path / "small-disk"
+    mount.mkdir()
+    command = shlex.join([sys.executable, "-m", "cselab.cli", *train_args(tiny_bert_dir, tiny_cache, data_dir,
+                                                                             mount / "run")])
+    # 48 MiB, 38 of them taken: the first save (best 4.7 MiB, then last: weights 4, optimizer 8) runs out of room;
+    # without the filler, the run's two saves (at most about 34 MiB at once) fit
+    script = (f'mount -t tmpfs -o size=48m none "$1" || exit 99\nhead -c 38m /dev/zero > "$1/filler"\n'
+              f'{command} 2> "$2/first.err"; echo $? > "$2/first.code"; ls -a "$1/run" > "$2/listing"\n'
+              f'rm "$1/filler"\n{command} 2> "$2/second.err"; echo $? > "$2/second.code"\n'
+              f'cp "$1/run/last/trainer_state.json" "$2/state.json"')
+    ran = _namespace(script, str(mount), str(tmp_path))
+    assert ran.returncode == 0, ran.stderr
+    first = (tmp_path / "first.err").read_text()
+    errors = [line for line in first.replace("\r", "\n").splitlines() if line.startswith("error: ")]
+    assert (tmp_path / "first.code").read_text().strip() == "2" and "Traceback" not in first, first[-2000:]
+    assert len(errors) == 1 and "no space left on the device to save the run" in errors[0]
+    listing = (tmp_path / "listing").read_text().split()
+    assert "last.tmp" not in listing and "best.tmp" not in listing and "best" in listing
+    assert (tmp_path / "second.code").read_text().strip() == "0", (tmp_path / "second.err").read_text()[-2000:]
+    assert json.loads((tmp_path / "state.json").read_text())["step"] == 4
+
+
+def test_an_out_on_a_read_only_file_system_is_refused_before_work(tmp_path, data_dir):
+    mount = tmp_path / "read-only"
+    mount.mkdir()
+    command = shlex.join([sys.executable, "-m", "cselab.cli", "probe", "run", "--model", "bow", "--limit", "20",
+                          "--data-dir", str(data_dir), "--out", str(mount / "results" / "r.json")])
+    ran = _namespace(f'mount -t tmpfs -o ro,size=1m none "$1" || exit 99\nexec {command}', str(mount), timeout=120)
+    errors = [line for line in ran.stderr.splitlines() if line.startswith("error: ")]
+    assert ran.returncode == 2 and len(errors) == 1 and "Traceback" not in ran.stderr, ran.stderr[-2000:]
+    assert f"--out {mount / 'results' / 'r.json'}: {mount} cannot be written (a read-only file system)" in errors[0]
+
+
+def test_probe_compare_never_writes_over_an_input_and_checks_its_out_before_work(results_json, tmp_path, capsys):
+    copy = tmp_path / "b.json"
+    shutil.copy(results_json, copy)
+    shutil.copy(results_json.with_suffix(".items.npz"), tmp_path / "b.items.npz")
+    before = copy.read_bytes()
+    for out, message in ((copy, f"--out {copy}: is {copy}, a file this command reads"),
+                         (tmp_path / "b.items.npz", "a file this command reads"),
+                         (copy / "x.md", "b.json is a file, not a folder")):
+        started = time.perf_counter()
+        assert main(["probe", "compare", str(results_json), str(copy), "--out", str(out)]) == 2
+        assert message in one_line_error(capsys) and time.perf_counter() - started < 5
+    assert copy.read_bytes() == before
+
+
+@pytest.fixture
+def unreadable(monkeypatch):
+    """Makes a file unreadable: its mode 000, or, for root (whom no mode stops), the error the system would give
+    when anything opens it."""
+    import builtins
+    import io
+
+    def make(path: Path) -> Path:
+        if os.geteuid() != 0:
+            path.chmod(0)
+            return path
+        real = builtins.open
+
+        def refused(file, *args, **kwargs):
+            if isinstance(file, (str, os.PathLike)) and Path(file).resolve() == path.resolve():
+                raise PermissionError(13, "Permission denied", str(file))
+            return real(file, *args, **kwargs)
+
+        monkeypatch.setattr(builtins, "open", refused)
+        monkeypatch.setattr(io, "open", refused)
+        return path
+
+    return make
+
+
+@pytest.mark.parametrize("command", ["augment", "train", "probe run tfidf", "build-probing"])
+def test_a_corpus_without_read_permission_is_one_line_naming_it(tmp_path, tiny_bert_dir, data_dir, capsys,
+                                                                unreadable, command):
+    corpus = unreadable(write_corpus(tmp_path / "corpus.txt", 40))
+    argv = {"augment": ["augment", "--corpus", str(corpus), "--out", str(tmp_path / "cache"), "--set", "backend=none"],
+            "train": ["train", "--model", str(tiny_bert_dir), "--data", str(corpus), "--data-dir", str(data_dir),
+                      "--out", str(tmp_path / "run"), *SETTINGS],
+            "probe run tfidf": ["probe", "run", "--model", f"tfidf:{corpus}", "--limit", "20", "--data-dir",
+                                str(data_dir), "--out", str(tmp_path / "r.json")],
+            "build-probing": ["probe", "build-probing", "--corpus", str(corpus), "--out", str(tmp_path / "p")]}[command]
+    assert main(argv) == 2
+    error = one_line_error(capsys)
+    assert str(corpus) in error and ("permission denied" in error.lower())
+
+
+def test_two_augment_runs_on_one_folder_at_once_end_in_one_cache(tmp_path):
+    corpus = write_corpus(tmp_path / "c.txt", 400)
+    command = [sys.executable, "-m", "cselab.cli", "augment", "--corpus", str(corpus), "--out", str(tmp_path / "k"),
+               "--set", "backend=none", "--set", "chunk_size=25"]
+    runs = [subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            for _ in range(2)]
+    results = [(run.wait(timeout=600), run.stderr.read()) for run in runs]
+    assert sorted(code for code, _ in results) in ([0, 0], [0, 2]), results
+    for code, err in results:
+        assert "Traceback" not in err, err[-2000:]
+        if code == 2:
+            assert "being written by pid" in err
+    (folder,) = (tmp_path / "k").iterdir()
+    fresh = build_cache(corpus, tmp_path / "fresh", AugmentConfig(backend="none", chunk_size=25), progress=False)
+    assert load_cache(folder).to_dict() == load_cache(fresh).to_dict() and not list(folder.glob(".*"))
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--seeds", "0,4294967296"], "seed 4294967296 is out of range"),
+    (["--seeds", "1", "--grid", "training.lr=0.0001,abc"], "training.lr: 'abc' is not valid"),
+    (["--seeds", "1", "--grid", "training.seed=1,2"], "--grid training.seed: a sweep's seeds are given with --seeds"),
+    (["--seeds", "1", "--set", "training.seed=5"], "--set training.seed: a sweep's seeds are given with --seeds"),
+])
+def test_every_value_of_a_sweep_is_checked_before_anything_trains(tmp_path, tiny_bert_dir, tiny_cache, data_dir,
+                                                                  capsys, extra, message):
+    assert main(["sweep", "--methods", "simcse", *extra, "--model", str(tiny_bert_dir), "--data", str(tiny_cache),
+                 "--data-dir", str(data_dir), "--out", str(tmp_path / "s"), "--set", "training.max_steps=2"]) == 2
+    assert message in one_line_error(capsys)
+    assert not (tmp_path / "s" / "runs").exists()
+
+
+def test_a_sweep_scores_again_a_run_whose_test_file_was_corrected_since(tiny_bert_dir, tiny_cache, data_dir,
+                                                                         tmp_path, caplog):
+    root = tmp_path / "data"  # the real data root, STS-B's folder a copy of its own
+    sts = root / "senteval" / "downstream" / "STS"
+    sts.mkdir(parents=True)
+    for entry in (data_dir / "senteval" / "downstream").iterdir():
+        if entry.name != "STS":
+            (sts.parent / entry.name).symlink_to(entry)
+    for entry in (data_dir / "senteval" / "downstream" / "STS").iterdir():
+        if entry.name == "STSBenchmark":
+            shutil.copytree(entry, sts / entry.name)
+        else:
+            (sts / entry.name).symlink_to(entry)
+    argv = ["sweep", "--methods", "simcse", "--seeds", "1", "--model", str(tiny_bert_dir), "--data", str(tiny_cache),
+            "--data-dir", str(root), "--eval-limit", "20", "--sts-limit", "20", "--out", str(tmp_path / "s"),
+            "--set", "training.batch_size=16", "--set", "training.max_length=24", "--set", "training.eval_steps=2",
+            "--set", "training.max_steps=2"]
+    assert main(argv) == 0
+    result = tmp_path / "s" / "results" / "simcse-seed0.json"
+    before = json.loads(result.read_text())
+    assert "senteval/downstream/STS/STSBenchmark/sts-test.csv" in before["made_by"]["data"]
+    test_file = sts / "STSBenchmark" / "sts-test.csv"
+    lines = test_file.read_text().splitlines(keepends=True)
+    fields = lines[0].split("\t")
+    fields[4] = "0.000" if fields[4] != "0.000" else "5.000"  # the first pair's gold score, corrected in place
+    test_file.write_text("\t".join(fields) + "".join(lines[1:]))
+    assert main(argv) == 0
+    assert "scored from data files that changed since (senteval/downstream/STS/STSBenchmark/sts-test.csv)" in \
+        caplog.text
+    after = json.loads(result.read_text())
+    assert after["scores"]["STS-B"] != before["scores"]["STS-B"]
+    assert after["scores"]["STS12"] == before["scores"]["STS12"]  # the same checkpoint, scored again
+
+
+@pytest.mark.parametrize("command", ["train into its model", "train into its cache", "probe run over its test set"])
+def test_an_out_that_names_what_the_command_reads_is_refused_before_work(tmp_path, tiny_bert_dir, tiny_cache,
+                                                                          data_dir, capsys, command):
+    model, cache = tmp_path / "model", tmp_path / "cache"
+    shutil.copytree(tiny_bert_dir, model)
+    shutil.copytree(tiny_cache, cache)
+    before = {p: p.read_bytes() for folder in (model, cache) for p in folder.rglob("*") if p.is_file()}
+    if command.startswith("train"):
+        out = model / "run" if command.endswith("model") else cache
+        argv = train_args(model, cache, data_dir, out)
+        message = f"--out {out}: " + ("inside" if command.endswith("model") else "is")
+    else:
+        testset = tmp_path / "set.json"
+        testset.write_text('{"source": "A man plays.", "paraphrase": "A man is playing.", "negation": "No man plays."}'
+                           '\n')
+        argv = ["probe", "run", "--model", "bow", "--suite", "bias", "--testset", str(testset), "--limit", "20",
+                "--data-dir", str(data_dir), "--out", str(testset)]
+        before[testset], message = testset.read_bytes(), f"--out {testset}: is {testset}, a file this command reads"
+    assert main(argv) == 2
+    assert message in one_line_error(capsys)
+    assert {p: p.read_bytes() for p in before} == before
+
+
+def test_an_augment_build_that_another_live_process_holds_is_refused_naming_it(tmp_path, capsys, caplog):
+    corpus = write_corpus(tmp_path / "c.txt", 60)
+    argv = ["augment", "--corpus", str(corpus), "--out", str(tmp_path / "k"), "--set", "backend=none"]
+    assert main(argv) == 0
+    (folder,) = (tmp_path / "k").iterdir()
+    (folder / "manifest.json").unlink()  # unfinished again
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    lock = folder / ".lock-shard-0-of-1"
+    try:
+        lock.write_text(json.dumps({"pid": holder.pid, "host": os.uname().nodename, "process_start": None,
+                                    "started": "2026-11-25T10:00:00+00:00"}))
+        assert main(argv) == 2
+        assert f"{folder}: being written by pid {holder.pid}" in one_line_error(capsys)
+        assert not (folder / "manifest.json").exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    assert main(argv) == 0 and "taking over the lock" in caplog.text  # its holder is gone
+    assert (folder / "manifest.json").exists() and not lock.exists()

@@ -5,12 +5,14 @@ Layout of ``OUT/KEY/`` where KEY hashes the config and the input file's sha256::
     chunk-00000.parquet ...   rows id, text, paraphrase, paraphrase_mer, negation, negation_rule, negation_reason
     skipped-00000.json ...    per chunk: input lines skipped, with reasons, and counts
     manifest.json             config, key, versions, models, counts; written when every chunk exists
+    .lock-shard-K-of-N        while a build of shard K of N writes (:class:`cselab.locking.FolderLock`)
 
 Input lines are cut into fixed chunks of ``chunk_size`` line numbers. A chunk is written to
-a temporary file and renamed, so it either exists whole or not at all: a run killed at any
-moment and started again redoes only the missing chunks and ends with the same rows. The
-same config twice is a no-op; a changed config gets a new key. ``num_shards``/``shard_index``
-give each of N processes (a cluster array job) the chunks ``i % N == shard_index``.
+a temporary file (named with the writer's pid) and renamed, so it either exists whole or not at all: a run killed at
+any moment and started again redoes only the missing chunks and ends with the same rows, and the run that completes
+the cache removes the temporaries of writers that are gone. The same config twice is a no-op; a changed config gets
+a new key. ``num_shards``/``shard_index`` give each of N processes (a cluster array job) the chunks
+``i % N == shard_index``; a second build of the same shard on the same folder at once stops, naming the first.
 """
 
 from __future__ import annotations
@@ -40,6 +42,7 @@ from cselab.checksum import sha256
 from cselab.data.augmented import MANIFEST, data_files, damaged_files, file_record, read_manifest
 from cselab.errors import ConfigError, DataError, ModelError
 from cselab.files import check_folder, read_json, shown
+from cselab.locking import FolderLock, alive
 from cselab.overrides import apply_override
 from cselab.registry import Param, check, schema_of, setting
 from cselab.versions import debian_versions, package_versions
@@ -148,33 +151,67 @@ class Augmenter:
 
 
 def _write_chunk(folder: Path, index: int, rows: dict[str, list], skipped: list[SourceLine]) -> None:
-    """The skipped lines, then the rows: a chunk file exists only once both are complete."""
+    """The skipped lines, then the rows: a chunk file exists only once both are complete. Each is written to a
+    temporary file named with this process's pid, then renamed into place; a failed write removes its temporary."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    write_json_atomic(folder / f"skipped-{index:05d}.json",
-                      {"lines": [[s.id, s.reason] for s in skipped], "counts": Counter(s.reason for s in skipped)})
-    temporary = folder / f".chunk-{index:05d}.parquet.{os.getpid()}.tmp"
-    pq.write_table(pa.table(rows, schema=_schema()), temporary)
-    os.replace(temporary, chunk_path(folder, index))
+    lists = json.dumps({"lines": [[s.id, s.reason] for s in skipped],
+                        "counts": Counter(s.reason for s in skipped)}, indent=2).encode()
+    writers = ((f"skipped-{index:05d}.json", lambda path: path.write_bytes(lists)),
+               (chunk_path(folder, index).name, lambda path: pq.write_table(pa.table(rows, schema=_schema()), path)))
+    for name, write in writers:
+        temporary = folder / f".{name}.{os.getpid()}.tmp"
+        try:
+            write(temporary)
+        except BaseException:  # a full disk, a kill: no half-written temporary left behind
+            temporary.unlink(missing_ok=True)
+            raise
+        os.replace(temporary, folder / name)
+
+
+def _remove_temporaries(folder: Path) -> None:
+    """Temporary files of writers that are gone (killed mid-write); those of a live writer (its pid, in the name,
+    still runs on this host) stay."""
+    for stale in [*folder.glob(".chunk-*.tmp"), *folder.glob(".skipped-*.tmp")]:
+        pid = stale.name.split(".")[-2]
+        if not (pid.isdigit() and alive(int(pid))):
+            stale.unlink(missing_ok=True)
 
 
 def build_cache(corpus: str | os.PathLike, out: str | os.PathLike, config: AugmentConfig,
                 num_shards: int = 1, shard_index: int = 0, progress: bool = True) -> Path:
     """Build (or finish) the cache of ``corpus`` under ``out``; returns the cache folder."""
-    from tqdm.auto import tqdm
-
     if not 0 <= shard_index < num_shards:
         raise ConfigError(f"--shard-index must be in [0, {num_shards}), got {shard_index}")
     config = config.resolved()
     digest = sha256(corpus)
     folder = check_folder(out) / config.key(digest)
-    if (folder / MANIFEST).exists() and not _remove_damaged(folder):
-        return folder  # built already and intact: the same config twice is a no-op
-    folder.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(folder / "config.json", {"config": asdict(config), "input": str(corpus), "input_sha256": digest})
-    with open(corpus, "rb") as handle:
-        chunks = -(-sum(1 for _ in handle) // config.chunk_size)
+    lock = FolderLock(folder / f".lock-shard-{shard_index}-of-{num_shards}", DataError, "give another --out")
+    with lock:  # one writer per shard: a second run of the same build stops naming the first
+        if (folder / MANIFEST).exists() and not _remove_damaged(folder):
+            return folder  # built already and intact: the same config twice is a no-op
+        write_json_atomic(folder / "config.json", {"config": asdict(config), "input": str(corpus),
+                                                   "input_sha256": digest})
+        with open(corpus, "rb") as handle:
+            chunks = -(-sum(1 for _ in handle) // config.chunk_size)
+        _build_chunks(corpus, folder, config, chunks, num_shards, shard_index, progress)
+        if all(chunk_path(folder, i).exists() for i in range(chunks)):
+            _remove_temporaries(folder)
+            summary = summarize(folder)
+            if summary["rows"] == 0:
+                raise DataError(f"{corpus}: no usable sentence, so no cache (skipped input lines: "
+                                f"{summary['skipped_input'] or 'none'}; {chunks} chunk(s) read); {folder} stays "
+                                "unfinished")
+            write_manifest(folder, config, corpus, digest, chunks, summary)
+    return folder
+
+
+def _build_chunks(corpus, folder: Path, config: AugmentConfig, chunks: int, num_shards: int, shard_index: int,
+                  progress: bool) -> None:
+    """The chunks of this shard that do not exist yet, in order."""
+    from tqdm.auto import tqdm
+
     mine = [i for i in range(chunks) if i % num_shards == shard_index and not chunk_path(folder, i).exists()]
     augmenter = Augmenter(config)
     source = read_source(corpus, config.max_chars)
@@ -188,18 +225,6 @@ def build_cache(corpus: str | os.PathLike, out: str | os.PathLike, config: Augme
             _write_chunk(folder, index, augmenter.rows(lines), [line for line in lines if line.text is None])
             bar.update(1)
             bar.set_postfix(lines=done, lines_per_s=f"{done / max(bar.format_dict['elapsed'], 1e-9):.0f}")
-    if all(chunk_path(folder, i).exists() for i in range(chunks)):
-        # temporaries of killed runs (a chunk's skipped lines are written before it, so once every chunk exists no
-        # writer of either is left)
-        for stale in [*folder.glob(".chunk-*.tmp"), *folder.glob(".skipped-*.tmp")]:
-            stale.unlink(missing_ok=True)
-        summary = summarize(folder)
-        if summary["rows"] == 0:
-            raise DataError(f"{corpus}: no usable sentence, so no cache (skipped input lines: "
-                            f"{summary['skipped_input'] or 'none'}; {chunks} chunk(s) read); {folder} stays "
-                            "unfinished")
-        write_manifest(folder, config, corpus, digest, chunks, summary)
-    return folder
 
 
 def _remove_damaged(folder: Path) -> list[str]:

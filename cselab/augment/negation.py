@@ -37,6 +37,7 @@ RULES_VERSION = 2
 STYLES = ("not", "never", "no longer", "hardly", "antonym")
 REASONS = {
     "empty": "no text",
+    "too_long_to_parse": "longer than the spaCy pipeline's max_length characters (it refuses to parse it)",
     "question": "a question (ends with '?')",
     "already_negated": "the main clause is negated already",
     "no_verbal_root": "the root is not a verb (a title, a noun phrase ...)",
@@ -94,9 +95,14 @@ class Negator:
             self.antonyms = Antonyms(wordnet or WORDNET_DIR)
 
     def __call__(self, texts: Iterable[str]) -> Iterator[Negation]:
-        """Negations of ``texts``, in order, parsed in batches."""
-        for doc in self.nlp.pipe(texts, batch_size=self.batch_size, n_process=self.n_process):
-            yield self.negate_doc(doc)
+        """Negations of ``texts``, in order, parsed in batches; a text longer than the pipeline's ``max_length``
+        characters is not parsed (spaCy refuses it) and skipped with its reason."""
+        texts, limit = list(texts), self.nlp.max_length
+        docs = self.nlp.pipe((text for text in texts if len(text) <= limit), batch_size=self.batch_size,
+                             n_process=self.n_process)
+        for text in texts:
+            yield self.negate_doc(next(docs)) if len(text) <= limit else Negation(text, None,
+                                                                                 reason="too_long_to_parse")
 
     def negate(self, text: str) -> Negation:
         return self.negate_doc(self.nlp(text))

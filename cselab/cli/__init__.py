@@ -2,9 +2,10 @@
 
 One module per command group (:mod:`cselab.cli.probe`, :mod:`~cselab.cli.augment`, :mod:`~cselab.cli.train`,
 :mod:`~cselab.cli.sweep`, :mod:`~cselab.cli.data`), each a thin layer over library functions; shared options
-are in :mod:`cselab.cli.options`. A user's mistake (:class:`~cselab.errors.CselabError`) and a full disk are printed
-as one line and exit with status 2; Ctrl-C and SIGTERM end a command with one line saying what was kept and how to
-go on (status 130); anything else is a bug and keeps its traceback.
+are in :mod:`cselab.cli.options`. A user's mistake (:class:`~cselab.errors.CselabError`), a full disk and a file the
+system refuses (permission denied, a read-only file system) are printed as one line and exit with status 2; Ctrl-C
+and SIGTERM end a command with one line saying what was kept and how to go on (status 130); anything else is a bug
+and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import threading
 from pathlib import Path
 
 from cselab import __version__
+from cselab.atomic import disk_full
 from cselab.cli import augment, data, probe, sweep, train
 from cselab.errors import CselabError
 from cselab.provenance import record_command
@@ -78,6 +80,15 @@ def _no_space(err: OSError) -> str:
             "same command again (a run resumes, a cache keeps its finished chunks)")
 
 
+REFUSED = (errno.EACCES, errno.EPERM, errno.EROFS)  # a file the system will not let this user read or write
+
+
+def _refused(err: OSError) -> str:
+    what = "a read-only file system" if err.errno == errno.EROFS else "permission denied"
+    return (f"{err.filename or 'a file'}: cannot be {'written' if err.errno == errno.EROFS else 'read or written'} "
+            f"({what}); check its permissions, or give another path")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
@@ -98,9 +109,10 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 130
     except OSError as err:
-        if err.errno != errno.ENOSPC or args.debug:
+        full = disk_full(err, err.filename or ".")
+        if not (full or err.errno in REFUSED) or args.debug:
             raise
-        print(f"error: {_no_space(err)}", file=sys.stderr)
+        print(f"error: {_no_space(err) if full else _refused(err)}", file=sys.stderr)
         return 2
     finally:
         if terminate is not None:

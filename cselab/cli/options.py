@@ -5,16 +5,19 @@ from __future__ import annotations
 import argparse
 import sys
 
+from cselab.registry import MAX_SEED
 
-def whole_number(minimum: int):
-    """An argparse type: a whole number >= ``minimum``."""
+
+def whole_number(minimum: int, maximum: int | None = None):
+    """An argparse type: a whole number >= ``minimum`` (and <= ``maximum``)."""
     def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"{value} is out of range; expected a whole number >= {minimum}")
+        if value < minimum or (maximum is not None and value > maximum):
+            expected = f">= {minimum}" if maximum is None else f"from {minimum} to {maximum}"
+            raise argparse.ArgumentTypeError(f"{value} is out of range; expected a whole number {expected}")
         return value
     return parse
 
@@ -58,4 +61,5 @@ def add_profile(parser: argparse.ArgumentParser, what: str = "the method's") -> 
 
 
 def add_seed(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+    parser.add_argument("--seed", type=whole_number(0, MAX_SEED), default=0,
+                        help=f"random seed, 0 to {MAX_SEED} (default: 0)")

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from cselab.atomic import write_text_atomic
 from cselab.cli.options import add_data_dir, add_renamed, add_seed, whole_number
 from cselab.errors import ConfigError
+from cselab.files import check_folder
 from cselab.data.transfer import TRANSFER_TASKS
-from cselab.probes.suites import CLASSIFIER_SETUPS, RESAMPLES, SPLIT_RULES, STS_SUITE, SUITES
+from cselab.probes.suites import CLASSIFIER_SETUPS, MAX_RESAMPLES, RESAMPLES, SPLIT_RULES, STS_SUITE, SUITES
 
 
 def register(probe: argparse.ArgumentParser) -> None:
@@ -140,8 +142,8 @@ def _splits_options(splits: argparse.ArgumentParser) -> None:
 def _compare_options(compare: argparse.ArgumentParser) -> None:
     compare.add_argument("results", nargs="+", help="results JSON files written by `probe run`")
     compare.add_argument("--baseline", help="the result the others are compared with (default: the first)")
-    compare.add_argument("--resamples", type=whole_number(100), default=RESAMPLES,
-                         help=f"bootstrap and permutation resamples (default: {RESAMPLES})")
+    compare.add_argument("--resamples", type=whole_number(100, MAX_RESAMPLES), default=RESAMPLES,
+                         help=f"bootstrap and permutation resamples, 100 to {MAX_RESAMPLES} (default: {RESAMPLES})")
     add_seed(compare)
     compare.add_argument("--out", help="also write the tables to this Markdown file")
 
@@ -165,7 +167,8 @@ def run_command(args: argparse.Namespace) -> None:
     from cselab.probes.suite import ProbeOptions, suite_sections
     from cselab.probes.runner import results_path, run_probes, write_outputs
 
-    results_path(args.out)  # before any work
+    lexicon = args.model.split(":", 1)[1] if args.model.startswith("tfidf:") else None
+    results_path(args.out, (args.testset, lexicon))  # before any work
     transformers_logging.disable_progress_bar()  # weight loading is quick; keep the tables readable
     encoder = load_encoder(args.model, pooler=args.pooler, prompt=args.prompt, max_length=args.max_length,
                            device=args.device, dtype=args.dtype, data_dir=args.data_dir, cache=not args.no_cache)
@@ -178,8 +181,8 @@ def run_command(args: argparse.Namespace) -> None:
     print("\n\n".join(suite_sections(payload)))
     if encoder.cache is not None:
         kept = encoder.cache.summary()
-        print(f"\nembedding cache: {kept['served']} sentence(s) served, {kept['encoded']} encoded and kept "
-              f"({kept['folder']})")
+        print(f"\nembedding cache: {kept['served']} sentence(s) served, {kept['encoded']} encoded"
+              + (f", none kept: {kept['failed']}" if kept["failed"] else f" and kept ({kept['folder']})"))
     written = write_outputs(payload, args.out)
     print(f"\nwrote {', '.join(str(p) for p in written)} ({payload['wall_time_s']} s)")
 
@@ -210,6 +213,8 @@ def build_command(args: argparse.Namespace) -> None:
 def compare_command(args: argparse.Namespace) -> None:
     from cselab.probes.report import compare_report, differences_report, read_results
 
+    if args.out:  # before any work; never one of the files compared
+        check_folder(args.out, file=True, inputs=tuple(_compared_files(args.results)))
     payloads = read_results(args.results)
     if args.baseline is not None and args.baseline not in args.results:
         raise ConfigError(f"--baseline {args.baseline}: not one of the results given ({', '.join(args.results)})")
@@ -219,4 +224,13 @@ def compare_command(args: argparse.Namespace) -> None:
         table += "\n\n" + differences_report(args.results, payloads, baseline, args.resamples, args.seed)
     print(table)
     if args.out:
-        print(f"\nwrote {write_text_atomic(args.out, table + chr(10))}")
+        try:
+            print(f"\nwrote {write_text_atomic(args.out, table + chr(10))}")
+        except OSError as err:
+            raise ConfigError(f"--out {args.out}: cannot be written ({err.strerror or err}); the tables are printed "
+                              "above") from None
+
+
+def _compared_files(results: list[str]) -> list[Path]:
+    """The results JSONs and the per-item archives beside them (``OUT.items.npz``)."""
+    return [file for name in results for file in (Path(name), Path(name).with_suffix(".items.npz"))]

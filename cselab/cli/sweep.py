@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from cselab.cli.options import add_backbone, add_data_dir, add_overrides, add_profile, whole_number
+from cselab.registry import MAX_SEED, MAX_SEEDS
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -12,10 +13,12 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--methods", required=True, help="comma-separated presets or YAML files, e.g. simcse,noise-neg")
     parser.add_argument("--seeds", default="3",
                         help="a number N (seeds 0..N-1), a comma-separated list, or a named set: thesis (the five of "
-                             "simcse-improvements.txt), sg-opt (the eight of sg-opt.txt Table 8) (default: 3)")
+                             f"simcse-improvements.txt), sg-opt (the eight of sg-opt.txt Table 8); at most {MAX_SEEDS} "
+                             f"seeds, each 0 to {MAX_SEED} (default: 3)")
     add_profile(parser, "each method's")
     parser.add_argument("--grid", action="append", default=[], metavar="KEY=V1,V2",
-                        help="a setting to vary; several --grid make every combination")
+                        help="a setting to vary; several --grid make every combination (not training.seed: "
+                             "--seeds gives it)")
     add_overrides(parser, "--set training.max_steps=50 (every run)")
     add_backbone(parser)
     parser.add_argument("--data", help="augment cache folder, root of caches, or corpus (default: each method's "

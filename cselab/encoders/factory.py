@@ -55,7 +55,7 @@ class FactoryEncoder(Encoder):
     @property
     def dim(self) -> int:
         if self._dim is None:
-            self._dim = self._encode_unique(["dimension probe"], 1, False).shape[1]
+            self._dim = self._checked(["dimension probe"], 1, False).shape[1]  # one row of dim numbers, or refused
         return self._dim
 
     def describe(self) -> dict[str, Any]:

@@ -12,8 +12,9 @@ A spec is, in the order tried:
   model (pooled with ``avg`` unless ``pooler`` says otherwise).
 
 Explicit ``pooler``, ``prompt`` and ``max_length`` override what a folder says. A model with weight files knows
-them by sha256 (``encoder.weights``) and, unless ``cache=False``, keeps its vectors in the embedding cache
-(:mod:`cselab.encoders.cache`); lexical baselines and factories encode afresh each time.
+them by sha256 (``encoder.weights``: those of every module, :mod:`cselab.encoders.model_files`, hashed before the
+load and refused when the folder changed during it) and, unless ``cache=False``, keeps its vectors in the embedding
+cache (:mod:`cselab.encoders.cache`); lexical baselines and factories encode afresh each time.
 """
 
 from __future__ import annotations
@@ -22,13 +23,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from cselab.checksum import sha256
 from cselab.data import load_corpus, read_corpus
 from cselab.encoders.base import Encoder
 from cselab.encoders.cache import EmbeddingCache, cache_key
+from cselab.encoders.model_files import SETTING_SUFFIXES, WEIGHT_SUFFIXES, ModelFiles
 from cselab.encoders.checkpoint import CHECKPOINT_FILE, read_checkpoint_info
 from cselab.encoders.factory import FactoryEncoder, is_factory_spec
-from cselab.encoders.pretrained import combined_sha256, load_pretrained, weight_files
+from cselab.encoders.pretrained import load_pretrained
 from cselab.encoders.lexical import LexicalEncoder
 from cselab.encoders.st_folder import SentenceTransformerEncoder, native_settings
 from cselab.encoders.transformer import TransformerEncoder, check_device, default_device, inference_dtype
@@ -108,28 +109,32 @@ def _transformer(path: str, device: str | None, dtype: str, spec: str, **setting
     return TransformerEncoder(model, tokenizer, spec=spec, **settings)
 
 
-SETTING_FILES = (".json", ".txt", ".model")  # configs, vocabularies, sentencepiece models
+def model_folder(path: str) -> Path | None:
+    """The local folder of a model: the folder itself, or a hub model's snapshot in the local cache (fetched there
+    when it can be); None when no files are at hand."""
+    if Path(path).is_dir():
+        return Path(path)
+    try:
+        from huggingface_hub import snapshot_download
 
-
-def _setting_files(path: str) -> str | None:
-    """One sha256 over a model folder's configuration and tokenizer files (pooling, vocabulary, cselab.json ...)."""
-    folder = Path(path)
-    if not folder.is_dir():
+        return Path(snapshot_download(path, allow_patterns=[f"*{suffix}" for suffix in (*WEIGHT_SUFFIXES,
+                                                                                      *SETTING_SUFFIXES)]))
+    except Exception:  # offline and not cached, or not a hub name: no files to name it by
         return None
-    return combined_sha256({str(file.relative_to(folder)): sha256(file) for file in sorted(folder.rglob("*"))
-                            if file.suffix in SETTING_FILES and file.is_file() and not file.name.startswith(".")
-                            and not file.name.endswith(".index.json")})
 
 
-def _with_weights(encoder: Encoder, path: str, cache: bool) -> Encoder:
-    """The encoder, told its weight files' sha256 and, with ``cache``, given its embedding cache (keyed by the
-    weights, the folder's setting files and the encoder's own settings)."""
-    encoder.weights = weight_files(path) or None
-    if cache and encoder.weights:
+def _with_files(encoder: Encoder, files: ModelFiles | None, cache: bool) -> Encoder:
+    """The encoder, told the sha256 of its weight files and, with ``cache``, given its embedding cache, keyed by every
+    file of the model (:mod:`cselab.encoders.model_files`) and the encoder's own settings; once the folder is seen
+    not to have changed since ``files`` were read (so the weights loaded are the weights hashed)."""
+    if files is None or not files.weights():
+        return encoder
+    files.check_unchanged()
+    encoder.weights = files.weights()
+    if cache:
         settings = {key: value for key, value in encoder.describe().items() if key != "spec"}
-        settings["setting_files_sha256"] = _setting_files(path)
         device = encoder.device.type if isinstance(encoder, TransformerEncoder) else str(encoder.model.device)
-        encoder.cache = EmbeddingCache(cache_key(combined_sha256(encoder.weights), settings, device.split(":")[0]))
+        encoder.cache = EmbeddingCache(cache_key(files.combined(), settings, device.split(":")[0]))
     return encoder
 
 
@@ -146,12 +151,14 @@ def load_encoder(spec: str, pooler: str | None = None, prompt: str | None = None
     path = resolve_backbone(spec)
     overrides = {key: value for key, value in
                  {"pooler": pooler, "prompt": prompt, "max_length": max_length}.items() if value is not None}
-    checkpoint = _model_file(path, CHECKPOINT_FILE)
+    checkpoint = _model_file(path, CHECKPOINT_FILE)  # a local path that is no folder stops here
+    folder = model_folder(path)
+    files = ModelFiles.read(folder) if folder is not None else None  # before any file of it is read
     if checkpoint is not None:
         info = read_checkpoint_info(checkpoint)
         settings = {"pooler": info.pooler, "prompt": info.prompt, "max_length": info.max_length,
                     "normalize": info.normalize}
-        return _with_weights(_transformer(path, device, dtype, spec, **{**settings, **overrides}), path, cache)
+        return _with_files(_transformer(path, device, dtype, spec, **{**settings, **overrides}), files, cache)
     if _model_file(path, "modules.json") is not None:
         try:
             settings = native_settings(lambda name: _read_json(path, name))
@@ -159,8 +166,7 @@ def load_encoder(spec: str, pooler: str | None = None, prompt: str | None = None
             raise ModelError(f"{Path(path) / 'modules.json'} (or a module's config it names): not in the form "
                              "sentence-transformers writes, a list of {idx, name, path, type}") from None
         if settings is None and not overrides:
-            return _with_weights(SentenceTransformerEncoder(path, device=device), path, cache)
-        return _with_weights(_transformer(path, device, dtype, spec, **{**(settings or {}), **overrides}), path,
-                             cache)
-    return _with_weights(_transformer(path, device, dtype, spec, **{"pooler": DEFAULT_POOLER, **overrides}), path,
-                         cache)
+            return _with_files(SentenceTransformerEncoder(path, device=device), files, cache)
+        return _with_files(_transformer(path, device, dtype, spec, **{**(settings or {}), **overrides}), files, cache)
+    return _with_files(_transformer(path, device, dtype, spec, **{"pooler": DEFAULT_POOLER, **overrides}), files,
+                       cache)

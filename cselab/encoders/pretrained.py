@@ -12,9 +12,10 @@ import hashlib
 from pathlib import Path
 
 from cselab.checksum import sha256
-from cselab.errors import ModelError
+from cselab.errors import ConfigError, ModelError
 from cselab.files import clipped
 
+DEFAULT_MAX_LENGTH = 512  # the most tokens cselab gives a model whose config and tokenizer set no lower limit
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",
                    "tokenizer.model")
 SMALLEST_VOCABULARY = 100  # a placeholder tokenizer has its few special tokens; a real one has thousands
@@ -37,6 +38,28 @@ def load_tokenizer(path: str):
         raise ModelError(f"{path}: the tokenizer has {len(tokenizer)} tokens, a placeholder rather than a "
                          "vocabulary; copy the real tokenizer files into the folder")
     return tokenizer
+
+
+def token_limit(config, tokenizer) -> int:
+    """The tokens a model takes: its position embeddings, its tokenizer's ``model_max_length``, at most
+    :data:`DEFAULT_MAX_LENGTH`."""
+    positions = getattr(config, "max_position_embeddings", None) or DEFAULT_MAX_LENGTH
+    return min(tokenizer.model_max_length, DEFAULT_MAX_LENGTH, positions)
+
+
+def check_max_length(path: str, max_length: int, where: str) -> None:
+    """Refuse a ``max_length`` (named ``where``) above the tokens the model of ``path`` takes, from its config and
+    tokenizer, before its weights load (a sentence that long would index past its position embeddings)."""
+    from transformers import AutoConfig
+
+    try:
+        config = AutoConfig.from_pretrained(path)
+    except Exception as err:  # no config.json, or one transformers cannot read
+        raise ModelError(f"{path}: the config cannot be loaded ({type(err).__name__}: {clipped(err)})") from None
+    limit = token_limit(config, load_tokenizer(path))
+    if max_length > limit:
+        raise ConfigError(f"{where}: {max_length} is more than the {limit} tokens {path} takes (its position "
+                          f"embeddings or tokenizer limit); give at most {limit}")
 
 
 def load_model(path: str, needs_pooler: bool = False):

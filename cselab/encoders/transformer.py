@@ -12,11 +12,11 @@ from tqdm.auto import tqdm
 
 from cselab.encoders.base import Encoder
 from cselab.encoders.pooling import pool_states
+from cselab.encoders.pretrained import token_limit
 from cselab.errors import ConfigError
 from cselab.registry import build, get
 
 MASK_PLACEHOLDER = "[MASK]"
-DEFAULT_MAX_LENGTH = 512
 
 
 def default_device() -> str:
@@ -69,8 +69,10 @@ class TransformerEncoder(Encoder):
         self.pooler = pooler
         self.normalize = normalize
         self.spec = spec or getattr(model.config, "_name_or_path", "")
-        positions = getattr(model.config, "max_position_embeddings", None) or DEFAULT_MAX_LENGTH
-        self.limit = min(tokenizer.model_max_length, DEFAULT_MAX_LENGTH, positions)  # tokens the model takes
+        self.limit = token_limit(model.config, tokenizer)  # tokens the model takes
+        if max_length is not None and max_length > self.limit:
+            raise ConfigError(f"max_length {max_length}: more than the {self.limit} tokens {self.spec or 'the model'} "
+                              f"takes (its position embeddings or tokenizer limit); give at most {self.limit}")
         self.max_length = max_length or self.limit
         self.prompt = self._check_prompt(prompt) if prompt else None
 

@@ -13,8 +13,10 @@ comparison honest. Layout of ``OUT``:
 Runs go one after another in this process, or, with several GPUs, in one worker process per GPU
 (:func:`run_parallel`). Started again on the same ``OUT``, a sweep resumes a half-trained run from its ``last/``
 and reuses a result only when it records this very run (the run folder's identity: config, data, base model and
-its weights, dev set) scored this very way; a run folder that holds another run stops the sweep naming what
-differs.
+its weights, dev set) scored this very way from the same data files (each file the scoring read, test files
+included, by sha256: ``made_by.data``); a run folder that holds another run stops the sweep naming what differs.
+Each run's seed is its ``--seeds`` value: ``training.seed`` in ``--grid`` or ``--set`` is refused. Every run's
+config is checked before the first one trains.
 """
 
 from __future__ import annotations
@@ -32,17 +34,20 @@ import numpy as np
 
 from cselab.atomic import write_json_atomic, write_text_atomic
 from cselab.checksum import sha256
+from cselab.data import data_root, load_sts
 from cselab.encoders import load_encoder
 from cselab.errors import ConfigError, DataError, TrainingError
 from cselab.experiments.seed_stats import compare_methods, comparison_markdown
-from cselab.files import check_folder, read_json
+from cselab.files import check_folder, read_json, shown
 from cselab.probes.geometry import alignment_uniformity
 from cselab.probes.report import markdown_table
 from cselab.probes.significance import t_interval
 from cselab.probes.bias import run_bias
+from cselab.probes.results import changed_files, checksums
 from cselab.probes.runner import write_items
 from cselab.probes.suite import ProbeOptions
 from cselab.probes.sts import run_sts
+from cselab.registry import MAX_SEED, MAX_SEEDS
 from cselab.train.methods import load_method
 from cselab.train.data import data_source
 from cselab.train.trainer import run_identity, train
@@ -55,6 +60,7 @@ COLUMNS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R", "avg"
 # With ``bias=True``: Cont./Oppn. (paper protocol), paraphrase-over-negation rate (%) and CANNOT cosine.
 BIAS_COLUMNS = ("cont", "oppn", "gap", "para_over_neg", "cannot_cosine")
 THREE_DECIMALS = ("alignment", "uniformity", "cannot_cosine")
+SEED_KEY = "training.seed"
 
 
 @dataclass(frozen=True)
@@ -73,28 +79,45 @@ class SweepRun:
 
 
 def parse_seeds(text: str) -> list[int]:
-    """``"3"`` -> 0, 1, 2; ``"5,7"`` -> 5, 7; a name of :data:`SEED_SETS` -> its seeds."""
+    """``"3"`` -> 0, 1, 2; ``"5,7"`` -> 5, 7; a name of :data:`SEED_SETS` -> its seeds. At most :data:`MAX_SEEDS`
+    seeds, each from 0 to :data:`~cselab.registry.MAX_SEED`."""
     if text in SEED_SETS:
         return list(SEED_SETS[text])
+    where = f"--seeds {shown(text)}"
     try:
-        seeds = [int(s) for s in text.split(",")] if "," in text else list(range(int(text)))
+        seeds = [int(s) for s in text.split(",")] if "," in text else int(text)
     except ValueError:
-        raise ConfigError(f"--seeds {text!r}: expected a number N, a comma-separated list of seeds, or one of "
+        raise ConfigError(f"{where}: expected a number N, a comma-separated list of seeds, or one of "
                          f"{', '.join(SEED_SETS)}") from None
-    if not seeds:
-        raise ConfigError(f"--seeds {text!r}: no seed to run (give N >= 1)")
+    count = seeds if isinstance(seeds, int) else len(seeds)
+    if count < 1:
+        raise ConfigError(f"{where}: no seed to run (give N >= 1)")
+    if count > MAX_SEEDS:
+        raise ConfigError(f"{where}: {count} seeds, more than the {MAX_SEEDS} a sweep runs")
+    seeds = list(range(seeds)) if isinstance(seeds, int) else seeds
+    bad = next((seed for seed in seeds if not 0 <= seed <= MAX_SEED), None)
+    if bad is not None:
+        raise ConfigError(f"{where}: seed {bad} is out of range; expected whole numbers from 0 to {MAX_SEED}")
     return seeds
 
 
 def parse_grid(items: list[str]) -> list[tuple[str, ...]]:
-    """``["a.b=1,2", "c=x,y"]`` -> every combination, as tuples of ``KEY=VALUE``."""
+    """``["a.b=1,2", "c=x,y"]`` -> every combination, as tuples of ``KEY=VALUE``; ``training.seed`` is refused (the
+    sweep's ``--seeds`` own it)."""
     axes = []
     for item in items:
         key, sep, values = item.partition("=")
         if not sep or not values:
             raise ConfigError(f"--grid {item!r}: expected KEY=V1,V2,...")
+        _not_the_seed(key, "--grid")
         axes.append([f"{key}={value}" for value in values.split(",")])
     return list(itertools.product(*axes)) if axes else [()]
+
+
+def _not_the_seed(key: str, flag: str) -> None:
+    if key.strip() == SEED_KEY:
+        raise ConfigError(f"{flag} {SEED_KEY}: a sweep's seeds are given with --seeds (each run's {SEED_KEY} is its "
+                          "seed), so that each seed is a run of its own in the summary")
 
 
 def plan(methods: list[str], seeds: list[int], grid: list[str]) -> list[SweepRun]:
@@ -111,16 +134,19 @@ def plan(methods: list[str], seeds: list[int], grid: list[str]) -> list[SweepRun
 
 
 def score_run(folder: str | os.PathLike, data_dir: str | os.PathLike | None = None, sts_limit: int | None = None,
-              bias: bool = False, items: dict[str, np.ndarray] | None = None, cache: bool = True) -> dict[str, Any]:
+              bias: bool = False, items: dict[str, np.ndarray] | None = None, cache: bool = True,
+              files: list | None = None) -> dict[str, Any]:
     """STS suite (the first ``sts_limit`` pairs of each subset: quick checks) and STS-B dev alignment/uniformity
     of a run's best checkpoint; with ``bias``, also the bias suite's headline figures (:data:`BIAS_COLUMNS`).
-    ``items`` (when given) receives the per-item outputs, as ``probe run`` keeps them; ``cache`` as
-    :func:`~cselab.encoders.load_encoder`'s."""
+    ``items`` (when given) receives the per-item outputs, as ``probe run`` keeps them, and ``files`` the data files
+    read; ``cache`` as :func:`~cselab.encoders.load_encoder`'s."""
+    files = [] if files is None else files
     encoder = load_encoder(str(folder), cache=cache)
     with encoder.remembering():
-        scores, _ = run_sts(encoder, data_dir=data_dir, limit=sts_limit, items=items)
+        scores, read = run_sts(encoder, data_dir=data_dir, limit=sts_limit, items=items)
         geometry = alignment_uniformity(encoder, data_dir)
-        found = run_bias(encoder, ProbeOptions(data_dir=data_dir, limit=sts_limit), [], items) if bias else None
+        found = run_bias(encoder, ProbeOptions(data_dir=data_dir, limit=sts_limit), files, items) if bias else None
+    files.extend([*read, *load_sts("stsb", "dev", data_dir)[0].files])
     result = {**{task: value["all"] for task, value in scores.items() if task != "avg"}, "avg": scores["avg"],
               "alignment": geometry["alignment"], "uniformity": geometry["uniformity"]}
     if found is not None:
@@ -160,29 +186,32 @@ def run_sweep(spec: SweepSpec, progress: bool = True, worker: tuple[int, int] | 
     """Train and score every run not scored yet, then write the summary; returns it. A ``worker`` ``(k, n)`` takes
     only every n-th run from the k-th and writes no summary (see :func:`run_parallel`)."""
     out, runs = check_folder(spec.out), spec.runs()
-    for method in spec.methods:  # every config is checked before the first run starts
-        for point in parse_grid(list(spec.grid)):
-            load_method(method, [*spec.overrides, *point], spec.profile)
-    for number, run in enumerate(runs, 1):
+    for item in spec.overrides:
+        _not_the_seed(item.partition("=")[0], "--set")
+    # every run's config is checked before the first run trains
+    configs = [load_method(run.method, [*spec.overrides, *run.grid, f"{SEED_KEY}={run.seed}"], spec.profile)
+               for run in runs]
+    for number, (run, config) in enumerate(zip(runs, configs, strict=True), 1):
         if worker is not None and (number - 1) % worker[1] != worker[0]:
             continue
         if progress:
             print(f"[{number}/{len(runs)}] {run.label}, seed {run.seed}", flush=True)
-        config = load_method(run.method, [*spec.overrides, *run.grid, f"training.seed={run.seed}"], spec.profile)
         source = data_source(config, spec.data, spec.data_dir)
         made_by = {"run": run_identity(config, spec.model, source, spec.data_dir, spec.eval_limit),
                    "scoring": {"sts_limit": spec.sts_limit, "bias": spec.bias}}
         result_path = out / "results" / f"{run.slug}.json"
-        if _scored(result_path, made_by):
+        if _scored(result_path, made_by, spec.data_dir):
             continue
         # a half-trained run resumes; a run folder holding another run (model, settings, data) is refused
         summary = train(config, spec.model, spec.data, out / "runs" / run.slug, spec.data_dir, spec.eval_limit,
                         progress=progress)
         items: dict[str, np.ndarray] = {}
+        files: list = []
+        scores = score_run(summary["best"], spec.data_dir, spec.sts_limit, spec.bias, items, spec.cache, files)
+        made_by["data"] = checksums(files, data_root(spec.data_dir))
         result = {"method": run.method, "grid": list(run.grid), "seed": run.seed, "label": run.label,
                   "steps": summary["steps"], "dev": summary["dev"], "best_dev": summary["best_dev"], "made_by": made_by,
-                  "scores": score_run(summary["best"], spec.data_dir, spec.sts_limit, spec.bias, items,
-                                                                        spec.cache)}
+                  "scores": scores}
         arrays = write_items(result_path.with_suffix(".items.npz"), items)
         result["items"] = {"file": arrays.name, "sha256": sha256(arrays)}
         write_json_atomic(result_path, result)
@@ -191,16 +220,25 @@ def run_sweep(spec: SweepSpec, progress: bool = True, worker: tuple[int, int] | 
     return write_summary(out, _read_results(out, runs))
 
 
-def _scored(path: Path, made_by: dict[str, Any]) -> bool:
-    """Whether ``path`` holds the scores of this very run (its identity) scored this very way; anything else (none
-    yet, a damaged file, another run's or other scoring's) is scored again."""
+def _scored(path: Path, made_by: dict[str, Any], data_dir: str | os.PathLike | None) -> bool:
+    """Whether ``path`` holds the scores of this very run (its identity) scored this very way, from data files that
+    are still what they were (each file the scoring read, by sha256); anything else (none yet, a damaged file,
+    another run's or other scoring's, a data file corrected since) is scored again."""
     if not path.exists():
         return False
     try:
-        return read_json(path, DataError).get("made_by") == made_by
+        recorded = read_json(path, DataError).get("made_by")
     except DataError as err:
         logger.warning("%s; scoring the run again", err)
         return False
+    if not isinstance(recorded, dict) or not isinstance(recorded.get("data"), dict) or made_by != {
+            key: value for key, value in recorded.items() if key != "data"}:
+        return False  # another run, other scoring, or a result that does not name its data files
+    changed = changed_files(recorded["data"], data_root(data_dir))
+    if changed:
+        logger.warning("%s: scored from data files that changed since (%s); scoring the run again", path,
+                       ", ".join(changed[:3]))
+    return not changed
 
 
 def _read_results(out: Path, runs: list[SweepRun]) -> list[dict[str, Any]]:

@@ -1,9 +1,11 @@
 """Two results of ``probe run`` compared item by item: every figure's difference with its interval and p-value.
 
-Each results JSON names its per-item outputs (``OUT.items.npz``, see docs/results-json.md); two results are compared
-only when they were scored on the same data files (the sha256 each records) and items. The figures: each STS task's
-Spearman x 100 over its pooled pairs and their average; Cont., Oppn. and the gap (each part weighted by its size);
-paraphrase over negation (%); the CANNOT cosine; each transfer and probing task's test accuracy and their averages.
+Each results JSON names its per-item outputs (``OUT.items.npz``, see docs/results-json.md); a suite of two results is
+compared item by item only when both scored the same items (:func:`item_conflicts`: the same data files by sha256,
+the same limit, and for the transformation probe the same test set; :func:`splits_comparable` for Cont./Oppn.).
+The figures: each STS task's Spearman x 100 over its pooled pairs and their average; Cont., Oppn. and the gap (each
+part weighted by its size); paraphrase over negation (%); the CANNOT cosine; each transfer and probing task's test
+accuracy and their averages.
 Within a table the p-values are Holm-corrected across its rows (the average row apart); a difference *holds*
 (:func:`~cselab.probes.significance.holds`) when its corrected p-value is below 0.05 and its interval leaves 0
 out. See :mod:`cselab.probes.significance`.
@@ -19,8 +21,8 @@ import numpy as np
 
 from cselab.checksum import sha256
 from cselab.errors import DataError
-from cselab.files import clipped
-from cselab.probes.results import suite_setting
+from cselab.files import clipped, shown
+from cselab.probes.results import data_key, suite_setting
 from cselab.probes.significance import RESAMPLES, Stratum, compare, holds, holm
 
 SETTINGS = ("pooler", "prompt", "max_length", "dtype", "normalize")
@@ -41,14 +43,52 @@ def read_items(path: str | os.PathLike, payload: dict[str, Any]) -> dict[str, np
         raise DataError(f"{file}: not a per-item archive ({clipped(err)})") from None
 
 
-def check_same_data(paths: list[str], payloads: list[dict[str, Any]]) -> None:
-    """Refuse results whose data files differ: a file both read, with another sha256."""
-    first = payloads[0].get("data", {}).get("sha256", {})
-    for path, payload in zip(paths[1:], payloads[1:]):
-        for name, digest in payload.get("data", {}).get("sha256", {}).items():
-            if name in first and first[name] != digest:
-                raise DataError(f"{name}: {path} was scored on another version of this file than {paths[0]} (its "
-                                "sha256 differs); results over different data are not compared")
+PAIRED_SUITES = ("sts", "bias", "transfer", "probing")
+TRANSFORMATIONS = "bias.transformations"  # the bias suite's transformation probe, whose items are its test set's
+
+
+def item_inputs(payload: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per suite a result scored, what decides which items it scored: ``--limit`` and the data files the suite read
+    (by name, with their sha256; every file the result read for a result that does not say which suite read which);
+    the bias suite's transformation probe apart (:data:`TRANSFORMATIONS`), by its test set's sha256. (The split rule
+    and MER normalisation decide only which pairs are Cont. and Oppn.: :func:`splits_comparable` checks those.)"""
+    data = payload.get("data") if isinstance(payload.get("data"), dict) else {}
+    digests = data.get("sha256") if isinstance(data.get("sha256"), dict) else {}
+    read_by = data.get("read_by") if isinstance(data.get("read_by"), dict) else None
+    found: dict[str, dict[str, Any]] = {}
+    for suite in PAIRED_SUITES:
+        section = payload.get(suite)
+        if not isinstance(section, dict):
+            continue
+        names = set(read_by.get(suite, []) if read_by is not None else digests)
+        if suite == "bias":
+            transformations = section.get("transformations", {})
+            testset = transformations.get("testset")
+            if testset and data.get("root"):
+                names.discard(data_key(testset, data["root"]))
+            found[TRANSFORMATIONS] = {"the transformation test set": transformations.get("sha256")}
+        found[suite] = {"--limit": payload.get("limit"), **{f"file:{name}": digests.get(name) for name in names}}
+    return found
+
+
+def item_conflicts(a: dict[str, Any], b: dict[str, Any]) -> dict[str, list[str]]:
+    """Per suite (or :data:`TRANSFORMATIONS`) both results scored, why their items cannot be paired one by one
+    (:func:`item_inputs` that differ: a data file both read in another version, another test set or limit); those
+    whose items are the same are left out."""
+    mine, theirs = item_inputs(a), item_inputs(b)
+    conflicts = {}
+    for scope in (name for name in mine if name in theirs):
+        reasons = []
+        for key in sorted(set(mine[scope]) | set(theirs[scope]), key=lambda k: (k.startswith("file:"), k)):
+            x, y = mine[scope].get(key), theirs[scope].get(key)
+            if key.startswith("file:"):
+                if key in mine[scope] and key in theirs[scope] and x != y:
+                    reasons.append(f"{key[5:]} (another version of the file: its sha256 differs)")
+            elif x != y:
+                reasons.append(f"{key} ({shown(x, 20)} vs {shown(y, 20)})")
+        if reasons:
+            conflicts[scope] = reasons
+    return conflicts
 
 
 def _differing(pairs: dict[str, tuple[Any, Any]]) -> list[str]:
@@ -140,7 +180,7 @@ def splits_comparable(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> boo
     return mine == theirs and all(np.array_equal(a[k], b[k]) for k in mine if k.endswith(("/cont", "/gold")))
 
 
-def _bias(a, b) -> dict[str, tuple[list[Stratum], float]]:
+def _bias(a, b, transformations: bool = True) -> dict[str, tuple[list[Stratum], float]]:
     rows: dict[str, tuple[list[Stratum], float]] = {}
     subsets = [k[:-4] for k in sorted(a) if k.startswith("bias/splits/") and k.endswith("/sim") and k in b]
     if subsets and splits_comparable(a, b):
@@ -156,7 +196,7 @@ def _bias(a, b) -> dict[str, tuple[list[Stratum], float]]:
             rows[part] = (parts[part], 100.0)
         rows["Gap"] = (parts["Cont."] + [Stratum(s.a, s.b, s.gold, -s.weight) for s in parts["Oppn."]], 100.0)
     key = "bias/transformations/paraphrase_over_negation"
-    if key in a and key in b:
+    if transformations and key in a and key in b:
         rows["Para > neg (%)"] = ([Stratum(*_aligned(a, b, key))], 100.0)
     cannot = [k for k in sorted(a) if k.startswith("bias/cannot/") and k in b]
     if cannot:
@@ -182,18 +222,19 @@ def _table(figures: dict[str, tuple[list[Stratum], float]], average: str | None,
     return rows
 
 
-def paired_tables(a: dict[str, np.ndarray], b: dict[str, np.ndarray], resamples: int = RESAMPLES, seed: int = 0
-                  ) -> dict[str, list[dict[str, Any]]]:
+def paired_tables(a: dict[str, np.ndarray], b: dict[str, np.ndarray], resamples: int = RESAMPLES, seed: int = 0,
+                  skip: tuple[str, ...] = ()) -> dict[str, list[dict[str, Any]]]:
     """Every figure both results have, B against A, as tables by suite: ``sts``, ``bias``, ``transfer``,
-    ``probing``."""
+    ``probing``; the suites (and :data:`TRANSFORMATIONS`) in ``skip``, whose items differ (:func:`item_conflicts`),
+    are left out."""
     tables = {}
-    sts = {task: (strata, 100.0) for task, strata in _sts(a, b).items()}
+    sts = {task: (strata, 100.0) for task, strata in _sts(a, b).items()} if "sts" not in skip else {}
     if sts:
         tables["sts"] = _table(sts, "Avg.", resamples, seed)
-    bias = _bias(a, b)
+    bias = _bias(a, b, TRANSFORMATIONS not in skip) if "bias" not in skip else {}
     if bias:
         tables["bias"] = _table(bias, None, resamples, seed)
-    for suite in ("transfer", "probing"):
+    for suite in (name for name in ("transfer", "probing") if name not in skip):
         figures = {task: (strata, 100.0) for task, strata in _accuracy(a, b, suite).items()}
         if figures:
             tables[suite] = _table(figures, "Avg.", resamples, seed)

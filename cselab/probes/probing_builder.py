@@ -313,7 +313,8 @@ def build_probing(corpus: str | os.PathLike, out: str | os.PathLike, seed: int =
 
     sentences = list(dict.fromkeys(read_corpus(corpus)))
     nlp = spacy.load(model, exclude=["ner"])
-    docs = list(tqdm(nlp.pipe(sentences, batch_size=batch_size), total=len(sentences), desc="Parsing",
+    parsable = [s for s in sentences if len(s) <= nlp.max_length]  # spaCy refuses longer texts; none has 5-28 words
+    docs = list(tqdm(nlp.pipe(parsable, batch_size=batch_size), total=len(parsable), desc="Parsing",
                      unit="sent", disable=not progress))
     tasks = build_tasks(docs, seed, size)
     out = Path(out)

@@ -12,7 +12,8 @@ from typing import Any
 from cselab.errors import DataError
 from cselab.files import clipped, read_json
 from cselab.probes.paired import (
-    check_same_data,
+    TRANSFORMATIONS,
+    item_conflicts,
     paired_tables,
     read_items,
     setting_differences,
@@ -248,9 +249,9 @@ def differences_report(paths: Sequence[str], payloads: Sequence[dict[str, Any]],
                        resamples: int = RESAMPLES, seed: int = 0) -> str:
     """Every other result against the baseline's: per suite, each figure's difference (other - baseline) with its
     paired bootstrap interval, permutation p-value and Holm-corrected p-value, and whether it holds; then what
-    differs in how the results were made. Results over different data files are refused."""
-    check_same_data([paths[baseline], *paths[:baseline], *paths[baseline + 1:]],
-                    [payloads[baseline], *payloads[:baseline], *payloads[baseline + 1:]])
+    differs in how the results were made. A suite whose items differ between the two (another version of a data
+    file, another test set ...: :func:`~cselab.probes.paired.item_conflicts`) is not compared item by item, with a
+    warning naming what differs; the tables above still show its aggregates."""
     items = [read_items(path, payload) for path, payload in zip(paths, payloads)]
     name = payloads[baseline]["model"]["spec"]
     parts = [f"## Differences against {name}", "",
@@ -262,25 +263,23 @@ def differences_report(paths: Sequence[str], payloads: Sequence[dict[str, Any]],
         if index == baseline:
             continue
         spec = payload["model"]["spec"]
+        conflicts = item_conflicts(payloads[baseline], payload)
+        for scope, reasons in conflicts.items():
+            what = "the bias suite's transformation probe" if scope == TRANSFORMATIONS else f"the {scope} suite"
+            parts += ["", f"**Warning**: {spec} and {name} were not scored on the same items of {what}, so its "
+                          "figures are compared as aggregates only (the tables above), not item by item: "
+                          + "; ".join(reasons) + "."]
         if items[baseline] is None or items[index] is None:
             missing = path if items[index] is None else paths[baseline]
             parts += ["", f"### {spec}", "", f"{missing} has no per-item outputs (written before they were kept): "
                                               "no intervals."]
             continue
-        tables = paired_tables(items[baseline], items[index], resamples, seed)
-        if not splits_comparable(items[baseline], items[index]) and all(
+        tables = paired_tables(items[baseline], items[index], resamples, seed, tuple(conflicts))
+        if "bias" not in conflicts and not splits_comparable(items[baseline], items[index]) and all(
                 any(key.startswith("bias/splits/") for key in found) for found in (items[baseline], items[index])):
             parts += ["", f"Cont./Oppn. of {spec} and {name} not compared pair by pair: they split the pairs "
                           "differently (another split rule or MER normalisation)."]
-        for suite, rows in tables.items():
-            digits = {"CANNOT cos.": 3}
-            body = [[r["name"], _cell(r["a"], digits.get(r["name"], 2)), _cell(r["b"], digits.get(r["name"], 2)),
-                     f"{r['diff']:+.{digits.get(r['name'], 2)}f}",
-                     f"[{r['ci'][0]:+.{digits.get(r['name'], 2)}f}, {r['ci'][1]:+.{digits.get(r['name'], 2)}f}]",
-                     f"{r['p']:.3f}", f"{r['p_holm']:.3f}", "yes" if r["holds"] else "no"] for r in rows]
-            parts += ["", f"### {spec} vs {name}: {SUITE_TITLES[suite]}", "",
-                      markdown_table(["Figure", name, spec, "Diff.", f"{int(100 * LEVEL)}% CI", "p", "p (Holm)",
-                                      "Holds"], body)]
+        parts += _difference_tables(tables, name, spec)
         settings, provenance = setting_differences(payloads[baseline], payload)
         if settings:
             parts += ["", f"**Warning**: {spec} was scored with other settings than {name}, so part of a difference "
@@ -288,6 +287,20 @@ def differences_report(paths: Sequence[str], payloads: Sequence[dict[str, Any]],
         if provenance:
             parts += ["", f"Provenance ({name} vs {spec}): " + "; ".join(provenance) + "."]
     return "\n".join(parts)
+
+
+def _difference_tables(tables: dict[str, list[dict[str, Any]]], name: str, spec: str) -> list[str]:
+    parts = []
+    for suite, rows in tables.items():
+        digits = {"CANNOT cos.": 3}
+        body = [[r["name"], _cell(r["a"], digits.get(r["name"], 2)), _cell(r["b"], digits.get(r["name"], 2)),
+                 f"{r['diff']:+.{digits.get(r['name'], 2)}f}",
+                 f"[{r['ci'][0]:+.{digits.get(r['name'], 2)}f}, {r['ci'][1]:+.{digits.get(r['name'], 2)}f}]",
+                 f"{r['p']:.3f}", f"{r['p_holm']:.3f}", "yes" if r["holds"] else "no"] for r in rows]
+        parts += ["", f"### {spec} vs {name}: {SUITE_TITLES[suite]}", "",
+                  markdown_table(["Figure", name, spec, "Diff.", f"{int(100 * LEVEL)}% CI", "p", "p (Holm)",
+                                  "Holds"], body)]
+    return parts
 
 
 def read_results(paths: Sequence[str | os.PathLike]) -> list[dict[str, Any]]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import tempfile
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -17,7 +18,7 @@ from cselab.atomic import write_bytes_atomic, write_json_atomic, write_text_atom
 from cselab.checksum import sha256
 from cselab.data import DataNotFoundError, data_root
 from cselab.encoders import Encoder
-from cselab.errors import ConfigError
+from cselab.errors import ConfigError, DataError
 from cselab.files import check_folder, read_json, remove_path
 from cselab.probes.plots import plot_accuracies, plot_geometry, task_scores
 from cselab.probes.report import html_report, markdown_report
@@ -30,8 +31,8 @@ from cselab.versions import package_versions
 
 
 def _run_parts(encoder: Encoder, parts: tuple[str, ...], suite: str, options: ProbeOptions, payload: dict[str, Any],
-               files: list, items: dict[str, np.ndarray]) -> None:
-    """Each suite of ``parts`` into ``payload``; the files read go to ``files``, the per-item outputs to
+               files: dict[str, list], items: dict[str, np.ndarray]) -> None:
+    """Each suite of ``parts`` into ``payload``; the files each read go to ``files[name]``, the per-item outputs to
     ``items``. With ``--suite all`` an optional suite whose data is missing is recorded as skipped."""
     for name, cls in suites().items():
         if name not in parts:
@@ -44,7 +45,7 @@ def _run_parts(encoder: Encoder, parts: tuple[str, ...], suite: str, options: Pr
             payload[name] = {"skipped": str(err)}
             continue
         payload[name] = result.scores
-        files.extend(result.files)
+        files[name] = list(result.files)
         items.update(result.items)
 
 
@@ -62,14 +63,15 @@ def run_probes(encoder: Encoder, suite: str, options: ProbeOptions) -> dict[str,
     clock = time.perf_counter()
     payload: dict[str, Any] = {"cselab_version": __version__, "suite": suite, "model": encoder.describe(),
                                "metric": "Spearman's rho x 100 of cosine similarity against gold scores"}
-    files: list = []
+    files: dict[str, list] = {}
     items: dict[str, np.ndarray] = {}
     with encoder.remembering() if len(parts) > 1 else contextlib.nullcontext():
         _run_parts(encoder, parts, suite, options, payload, files, items)
     root = data_root(options.data_dir)
     payload.update({"limit": options.limit, "seed": options.seed, "started": started.isoformat(timespec="seconds"),
                     "wall_time_s": round(time.perf_counter() - clock, 2), "versions": package_versions(),
-                    "data": {"root": str(root.resolve()), "sha256": checksums(files, root)},
+                    "data": {"root": str(root.resolve()), "sha256": checksums(sum(files.values(), []), root),
+                             "read_by": {name: sorted(checksums(read, root)) for name, read in files.items()}},
                     "provenance": provenance(_device(encoder), encoder.weights),
                     "embedding_cache": encoder.cache.summary() if encoder.cache is not None else None,
                     "items": items})
@@ -98,16 +100,18 @@ def write_plots(payload: dict[str, Any], out: str | os.PathLike) -> list[Path]:
     return plots
 
 
-def results_path(out: str | os.PathLike) -> Path:
+def results_path(out: str | os.PathLike, inputs: tuple[str | os.PathLike | None, ...] = ()) -> Path:
     """The results JSON ``--out`` names: a path ending in ``.json``, or a folder (``FOLDER/results.json``); checked
-    before any work (so that a mistake is not found after the scoring)."""
+    before any work (so that a mistake is not found after the scoring), none of its set of files one of ``inputs``
+    (the files the run reads)."""
     out = Path(out)
     if out.is_dir() or str(out).endswith(os.sep):
         out = out / "results.json"
     if out.suffix != ".json":
         raise ConfigError(f"--out {out}: the results JSON's name must end in .json (its reports are written beside "
                           f"it as {out.stem}.md and {out.stem}.html), or name a folder")
-    check_folder(out, file=True)
+    for written in (out, out.with_suffix(".md"), out.with_suffix(".html"), out.with_suffix(".items.npz")):
+        check_folder(written, file=True, inputs=inputs)
     if out.is_dir():
         raise ConfigError(f"--out {out}: a folder where the results JSON goes")
     return out
@@ -140,11 +144,42 @@ def finish_outputs(out: Path) -> None:
 def write_outputs(payload: dict[str, Any], out: str | os.PathLike) -> list[Path]:
     """The results JSON at ``out`` and, beside it, its plots, a Markdown report and an HTML page, written as one
     set: all of them into a staging folder, then moved into place under a journal (the JSON last), so that a kill
-    leaves the previous set, or a new one that :func:`finish_outputs` completes. Returns the files."""
-    out = results_path(out)
+    leaves the previous set, or a new one that :func:`finish_outputs` completes. Returns the files. When ``out``
+    cannot be written (a full disk, a read-only or unwritable folder), the set is written into a new folder under
+    the system's temporary folder instead and a DataError names it: scores once computed are never lost."""
+    try:
+        return _write_set(dict(payload), results_path(out))
+    except OSError as err:
+        why = err.strerror or str(err)
+        rescue = Path(tempfile.mkdtemp(prefix="cselab-results-")) / Path(out).name
+        try:
+            written = _write_set(dict(payload), rescue)
+        except OSError as second:
+            raise DataError(f"--out {out}: cannot be written ({why}), nor can {rescue.parent} "
+                            f"({second.strerror or second}): the scores printed above are all that is left") from None
+        raise DataError(f"--out {out}: cannot be written ({why}); the results and their reports were written to "
+                        f"{written[0]} (and beside it) instead: move them where they belong") from None
+
+
+def _write_set(payload: dict[str, Any], out: Path) -> list[Path]:
+    """:func:`write_outputs` at ``out``; a set that fails before its journal is written is removed (the previous
+    one stays)."""
     finish_outputs(out)
     stage, journal = _staging(out)
     stage.mkdir(parents=True)
+    try:
+        names = _stage_set(payload, out, stage)
+        write_json_atomic(journal, names)
+    except Exception:
+        if not journal.exists():
+            remove_path(stage)
+        raise
+    finish_outputs(out)
+    return [out.parent / name for name in (names[-1], *names[:-1])]
+
+
+def _stage_set(payload: dict[str, Any], out: Path, stage: Path) -> list[str]:
+    """Every file of the set written into ``stage``; their names, the results JSON last."""
     arrays = payload.pop("items", None) or {}
     if arrays:
         items = write_items(stage / f"{out.stem}.items.npz", arrays)
@@ -152,9 +187,6 @@ def write_outputs(payload: dict[str, Any], out: str | os.PathLike) -> list[Path]
     staged = write_json_atomic(stage / out.name, payload)
     plots = write_plots(payload, staged)
     markdown = markdown_report(payload, suite_sections(payload), plots)
-    names = [*(p.name for p in plots), *([f"{out.stem}.items.npz"] if arrays else []),
-             write_text_atomic(staged.with_suffix(".md"), markdown).name,
-             write_text_atomic(staged.with_suffix(".html"), html_report(markdown)).name, out.name]
-    write_json_atomic(journal, names)
-    finish_outputs(out)
-    return [out.parent / name for name in (names[-1], *names[:-1])]
+    return [*(p.name for p in plots), *([f"{out.stem}.items.npz"] if arrays else []),
+            write_text_atomic(staged.with_suffix(".md"), markdown).name,
+            write_text_atomic(staged.with_suffix(".html"), html_report(markdown)).name, out.name]

@@ -12,7 +12,7 @@ from cselab.encoders import pooling  # noqa: F401  (the poolers registered: enco
 from cselab.errors import ConfigError
 from cselab.evaluation.dev import dev_names
 from cselab.files import shown
-from cselab.registry import REQUIRED, Param, check, schema_of, setting
+from cselab.registry import MAX_SEED, REQUIRED, Param, check, schema_of, setting
 
 DTYPES = ("float32", "bfloat16", "float16")
 
@@ -51,7 +51,7 @@ class TrainingConfig:
     eval_steps: int = setting(REQUIRED, int, "steps between evaluations and saves", min=1)
     grad_accum: int = setting(1, int, "batches per optimizer step", min=1)
     mixed_precision: str = setting("no", str, choices=("no", "fp16", "bf16"))
-    seed: int = setting(42, int)
+    seed: int = setting(42, int, min=0, max=MAX_SEED)
     optimizer: str = setting("adamw_legacy", str, "adamw (torch's) or adamw_legacy (transformers 4.x: eps added "
                              "before the bias correction, decay after the update)", choices=("adamw", "adamw_legacy"))
     weight_decay: float = setting(0.0, float, "AdamW's decoupled decay", min=0.0)

@@ -15,9 +15,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-import socket
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +24,7 @@ from cselab import __version__
 from cselab.atomic import write_json_atomic, write_text_atomic
 from cselab.errors import TrainingError
 from cselab.files import read_json, read_yaml, remove_path
+from cselab.locking import FolderLock
 
 logger = logging.getLogger(__name__)
 
@@ -99,70 +97,8 @@ def overwrite(out: Path) -> None:
         remove_path(out / name)  # a link is removed, never what it points to
 
 
-def _process_start(pid: int) -> str | None:
-    """The process's start time in clock ticks since boot (Linux), to tell a live pid from a reused one."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19]
-    except (OSError, IndexError):
-        return None
-
-
-def _alive(holder: dict[str, Any]) -> bool:
-    if holder.get("host") != socket.gethostname():
-        return True  # cannot be checked from here: assume it runs
-    pid = holder.get("pid")
-    try:
-        os.kill(int(pid), 0)
-    except (ProcessLookupError, TypeError, ValueError):
-        return False
-    except PermissionError:
-        return True
-    start = _process_start(int(pid))
-    return start is None or holder.get("process_start") in (None, start)
-
-
-class RunLock:
-    """``OUT/.lock`` while a run writes ``OUT`` (a context manager)."""
+class RunLock(FolderLock):
+    """``OUT/.lock`` while a run writes ``OUT`` (a context manager; see :class:`cselab.locking.FolderLock`)."""
 
     def __init__(self, out: Path):
-        self.path = out / LOCK
-        self.mine = {"pid": os.getpid(), "host": socket.gethostname(), "process_start": _process_start(os.getpid()),
-                     "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-
-    def __enter__(self) -> RunLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        while not self._create():
-            if self.path.is_dir() or self.path.is_symlink():
-                raise TrainingError(f"{self.path}: a {'folder' if self.path.is_dir() else 'link'} where the run's "
-                                    "lock file goes; remove it, or give another --out")
-            try:
-                holder = read_json(self.path, TrainingError)
-            except TrainingError:
-                holder = {}  # not a lock cselab wrote whole (it writes one complete, then links it into place)
-            if holder and _alive(holder):
-                raise TrainingError(f"{self.path.parent}: being written by pid {holder.get('pid')} on "
-                                    f"{holder.get('host')}, started {holder.get('started')}; wait for it to end, or "
-                                    f"give another --out (delete {self.path} only if that run is gone)")
-            logger.warning("%s: taking over the lock of pid %s (started %s), which is no longer running",
-                           self.path, holder.get("pid"), holder.get("started"))
-            self.path.unlink(missing_ok=True)
-        return self
-
-    def _create(self) -> bool:
-        """Write the lock whole beside its place, then link it there: another run sees no lock or a complete one
-        (never an empty file it might take for a dead run's)."""
-        whole = write_json_atomic(self.path.with_name(f"{LOCK}.{os.getpid()}"), self.mine)
-        try:
-            os.link(whole, self.path)
-        except FileExistsError:
-            return False
-        finally:
-            whole.unlink()
-        return True
-
-    def __exit__(self, *exc) -> None:
-        try:
-            if read_json(self.path, TrainingError).get("pid") == self.mine["pid"]:
-                self.path.unlink()
-        except TrainingError:
-            pass
+        super().__init__(out / LOCK, TrainingError, "give another --out")

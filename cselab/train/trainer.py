@@ -22,7 +22,6 @@ clipping, the learning rate) and per evaluation (the log and the evaluations are
 from __future__ import annotations
 
 import contextlib
-import errno
 import importlib.util
 import json
 import math
@@ -38,9 +37,9 @@ from accelerate.utils import DataLoaderConfiguration, GradientAccumulationPlugin
 from tqdm.auto import tqdm
 from safetensors.torch import load_model
 
-from cselab.atomic import write_json_atomic
+from cselab.atomic import disk_full, write_json_atomic
 from cselab.encoders.checkpoint import CheckpointInfo
-from cselab.encoders.pretrained import combined_sha256, weight_files
+from cselab.encoders.pretrained import check_max_length, combined_sha256, weight_files
 from cselab.encoders.transformer import TransformerEncoder
 from cselab.errors import TrainingError
 from cselab.evaluation.dev import NONE, dev_probe, log_key
@@ -190,6 +189,7 @@ class Run:
         set_seed(self.cfg.seed)
         self.out.mkdir(parents=True, exist_ok=True)
         self.rows, self.source = training_rows(method, data, data_dir)
+        check_max_length(str(model), self.cfg.max_length, "training.max_length")  # before OUT records the run
         weights = weight_files(str(model))
         mine = run_identity(method, model, self.source, data_dir, eval_limit, weights)
         run_folder.check_or_write(self.out, mine, method, write=self.main,  # before a model loads
@@ -209,9 +209,9 @@ class Run:
         self.step, self.best, self.stale, self.previous = 0, -math.inf, 0, 0.0
         self.shown: dict[str, str] = {}  # the progress bar's figures (the latest loss and dev score)
         self.info = CheckpointInfo(pooler=method["encoder"]["pooler"], prompt=method["encoder"].get("prompt"),
-                                   max_length=min(self.core.tokenizer.model_max_length, 512),
+                                   max_length=self.core.view.limit,
                                    method=method["method"], base_model=str(model), config=method)
-        # training cuts sentences at training.max_length; the checkpoint encodes them whole (up to the tokenizer's
+        # training cuts sentences at training.max_length; the checkpoint encodes them whole (up to the model's
         # limit, at most 512 tokens), as SimCSE evaluates
         self.dev = dev_probe(self.cfg.dev, data_dir, eval_limit) if self.main else None
         self.dev_key = log_key(self.cfg.dev)
@@ -325,18 +325,21 @@ class Run:
     def evaluate_and_save(self) -> float | None:
         """Save the state to ``OUT/last``; score STS-B dev and keep ``OUT/best`` (with ``training.dev: none``, every
         save is the best). Returns the dev score (None without one, or off the main process). A disk that fills up
-        meanwhile ends the run with one line naming the folder and the space a save takes."""
+        meanwhile ends the run with one line naming the folder and the space a save takes, the half-written
+        ``last.tmp``/``best.tmp`` removed (``OUT/last`` and ``OUT/best`` stay as they were)."""
+        need = 3 * sum(p.numel() * p.element_size() for p in self.core.parameters())
         try:
             return self._evaluate_and_save()
-        except OSError as err:
-            if err.errno != errno.ENOSPC:
+        except Exception as err:  # torch.save and safetensors say "disk full" in errors of their own
+            if not disk_full(err, self.out, need):
                 raise
-            need = 3 * sum(p.numel() * p.element_size() for p in self.core.parameters()) / 2**20
+            for partial in ("last.tmp", "best.tmp") if self.main else ():
+                remove_path(self.out / partial)
             free = shutil.disk_usage(self.out).free / 2**20
             raise TrainingError(f"{self.out}: no space left on the device to save the run (a save takes about "
-                                f"{need:.0f} MiB: weights and the optimizer's two moments; {free:.0f} MiB free); free "
-                                f"some space and run the same command again: it resumes from {self.out / 'last'}"
-                                ) from None
+                                f"{need / 2**20:.0f} MiB: weights and the optimizer's two moments; {free:.0f} MiB "
+                                f"free); free some space and run the same command again: it resumes from "
+                                f"{self.out / 'last'}") from None
 
     def _evaluate_and_save(self) -> float | None:
         score, tmp = None, self.out / "last.tmp"
@@ -460,7 +463,7 @@ def train(method: dict[str, Any], model: str, data: str | os.PathLike | None, ou
     one that returns True ends the run (the summary's ``stopped_by`` names its class)."""
     if restart_from not in (None, *run_folder.RESTARTS):
         raise TrainingError(f"--restart-from {restart_from!r}: expected one of {', '.join(run_folder.RESTARTS)}")
-    out = check_folder(out)
+    out = check_folder(out, inputs=(model, data))  # never the model's or the data's own folder
     accelerator = _launch(TrainingConfig(**method["training"]), out, tensorboard)
     main = accelerator.is_main_process  # one process locks OUT (and overwrites it)
     with run_folder.RunLock(out) if main else contextlib.nullcontext():

@@ -106,11 +106,14 @@ def test_the_run_that_completes_a_cache_removes_what_killed_writers_left(tmp_pat
     corpus = write_corpus(tmp_path / "c.txt", 120)
     folder = build_cache(corpus, tmp_path / "k", FAST, progress=False)
     (folder / MANIFEST).unlink()  # as if the last writer had been killed before the manifest
-    left = [folder / ".chunk-00001.parquet.4242.tmp", folder / ".skipped-00002.json.x1y2.tmp"]
-    for path in left:
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True,
+                          check=True).stdout.strip()  # the pid of a writer that has ended
+    left = [folder / f".chunk-00001.parquet.{gone}.tmp", folder / ".skipped-00002.json.x1y2.tmp"]
+    writing = folder / f".skipped-00000.json.{os.getpid()}.tmp"  # a writer still running (this one)
+    for path in [*left, writing]:
         path.write_text("half a file")
     assert build_cache(corpus, tmp_path / "k", FAST, progress=False) == folder and (folder / MANIFEST).exists()
-    assert not any(path.exists() for path in left)
+    assert not any(path.exists() for path in left) and writing.exists()
 
 
 def test_unknown_config_key_is_named():

@@ -3,6 +3,7 @@ and the provenance results and run folders record."""
 
 import hashlib
 import json
+import shutil
 import subprocess
 
 import numpy as np
@@ -126,3 +127,174 @@ def test_results_and_run_folders_name_the_weights_sha256sum_gives(tiny_bert_dir,
                  str(tiny_cache), "--data-dir", str(data_dir), "--eval-limit", "20", "--out", str(out)]) == 0
     identity = json.loads((out / "run.json").read_text())
     assert identity["provenance"] == provenance and len(identity["resumed"]) == 1
+
+
+# --- Every member of the key, changed, is a miss (issue 34) ------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def dense_stack(tiny_bert_dir, tmp_path_factory):
+    """A sentence-transformers folder whose stack (Transformer, Pooling, Dense) cselab runs through the library."""
+    from sentence_transformers import SentenceTransformer
+    from sentence_transformers.sentence_transformer import modules as models
+
+    folder = tmp_path_factory.mktemp("st") / "dense"
+    modules = [models.Transformer(str(tiny_bert_dir)), models.Pooling(32, pooling_mode="mean"),
+               models.Dense(32, 8)]
+    SentenceTransformer(modules=modules, device="cpu").save(str(folder))
+    return folder
+
+
+def _new_weights(path):
+    from safetensors.torch import load_file, save_file
+
+    save_file({name: tensor + 0.5 for name, tensor in load_file(str(path)).items()}, str(path))
+
+
+def _edit_json(path, **changes):
+    path.write_text(json.dumps({**json.loads(path.read_text()), **changes}))
+
+
+FOLDER_CHANGES = {  # a change to the model folder, and the vectors it changes (or None: the key must change anyway)
+    "a later module's weights (2_Dense)": lambda f: _new_weights(next((f / "2_Dense").glob("*.safetensors"))),
+    "a later module's config (2_Dense/config.json)": lambda f: _edit_json(f / "2_Dense" / "config.json",
+                                                                          activation_function="torch.nn.modules."
+                                                                                              "activation.ReLU"),
+    "a tokenizer file": lambda f: _edit_json(f / "tokenizer_config.json", model_max_length=64),
+    "the transformer's weights": lambda f: _new_weights(f / "model.safetensors"),
+}
+
+
+@pytest.mark.parametrize("change", FOLDER_CHANGES)
+def test_a_changed_file_of_any_module_is_a_miss(dense_stack, tmp_path, cache_dir, change):
+    folder = tmp_path / "model"
+    shutil.copytree(dense_stack, folder)
+    before = load_encoder(str(folder), device="cpu")
+    old = before.encode(SENTENCES)
+    FOLDER_CHANGES[change](folder)
+    after = load_encoder(str(folder), device="cpu")
+    assert after.cache.folder != before.cache.folder
+    vectors = after.encode(SENTENCES)
+    assert after.cache.summary()["served"] == 0 and after.cache.summary()["encoded"] == 4
+    np.testing.assert_array_equal(vectors, load_encoder(str(folder), device="cpu", cache=False).encode(SENTENCES))
+    if change.startswith(("a later module's weights", "the transformer")):
+        assert not np.allclose(vectors, old)  # what the old key would have served
+    assert "2_Dense/model.safetensors" in after.weights
+
+
+def _code(version="0.1.0", commit="a" * 40, dirty=False, source_sha256="b" * 64):
+    return {"version": version, "commit": commit, "dirty": dirty, "changed": [], "source_sha256": source_sha256}
+
+
+CODE_CHANGES = {"cselab's version": {"version": "0.2.0"}, "the commit": {"commit": "c" * 40},
+                "a dirty tree": {"dirty": True}, "the package's files": {"source_sha256": "d" * 64}}
+VERSION_CHANGES = ("torch", "transformers", "sentence-transformers")
+
+
+@pytest.mark.parametrize("member", [*CODE_CHANGES, *VERSION_CHANGES, "the device"])
+def test_the_code_the_libraries_and_the_device_are_members_of_the_key(tiny_bert_dir, cache_dir, monkeypatch,
+                                                                       member):
+    from cselab.encoders import cache
+
+    real_versions = cache.package_versions
+    monkeypatch.setattr(cache, "source", lambda: _code())
+    first = load_encoder(str(tiny_bert_dir), device="cpu")
+    first.encode(SENTENCES)
+    if member in CODE_CHANGES:
+        monkeypatch.setattr(cache, "source", lambda: _code(**CODE_CHANGES[member]))
+    elif member in VERSION_CHANGES:
+        monkeypatch.setattr(cache, "package_versions",
+                            lambda names: {**real_versions(names), member: "99.0"})
+    if member == "the device":
+        assert cache.cache_key("x", {}, "cuda") != cache.cache_key("x", {}, "cpu")
+        return
+    second = load_encoder(str(tiny_bert_dir), device="cpu")
+    second.encode(SENTENCES)
+    assert second.cache.folder != first.cache.folder and second.cache.summary()["served"] == 0
+
+
+def test_the_real_key_records_the_code_that_made_the_vectors(tiny_bert_dir, cache_dir):
+    from cselab.provenance import source
+
+    encoder = load_encoder(str(tiny_bert_dir), device="cpu")
+    encoder.encode(SENTENCES)
+    key = json.loads((encoder.cache.folder / "key.json").read_text())
+    code = source()
+    assert key["cselab"] == {name: code[name] for name in ("version", "commit", "dirty", "source_sha256")}
+    assert len(key["cselab"]["source_sha256"]) == 64 and key["model_files_sha256"]
+
+
+def test_a_chunk_moved_into_another_keys_folder_is_refused(tiny_bert_dir, cache_dir):
+    avg = load_encoder(str(tiny_bert_dir), device="cpu")
+    avg.encode(SENTENCES)
+    cls = load_encoder(str(tiny_bert_dir), device="cpu", pooler="cls")
+    (chunk,) = avg.cache.folder.glob("*.npz")
+    cls.cache.folder.mkdir(parents=True)
+    shutil.move(chunk, cls.cache.folder / chunk.name)
+    with pytest.warns(UserWarning, match="not this folder's.*another key"):
+        vectors = cls.encode(SENTENCES)
+    assert cls.cache.summary()["served"] == 0
+    np.testing.assert_array_equal(vectors, load_encoder(str(tiny_bert_dir), device="cpu", pooler="cls",
+                                                        cache=False).encode(SENTENCES))
+    assert not (cls.cache.folder / chunk.name).exists()
+
+
+def test_a_folder_replaced_while_it_loads_is_refused(tiny_bert_dir, tmp_path, cache_dir, data_dir, monkeypatch,
+                                                     capsys):
+    from cselab.encoders import loading
+
+    best = tmp_path / "run" / "best"
+    shutil.copytree(tiny_bert_dir, best)
+    newer = tmp_path / "run" / "best.tmp"
+    shutil.copytree(tiny_bert_dir, newer)
+    FOLDER_CHANGES["the transformer's weights"](newer)
+    real = loading.load_pretrained
+
+    def replaced_meanwhile(path, pooler=None):  # as a training run's evaluation does: best -> best.old, tmp -> best
+        best.rename(best.with_name("best.old"))
+        newer.rename(best)
+        return real(path, pooler)
+
+    monkeypatch.setattr(loading, "load_pretrained", replaced_meanwhile)
+    assert main(["probe", "run", "--model", str(best), "--suite", "sts", "--tasks", "stsb", "--limit", "20",
+                 "--data-dir", str(data_dir), "--out", str(tmp_path / "r.json")]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {best}: changed while it was being loaded (config.json, model.safetensors" in err
+    assert not (tmp_path / "r.json").exists() and not _chunks(cache_dir)
+
+
+@pytest.mark.parametrize("fault", ["a file where the folder goes", "writes refused (read-only)",
+                                   "reads refused (no permission)"])
+def test_an_unusable_cache_folder_is_a_warning_and_the_scores_are_those_without_it(tiny_bert_dir, tmp_path,
+                                                                                   monkeypatch, data_dir, fault):
+    import errno
+
+    from cselab.encoders import cache
+
+    argv = ["probe", "run", "--model", str(tiny_bert_dir), "--device", "cpu", "--suite", "sts", "--tasks", "stsb",
+            "--limit", "20", "--data-dir", str(data_dir)]
+    assert main([*argv, "--no-cache", "--out", str(tmp_path / "none.json")]) == 0
+    folder = tmp_path / "embeddings"
+    monkeypatch.setenv("CSELAB_CACHE_DIR", str(folder))
+    if fault == "a file where the folder goes":
+        folder.write_text("not a folder")
+    elif fault.startswith("writes"):
+        def read_only(path, data):
+            raise OSError(errno.EROFS, "Read-only file system", str(path))
+
+        monkeypatch.setattr(cache, "write_bytes_atomic", read_only)
+    else:
+        assert main([*argv, "--out", str(tmp_path / "warm.json")]) == 0  # chunks to read
+
+        real = cache.Path.read_bytes
+
+        def refused(self):  # the cache's files only
+            if self.is_relative_to(folder):
+                raise PermissionError(errno.EACCES, "Permission denied", str(self))
+            return real(self)
+
+        monkeypatch.setattr(cache.Path, "read_bytes", refused)
+    with pytest.warns(UserWarning, match="embedding cache: cannot .* encoding goes on without the cache"):
+        assert main([*argv, "--out", str(tmp_path / "r.json")]) == 0
+    result = json.loads((tmp_path / "r.json").read_text())
+    assert result["sts"] == json.loads((tmp_path / "none.json").read_text())["sts"]
+    assert result["embedding_cache"]["failed"].startswith("cannot ")

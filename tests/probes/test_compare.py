@@ -79,7 +79,8 @@ def test_probe_compare_prints_intervals_p_values_and_what_differs(scored, capsys
     assert "provenance.command: 'cselab probe run --model bow" in printed  # how each was made, side by side
 
 
-def test_results_over_different_data_files_are_refused_naming_the_file(scored, data_dir, tmp_path, capsys):
+def test_results_over_different_data_files_are_compared_as_aggregates_only_naming_the_file(scored, data_dir,
+                                                                                          tmp_path, capsys):
     edited = tmp_path / "data"
     (edited / STSB).parent.mkdir(parents=True)
     lines = (data_dir / STSB).read_text().splitlines(keepends=True)
@@ -87,9 +88,25 @@ def test_results_over_different_data_files_are_refused_naming_the_file(scored, d
     fields[4] = "0.000" if fields[4] != "0.000" else "1.000"
     (edited / STSB).write_text("\t".join(fields) + "".join(lines[1:]))
     _run("bow", tmp_path / "edited.json", edited, "--suite", "sts", "--tasks", "stsb")
-    assert main(["probe", "compare", str(scored / "bow.json"), str(tmp_path / "edited.json")]) == 2
-    error = capsys.readouterr().err
-    assert STSB in error and "sha256 differs" in error
+    assert main(["probe", "compare", str(scored / "bow.json"), str(tmp_path / "edited.json")]) == 0
+    printed = capsys.readouterr().out
+    assert ("not scored on the same items of the sts suite, so its figures are compared as aggregates only" in printed
+            and f"{STSB} (another version of the file: its sha256 differs)" in printed)
+    assert "### bow vs bow: STS" not in printed and "## Differences against bow" in printed  # no paired table
+
+
+def test_results_over_different_test_sets_pair_only_the_suites_whose_items_agree(scored, data_dir, tmp_path, capsys):
+    from cselab.probes.transformations import handwritten_testset
+
+    testset = tmp_path / "fewer.jsonl"
+    testset.write_text("".join(handwritten_testset().read_text().splitlines(keepends=True)[1:]))  # one source less
+    _run("tfidf", tmp_path / "other-set.json", data_dir, "--suite", "sts,bias", "--testset", str(testset))
+    assert main(["probe", "compare", str(scored / "bow.json"), str(tmp_path / "other-set.json")]) == 0
+    printed = capsys.readouterr().out
+    assert "not scored on the same items of the bias suite's transformation probe" in printed
+    assert "the transformation test set (" in printed and "### tfidf vs bow: STS" in printed
+    bias = printed[printed.index("### tfidf vs bow: Bias"):]
+    assert "| Cont." in bias and "| CANNOT cos." in bias and "| Para > neg" not in bias
 
 
 def test_a_changed_items_file_is_refused(scored, tmp_path, capsys):
