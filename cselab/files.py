@@ -181,8 +181,7 @@ def check_folder(path: str | os.PathLike, flag: str = "--out", file: bool = Fals
                               f"reads; write {'elsewhere' if given.is_dir() else 'to another file'}")
         if given.is_dir() and path.resolve().is_relative_to(given.resolve()):
             raise ConfigError(f"{flag} {path}: inside {given}, a folder this command reads; write elsewhere")
-    existing = next(folder for folder in (path, *path.parents) if folder.exists() and folder.is_dir()) \
-        if not (path.exists() and not path.is_dir()) else path.parent
+    existing = next(folder for folder in (path, *path.parents) if folder.is_dir())  # where it would be made
     if not os.access(existing, os.W_OK | os.X_OK):
         read_only = hasattr(os, "statvfs") and os.statvfs(existing).f_flag & os.ST_RDONLY
         raise ConfigError(f"{flag} {path}: {existing} cannot be written ("

@@ -22,7 +22,7 @@ from cselab.errors import ConfigError, DataError
 from cselab.files import check_folder, read_json, remove_path
 from cselab.probes.plots import plot_accuracies, plot_geometry, task_scores
 from cselab.probes.report import html_report, markdown_report
-from cselab.probes.results import checksums
+from cselab.probes.results import checksums, data_key
 from cselab.probes.suite import ProbeOptions, suite_parts, suite_sections, suites
 from cselab.probes.transformations import plot_transformations
 from cselab.provenance import provenance
@@ -71,7 +71,8 @@ def run_probes(encoder: Encoder, suite: str, options: ProbeOptions) -> dict[str,
     payload.update({"limit": options.limit, "seed": options.seed, "started": started.isoformat(timespec="seconds"),
                     "wall_time_s": round(time.perf_counter() - clock, 2), "versions": package_versions(),
                     "data": {"root": str(root.resolve()), "sha256": checksums(sum(files.values(), []), root),
-                             "read_by": {name: sorted(checksums(read, root)) for name, read in files.items()}},
+                             "read_by": {name: sorted({data_key(path, root) for path in read})
+                                         for name, read in files.items()}},
                     "provenance": provenance(_device(encoder), encoder.weights),
                     "embedding_cache": encoder.cache.summary() if encoder.cache is not None else None,
                     "items": items})
