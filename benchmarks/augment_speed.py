@@ -52,7 +52,7 @@ def one_mask_per_pass(editor: MaskedLMEditor, sentences: list[str]) -> int:
             slots = [i for i, w in enumerate(words) if w == editor.tokenizer.mask_token]
             for slot, original in zip(slots, originals):
                 single = [original if i in slots and i != slot else w for i, w in enumerate(words)]
-                batch = editor.tokenizer(" ".join(single), return_tensors="pt")
+                batch = editor.tokenizer(" ".join(single), return_tensors="pt").to(editor.device)
                 rows, columns = torch.nonzero(batch["input_ids"] == editor.tokenizer.mask_token_id, as_tuple=True)
                 editor._mask_logits(batch, rows, columns)  # same work per mask, LM head on the mask only
                 passes += 1
@@ -64,7 +64,7 @@ def unsorted_translate(translator: HFTranslator, tokenizer, model, texts: list[s
     with torch.inference_mode():
         for start in range(0, len(texts), translator.batch_size):
             batch = tokenizer(texts[start:start + translator.batch_size], return_tensors="pt", padding=True,
-                              truncation=True, max_length=translator.max_length)
+                              truncation=True, max_length=translator.max_length).to(model.device)
             generated = model.generate(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
                                        max_new_tokens=translator.max_length, num_beams=translator.num_beams)
             out.extend(" ".join(t.split()) for t in tokenizer.batch_decode(generated, skip_special_tokens=True))

@@ -6,12 +6,13 @@ entries, as bert-base-uncased), sentences are random words of that vocabulary (3
 training sequence fills the 32-token length), and the STS-B dev file the trainer evaluates on is synthetic
 too. Sections (``--only`` picks some):
 
-- ``steps``: ``simcse`` and ``osscse`` (its prompts, so 32 + 10 tokens) training steps through the trainer's
-  own ``backward_pass`` at batch 64 and 512, length 32, in fp32, TF32 and bf16 autocast, and bf16 under
-  ``torch.compile`` (``--compile-all``: every mode): steps/s, sentences/s, tokens/s, peak memory, TFLOP/s and
-  MFU against the device's dense bf16 peak. FLOPs per step = 3 x forward, forward per sequence of S tokens =
-  2 N S + 4 L S^2 d (N: non-embedding parameters, L layers, width d), summed over the method's forward passes.
-- ``agreement``: 20 ``simcse`` steps from the same weights, data and dropout masks in fp32 and in bf16: each
+- ``steps``: ``simcse`` and ``osscse`` (its prompts, so 32 + 10 tokens; ``--methods`` picks) training steps
+  through the trainer's own ``backward_pass`` at batch 64 and 512, length 32, in fp32, TF32 and bf16 autocast,
+  and bf16 under ``torch.compile`` (``--compile-all``: every mode; ``--compile-only``: no eager rows): steps/s,
+  sentences/s, tokens/s, peak memory, TFLOP/s and MFU against the device's dense bf16 peak. FLOPs per step =
+  3 x forward, forward per sequence of S tokens = 2 N S + 4 L S^2 d (N: non-embedding parameters, L layers,
+  width d), summed over the method's encoded views.
+- ``agreement``: 20 ``simcse`` steps from the same weights and data, dropout off, in fp32 and in bf16: each
   step's losses within 5% (relative), none NaN.
 - ``run``: a whole ``cselab train`` (subprocess, bf16 on CUDA) with dev evaluation and best checkpoint, killed
   after its first evaluation and resumed to the end; then ``sam``, ``awp-fgsm`` and ``sg`` (frozen copy in
@@ -23,6 +24,8 @@ too. Sections (``--only`` picks some):
   candidate).
 - ``probes``: sentence encoding (what the STS suite costs) on the device and on the CPU, and the transfer
   classifier (SentEval's full classifier setup, nested 10-fold CV) on an MR-sized problem, which runs on the CPU.
+- ``profile``: ``torch.profiler`` over ``simcse`` steps at batch 64 (bf16 on CUDA): the step split into collation
+  (tokenising), forward, backward and optimizer, the device's busy time per step, and the top operators.
 
     python benchmarks/gpu_check.py --device cuda --out benchmarks/gpu-check      # make gpu-check
     python benchmarks/gpu_check.py --device cpu --tiny --out /tmp/gpu-check       # the CPU test's run
@@ -53,7 +56,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 NEEDED = {"torch": "all", "transformers": "all", "accelerate": "run", "numpy": "all", "scipy": "probes",
           "sklearn": "probes", "yaml": "all", "safetensors": "run", "tqdm": "all", "rapidfuzz": "augment"}
-SECTIONS = ("steps", "agreement", "run", "augment", "probes")
+SECTIONS = ("steps", "agreement", "run", "augment", "probes", "profile")
 PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "A10": 125.0}
 
 
@@ -113,12 +116,12 @@ def bert_config(tiny: bool, **overrides):
     return BertConfig(vocab_size=30522, **size, **overrides)
 
 
-def save_bert(folder: Path, tiny: bool, masked_lm: bool = False) -> Path:
+def save_bert(folder: Path, tiny: bool, masked_lm: bool = False, **config) -> Path:
     import torch
     from transformers import BertForMaskedLM, BertModel
 
     torch.manual_seed(0)
-    (BertForMaskedLM if masked_lm else BertModel)(bert_config(tiny)).save_pretrained(folder)
+    (BertForMaskedLM if masked_lm else BertModel)(bert_config(tiny, **config)).save_pretrained(folder)
     save_tokenizer(folder)
     return folder
 
@@ -200,17 +203,30 @@ class Stepper:
                 "negation": ["not " + s for s in batch]}
 
     def step(self, step: int, bf16: bool) -> float:
+        """One training step as the trainer takes it: the batch collated (tokenised), then forward, backward and
+        the optimizer; each phase is a ``record_function`` range, so that the profile section can part them."""
+        from torch.profiler import record_function
+
+        from cselab.train.batches import Collator
         from cselab.train.optim import clip_and_step
         from cselab.train.trainer import backward_pass
 
         torch = self.torch
         self.objective.new_batch()
+        with record_function("collate"):
+            batch = Collator(self.encoder, self.objective.forward_keys)(self.rows(step))
+
+        def backward(value):
+            with record_function("backward"):
+                value.backward()
+
         kind = "cuda" if self.device.startswith("cuda") else "cpu"
-        with torch.autocast(kind, dtype=torch.bfloat16, enabled=bf16):
-            loss, _ = backward_pass(self.encoder, self.objective, self.rows(step), lambda value: value.backward(),
+        with torch.autocast(kind, dtype=torch.bfloat16, enabled=bf16), record_function("forward"):
+            loss, _ = backward_pass(self.encoder, self.objective, batch, backward,
                                     lambda: (list(self.encoder.backbone.parameters()), self.initial),
                                     self.trainable)
-        clip_and_step(self.optimizer, self.schedule, self.trainable, self.method["training"]["max_grad_norm"])
+        with record_function("optimizer"):
+            clip_and_step(self.optimizer, self.schedule, self.trainable, self.method["training"]["max_grad_norm"])
         return float(loss.detach())
 
     def flops_per_step(self) -> float:
@@ -244,9 +260,10 @@ def set_mode(mode: str) -> bool:
 def measure_steps(args, model_dir: Path, peak: float | None) -> list[dict]:
     batches = (8, 16) if args.tiny else (64, 512)
     modes = ["fp32", "bf16"] + (["tf32"] if args.device.startswith("cuda") else [])
-    plan = [(m, b, mode, False) for m in ("simcse", "osscse") for b in batches for mode in modes]
+    methods = args.methods.split(",")
+    plan = [(m, b, mode, False) for m in methods for b in batches for mode in modes if not args.compile_only]
     if not args.no_compile:
-        plan += [(m, b, mode, True) for m in ("simcse", "osscse") for b in batches
+        plan += [(m, b, mode, True) for m in methods for b in batches
                  for mode in (modes if args.compile_all else ["bf16"])]
     rows = []
     for method, batch, mode, compiled in plan:
@@ -281,25 +298,61 @@ def measure_steps(args, model_dir: Path, peak: float | None) -> list[dict]:
     return rows
 
 
-def measure_agreement(args, model_dir: Path) -> dict:
+def measure_agreement(args, work: Path) -> dict:
+    """``simcse`` steps in fp32 and in bf16 from the same weights and data, with dropout off: the same masks cannot
+    be drawn in both (the attention kernels differ by precision), and dropout's own spread would hide precision's."""
     import torch
 
+    model_dir = save_bert(work / "bert-no-dropout", args.tiny, hidden_dropout_prob=0.0,
+                          attention_probs_dropout_prob=0.0)
     steps = 5 if args.tiny else 20
     losses = {}
     for mode in ("fp32", "bf16"):
         torch.manual_seed(0)
         stepper = Stepper("simcse", model_dir, args.device, 16 if args.tiny else 64)
         bf16 = set_mode(mode)
-        values = []
-        for step in range(steps):
-            torch.manual_seed(1000 + step)  # the same dropout masks in both precisions
-            values.append(stepper.step(step, bf16))
-        losses[mode] = values
+        losses[mode] = [stepper.step(step, bf16) for step in range(steps)]
     set_mode("fp32")
     relative = [abs(a - b) / max(abs(a), 1e-8) for a, b in zip(losses["fp32"], losses["bf16"])]
     finite = all(math.isfinite(v) for v in losses["fp32"] + losses["bf16"])
-    return {"steps": steps, "losses": losses, "max_relative_difference": max(relative), "tolerance": 0.05,
+    return {"steps": steps, "dropout": 0.0, "losses": losses, "first_step_relative_difference": relative[0],
+            "max_relative_difference": max(relative), "tolerance": 0.05,
             "agree": finite and max(relative) <= 0.05, "finite": finite}
+
+
+def measure_profile(args, model_dir: Path) -> dict:
+    """``torch.profiler`` over ``simcse`` steps at batch 64 (bf16 on CUDA): the step's wall time split into its
+    phases (CPU time of each ``record_function`` range), the device's busy time, and the top operators."""
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = args.device.startswith("cuda")
+    batch, steps = (16, 3) if args.tiny else (64, 10)
+    stepper = Stepper("simcse", model_dir, args.device, batch)
+    for warm in range(args.warmup):
+        stepper.step(warm, cuda)
+    synchronize(args.device)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    clock = time.perf_counter()
+    with profile(activities=activities) as profiler:
+        for step in range(steps):
+            stepper.step(step, cuda)
+        synchronize(args.device)
+    wall = (time.perf_counter() - clock) / steps
+    averages = profiler.key_averages()
+    ranges = {}  # each range's CPU time (its device-side twin, a user annotation, has none)
+    for e in averages:
+        if e.key in ("collate", "forward", "backward", "optimizer"):
+            ranges[e.key] = max(ranges.get(e.key, 0.0), e.cpu_time_total / steps / 1000)
+    phases = {"collate_ms": ranges.get("collate"), "forward_ms": ranges.get("forward", 0) - ranges.get("backward", 0),
+              "backward_ms": ranges.get("backward"), "optimizer_ms": ranges.get("optimizer")}
+    kernels = [e for e in profiler.events() if e.device_type != DeviceType.CPU and not e.is_user_annotation]
+    busy = sum(e.self_device_time_total for e in kernels) / steps / 1000 if cuda else None
+    sort = "self_device_time_total" if cuda else "self_cpu_time_total"
+    return {"method": "simcse", "batch": batch, "bf16": cuda, "steps": steps, "step_ms_profiled": wall * 1000,
+            **phases, "device_busy_ms": busy, "kernels_per_step": len(kernels) / steps if cuda else None,
+            "by_cpu": averages.table(sort_by="self_cpu_time_total", row_limit=20, max_name_column_width=60),
+            **({"by_device": averages.table(sort_by=sort, row_limit=20, max_name_column_width=60)} if cuda else {})}
 
 
 def cselab_train(arguments: list[str]) -> subprocess.Popen:
@@ -369,6 +422,7 @@ def measure_augment(args, work: Path) -> dict:
     texts = sentences(count, seed=11, words=(5, 40))
     editor = MaskedLMEditor(str(save_bert(work / "mlm", args.tiny, masked_lm=True)), batch_size=32,
                             device=args.device)
+    editor.substitute(texts[:32])  # warm-up
     synchronize(args.device)
     clock = time.perf_counter()
     editor.substitute(texts)
@@ -399,14 +453,16 @@ def measure_augment(args, work: Path) -> dict:
         return generate(**{**kwargs, "max_new_tokens": width, "min_new_tokens": width})
 
     model.generate = length_following
+    translator.translate(tokenizer, model, texts[:64])  # warm-up: the first generate calls set up the kernels
     timings = {}
-    for name, run in (("sorted", lambda: translator.translate(tokenizer, model, texts)),
-                      ("input_order", lambda: unsorted_translate(translator, tokenizer, model, texts))):
-        synchronize(args.device)
-        clock = time.perf_counter()
-        run()
-        synchronize(args.device)
-        timings[name] = time.perf_counter() - clock
+    for _ in range(2):  # each order twice, interleaved; the faster of each kept
+        for name, run in (("sorted", lambda: translator.translate(tokenizer, model, texts)),
+                          ("input_order", lambda: unsorted_translate(translator, tokenizer, model, texts))):
+            synchronize(args.device)
+            clock = time.perf_counter()
+            run()
+            synchronize(args.device)
+            timings[name] = min(timings.get(name, math.inf), time.perf_counter() - clock)
     per_sentence = timings["sorted"] / count  # one direction
     return {"sentences": count, "masks": passes, "mlm_batched_s": batched, "mlm_per_mask_s": per_mask,
             "mlm_speedup": per_mask / batched, "translate_sorted_s": timings["sorted"],
@@ -467,6 +523,13 @@ def markdown(report: dict) -> str:
                          f"{r['sentences_per_s']:.0f} | {r['tokens_per_s']:.0f} | {r['tflops']:.2f} | {mfu} | "
                          f"{memory} |")
         lines.append("")
+    if "profile" in report:
+        profile = report["profile"]
+        lines += ["## profile", "", "```json", json.dumps({k: v for k, v in profile.items() if not k.startswith("by_")},
+                                                         indent=1), "```", ""]
+        for key in ("by_cpu", "by_device"):
+            if key in profile:
+                lines += [f"### {key}", "", "```", profile[key], "```", ""]
     for section in ("agreement", "run", "augment", "probes"):
         if section in report:
             lines += [f"## {section}", "", "```json", json.dumps(report[section], indent=1, default=str)[:4000],
@@ -483,6 +546,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=20, help="timed steps per configuration (default: 20)")
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps first (default: 5)")
     parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
+    parser.add_argument("--compile-only", action="store_true", help="steps: only the torch.compile rows")
+    parser.add_argument("--methods", default="simcse,osscse", help="steps: the methods timed (default: simcse,osscse)")
     parser.add_argument("--compile-all", action="store_true", help="torch.compile in every mode, not only bf16")
     parser.add_argument("--peak-tflops", type=float, help="the device's dense bf16 peak, for MFU (default: "
                                                           "known for H100, H200, A100, L40S, A10)")
@@ -516,13 +581,15 @@ def main(argv: list[str] | None = None) -> int:
             if section == "steps":
                 report["steps"] = measure_steps(args, model_dir, report["peak_bf16_tflops"])
             elif section == "agreement":
-                report["agreement"] = measure_agreement(args, model_dir)
+                report["agreement"] = measure_agreement(args, work)
             elif section == "run":
                 report["run"] = measure_run(args, model_dir, work)
             elif section == "augment":
                 report["augment"] = measure_augment(args, work)
-            else:
+            elif section == "probes":
                 report["probes"] = measure_probes(args, model_dir)
+            else:
+                report["profile"] = measure_profile(args, model_dir)
             print(f"{section}: {time.perf_counter() - started:.1f} s", flush=True)
         report["wall_s"] = time.perf_counter() - clock
     out = Path(args.out)

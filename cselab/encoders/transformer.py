@@ -117,49 +117,63 @@ class TransformerEncoder(Encoder):
 
     def tokenize(self, sentences: list[str], warn: bool = True) -> list[list[int]]:
         """Token ids with special tokens (and the prompt); a sentence over its budget is cut at a token boundary
-        (a warning counts the cut ones)."""
+        (a warning counts the cut ones). Each stage is one batched tokenizer call, however many are cut."""
         sentences = list(sentences)
         if self.prompt:  # PromptBERT: cut the sentence to its budget, then wrap it
             pieces = self.tokenizer(sentences, add_special_tokens=False, verbose=False)["input_ids"]
             too_long = [i for i, row in enumerate(pieces) if len(row) > self.sentence_budget]
-            for i in too_long:
-                sentences[i] = self._cut(sentences[i], self.sentence_budget)
+            for i, cut in zip(too_long, self._cut([sentences[i] for i in too_long], self.sentence_budget)):
+                sentences[i] = cut
             cap = self.limit
         ids = self.tokenizer([self._fill(s) for s in sentences], verbose=False)["input_ids"]
         if not self.prompt:
             too_long, cap = [i for i, row in enumerate(ids) if len(row) > self.max_length], self.max_length
-        for i in [i for i, row in enumerate(ids) if len(row) > cap]:  # a template can re-tokenize the edges
-            ids[i] = self._truncate(sentences[i], len(ids[i]) - cap, cap)
+        over = [i for i, row in enumerate(ids) if len(row) > cap]  # a template can re-tokenize the edges
+        for i, row in zip(over, self._truncate([sentences[i] for i in over], [len(ids[i]) - cap for i in over], cap)):
+            ids[i] = row
         if too_long and warn:
             warnings.warn(f"{len(too_long)} sentence(s) longer than max_length={self.max_length} "
                           f"{'word-pieces' if self.prompt else 'tokens'} were truncated", stacklevel=3)
         return ids
 
-    def _cut(self, sentence: str, keep: int) -> str:
-        """The sentence up to the end of its ``keep``-th word-piece."""
-        offsets = self.tokenizer(sentence, add_special_tokens=False, return_offsets_mapping=True,
-                                 verbose=False)["offset_mapping"]
-        return sentence[: offsets[keep - 1][1]] if keep > 0 else ""
+    def _offsets(self, sentences: list[str]) -> list[list[tuple[int, int]]]:
+        """Each sentence's word-pieces as character spans (no special tokens), in one batched call."""
+        if not sentences:
+            return []
+        return self.tokenizer(sentences, add_special_tokens=False, return_offsets_mapping=True,
+                              verbose=False)["offset_mapping"]
 
-    def _truncate(self, sentence: str, excess: int, cap: int) -> list[int]:
-        """Cut the sentence (never the prompt) at a token boundary until the whole fits in ``cap`` tokens."""
-        while True:
-            pieces = len(self.tokenizer(sentence, add_special_tokens=False, verbose=False)["input_ids"])
-            sentence = self._cut(sentence, max(pieces - excess, 0))
-            ids = self.tokenizer(self._fill(sentence))["input_ids"]
-            if len(ids) <= cap:
-                return ids
-            excess = len(ids) - cap
+    def _cut(self, sentences: list[str], keep: int) -> list[str]:
+        """Each sentence up to the end of its ``keep``-th word-piece."""
+        return [_prefix(s, spans, keep) for s, spans in zip(sentences, self._offsets(sentences))]
+
+    def _truncate(self, sentences: list[str], excess: list[int], cap: int) -> list[list[int]]:
+        """Cut each sentence (never the prompt) at a token boundary until the whole fits in ``cap`` tokens."""
+        done: list[list[int] | None] = [None] * len(sentences)
+        pending = list(range(len(sentences)))
+        while pending:
+            spans = self._offsets([sentences[i] for i in pending])
+            cuts = [_prefix(sentences[i], s, max(len(s) - excess[i], 0)) for i, s in zip(pending, spans)]
+            rows = self.tokenizer([self._fill(c) for c in cuts], verbose=False)["input_ids"]
+            still = []
+            for i, cut, row in zip(pending, cuts, rows):
+                if len(row) <= cap:
+                    done[i] = row
+                else:
+                    sentences[i], excess[i] = cut, len(row) - cap
+                    still.append(i)
+            pending = still
+        return done
 
     def pad(self, rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         """Token id rows padded to the longest (right padding), and their attention mask."""
         width = max(len(row) for row in rows)
-        input_ids = torch.full((len(rows), width), self.tokenizer.pad_token_id or 0, dtype=torch.long)
-        attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
+        input_ids = np.full((len(rows), width), self.tokenizer.pad_token_id or 0, dtype=np.int64)
+        attention_mask = np.zeros((len(rows), width), dtype=np.int64)
         for r, row in enumerate(rows):
-            input_ids[r, : len(row)] = torch.tensor(row)
+            input_ids[r, : len(row)] = row
             attention_mask[r, : len(row)] = 1
-        return input_ids, attention_mask
+        return torch.from_numpy(input_ids), torch.from_numpy(attention_mask)
 
     def mask_positions(self, input_ids: torch.Tensor) -> torch.Tensor:
         """Each row's position of the prompt's mask token (the one after the sentence when the template has it
@@ -215,3 +229,8 @@ class TransformerEncoder(Encoder):
                     vectors = torch.nn.functional.normalize(vectors.float(), dim=-1)
                 out[batch] = vectors.float().cpu().numpy()
         return out
+
+
+def _prefix(sentence: str, spans: list[tuple[int, int]], keep: int) -> str:
+    """The sentence up to the end of its ``keep``-th word-piece (``spans``: its word-pieces' character spans)."""
+    return sentence[: spans[keep - 1][1]] if keep > 0 else ""

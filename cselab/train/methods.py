@@ -6,8 +6,9 @@ A method (``cselab/train/presets/*.yaml``, or any path) has:
   of the initial backbone (its dtype) and ``freeze_embeddings``;
 - ``views``: name -> the cache column encoded, with an optional prompt, ``layers`` (pooled
   hidden layers of the same forward pass, available to losses as ``NAME.layers``; pooled with
-  ``layer_pooler``) and ``frozen`` (encode with the frozen copy). Each view is one forward pass,
-  so two views of one column differ by their dropout masks;
+  ``layer_pooler``) and ``frozen`` (encode with the frozen copy). Views of one column, prompt,
+  layers and copy with no input augment share one forward pass over the rows repeated once per
+  view (SimCSE's released code: one pass of 2N rows), so they differ by their dropout masks;
   A view ``of`` another (no forward pass) is made from its vectors by an output ``augment``; a
   forward view's ``augment`` acts on its input embeddings (:mod:`cselab.train.plugins.augmentations`);
 - ``losses``: name -> parameters (``type`` when the name is not the loss's, ``weight``), see

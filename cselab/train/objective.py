@@ -95,6 +95,7 @@ class Objective(nn.Module):
         self.augments = nn.ModuleDict({view.name: view.augment for view in self.views if view.augment is not None})
         # the (column, prompt) of each view that runs the encoder, each once: one tokenisation per batch
         self.forward_keys: list[Key] = list(dict.fromkeys((v.column, v.prompt) for v in self.views if not v.of))
+        self.shared_pass = shared_passes(self.views)
         self.names = list(method["losses"])
         self.weights = {name: params["weight"] for name, params in method["losses"].items()}
         self.losses = nn.ModuleList(build(loss_plugin(name, params), params)
@@ -124,8 +125,10 @@ class Objective(nn.Module):
         ``layers`` also gives ``NAME.layers`` (rows, layers, dim); a view ``of`` another is made from its vectors.
 
         ``model`` is a :class:`~cselab.train.model.TrainingEncoder`, or its DDP wrapper (whose forward keeps the
-        processes' gradients in step). Views of the same column and prompt share one tokenization; each still has
-        its own forward pass. A view no row has is an empty tensor (other processes may still have rows of it).
+        processes' gradients in step). Views of the same column and prompt share one tokenization; those that
+        also read the same layers of the same copy through no input augment share one forward pass over their
+        rows repeated (SimCSE's two dropout views: one pass of 2N rows, as its released code), every row with its
+        own dropout masks. A view no row has is an empty tensor (other processes may still have rows of it).
 
         Views whose augment needs the gradient (FGSM) take two calls: the first fills ``captured`` (view -> the
         tensor whose loss gradient is wanted), the second gets those gradients as ``directions`` and re-encodes only
@@ -133,13 +136,15 @@ class Objective(nn.Module):
         encoder = getattr(model, "module", model)
         batch, out = self.as_batch(model, rows), {}
         for view in self.views:
+            if view.name in out:  # encoded in the pass it shares with an earlier view
+                continue
             if reuse is not None and view.name not in directions and view.of not in directions:
                 out.update({key: reuse[key] for key in (view.name, f"{view.name}.layers") if key in reuse})
             elif view.of:
                 base, present = out[view.of]
                 out[view.name] = (view.from_base(base, captured, directions), present)
             else:
-                out.update(_forward_view(model, encoder, view, batch, captured, directions))
+                out.update(_forward_views(model, encoder, self.shared_pass[view.name], batch, captured, directions))
         return out
 
     def losses_on(self, encoded: Encoded, initial_weights: Callable[[], tuple] | None = None
@@ -175,18 +180,41 @@ class Objective(nn.Module):
         return sum(self.weights[name] * value for name, value in parts.items())
 
 
-def _forward_view(model, encoder, view: View, batch: Batch, captured, directions) -> dict[str, tuple]:
-    present, input_ids, attention_mask = batch.tokens[view.column, view.prompt]
-    if not present:
+def shared_passes(views: tuple[View, ...]) -> dict[str, list[View]]:
+    """Each forward view's name -> the views encoded in its pass, itself first: the views of the same column,
+    prompt, layers, layer pooler and copy with no input augment share one; a view with an augment has its own."""
+    def key(view: View):
+        layers = tuple(view.layers) if isinstance(view.layers, list) else view.layers
+        return (view.column, view.prompt, layers, view.layer_pooler, view.frozen)
+
+    forward = [v for v in views if not v.of]
+    return {view.name: [view] if view.augment is not None else
+            [view, *(v for v in forward if v is not view and v.augment is None and key(v) == key(view))]
+            for view in forward}
+
+
+def _forward_views(model, encoder, views: list[View], batch: Batch, captured, directions) -> dict[str, tuple]:
+    """The vectors of ``views`` (one column, prompt, layers and copy) from one forward pass: their rows repeated
+    once per view, each copy drawing its own dropout masks."""
+    first, copies = views[0], len(views)
+    present, input_ids, attention_mask = batch.tokens[first.column, first.prompt]
+    if present:
+        if copies > 1:
+            input_ids, attention_mask = input_ids.repeat(copies, 1), attention_mask.repeat(copies, 1)
+        result = model(input_ids, attention_mask, prompt=first.prompt, layers=first.layers,
+                       layer_pooler=first.layer_pooler, frozen=first.frozen,
+                       input_augment=first.input_augment(captured, directions))
+        vectors, layers = result if first.layers else (result, None)
+        vectors, layers = vectors.chunk(copies), [None] * copies if layers is None else layers.chunk(copies)
+    else:
         empty = encoder.empty()
-        return {view.name: (empty, present),
-                **({f"{view.name}.layers": (empty.unsqueeze(1), present)} if view.layers else {})}
-    result = model(input_ids, attention_mask, prompt=view.prompt, layers=view.layers,
-                   layer_pooler=view.layer_pooler, frozen=view.frozen,
-                   input_augment=view.input_augment(captured, directions))
-    if view.layers:
-        return {view.name: (result[0], present), f"{view.name}.layers": (result[1], present)}
-    return {view.name: (result, present)}
+        vectors, layers = [empty] * copies, [empty.unsqueeze(1) if first.layers else None] * copies
+    out = {}
+    for view, view_vectors, view_layers in zip(views, vectors, layers, strict=True):
+        out[view.name] = (view_vectors, present)
+        if view_layers is not None:
+            out[f"{view.name}.layers"] = (view_layers, present)
+    return out
 
 
 def aligned(encoded: Encoded, names: list[str]) -> list[torch.Tensor]:

@@ -39,6 +39,32 @@ def test_sscl_adds_one_negative_column_per_row_and_layer_from_the_same_pass(tiny
     torch.testing.assert_close(with_negatives, expected)
 
 
+def test_dropout_views_of_one_column_share_one_forward_pass_of_their_rows_repeated(tiny_bert_dir):
+    """SimCSE's two views are one pass of 2N rows, as in its released code; each copy draws its own dropout masks, and
+    without dropout each view is the rows' own vectors. A view with an input augment or another prompt or layers
+    has a pass of its own."""
+    method = load_method("simcse")
+    objective = Objective(method)
+    assert {name: [v.name for v in views] for name, views in objective.shared_pass.items()} == \
+        {"anchor": ["anchor", "positive"], "positive": ["positive", "anchor"]}
+    for preset in ("input-noise", "osscse", "sscl-simcse", "sg"):
+        assert all(len(views) == 1 for views in Objective(load_method(preset)).shared_pass.values()), preset
+    encoder = build_encoder(method, str(tiny_bert_dir))
+    shapes = []
+    encoder.backbone.register_forward_pre_hook(lambda _, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)),
+                                               with_kwargs=True)
+    ids, mask = encoder.tokenize(ROWS["text"])
+    torch.manual_seed(0)
+    encoded = objective.encode(encoder.train(), ROWS)
+    assert shapes == [(6, ids.shape[1])]
+    assert encoded["anchor"][1] == encoded["positive"][1] == [0, 1, 2]
+    assert not torch.allclose(encoded["anchor"][0], encoded["positive"][0])  # other dropout masks
+    encoded = objective.encode(encoder.eval(), ROWS)
+    alone = encoder(ids, mask)
+    torch.testing.assert_close(encoded["anchor"][0], alone)
+    torch.testing.assert_close(encoded["positive"][0], alone)
+
+
 def test_sscl_negatives_carry_gradient_below_layer_m_only(tiny_bert_dir):
     encoder = TrainingEncoder.from_pretrained(tiny_bert_dir, 32, pooler="cls_before_pooler")
     _, layers = encoder.embed(ROWS["text"], layers=[-2])  # 2-layer BERT: hidden state -2 is layer 1's output

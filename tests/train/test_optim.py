@@ -44,6 +44,27 @@ def test_legacy_adamw_takes_transformers_4_steps():
     assert stepped(torch.optim.AdamW, **arguments) != pytest.approx(expected, rel=1e-4)
 
 
+def test_legacy_adamw_steps_each_parameter_as_if_alone():
+    """The batched update is the per-parameter one: parameters of other shapes, one whose gradients start a step
+    later (its own step count) and one with no gradient at a step all move as each would alone."""
+    torch.manual_seed(0)
+    shapes, arguments = [(3, 4), (5,), (2, 2)], {"lr": 0.01, "eps": 1e-6, "weight_decay": 0.05}
+    together = [torch.nn.Parameter(torch.randn(shape, dtype=torch.float64)) for shape in shapes]
+    alone = [torch.nn.Parameter(p.detach().clone()) for p in together]
+    optimizers = [LegacyAdamW([p], **arguments) for p in alone]
+    optimizer = LegacyAdamW(together, **arguments)
+    for step in range(4):
+        for i, (a, b) in enumerate(zip(together, alone)):
+            grad = None if (i == 2 and step == 0) or (i == 1 and step == 2) else torch.randn_like(a)
+            a.grad = b.grad = grad
+        optimizer.step()
+        for single in optimizers:
+            single.step()
+    for a, b in zip(together, alone):
+        assert torch.equal(a, b)
+    assert [optimizer.state[p]["step"] for p in together] == [4, 3, 3]
+
+
 def test_legacy_eps_is_larger_in_effect_at_the_first_step():
     """At step 1 the legacy step is lr * g / (|g| + eps / sqrt(1 - b2)): eps acts 31.6 times larger (3.2e-7 for 1e-8)
     than in torch's lr * g / (|g| + eps)."""
