@@ -7,41 +7,18 @@ have MER 0, one empty sentence against a non-empty one 1.
 
 The alignment is jiwer's: rapidfuzz's Levenshtein opcodes over word tokens, so
 :func:`mer` equals ``jiwer.mer`` on the same tokens (tested), computed per pair and
-without jiwer's per-call overhead. Tokens come from a normaliser: by default the sentence
-is lower-cased and split on whitespace (``"lower"``); ``"none"`` only splits, and
-``"lower_nopunct"`` also drops punctuation; any callable ``str -> list[str]`` works too.
+without jiwer's per-call overhead. Tokens come from a normaliser (:mod:`cselab.normalizers`):
+by default the sentence is lower-cased and split on whitespace (``"lower"``).
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
 import numpy as np
 from rapidfuzz.distance import Levenshtein
 
-from cselab.errors import ConfigError
-
-Normalizer = Callable[[str], list[str]]
-_PUNCTUATION = re.compile(r"[^\w\s]")
-
-NORMALIZERS: dict[str, Normalizer] = {
-    "lower": lambda text: text.lower().split(),
-    "none": str.split,
-    "lower_nopunct": lambda text: _PUNCTUATION.sub(" ", text.lower()).split(),
-}
-
-
-def normalizer(name_or_function: str | Normalizer = "lower") -> Normalizer:
-    """The tokeniser a name stands for (``lower``, ``none``, ``lower_nopunct``), or the callable itself."""
-    if callable(name_or_function):
-        return name_or_function
-    try:
-        return NORMALIZERS[name_or_function]
-    except KeyError:
-        raise ConfigError(f"Unknown MER normalisation {name_or_function!r}; "
-                         f"choose one of {', '.join(NORMALIZERS)}") from None
-
+from cselab.normalizers import Normalizer, normalizer
 
 def edit_counts(reference: list[str], hypothesis: list[str]) -> tuple[int, int, int, int]:
     """(substitutions, deletions, insertions, correct) of the word alignment."""

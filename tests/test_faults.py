@@ -351,7 +351,7 @@ def test_every_yaml_reader_refuses_every_bad_file_in_one_line(finished_run, tmp_
     ("extends: simcse\nimports: [planted_raises]\n", "importing 'planted_raises' failed: RuntimeError: planted"),
     ("extends: simcse\nimports: [planted_syntax]\n", "importing 'planted_syntax' failed: SyntaxError"),
     ("extends: simcse\nimports: planted_raises\n", "imports: 'planted_raises' is not valid; expected a list"),
-    ("extends: simcse\nlosses: {a/b: {type: recall}}\n", "losses: the name 'a/b' is not allowed"),
+    ("extends: simcse\nlosses: {a/b: {kind: recall}}\n", "losses: the name 'a/b' is not allowed"),
     ("extends: simcse\nprofiles: [minilm]\n", "profiles: expected a mapping of profile names"),
 ])
 def test_a_method_file_that_cannot_be_a_method_is_one_line(tmp_path, monkeypatch, capsys, content, message):

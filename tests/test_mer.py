@@ -2,7 +2,8 @@ import jiwer
 import numpy as np
 import pytest
 
-from cselab.mer import edit_counts, mer, mer_pairs, normalizer
+from cselab.mer import edit_counts, mer, mer_pairs
+from cselab.normalizers import normalizer
 
 
 @pytest.mark.parametrize(("reference", "hypothesis", "counts", "expected"), [

@@ -27,17 +27,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
+from cselab.augment.names import APERTIUM_PIVOTS, BACKENDS, MER_BAND, WMT19_PIVOTS
 from cselab.encoders.transformer import default_device, inference_dtype
 from cselab.errors import ConfigError, ExternalToolError
-from cselab.mer import Normalizer, mer, normalizer
+from cselab.mer import mer
+from cselab.normalizers import Normalizer, normalizer
 
 logger = logging.getLogger(__name__)
 
-MER_BAND = (0.15, 0.6)
-WMT19_PIVOTS = (("facebook/wmt19-en-de", "facebook/wmt19-de-en"), ("facebook/wmt19-en-ru", "facebook/wmt19-ru-en"))
-APERTIUM_PIVOTS = (("eng-spa", "spa-eng"),)
 APERTIUM_HOWTO = "install it with: apt-get install apertium apertium-eng-spa (Debian/Ubuntu)"
-BACKENDS = ("auto", "hf", "apertium", "none")
 
 
 def available_offline(name_or_path: str) -> bool:
@@ -207,5 +205,5 @@ def make_translator(backend: str, pivots: Sequence[Sequence[str]] = WMT19_PIVOTS
         return ApertiumTranslator()
     if backend == "hf":
         return HFTranslator([tuple(p) for p in pivots], num_candidates)
-    raise ConfigError(f"back-translation backend {backend!r}: expected hf, apertium or none (resolve auto first, "
+    raise ConfigError(f"back-translation backend {backend!r}: expected {', '.join(BACKENDS[1:])} (resolve auto first, "
                       "with resolve_backend)")

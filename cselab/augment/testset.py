@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from cselab.atomic import write_text_atomic
-from cselab.augment.backtranslate import MER_BAND, Translator, select_paraphrase
+from cselab.augment.backtranslate import Translator, select_paraphrase
+from cselab.augment.names import MER_BAND
 from cselab.augment.edits import MaskedLMEditor, delete_word, random_partners
 from cselab.augment.negation import Negator
 

@@ -8,9 +8,11 @@ from pathlib import Path
 from cselab.atomic import write_text_atomic
 from cselab.cli.options import add_data_dir, add_renamed, add_seed, whole_number
 from cselab.errors import ConfigError
+from cselab.evaluation.setups import CLASSIFIER_SETUPS
 from cselab.files import check_folder
+from cselab.normalizers import NORMALIZERS
 from cselab.data.transfer import TRANSFER_TASKS
-from cselab.probes.suites import CLASSIFIER_SETUPS, MAX_RESAMPLES, RESAMPLES, SPLIT_RULES, STS_SUITE, SUITES
+from cselab.probes.suites import MAX_RESAMPLES, RESAMPLES, SPLIT_RULES, STS_SUITE, SUITES
 
 
 def register(probe: argparse.ArgumentParser) -> None:
@@ -77,7 +79,7 @@ def _commands() -> dict:
 
 
 def _add_mer_normalize(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--mer-normalize", default="lower", choices=("lower", "none", "lower_nopunct"),
+    parser.add_argument("--mer-normalize", default="lower", choices=tuple(NORMALIZERS),
                         help="tokens MER compares: lower-cased whitespace tokens, as written, or lower-cased "
                              "without punctuation (default: lower)")
 
@@ -102,11 +104,11 @@ def _run_options(run: argparse.ArgumentParser) -> None:
                           "every subset with median gold score in [2, 3.5] (20 here) (default: paper)")
     run.add_argument("--tasks", help="comma-separated STS tasks of the sts suite, e.g. sts12,stsb")
     run.add_argument("--transfer-tasks", help="comma-separated transfer tasks, e.g. MR,TREC (default: all seven)")
-    run.add_argument("--classifier", default="full", choices=CLASSIFIER_SETUPS,
+    run.add_argument("--classifier", default="full", choices=tuple(CLASSIFIER_SETUPS),
                      help="transfer and probing classifiers: full = SentEval's default (10 folds, Adam, batch 64, "
                           "tenacity 5, epoch size 4), fast = its prototyping setting (5 folds, RMSprop, batch 128, "
                           "tenacity 3, epoch size 2) (default: full)")
-    add_renamed(run, "--protocol", "--classifier", CLASSIFIER_SETUPS)
+    add_renamed(run, "--protocol", "--classifier", tuple(CLASSIFIER_SETUPS))
     add_renamed(run, "--split-protocol", "--split-rule", tuple(SPLIT_RULES))
     run.add_argument("--n-jobs", type=whole_number(1), default=1,
                      help="worker processes for the classifiers (default: 1)")

@@ -25,6 +25,7 @@ import numpy as np
 
 from cselab.errors import ConfigError
 from cselab.evaluation.classifier import ClassifierConfig, Job, holdout_job, train_jobs
+from cselab.evaluation.setups import CLASSIFIER_SETUPS as SETUPS
 
 REGS = (1e-5, 1e-4, 1e-3, 1e-2)  # SentEval's weight decays for its PyTorch classifier
 SEED = 1111
@@ -40,10 +41,8 @@ class ClassifierSetup:
     classifier: ClassifierConfig
 
 
-CLASSIFIER_SETUPS = {
-    "full": ClassifierSetup("full", 10, ClassifierConfig(optim="adam", batch_size=64, tenacity=5, epoch_size=4)),
-    "fast": ClassifierSetup("fast", 5, ClassifierConfig(optim="rmsprop", batch_size=128, tenacity=3, epoch_size=2)),
-}
+CLASSIFIER_SETUPS = {name: ClassifierSetup(name, spec["kfold"], ClassifierConfig(**spec["classifier"]))
+                     for name, spec in SETUPS.items()}
 
 
 def classifier_setup(name: str) -> ClassifierSetup:

@@ -222,27 +222,25 @@ def _cells(line: str) -> list[str]:
     return [cell.strip() for cell in line.strip().strip("|").split("|")]
 
 
+SUITE_TITLES = {"sts": "STS (Spearman x 100)", "bias": "Bias", "transfer": "Transfer (test accuracy x 100)",
+                "probing": "Probing (test accuracy x 100)"}
+
+
 def compare_report(payloads: Sequence[dict[str, Any]]) -> str:
     """The summary table, then each suite's per-task table with one row per model."""
     parts = [compare_table(payloads)]
-    titles = {"sts": "STS (Spearman x 100)", "transfer": "Transfer (test accuracy x 100)",
-              "probing": "Probing (test accuracy x 100)"}
-    for suite, title in titles.items():
+    for suite in ("sts", "transfer", "probing"):
         having = [p for p in payloads if (suite == "sts" and suite in p) or task_scores(p.get(suite, {}))]
         if not having:
             continue
         make = sts_table if suite == "sts" else accuracy_table
         tables = [[_cells(line) for line in make(p[suite], p["model"]["spec"]).splitlines()] for p in having]
-        parts.append(f"### {title}")
+        parts.append(f"### {SUITE_TITLES[suite]}")
         if all(t[0][1:] == tables[0][0][1:] for t in tables):  # the same tasks: one table, a row per model
             parts.append(markdown_table(tables[0][0], [t[2] for t in tables]))
         else:
             parts += [markdown_table(t[0], t[2:]) for t in tables]
     return "\n\n".join(parts)
-
-
-SUITE_TITLES = {"sts": "STS (Spearman x 100)", "bias": "Bias", "transfer": "Transfer (test accuracy x 100)",
-                "probing": "Probing (test accuracy x 100)"}
 
 
 def differences_report(paths: Sequence[str], payloads: Sequence[dict[str, Any]], baseline: int = 0,

@@ -31,7 +31,8 @@ from cselab.atomic import write_json_atomic, write_text_atomic
 from cselab.data import STSPairs, load_sts
 from cselab.errors import ConfigError
 from cselab.files import check_folder
-from cselab.mer import Normalizer, mer_pairs
+from cselab.mer import mer_pairs
+from cselab.normalizers import Normalizer
 from cselab.probes.sts import subset_limit
 from cselab.probes.suites import SPLIT_RULES
 

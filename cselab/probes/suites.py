@@ -1,6 +1,6 @@
 """The names the probe commands offer, kept apart from the probes' code so that ``--help`` imports no model
 library: the suites, the STS tasks of the ``sts`` suite, the default number of resamples, the Cont./Oppn. split
-rules and the transfer and probing classifier setups."""
+rules (the classifier setups' names are in :mod:`cselab.evaluation.setups`)."""
 
 SUITES = {"sts": ("sts",), "bias": ("bias",), "transfer": ("transfer",), "probing": ("probing",),
           "geometry": ("geometry",), "all": ("sts", "bias", "transfer", "probing", "geometry")}
@@ -9,4 +9,3 @@ RESAMPLES = 1000  # bootstrap and permutation resamples of `probe compare` and t
 MAX_RESAMPLES = 100_000  # 100 times the default: p-values down to 2e-5; more is a typo, not a need
 SPLIT_RULES = {"paper": "the 16 subsets of OssCSE's Table 2",
                "footnote": "every subset whose median gold score lies in [2, 3.5] (OssCSE's footnote 3)"}
-CLASSIFIER_SETUPS = ("full", "fast")  # cselab.evaluation.validation.CLASSIFIER_SETUPS

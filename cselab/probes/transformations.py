@@ -32,7 +32,8 @@ from cselab.data.readers import read_lines
 from cselab.encoders import Encoder
 from cselab.errors import DataError
 from cselab.files import parse_json
-from cselab.mer import Normalizer, mer_pairs
+from cselab.mer import mer_pairs
+from cselab.normalizers import Normalizer
 from cselab.metrics import cosine_rows
 
 TRANSFORMATIONS = ("paraphrase", "negation", "insertion", "deletion", "substitution", "random")

@@ -30,6 +30,9 @@ class LossContext:
     initial_weights: Callable[[], tuple] | None = None
 
 
+REDUCTIONS = ("rows", "whole_batch", "replicated")
+
+
 class Loss(nn.Module):
     """A loss plug-in (kind ``loss``).
 
@@ -49,6 +52,12 @@ class Loss(nn.Module):
     def __init__(self, **views: str | list[str]):
         super().__init__()
         self.views = views
+
+    def __init_subclass__(cls, **kwargs):
+        """A class declaring a ``reduce`` other than one of :data:`REDUCTIONS` is refused where it is defined."""
+        super().__init_subclass__(**kwargs)
+        if cls.reduce not in REDUCTIONS:
+            raise TypeError(f"{cls.__qualname__}.reduce = {cls.reduce!r}: expected one of {', '.join(REDUCTIONS)}")
 
     @classmethod
     def view_schema(cls) -> dict[str, Param]:

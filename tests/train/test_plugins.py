@@ -69,3 +69,11 @@ def test_every_kinds_plug_in_must_subclass_its_base(monkeypatch, kind):
         with pytest.raises(TypeError, match=f"{kind} 'plain': a {kind} plug-in is a subclass of {BASES[kind]}"):
             registry.register(kind, "plain")(wrong)
     assert all(issubclass(registry.get(kind, name).cls, registry._CONTRACTS[kind]) for name in registry.names(kind))
+
+
+def test_a_loss_with_an_unknown_reduction_is_refused_where_it_is_defined():
+    from cselab.train.kinds import Loss
+
+    with pytest.raises(TypeError, match="RowMean.reduce = 'row': expected one of rows, whole_batch, replicated"):
+        class RowMean(Loss):
+            reduce = "row"  # a typo that would have been summed as 'replicated' on every process

@@ -5,6 +5,7 @@ import pytest
 import yaml
 
 from cselab.cli import main
+from cselab.errors import ConfigError
 from cselab.train.config import EncoderConfig, TrainingConfig
 from cselab.train.methods import load_method
 
@@ -22,7 +23,7 @@ MISTAKES = {  # (method, --set): what the one line says after "METHOD: KEY: "
                                                                   "bernoulli_dropout, feature_dropout, fgsm",
     ("noise-neg", "losses.info_nce.generated.kind=gausian"): "unknown negatives 'gausian'; known: anchor_noise",
     ("sam", "hooks.weights.kind=sma"): "unknown weight hook 'sma'; known: awp, sam",
-    ("simcse", "losses.info_nce.type=info_nse"): "unknown loss 'info_nse'; known: info_nce, nt_xent",
+    ("simcse", "losses.info_nce.kind=info_nse"): "unknown loss 'info_nse'; known: info_nce, nt_xent",
     ("simcse", "losses.info_nce.positive=positiv"): "'positiv' is not a view; views: anchor, positive",
     ("simcse", "encoder.head=mpl"): "unknown head 'mpl'; known: mlp, projection",
     ("simcse", "training.optimizer=adam"): "'adam' is not allowed; expected one of adamw, adamw_legacy",
@@ -112,3 +113,15 @@ def test_the_training_and_encoder_sections_are_typed_objects_checked_when_built(
         TrainingConfig(**{**method["training"], "batch_sise": 8})
     with pytest.raises(ValueError, match="encoder.pooler: unknown pooler|encoder.pooler: 'first' is not allowed"):
         EncoderConfig(**{**method["encoder"], "pooler": "first"})
+
+
+def test_a_loss_is_chosen_with_kind_and_its_former_type_is_read_with_a_warning(tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text("extends: simcse\nlosses: {extra: {type: info_nce, anchor: anchor, positive: positive}}\n")
+    with pytest.warns(FutureWarning, match=r"losses\.extra\.type is now called kind"):
+        method = load_method(path)
+    assert method["losses"]["extra"]["kind"] == "info_nce" and "type" not in method["losses"]["extra"]
+    assert load_method("sscl-simcse", profile="official")["losses"]["plain_info_nce"]["kind"] == "info_nce"
+    path.write_text("extends: simcse\nlosses: {extra: {type: info_nce, kind: recall, anchor: anchor}}\n")
+    with pytest.raises(ConfigError, match="type 'info_nce' and kind 'recall' disagree"):
+        load_method(path)
