@@ -1,7 +1,8 @@
 """One registry for every plug-in kind, each plug-in declared once next to its code.
 
 A plug-in is a name, a typed schema of its parameters (:class:`Param`) and a class, a subclass of its kind's base
-class (the kind's contract: :mod:`cselab.train.kinds`, :class:`cselab.encoders.pooling.Pooler`)::
+class (the kind's contract: :mod:`cselab.train.kinds`, :class:`cselab.encoders.pooling.Pooler` and
+:class:`~cselab.encoders.pooling.LayerPooler`)::
 
     @register("loss", "triplet", params={"margin": Param(float, 0.5, min=0.0)})
     class Triplet(Loss):
@@ -11,8 +12,8 @@ class (the kind's contract: :mod:`cselab.train.kinds`, :class:`cselab.encoders.p
 Kinds (the modules that register them): ``loss`` (:mod:`cselab.train.plugins.losses`), ``input_augment`` and
 ``output_augment`` (:mod:`cselab.train.plugins.augmentations`), ``negatives`` (:mod:`cselab.train.plugins.negatives`),
 ``logit_transform`` (:mod:`cselab.train.plugins.transforms`), ``weight_hook`` (:mod:`cselab.train.plugins.hooks`),
-``head`` (:mod:`cselab.train.plugins.heads`) and ``pooler`` (:mod:`cselab.encoders.pooling`). :func:`check`
-validates a config section against a schema: every key known, every value type-checked, coerced and
+``head`` (:mod:`cselab.train.plugins.heads`), ``pooler`` and ``layer_pooler`` (:mod:`cselab.encoders.pooling`).
+:func:`check` validates a config section against a schema: every key known, every value type-checked, coerced and
 range-checked, defaults filled in; a mistake is a :class:`~cselab.errors.ConfigError` naming the key and what is
 allowed.
 """
@@ -33,7 +34,8 @@ REQUIRED = object()  # a Param default: the key must be given
 NAME = re.compile(r"[a-z0-9_-]+")  # the names of plug-ins, views and losses
 MAX_SEED = 2**32 - 1  # the largest seed numpy, scikit-learn and torch all take
 MAX_SEEDS = 1000  # seeds of one sweep (`cselab sweep --seeds`): each is a training run
-KINDS = ("loss", "input_augment", "output_augment", "negatives", "logit_transform", "weight_hook", "head", "pooler")
+KINDS = ("loss", "input_augment", "output_augment", "negatives", "logit_transform", "weight_hook", "head", "pooler",
+         "layer_pooler")
 
 
 def _bound(value: float) -> str:

@@ -10,6 +10,9 @@ trainer.
   output (``hidden_states[1]``, not the embeddings) and the last layer's.
 - ``avg_top2``: mean over tokens of the average of the last two layers.
 - ``mask``: the last layer's state at the prompt's mask token.
+
+:class:`LayerPooler` plug-ins (kind ``layer_pooler``) pool one layer's token states: ``first``, ``avg``, ``max``
+and ``mask``; the last-layer poolers above are made of them, and views that pool intermediate layers name one.
 """
 
 from __future__ import annotations
@@ -20,8 +23,6 @@ import torch
 
 from cselab.errors import ConfigError
 from cselab.registry import contract, get, names, register
-
-LAYER_POOLERS = ("first", "avg", "max", "mask")
 
 
 def matching_layer_pooler(pooler: str) -> str:
@@ -35,28 +36,67 @@ def masked_mean(states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Ten
     return (states * weights).sum(1) / weights.sum(1).clamp(min=1.0)
 
 
-def pool_states(states: torch.Tensor, attention_mask: torch.Tensor, kind: str,
-                mask_positions: torch.Tensor | None = None) -> torch.Tensor:
-    """One vector per sentence from one layer's token states (batch, tokens, dim): the ``first`` token's, the
-    ``avg`` or ``max`` over non-padding tokens, or the state at the prompt's ``mask`` token."""
-    if kind == "first":
+class LayerPooler:
+    """A layer pooler (kind ``layer_pooler``): one vector per sentence from one layer's token states (batch, tokens,
+    dim), the attention mask and the prompt's mask-token positions (None without a prompt). A view's
+    ``layer_pooler`` and each :class:`Pooler`'s ``layer_pooler`` name one."""
+
+    def __call__(self, states: torch.Tensor, attention_mask: torch.Tensor,
+                 mask_positions: torch.Tensor | None) -> torch.Tensor:
+        raise NotImplementedError
+
+
+contract("layer_pooler", LayerPooler)
+
+
+@register("layer_pooler", "first")
+class First(LayerPooler):
+    """The first token's state."""
+
+    def __call__(self, states, attention_mask, mask_positions):
         return states[:, 0]
-    if kind == "avg":
+
+
+@register("layer_pooler", "avg")
+class Mean(LayerPooler):
+    """The mean over non-padding tokens."""
+
+    def __call__(self, states, attention_mask, mask_positions):
         return masked_mean(states, attention_mask)
-    if kind == "max":
+
+
+@register("layer_pooler", "max")
+class Max(LayerPooler):
+    """The maximum over non-padding tokens, per dimension."""
+
+    def __call__(self, states, attention_mask, mask_positions):
         return states.masked_fill(attention_mask.unsqueeze(-1) == 0, torch.finfo(states.dtype).min).max(dim=1).values
-    if kind == "mask":
+
+
+@register("layer_pooler", "mask")
+class MaskToken(LayerPooler):
+    """The state at the prompt's mask token."""
+
+    def __call__(self, states, attention_mask, mask_positions):
         if mask_positions is None:
             raise ValueError("pooler 'mask' needs the mask token's positions")
         return states[torch.arange(len(states), device=states.device), mask_positions]
-    raise ConfigError(f"Unknown layer pooler {kind!r}; choose one of {', '.join(LAYER_POOLERS)}")
+
+
+LAYER_POOLERS = tuple(names("layer_pooler"))
+
+
+def pool_states(states: torch.Tensor, attention_mask: torch.Tensor, kind: str,
+                mask_positions: torch.Tensor | None = None) -> torch.Tensor:
+    """One vector per sentence from one layer's token states with the layer pooler ``kind``."""
+    return get("layer_pooler", kind).cls()(states, attention_mask, mask_positions)
 
 
 class Pooler:
     """A pooler (kind ``pooler``): called with a transformers model output, the attention mask and the prompt's
     mask-token positions (None without a prompt), it gives one vector per sentence. ``hidden_states`` asks for
-    every layer's states (``output_hidden_states=True``); ``layer_pooler`` is the pooling of one layer's states
-    (:data:`LAYER_POOLERS`) that matches it, for views that pool intermediate layers too."""
+    every layer's states (``output_hidden_states=True``); ``layer_pooler`` names the :class:`LayerPooler` of one
+    layer's states that matches it, for views that pool intermediate layers too."""
 
     hidden_states: ClassVar[bool] = False
     layer_pooler: ClassVar[str] = "avg"

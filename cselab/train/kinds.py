@@ -142,15 +142,17 @@ class Augment(nn.Module):
         raise NotImplementedError
 
 
-class WeightHook:
+class WeightHook(nn.Module):
     """A perturbation of the weights before a step's second forward-backward pass (kind ``weight_hook``, SAM/AWP):
-    called with the trainable tensors that have a gradient, it moves them in place (under ``no_grad``); the trainer
-    restores them exactly before the optimizer steps."""
+    called with the trainable tensors that have a gradient, its ``forward`` moves them in place (under
+    ``no_grad``); the trainer restores them exactly before the optimizer steps. A module of the objective, so that
+    a hook with state (buffers) has it saved with the run and restored on resume."""
 
     def __init__(self, size: float):
+        super().__init__()
         self.size = size
 
-    def __call__(self, with_grad: list[torch.Tensor]) -> None:
+    def forward(self, with_grad: list[torch.Tensor]) -> None:
         raise NotImplementedError
 
 

@@ -40,6 +40,10 @@ def test_every_in_tree_kind_is_found_without_a_list():
     assert {"info_nce", "two_way_margin", "recall", "nt_xent", "sg_opt"} <= set(registry.names("loss"))
     assert registry.names("head") == ["mlp", "projection"] and "sam" in registry.names("weight_hook")
     assert "gmm" in registry.names("negatives") and "gaussian_noise" in registry.names("input_augment")
+    from cselab.train.schema import VIEW
+
+    assert registry.names("layer_pooler") == ["avg", "first", "mask", "max"]
+    assert VIEW["layer_pooler"].choices == tuple(registry.names("layer_pooler"))  # a view offers every one
 
 
 def test_a_package_declares_its_plug_ins_with_an_entry_point(tmp_path, monkeypatch):
@@ -59,7 +63,8 @@ def test_an_entry_point_that_does_not_import_names_its_package(tmp_path, monkeyp
 BASES = {"loss": "cselab.train.kinds.Loss", "negatives": "cselab.train.kinds.NegativeSource",
          "logit_transform": "cselab.train.kinds.LogitTransform", "input_augment": "cselab.train.kinds.Augment",
          "output_augment": "cselab.train.kinds.Augment", "weight_hook": "cselab.train.kinds.WeightHook",
-         "head": "cselab.train.kinds.Head", "pooler": "cselab.encoders.pooling.Pooler"}
+         "head": "cselab.train.kinds.Head", "pooler": "cselab.encoders.pooling.Pooler",
+         "layer_pooler": "cselab.encoders.pooling.LayerPooler"}
 
 
 @pytest.mark.parametrize("kind", registry.KINDS)
@@ -77,3 +82,13 @@ def test_a_loss_with_an_unknown_reduction_is_refused_where_it_is_defined():
     with pytest.raises(TypeError, match="RowMean.reduce = 'row': expected one of rows, whole_batch, replicated"):
         class RowMean(Loss):
             reduce = "row"  # a typo that would have been summed as 'replicated' on every process
+
+
+def test_a_weight_hook_is_a_module_of_the_objective_so_its_state_is_saved_with_the_run():
+    from cselab.train.methods import load_method
+    from cselab.train.objective import Objective
+
+    objective = Objective(load_method("sam"))
+    assert dict(objective.named_children())["weight_hook"] is objective.weight_hook
+    objective.weight_hook.register_buffer("calls", torch.tensor(3))
+    assert int(objective.state_dict()["weight_hook.calls"]) == 3

@@ -42,10 +42,11 @@ def test_short_cpu_run_writes_a_best_checkpoint_the_probe_loads(tiny_bert_dir, t
     assert encoder.encode(["a test sentence"]).shape == (1, 32)
 
 
-def test_resume_after_a_kill_matches_a_straight_run(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
+@pytest.mark.parametrize("method", ["osscse", "sam"])  # sam: the weight hook's second pass resumes too
+def test_resume_after_a_kill_matches_a_straight_run(tiny_bert_dir, tiny_cache, data_dir, tmp_path, method):
     overrides = ["--set", "training.batch_size=16", "--set", "training.max_length=24", "--set", "training.lr=1e-4",
                  "--set", "training.eval_steps=10", "--set", "training.max_steps=40", "--set", "training.epochs=10"]
-    command = [sys.executable, "-m", "cselab.cli", "train", "--method", "osscse", "--model", str(tiny_bert_dir),
+    command = [sys.executable, "-m", "cselab.cli", "train", "--method", method, "--model", str(tiny_bert_dir),
                "--data", str(tiny_cache), "--data-dir", str(data_dir), "--eval-limit", "40", *overrides]
     straight = subprocess.run([*command, "--out", str(tmp_path / "straight")], capture_output=True, timeout=600)
     assert straight.returncode == 0, straight.stderr.decode()[-2000:]

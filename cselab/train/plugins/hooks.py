@@ -18,7 +18,7 @@ from cselab.train.kinds import WeightHook
 class SAM(WeightHook):
     """``delta = rho * g / ||g||`` over all weights together (rho = 0.05)."""
 
-    def __call__(self, with_grad):
+    def forward(self, with_grad):
         norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in with_grad]))
         for p in with_grad:
             p.add_(p.grad, alpha=self.size / (float(norm) + 1e-12))
@@ -30,7 +30,7 @@ class AWP(WeightHook):
     """``delta_l = gamma * ||w_l|| * g_l / ||g_l||`` for each weight tensor l, a step relative to the weight's
     own size (gamma = 5e-3, AWP's default)."""
 
-    def __call__(self, with_grad):
+    def forward(self, with_grad):
         for p in with_grad:
             p.add_(p.grad * (self.size * torch.linalg.vector_norm(p) / (torch.linalg.vector_norm(p.grad) + 1e-12)))
 
