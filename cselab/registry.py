@@ -234,15 +234,16 @@ def _join(where: str, key: str) -> str:
     return f"{where}.{key}" if where else str(key)
 
 
-def build(plugin: Plugin, params: dict[str, Any], *args) -> Any:
-    """The plug-in's object from its validated ``params``: every parameter of its schema is a keyword (None for one
-    left out), after ``args``."""
-    return plugin.cls(*args, **{key: params.get(key) for key in plugin.schema()})
+def build(plugin: Plugin, params: dict[str, Any], **context) -> Any:
+    """The plug-in's object from its validated ``params``, the one constructor convention of every kind: each
+    parameter of its schema is a keyword (None for one left out), and so is what the kind hands it besides
+    (``context``: a head's ``hidden`` size)."""
+    return plugin.cls(**context, **{key: params.get(key) for key in plugin.schema()})
 
 
-def build_plugin(kind: str, spec: dict[str, Any] | None, *args) -> Any:
+def build_plugin(kind: str, spec: dict[str, Any] | None, **context) -> Any:
     """The object of a checked ``{kind: NAME, ...parameters}`` mapping of plug-in ``kind`` (None for None)."""
-    return None if spec is None else build(get(kind, spec["kind"]), spec, *args)
+    return None if spec is None else build(get(kind, spec["kind"]), spec, **context)
 
 
 def check_plugin(kind: str, value: Any, where: str) -> dict[str, Any]:

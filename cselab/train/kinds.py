@@ -157,7 +157,7 @@ class WeightHook(nn.Module):
 
 
 class Head(nn.Module):
-    """A training-only head over the pooled vector (kind ``head``): built as ``cls(hidden, **params)``, with
+    """A training-only head over the pooled vector (kind ``head``): built as ``cls(hidden=..., **params)``, with
     ``hidden`` the backbone's hidden size; ``forward`` maps the pooled vectors. Checkpoints leave it out."""
 
 

@@ -15,7 +15,7 @@ from cselab.train.kinds import Head
 class MLPHead(Head):
     """SimCSE's training head over the pooled vector: dense layer and tanh."""
 
-    def __init__(self, hidden: int):
+    def __init__(self, *, hidden: int):
         super().__init__()
         self.dense = nn.Linear(hidden, hidden)
 
@@ -30,7 +30,7 @@ class MLPHead(Head):
 class ProjectionHead(Head, nn.Sequential):
     """SG-OPT's projection head f: two linear layers (hidden size ``inner``), each followed by GELU."""
 
-    def __init__(self, hidden: int, inner: int, output: int | None):
+    def __init__(self, *, hidden: int, inner: int, output: int | None):
         super().__init__(nn.Linear(hidden, inner), nn.GELU(), nn.Linear(inner, output or hidden), nn.GELU())
 
 
@@ -49,7 +49,7 @@ def build_head(head: dict | None, init: str, config) -> nn.Module | None:
     with ``config``, its weights started as ``init`` says (``bert`` or ``torch``)."""
     if head is None:
         return None
-    module = build_plugin("head", head, config.hidden_size)
+    module = build_plugin("head", head, hidden=config.hidden_size)
     if init == "bert":
         if getattr(config, "initializer_range", None) is None:
             raise ConfigError(f"encoder.head_init bert needs the backbone's initializer_range, which its "
