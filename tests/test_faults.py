@@ -3,7 +3,7 @@ nonsense values, and, class by class, every reader, loader and writer of a user'
 model folders, failing factories, links, identities, output sets, interrupts, full disks, degenerate data). Each
 case ends either in the identical result or in a one-line error (exit 2) that names the file or value, with
 nothing lost (the previous best checkpoint still loads) and no traceback. The kills at random
-points are tests/train/test_trainer.py::test_resume_after_a_kill_matches_a_straight_run and
+points are tests/train/test_trainer.py::test_resume_after_a_kill_is_bit_identical_to_a_straight_run and
 tests/augment/test_cache.py::test_resume_after_a_kill_gives_the_same_rows."""
 
 import json
