@@ -162,6 +162,7 @@ def test_the_mer_histogram_covers_the_configured_band_ends_included():
     assert list(wide) == ["[0.1, 0.2)", "[0.2, 0.3)", "[0.3, 0.4)", "[0.4, 0.5)", "[0.5, 0.6)", "[0.6, 0.7)",
                           "[0.7, 0.8]"]
     assert wide["[0.1, 0.2)"] == 2 and wide["[0.7, 0.8]"] == 2 and sum(wide.values()) == 4
+    assert list(mer_histogram([], (0.3, 0.6))) == ["[0.3, 0.4)", "[0.4, 0.5)", "[0.5, 0.6]"]  # a band on tenths
 
 
 @pytest.mark.skipif(shutil.which("apertium") is None, reason="apertium is not installed (apt-get install apertium "
