@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import copy
 import math
+import os
 import re
 from collections.abc import Callable
-from dataclasses import MISSING, dataclass, field, fields, replace
-from typing import Any
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from typing import Any, ClassVar
 
 from cselab.errors import ConfigError
 from cselab.files import shown
@@ -44,7 +45,8 @@ def _bound(value: float) -> str:
 
 @dataclass(frozen=True)
 class Param:
-    """A typed parameter: ``type`` is bool, int, float, str, list or dict (or a tuple of them); ``min``/``max`` bound
+    """A typed parameter: ``type`` is bool, int, float, str, list, tuple, dict or ``os.PathLike`` (a path, given as
+    a string too), or a tuple of them; ``min``/``max`` bound
     numbers (``above``/``below``: strictly); ``words`` are the strings allowed beside a number; ``choices``
     lists the allowed values (those of a plug-in kind when it is ``"plugin:KIND"``); ``nullable`` allows None;
     ``items`` types a list's items and ``length`` fixes its length; ``plugin`` makes the value a ``{kind:
@@ -78,7 +80,8 @@ class Param:
         types = self.type if isinstance(self.type, tuple) else (self.type,)
         string = " or ".join(map(repr, self.words)) if self.words else "a string"
         words = " or ".join({bool: "true/false", int: "a whole number", float: "a number", str: string,
-                             list: "a list", dict: "a mapping"}[t] for t in types)
+                             list: "a list", tuple: "a list", dict: "a mapping", os.PathLike: "a path"}[t]
+                            for t in types)
         bounds = []
         if self.min is not None:
             bounds.append(f"{'>' if self.above else '>='} {_bound(self.min)}")
@@ -102,11 +105,11 @@ class Param:
             raise ConfigError(f"{where}: {shown(value)} is not allowed; expected {self.describe()}")
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             self._bounds(value, where)
-        if isinstance(value, list):
+        if isinstance(value, (list, tuple)):
             if self.length is not None and len(value) != self.length:
                 raise ConfigError(f"{where}: {shown(value)} has {len(value)} items; expected {self.describe()}")
             if self.items is not None:
-                value = [self.items.check(item, f"{where}[{i}]") for i, item in enumerate(value)]
+                value = type(value)(self.items.check(item, f"{where}[{i}]") for i, item in enumerate(value))
         return value
 
     def _coerce(self, value: Any, where: str) -> Any:
@@ -131,6 +134,10 @@ class Param:
             if kind is str and isinstance(value, str) and (self.words is None or value in self.words):
                 return value
             if kind in (list, dict) and isinstance(value, kind):
+                return value
+            if kind is tuple and isinstance(value, (list, tuple)):
+                return tuple(value)
+            if kind is os.PathLike and isinstance(value, (str, os.PathLike)):
                 return value
         raise ConfigError(f"{where}: {shown(value)} is not valid; expected {self.describe()}")
 
@@ -273,6 +280,24 @@ def setting(default: Any, type: type | tuple[type, ...], help: str = "", **const
     if isinstance(default, (list, dict)):
         return field(default_factory=lambda: copy.deepcopy(default), metadata={"param": param})
     return field(default=default, metadata={"param": param})
+
+
+class Checked:
+    """The one base of cselab's config dataclasses (a method's ``encoder`` and ``training`` sections, the augment
+    config, the classifier settings): each field declares its :class:`Param` with :func:`setting`, and building an
+    object checks every field against that schema (one error format: the key, the value, what is allowed), coerces
+    the values in place (frozen dataclasses too), then applies :meth:`rules`, the rules across fields. ``where`` names
+    the object in errors."""
+
+    where: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        for name, value in check(asdict(self), schema_of(type(self)), self.where).items():
+            object.__setattr__(self, name, value)
+        self.rules()
+
+    def rules(self) -> None:
+        """Refuse (a ConfigError) a combination of checked values that has no meaning; nothing by default."""
 
 
 def schema_of(cls: type) -> dict[str, Param]:

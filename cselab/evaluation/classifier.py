@@ -24,28 +24,24 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from cselab.errors import ConfigError
+from cselab.registry import Checked, setting
 
 OPTIMIZERS = ("adam", "rmsprop")
 
 
 @dataclass(frozen=True)
-class ClassifierConfig:
+class ClassifierConfig(Checked):
     """SentEval's classifier settings (its ``params['classifier']``); ``nhid=0`` is logistic regression."""
 
-    nhid: int = 0
-    optim: str = "adam"
-    batch_size: int = 64
-    tenacity: int = 5
-    epoch_size: int = 4
-    max_epoch: int = 200
-    dropout: float = 0.0
+    where = "classifier"
 
-    def __post_init__(self):
-        if self.optim not in OPTIMIZERS:
-            raise ConfigError(f"Unknown optimizer {self.optim!r}; choose one of {', '.join(OPTIMIZERS)}")
-        if self.nhid < 0 or self.batch_size < 1 or self.epoch_size < 1 or self.tenacity < 0:
-            raise ConfigError(f"invalid classifier settings: {self}")
+    nhid: int = setting(0, int, "hidden units (0: logistic regression)", min=0)
+    optim: str = setting("adam", str, "the optimizer", choices=OPTIMIZERS)
+    batch_size: int = setting(64, int, "rows per update", min=1)
+    tenacity: int = setting(5, int, "epoch_size rounds without a better dev accuracy before stopping", min=0)
+    epoch_size: int = setting(4, int, "epochs per round", min=1)
+    max_epoch: int = setting(200, int, "the most epochs", min=0)
+    dropout: float = setting(0.0, float, "dropout before the output layer", min=0.0, max=1.0, below=True)
 
 
 @dataclass

@@ -20,27 +20,37 @@ from typing import Any, ClassVar
 from cselab.data.transfer import TRANSFER_TASKS
 from cselab.encoders.base import Encoder
 from cselab.errors import ConfigError
+from cselab.evaluation.setups import CLASSIFIER_SETUPS
 from cselab.files import clipped
 from cselab.evaluation.probe import Probe, Result
-from cselab.probes.suites import STS_SUITE, SUITES
+from cselab.normalizers import NORMALIZERS
+from cselab.probes.suites import SPLIT_RULES, STS_SUITE, SUITES
+from cselab.registry import MAX_SEED, Checked, Param, setting
 
 
 @dataclass
-class ProbeOptions:
-    """What a probe run reads and how; defaults are the CLI's."""
+class ProbeOptions(Checked):
+    """What a probe run reads and how; defaults are the CLI's. Checked when built, as every config object is."""
 
-    data_dir: str | os.PathLike | None = None
-    tasks: tuple[str, ...] = STS_SUITE
-    testset: str | os.PathLike | None = None
-    mer_normalize: str = "lower"
-    batch_size: int = 64
-    limit: int | None = None
-    seed: int = 0
-    classifier: str = "full"
-    n_jobs: int = 1
-    transfer_tasks: tuple[str, ...] = TRANSFER_TASKS
-    probing_dir: str | os.PathLike | None = None
-    split_rule: str = "paper"
+    where = "probe options"
+
+    data_dir: str | os.PathLike | None = setting(None, os.PathLike, "the data root (default: $CSELAB_DATA_DIR)",
+                                                 nullable=True)
+    tasks: tuple[str, ...] = setting(STS_SUITE, tuple, "the STS tasks of the sts suite (the data layer knows them)",
+                                     items=Param(str))
+    testset: str | os.PathLike | None = setting(None, os.PathLike, "a transformation test set (JSONL)",
+                                                nullable=True)
+    mer_normalize: str = setting("lower", str, "text normalisation before MER", choices=tuple(NORMALIZERS))
+    batch_size: int = setting(64, int, "sentences per forward pass", min=1)
+    limit: int | None = setting(None, int, "pairs per STS subset (a quick look)", min=2, nullable=True)
+    seed: int = setting(0, int, "the seed of resampling and classifiers", min=0, max=MAX_SEED)
+    classifier: str = setting("full", str, "the transfer and probing classifier setup",
+                              choices=tuple(CLASSIFIER_SETUPS))
+    n_jobs: int = setting(1, int, "processes training the classifiers", min=1)
+    transfer_tasks: tuple[str, ...] = setting(TRANSFER_TASKS, tuple, "the transfer tasks (the data layer knows "
+                                              "them)", items=Param(str))
+    probing_dir: str | os.PathLike | None = setting(None, os.PathLike, "the probing tasks' folder", nullable=True)
+    split_rule: str = setting("paper", str, "the Cont./Oppn. split rule", choices=tuple(SPLIT_RULES))
 
 
 class Suite(Probe):

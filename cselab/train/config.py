@@ -6,20 +6,22 @@ keys. Building one checks it (a :class:`~cselab.errors.ConfigError` naming the k
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 from cselab.encoders import pooling  # noqa: F401  (the poolers registered: encoder.pooler's choices)
 from cselab.errors import ConfigError
 from cselab.evaluation.dev import dev_names
 from cselab.files import shown
-from cselab.registry import MAX_SEED, REQUIRED, Param, check, schema_of, setting
+from cselab.registry import MAX_SEED, REQUIRED, Checked, Param, schema_of, setting
 
 DTYPES = ("float32", "bfloat16", "float16")
 
 
 @dataclass(frozen=True, kw_only=True)
-class EncoderConfig:
+class EncoderConfig(Checked):
     """``encoder``: how the backbone becomes a sentence encoder in training."""
+
+    where = "encoder"
 
     pooler: str = setting(REQUIRED, str, "how token states become the sentence vector", choices="plugin:pooler")
     prompt: str | None = setting(None, str, "template with {} for the sentence", nullable=True)
@@ -36,12 +38,14 @@ class EncoderConfig:
     def __post_init__(self) -> None:
         if isinstance(self.head, str):  # `head: mlp` is {kind: mlp}
             object.__setattr__(self, "head", {"kind": self.head})
-        _checked(self, "encoder")
+        super().__post_init__()
 
 
 @dataclass(frozen=True, kw_only=True)
-class TrainingConfig:
+class TrainingConfig(Checked):
     """``training``: the optimizer, its schedule, the batches, the evaluations and the early stop."""
+
+    where = "training"
 
     batch_size: int = setting(REQUIRED, int, "rows per contrastive batch", min=1)
     lr: float = setting(REQUIRED, float, "peak learning rate (0: a control run that does not move)", min=0.0)
@@ -74,18 +78,10 @@ class TrainingConfig:
                        "(mr, cr, subj, mpqa, sst2, trec, mrpc), transfer-dev-avg (their mean) or none (best = last "
                        "save)", choices=dev_names())
 
-    def __post_init__(self) -> None:
-        _checked(self, "training")
+    def rules(self) -> None:
         if self.warmup >= 1 and self.warmup != int(self.warmup):
             raise ConfigError(f"training.warmup: {shown(self.warmup)} is neither a fraction below 1 nor a whole "
                               "number of steps")
-
-
-def _checked(config, where: str) -> None:
-    """Check a section object against the schema its fields declare, its values coerced in place (``lr: 1`` is
-    1.0)."""
-    for name, value in check(asdict(config), schema_of(type(config)), where).items():
-        object.__setattr__(config, name, value)
 
 
 def warmup_steps(warmup: float, total: int) -> int:

@@ -78,9 +78,12 @@ def test_mlp_with_dropout_learns_and_worker_processes_agree():
     assert [r.dev_accuracy for r in one] == [r.dev_accuracy for r in two]
 
 
-def test_bad_settings_are_refused():
-    with pytest.raises(ValueError, match="Unknown optimizer 'sgd'"):
+def test_bad_settings_are_refused_in_the_one_config_error_format():
+    with pytest.raises(ValueError, match="classifier.optim: 'sgd' is not allowed; expected one of adam, rmsprop"):
         ClassifierConfig(optim="sgd")
+    with pytest.raises(ValueError, match="classifier.batch_size: 0 is out of range; expected a whole number >= 1"):
+        ClassifierConfig(batch_size=0)
+    assert ClassifierConfig(dropout=0).dropout == 0.0 and isinstance(ClassifierConfig(dropout=0).dropout, float)
 
 
 def test_training_the_classifiers_leaves_the_callers_generators_alone():

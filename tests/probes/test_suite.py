@@ -64,3 +64,26 @@ def test_a_package_adds_a_suite_with_an_entry_point(tmp_path, monkeypatch):
     monkeypatch.delitem(sys.modules, "acme_probes")
     with pytest.raises(ConfigError, match="entry point acme of acme-probes: importing 'acme_probes' failed"):
         suites()
+
+
+def test_every_config_object_is_checked_when_built_in_one_error_format(tmp_path):
+    from cselab.augment.cache import AugmentConfig
+    from cselab.errors import ConfigError
+    from cselab.evaluation.classifier import ClassifierConfig
+    from cselab.probes.suite import ProbeOptions
+    from cselab.registry import Checked
+    from cselab.train.config import EncoderConfig, TrainingConfig
+
+    assert all(issubclass(cls, Checked) for cls in (AugmentConfig, ClassifierConfig, ProbeOptions, EncoderConfig,
+                                                    TrainingConfig))
+    options = ProbeOptions(data_dir=tmp_path, tasks=["sts12", "stsb"], seed=3)
+    assert options.tasks == ("sts12", "stsb") and options.data_dir == tmp_path
+    for wrong, message in ((dict(batch_size=0), "probe options.batch_size: 0 is out of range"),
+                           (dict(classifier="slow"), "probe options.classifier: 'slow' is not allowed; expected one "
+                                                     "of full, fast"),
+                           (dict(seed=-1), "probe options.seed: -1 is out of range"),
+                           (dict(limit=1), "probe options.limit: 1 is out of range"),
+                           (dict(tasks=["sts12", 3]), r"probe options.tasks\[1\]: 3 is not valid"),
+                           (dict(data_dir=3), "probe options.data_dir: 3 is not valid; expected a path or null")):
+        with pytest.raises(ConfigError, match=message):
+            ProbeOptions(**wrong)
