@@ -12,7 +12,7 @@ from cselab.evaluation.setups import CLASSIFIER_SETUPS
 from cselab.files import check_folder
 from cselab.normalizers import NORMALIZERS
 from cselab.data.transfer import TRANSFER_TASKS
-from cselab.probes.suites import MAX_RESAMPLES, RESAMPLES, SPLIT_RULES, STS_SUITE, SUITES
+from cselab.probes.names import MAX_RESAMPLES, RESAMPLES, SPLIT_RULES, STS_SUITE, SUITES
 
 
 def register(probe: argparse.ArgumentParser) -> None:

@@ -22,7 +22,7 @@ from cselab.probes.report import bias_tables
 from cselab.probes.splits import SubsetSplit, build_splits, split_summary
 from cselab.probes.sts import similarities
 from cselab.probes.suite import ProbeOptions, Suite, register_suite
-from cselab.probes.suites import SPLIT_RULES
+from cselab.probes.names import SPLIT_RULES
 from cselab.probes.transformations import (
     handwritten_testset,
     paraphrase_over_negation,

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from cselab.probes.suites import RESAMPLES
+from cselab.probes.names import RESAMPLES
 
 LEVEL = 0.95
 ALPHA = 0.05

@@ -34,7 +34,7 @@ from cselab.files import check_folder
 from cselab.mer import mer_pairs
 from cselab.normalizers import Normalizer
 from cselab.probes.sts import subset_limit
-from cselab.probes.suites import SPLIT_RULES
+from cselab.probes.names import SPLIT_RULES
 
 SOURCES = (("sts12", "test"), ("sts13", "test"), ("sts14", "test"), ("sts15", "test"), ("sts16", "test"),
            ("stsb", "train"), ("stsb", "test"))

@@ -21,7 +21,7 @@ from cselab.metrics import cosine_rows, pearson, spearman
 from cselab.evaluation.probe import Result
 from cselab.probes.report import sts_table
 from cselab.probes.suite import Suite, register_suite
-from cselab.probes.suites import STS_SUITE
+from cselab.probes.names import STS_SUITE
 
 SHORT_NAMES = {"sts12": "STS12", "sts13": "STS13", "sts14": "STS14", "sts15": "STS15", "sts16": "STS16",
                "stsb": "STS-B", "sickr": "SICK-R"}

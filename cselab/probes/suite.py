@@ -3,7 +3,7 @@
 :func:`register_suite` in the module that defines it; the runner and the report read suites only through this
 registry, which imports every module of :mod:`cselab.probes` and every module a package declares in the
 entry-point group ``cselab.suites`` to find them. Adding a suite to cselab is one module in ``cselab/probes/`` and
-its name in :data:`cselab.probes.suites.SUITES` (the list ``--help`` shows without importing the probes;
+its name in :data:`cselab.probes.names.SUITES` (the list ``--help`` shows without importing the probes;
 ``tests/probes/test_suite.py`` checks the two agree); see docs/adding-a-probe.md.
 """
 
@@ -24,7 +24,7 @@ from cselab.evaluation.setups import CLASSIFIER_SETUPS
 from cselab.files import clipped
 from cselab.evaluation.probe import Probe, Result
 from cselab.normalizers import NORMALIZERS
-from cselab.probes.suites import SPLIT_RULES, STS_SUITE, SUITES
+from cselab.probes.names import SPLIT_RULES, STS_SUITE, SUITES
 from cselab.registry import MAX_SEED, Checked, Param, setting
 
 

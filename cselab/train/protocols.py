@@ -27,7 +27,7 @@ import yaml
 
 from cselab.atomic import write_text_atomic
 from cselab.train.methods import load_method
-from cselab.train.schema import setting
+from cselab.train.schema import value_at
 
 STATUSES = ("same", "deviates", "interpretation", "unstated")
 
@@ -71,8 +71,8 @@ def resolve(row: dict[str, Any]) -> Any:
         at = row["at"]
         config = load_method(at["preset"], profile=at.get("profile"))
         if "keys" in at:
-            return [_plain(setting(config, key)) for key in at["keys"]]
-        return _plain(setting(config, at["key"]))
+            return [_plain(value_at(config, key)) for key in at["keys"]]
+        return _plain(value_at(config, at["key"]))
     if "constant" in row:
         return _plain(_constant(row["constant"]))
     raise ValueError("a row needs at, constant or test")

@@ -169,7 +169,7 @@ def section_schema(config: dict[str, Any], section: list[str]) -> dict[str, Para
     return {}
 
 
-def setting(config: dict[str, Any], dotted: str) -> Any:
+def value_at(config: dict[str, Any], dotted: str) -> Any:
     """The value at ``dotted`` of a resolved config; a key of the schema left out (its value null) is None, a key
     the schema does not know is a KeyError."""
     *parents, leaf = dotted.split(".")

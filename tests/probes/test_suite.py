@@ -13,7 +13,7 @@ from cselab.evaluation.probe import Result
 from cselab.probes import suite as registry
 from cselab.probes.runner import run_probes
 from cselab.probes.suite import ProbeOptions, Suite, register_suite, suite_parts, suite_sections, suites
-from cselab.probes.suites import SUITES
+from cselab.probes.names import SUITES
 
 
 def test_the_registry_holds_the_suites_help_lists_in_their_order():
