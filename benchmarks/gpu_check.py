@@ -176,6 +176,7 @@ class Stepper:
     def __init__(self, method_name: str, model_dir: Path, device: str, batch_size: int, overrides=()):
         import torch
 
+        from cselab.train.batches import Collator
         from cselab.train.methods import load_method
         from cselab.train.objective import Objective
         from cselab.train.config import TrainingConfig
@@ -193,6 +194,7 @@ class Stepper:
         self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda _: 1.0)
         self.initial = initial_weights(self.encoder)
         self.objective = Objective(self.method)
+        self.collate = Collator(self.encoder, self.objective.forward_keys)
         self.pool = sentences(batch_size * 4, seed=batch_size)
         self.torch = torch
 
@@ -207,14 +209,13 @@ class Stepper:
         the optimizer; each phase is a ``record_function`` range, so that the profile section can part them."""
         from torch.profiler import record_function
 
-        from cselab.train.batches import Collator
         from cselab.train.optim import clip_and_step
         from cselab.train.trainer import backward_pass
 
         torch = self.torch
         self.objective.new_batch()
         with record_function("collate"):
-            batch = Collator(self.encoder, self.objective.forward_keys)(self.rows(step))
+            batch = self.collate(self.rows(step))
 
         def backward(value):
             with record_function("backward"):

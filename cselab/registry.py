@@ -46,11 +46,10 @@ def _bound(value: float) -> str:
 @dataclass(frozen=True)
 class Param:
     """A typed parameter: ``type`` is bool, int, float, str, list, tuple, dict or ``os.PathLike`` (a path, given as
-    a string too), or a tuple of them; ``min``/``max`` bound
-    numbers (``above``/``below``: strictly); ``words`` are the strings allowed beside a number; ``choices``
-    lists the allowed values (those of a plug-in kind when it is ``"plugin:KIND"``); ``nullable`` allows None;
-    ``items`` types a list's items and ``length`` fixes its length; ``plugin`` makes the value a ``{kind:
-    NAME, ...}`` mapping checked against that kind's plug-in."""
+    a string too), or a tuple of them; ``min``/``max`` bound numbers (``above``/``below``: strictly); ``words`` are
+    the strings allowed beside a number; ``choices`` lists the allowed values (those of a plug-in kind when it is
+    ``"plugin:KIND"``); ``nullable`` allows None; ``items`` types a list's or tuple's items and ``length`` fixes its
+    length; ``plugin`` makes the value a ``{kind: NAME, ...}`` mapping checked against that kind's plug-in."""
 
     type: type | tuple[type, ...]
     default: Any = REQUIRED
@@ -284,10 +283,10 @@ def setting(default: Any, type: type | tuple[type, ...], help: str = "", **const
 
 class Checked:
     """The one base of cselab's config dataclasses (a method's ``encoder`` and ``training`` sections, the augment
-    config, the classifier settings): each field declares its :class:`Param` with :func:`setting`, and building an
-    object checks every field against that schema (one error format: the key, the value, what is allowed), coerces
-    the values in place (frozen dataclasses too), then applies :meth:`rules`, the rules across fields. ``where`` names
-    the object in errors."""
+    config, the classifier settings, the probe options): each field declares its :class:`Param` with
+    :func:`setting`, and building an object checks every field against that schema (one error format: the key, the
+    value, what is allowed), coerces the values in place (frozen dataclasses too), then applies :meth:`rules`, the
+    rules across fields. ``where`` names the object in errors."""
 
     where: ClassVar[str] = ""
 

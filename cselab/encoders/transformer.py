@@ -149,6 +149,7 @@ class TransformerEncoder(Encoder):
 
     def _truncate(self, sentences: list[str], excess: list[int], cap: int) -> list[list[int]]:
         """Cut each sentence (never the prompt) at a token boundary until the whole fits in ``cap`` tokens."""
+        sentences, excess = list(sentences), list(excess)
         done: list[list[int] | None] = [None] * len(sentences)
         pending = list(range(len(sentences)))
         while pending:

@@ -39,8 +39,8 @@ class LegacyAdamW(torch.optim.Optimizer):
     def step(self, closure=None):
         """One update of every parameter with a gradient: the same operations as one loop per parameter, applied
         with torch's ``_foreach`` kernels to all the parameters of a group that share a device, dtype and step
-        count (a few kernel launches per group instead of a few per parameter: on a GPU the loop cost more than
-        BERT-base's forward pass)."""
+        count: a few kernel launches per group instead of a few per parameter (see benchmarks/RESULTS.md, GPU
+        check)."""
         loss = None
         if closure is not None:
             with torch.enable_grad():
