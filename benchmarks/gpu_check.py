@@ -171,31 +171,28 @@ def peak_tflops(device: str, override: float | None) -> float | None:
 
 
 class Stepper:
-    """One method's training steps through the trainer's ``backward_pass``, on synthetic rows."""
+    """One method's training steps as the trainer takes them (the parts from ``cselab.train.run.setup``, the batch
+    through the loop's ``backward_pass``), on synthetic rows, with a constant learning rate of 1e-5."""
 
     def __init__(self, method_name: str, model_dir: Path, device: str, batch_size: int, overrides=()):
         import torch
 
-        from cselab.train.batches import Collator
-        from cselab.train.methods import load_method
-        from cselab.train.objective import Objective
-        from cselab.train.config import TrainingConfig
-        from cselab.train.optim import build_optimizer
-        from cselab.train.trainer import build_encoder, initial_weights
+        from cselab.train.config.methods import load_method
+        from cselab.train.run.setup import setup
 
-        self.method = load_method(method_name, ["training.max_length=32", *overrides])
+        self.method = load_method(method_name, ["training.max_length=32", "training.lr=1e-5", "training.warmup=0",
+                                                f"training.batch_size={batch_size}", "training.dev=none", *overrides])
         self.device, self.batch_size = device, batch_size
-        self.encoder = build_encoder(self.method, str(model_dir)).to(device)
+        self.pool = sentences(batch_size * 4, seed=batch_size)
+        # the setup's loader is not iterated: each step's batch comes from rows(), collated by the loader's collator
+        self.parts = setup(self.method, str(model_dir), self.pool, "synthetic rows")
+        self.encoder, self.objective, self.optimizer = self.parts.encoder, self.parts.objective, self.parts.optimizer
+        self.encoder.to(device)
         if self.encoder.frozen is not None:
             self.encoder.frozen.to(device)
-        named = [(n, p) for n, p in self.encoder.named_parameters() if p.requires_grad]
-        self.trainable = [p for _, p in named]
-        self.optimizer = build_optimizer(named, TrainingConfig(**{**self.method["training"], "lr": 1e-5}))
+        self.trainable = self.parts.trainable
         self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda _: 1.0)
-        self.initial = initial_weights(self.encoder)
-        self.objective = Objective(self.method)
-        self.collate = Collator(self.encoder, self.objective.forward_keys)
-        self.pool = sentences(batch_size * 4, seed=batch_size)
+        self.collate = self.parts.loader.collate_fn
         self.torch = torch
 
     def rows(self, step: int) -> dict[str, list[str]]:
@@ -209,8 +206,8 @@ class Stepper:
         the optimizer; each phase is a ``record_function`` range, so that the profile section can part them."""
         from torch.profiler import record_function
 
-        from cselab.train.optim import clip_and_step
-        from cselab.train.trainer import backward_pass
+        from cselab.train.run.loop import backward_pass
+        from cselab.train.run.optim import clip_and_step
 
         torch = self.torch
         self.objective.new_batch()
@@ -223,8 +220,7 @@ class Stepper:
 
         kind = "cuda" if self.device.startswith("cuda") else "cpu"
         with torch.autocast(kind, dtype=torch.bfloat16, enabled=bf16), record_function("forward"):
-            loss, _ = backward_pass(self.encoder, self.objective, batch, backward,
-                                    lambda: (list(self.encoder.backbone.parameters()), self.initial),
+            loss, _ = backward_pass(self.encoder, self.objective, batch, backward, self.parts.initial_weights,
                                     self.trainable)
         with record_function("optimizer"):
             clip_and_step(self.optimizer, self.schedule, self.trainable, self.method["training"]["max_grad_norm"])

@@ -24,10 +24,11 @@ import torch
 def run(variant: str, model: str, batch_size: int, steps: int, max_length: int) -> dict:
     from cselab.data import load_corpus
     from cselab.encoders.loading import ALIASES
-    from cselab.train.losses import info_nce
-    from cselab.train.methods import load_method
+    from cselab.train.plugins.functional import info_nce
+    from cselab.train.config.methods import load_method
     from cselab.train.objective import Objective
-    from cselab.train.trainer import backward_pass, build_encoder, initial_weights
+    from cselab.train.run.loop import backward_pass
+    from cselab.train.run.setup import build_encoder, initial_weights
 
     torch.manual_seed(0)
     path = str(ALIASES[model]()) if model in ALIASES else model
@@ -88,7 +89,7 @@ def main() -> None:
         print(json.dumps(run(args.variant, args.model, args.batch_size, args.steps, args.max_length)))
         return
     print(f"model {args.model}, batch {args.batch_size}, max length {args.max_length}, {args.steps} timed steps")
-    from cselab.train.methods import preset_names
+    from cselab.train.config.methods import preset_names
 
     methods = preset_names() if args.methods == "all" else args.methods.split(",")
     results = {}

@@ -1,7 +1,7 @@
 """One registry for every plug-in kind, each plug-in declared once next to its code.
 
 A plug-in is a name, a typed schema of its parameters (:class:`Param`) and a class, a subclass of its kind's base
-class (the kind's contract: :mod:`cselab.train.kinds`, :class:`cselab.encoders.pooling.Pooler` and
+class (the kind's contract: :mod:`cselab.train.plugins.kinds`, :class:`cselab.encoders.pooling.Pooler` and
 :class:`~cselab.encoders.pooling.LayerPooler`)::
 
     @register("loss", "triplet", params={"margin": Param(float, 0.5, min=0.0)})
@@ -172,7 +172,7 @@ _CONTRACTS: dict[str, type] = {}
 
 
 def contract(kind: str, base: type) -> None:
-    """Declare that every plug-in of ``kind`` is a subclass of ``base`` (:mod:`cselab.train.kinds`)."""
+    """Declare that every plug-in of ``kind`` is a subclass of ``base`` (:mod:`cselab.train.plugins.kinds`)."""
     _CONTRACTS[kind] = base
 
 

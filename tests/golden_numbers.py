@@ -43,8 +43,8 @@ def numbers(value, prefix=""):
 
 def train_numbers(preset: str, tiny_bert: str, cache: str, data_dir: str, out: Path) -> dict[str, float]:
     """Every logged figure of three steps of ``preset`` on the tiny BERT (and its one dev score)."""
-    from cselab.train.methods import load_method
-    from cselab.train.trainer import train
+    from cselab.train.config.methods import load_method
+    from cselab.train.run.trainer import train
 
     train(load_method(preset, SETTINGS), tiny_bert, cache, out, data_dir, eval_limit=20, log_every=1,
           progress=False)
@@ -65,7 +65,7 @@ def probe_numbers(model: str, tiny_bert: str, data_dir: str) -> dict[str, float]
 
 
 def sections() -> list[str]:
-    from cselab.train.methods import preset_names
+    from cselab.train.config.methods import preset_names
 
     return [*(f"train/{preset}" for preset in preset_names()), *(f"probe/{model}" for model in PROBE_MODELS)]
 

@@ -13,7 +13,7 @@ LAYERS = {"core": 0, "data": 1, "encoders": 2, "evaluation": 3, "augment": 4, "p
 
 
 def layer_of(module: str) -> str:
-    """``cselab.train.trainer`` -> train; top-level modules (errors, registry, metrics ...) are core."""
+    """``cselab.train.run.trainer`` -> train; top-level modules (errors, registry, metrics ...) are core."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 and parts[1] in LAYERS else "core"
 

@@ -11,9 +11,9 @@ import torch
 
 from cselab import registry
 from cselab.registry import build, get
-from cselab.train.methods import load_method
+from cselab.train.config.methods import load_method
 from cselab.train.objective import Objective
-from cselab.train.trainer import train
+from cselab.train.run.trainer import train
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 

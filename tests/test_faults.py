@@ -23,8 +23,8 @@ from cselab.augment.cache import AugmentConfig, build_cache
 from cselab.cli import main
 from cselab.data.augmented import load_cache
 from cselab.encoders import load_encoder
-from cselab.train import state as training_state
-from cselab.train.trainer import Run
+from cselab.train.run import state as training_state
+from cselab.train.run.trainer import Trainer
 
 SETTINGS = ["--set", "training.batch_size=16", "--set", "training.max_length=24", "--set", "training.lr=1e-4",
             "--set", "training.eval_steps=2", "--set", "training.max_steps=4"]
@@ -44,14 +44,14 @@ def finished_run(tmp_path_factory, tiny_bert_dir, tiny_cache, data_dir):
     """A run of 4 steps (saved at 2 and 4), and the same run killed after its save at step 2."""
     root = tmp_path_factory.mktemp("runs")
     assert main(train_args(tiny_bert_dir, tiny_cache, data_dir, root / "full")) == 0
-    save = Run.evaluate_and_save
+    save = Trainer.evaluate_and_save
 
-    def save_then_die(self):
-        save(self)
+    def save_then_die(self, *args):
+        save(self, *args)
         raise Killed
 
     with pytest.MonkeyPatch.context() as patch, pytest.raises(Killed):
-        patch.setattr(Run, "evaluate_and_save", save_then_die)
+        patch.setattr(Trainer, "evaluate_and_save", save_then_die)
         main(train_args(tiny_bert_dir, tiny_cache, data_dir, root / "half"))
     assert json.loads((root / "half" / "last" / "trainer_state.json").read_text())["step"] == 2
     return root

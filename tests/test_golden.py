@@ -27,7 +27,7 @@ from sentence_transformers import SentenceTransformer
 from cselab.encoders import load_encoder
 from cselab.encoders.checkpoint import CHECKPOINT_FILE, read_checkpoint_info
 from cselab.encoders.st_module import needs_module
-from cselab.train.methods import preset_names
+from cselab.train.config.methods import preset_names
 from tests.golden_numbers import PINNED, PROBE_MODELS
 
 GOLDEN = Path(__file__).with_name("golden.json")

@@ -9,7 +9,7 @@ from pathlib import Path
 from cselab.cli.options import add_backbone, add_data_dir, add_overrides, add_profile, whole_number
 from cselab.errors import ConfigError
 from cselab.files import read_json
-from cselab.train.run_folder import RESTARTS
+from cselab.train.run.folder import RESTARTS
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -44,7 +44,7 @@ def register(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> None:
-    from cselab.train.methods import describe_presets, load_method
+    from cselab.train.config.methods import describe_presets, load_method
 
     if args.list_methods:
         presets = describe_presets()
@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> None:
     from transformers.utils import logging as transformers_logging
 
     from cselab.encoders.loading import resolve_backbone
-    from cselab.train.trainer import train
+    from cselab.train.run.trainer import train
 
     transformers_logging.disable_progress_bar()  # weight loading is quick; the training bar says what matters
     summary = train(method, resolve_backbone(args.model), args.data, args.out, args.data_dir, args.eval_limit,

@@ -17,6 +17,7 @@ SimCSE evaluates.
 from __future__ import annotations
 
 import os
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -58,9 +59,11 @@ class STSDevProbe(Probe):
         _known(name, STS_DEV)
         if limit is not None and limit < 2:
             raise ConfigError(f"--eval-limit {limit}: a dev score needs at least 2 pairs")
-        self.name, self.limit = name, limit
-        self.sets: list[STSPairs] = [pairs for task, split in STS_DEV[name] for pairs in load_sts(task, split,
-                                                                                                  data_dir)]
+        self.name, self.limit, self.data_dir = name, limit, data_dir
+
+    @cached_property
+    def sets(self) -> list[STSPairs]:
+        return [pairs for task, split in STS_DEV[self.name] for pairs in load_sts(task, split, self.data_dir)]
 
     def identity(self) -> dict[str, Any]:
         digests = [sha256(pairs.files[0]) for pairs in self.sets]
@@ -85,9 +88,12 @@ class TransferDevProbe(Probe):
         if limit is not None and limit < 2 * classifier_setup(TRANSFER_SETUP).kfold:
             raise ConfigError(f"--eval-limit {limit}: a transfer dev score needs at least "
                               f"{2 * classifier_setup(TRANSFER_SETUP).kfold} lines per file (two per fold)")
-        self.name, self.limit = name, limit
-        self.tasks = {task: {split: part for split, part in load_transfer(task, data_dir, limit).items()
-                             if split != "test"} for task in TRANSFER_DEV[name]}
+        self.name, self.limit, self.data_dir = name, limit, data_dir
+
+    @cached_property
+    def tasks(self) -> dict[str, dict[str, Any]]:
+        return {task: {split: part for split, part in load_transfer(task, self.data_dir, self.limit).items()
+                       if split != "test"} for task in TRANSFER_DEV[self.name]}
 
     def files(self) -> list:
         return [path for splits in self.tasks.values() for part in splits.values() for path in part.files]
@@ -111,7 +117,7 @@ def dev_names() -> tuple[str, ...]:
 
 
 def dev_probe(name: str, data_dir: str | os.PathLike | None = None, limit: int | None = None) -> Probe | None:
-    """The dev probe ``name`` with its data read; None for ``none``."""
+    """The dev probe ``name`` (its data read when it first runs or says its identity); None for ``none``."""
     if name == NONE:
         return None
     return (TransferDevProbe if name in TRANSFER_DEV else STSDevProbe)(name, data_dir, limit)

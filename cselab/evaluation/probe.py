@@ -1,5 +1,5 @@
-"""One interface for whatever scores an encoder: a :class:`Probe` is named, reads its data when it is made, says what
-it read (:meth:`Probe.identity`) and gives a :class:`Result` for an encoder."""
+"""One interface for whatever scores an encoder: a :class:`Probe` is named, reads its data when it is first used, says
+what it read (:meth:`Probe.identity`) and gives a :class:`Result` for an encoder."""
 
 from __future__ import annotations
 

@@ -48,9 +48,10 @@ from cselab.probes.runner import write_items
 from cselab.probes.suite import ProbeOptions
 from cselab.probes.sts import run_sts
 from cselab.registry import MAX_SEED, MAX_SEEDS
-from cselab.train.methods import load_method
-from cselab.train.data import data_source
-from cselab.train.trainer import run_identity, train
+from cselab.train.config.methods import load_method
+from cselab.train.run.data import data_source
+from cselab.train.run.folder import run_identity
+from cselab.train.run.trainer import train
 
 logger = logging.getLogger(__name__)
 

@@ -29,7 +29,7 @@ from cselab.encoders.checkpoint import CheckpointInfo, write_checkpoint_info
 from cselab.encoders.pretrained import load_pretrained
 from cselab.encoders.transformer import TransformerEncoder
 from cselab.errors import ConfigError
-from cselab.train.config import EncoderConfig
+from cselab.train.config.sections import EncoderConfig
 from cselab.train.plugins.heads import build_head
 
 ST_POOLING = {"cls_before_pooler": "pooling_mode_cls_token", "avg": "pooling_mode_mean_tokens"}
@@ -37,8 +37,8 @@ ST_POOLING = {"cls_before_pooler": "pooling_mode_cls_token", "avg": "pooling_mod
 
 class TrainingEncoder(nn.Module):
     """A backbone with a pooler, an optional prompt, an optional training-only head and an optional frozen copy, as
-    the method's ``encoder`` section (an :class:`~cselab.train.config.EncoderConfig`) says; a sentence keeps at most
-    ``max_length`` tokens in training.
+    the method's ``encoder`` section (an :class:`~cselab.train.config.sections.EncoderConfig`) says; a sentence keeps
+    at most ``max_length`` tokens in training.
 
     ``head``: ``{"kind": "mlp"}`` (SimCSE), ``{"kind": "projection", ...}`` (SG-OPT), applied to every view in
     training, its weights started as ``head_init`` says. ``frozen``: a dtype name (``"float32"``, ``"bfloat16"``,

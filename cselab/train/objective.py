@@ -2,7 +2,7 @@
 
 :class:`Objective` encodes a batch's views and applies the losses; nothing in a step looks up a plug-in or reads
 the config. A loss only sees the rows where all the views it reads exist. On several processes, views are gathered
-from all of them with their gradient (:mod:`cselab.train.distributed`) and each loss is reduced as its class
+from all of them with their gradient (:mod:`cselab.train.run.distributed`) and each loss is reduced as its class
 declares (``rows``: this process's share of the mean over every process's rows; ``whole_batch``: views gathered
 first; ``replicated``: the same number everywhere).
 """
@@ -18,10 +18,10 @@ from torch import nn
 
 from cselab.registry import build, build_plugin
 from cselab.train import plugins  # noqa: F401  (every plug-in registered)
-from cselab.train.batches import Batch, Collator, Key
-from cselab.train.distributed import gather_rows, global_count, global_mean
-from cselab.train.kinds import Augment, Loss, LossContext, NegativeSource
-from cselab.train.schema import loss_plugin
+from cselab.train.run.batches import Batch, Collator, Key
+from cselab.train.run.distributed import gather_rows, global_count, global_mean
+from cselab.train.plugins.kinds import Augment, Loss, LossContext, NegativeSource
+from cselab.train.config.schema import loss_plugin
 
 Encoded = dict[str, tuple[torch.Tensor, list[int]]]
 
@@ -83,10 +83,10 @@ class View:
 
 
 class Objective(nn.Module):
-    """A method's views (their augmentations in ``augments``), losses (:class:`~cselab.train.kinds.Loss` modules
-    with their weights) and weight hook (a :class:`~cselab.train.kinds.WeightHook`), built once from the resolved
-    config; ``objective(model, rows)`` gives each loss of a batch. Its ``state_dict`` holds the plug-ins' own state
-    (e.g. a memory bank), saved with the run and restored on resume."""
+    """A method's views (their augmentations in ``augments``), losses (:class:`~cselab.train.plugins.kinds.Loss`
+    modules with their weights) and weight hook (a :class:`~cselab.train.plugins.kinds.WeightHook`), built once from
+    the resolved config; ``objective(model, rows)`` gives each loss of a batch. Its ``state_dict`` holds the plug-ins'
+    own state (e.g. a memory bank), saved with the run and restored on resume."""
 
     def __init__(self, method: dict[str, Any]):
         super().__init__()
@@ -115,7 +115,7 @@ class Objective(nn.Module):
                 module.new_batch()
 
     def as_batch(self, model, rows: Batch | dict[str, list]) -> Batch:
-        """``rows`` as the training loader gives them (tokenised by :class:`~cselab.train.batches.Collator`): a
+        """``rows`` as the training loader gives them (tokenised by :class:`~cselab.train.run.batches.Collator`): a
         :class:`Batch` as it is, plain rows (column -> values, a library call's) collated here."""
         return rows if isinstance(rows, Batch) else Collator(getattr(model, "module", model), self.forward_keys)(rows)
 

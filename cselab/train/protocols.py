@@ -26,8 +26,8 @@ from typing import Any
 import yaml
 
 from cselab.atomic import write_text_atomic
-from cselab.train.methods import load_method
-from cselab.train.schema import value_at
+from cselab.train.config.methods import load_method
+from cselab.train.config.schema import value_at
 
 STATUSES = ("same", "deviates", "interpretation", "unstated")
 

@@ -97,7 +97,7 @@ def test_long_sentence_is_truncated_with_a_warning(parts):
 def test_a_sentence_keeps_its_whole_budget_inside_a_prompt(parts):
     """PromptBERT's rule, as OssCSE trains and evaluates: the sentence is cut to max_length word-pieces, then
     wrapped; the template's tokens come on top."""
-    from cselab.train.config import EncoderConfig
+    from cselab.train.config.sections import EncoderConfig
     from cselab.train.model import TrainingEncoder
 
     model, tokenizer = parts

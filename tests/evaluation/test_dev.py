@@ -10,8 +10,8 @@ from cselab.encoders import LexicalEncoder, load_encoder
 from cselab.errors import ConfigError
 from cselab.evaluation.dev import dev_names, dev_probe, log_key
 from cselab.probes.transfer import run_transfer
-from cselab.train.methods import load_method
-from cselab.train.trainer import train
+from cselab.train.config.methods import load_method
+from cselab.train.run.trainer import train
 
 SETTINGS = ["training.batch_size=16", "training.max_length=24", "training.max_steps=2", "training.eval_steps=2"]
 

@@ -72,7 +72,7 @@ def test_every_config_object_is_checked_when_built_in_one_error_format(tmp_path)
     from cselab.evaluation.classifier import ClassifierConfig
     from cselab.probes.suite import ProbeOptions
     from cselab.registry import Checked
-    from cselab.train.config import EncoderConfig, TrainingConfig
+    from cselab.train.config.sections import EncoderConfig, TrainingConfig
 
     assert all(issubclass(cls, Checked) for cls in (AugmentConfig, ClassifierConfig, ProbeOptions, EncoderConfig,
                                                     TrainingConfig))

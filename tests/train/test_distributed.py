@@ -8,8 +8,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from cselab.train.distributed import gather_rows, global_mean
-from cselab.train.trainer import TrainingError, train
+from cselab.train.run.distributed import gather_rows, global_mean
+from cselab.train.run.trainer import TrainingError, train
 from tests.conftest import save_tiny_bert
 from tests.train.test_trainer import small
 

@@ -5,7 +5,7 @@ import torch
 
 from cselab.registry import build, get
 from cselab.train import plugins  # noqa: F401  (the perturb logit transform registered)
-from cselab.train.losses import (
+from cselab.train.plugins.functional import (
     cosine_matrix,
     dynamic_margin,
     info_nce,

@@ -4,7 +4,7 @@ import torch
 from sentence_transformers import SentenceTransformer
 
 from cselab.encoders import CheckpointInfo, load_encoder
-from cselab.train.losses import info_nce
+from cselab.train.plugins.functional import info_nce
 from cselab.train.model import TrainingEncoder, save_checkpoint
 
 SENTENCES = ["a man plays the guitar", "two dogs run on the beach", "the market fell sharply today"]

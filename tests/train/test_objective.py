@@ -3,10 +3,11 @@ import torch
 
 from cselab.cli import main
 from cselab.encoders.pooling import pool_states
-from cselab.train.methods import load_method, preset_names
+from cselab.train.config.methods import load_method, preset_names
 from cselab.train.model import TrainingEncoder
 from cselab.train.objective import Objective
-from cselab.train.trainer import build_encoder, initial_weights, train
+from cselab.train.run.setup import build_encoder, initial_weights
+from cselab.train.run.trainer import train
 from tests.train.test_trainer import small
 
 ROWS = {"text": ["a man plays the guitar", "two dogs run on the beach", "the market fell sharply today"],
@@ -34,7 +35,7 @@ def test_sscl_adds_one_negative_column_per_row_and_layer_from_the_same_pass(tiny
     # the loss is InfoNCE over 3 positives + 6 layer columns: recompute it from the views
     torch.manual_seed(0)
     encoded = objective.encode(encoder, ROWS)
-    from cselab.train.losses import info_nce
+    from cselab.train.plugins.functional import info_nce
     expected = info_nce(encoded["anchor"][0], encoded["positive"][0], 1.0, encoded["anchor.layers"][0].flatten(0, 1))
     torch.testing.assert_close(with_negatives, expected)
 

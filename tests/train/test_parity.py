@@ -22,12 +22,13 @@ import torch
 import torch.nn.functional as F
 from transformers import AutoModel, AutoTokenizer, BertModel
 
-from cselab.train.losses import nt_xent
-from cselab.train.methods import load_method
-from cselab.train.config import TrainingConfig
-from cselab.train.optim import build_optimizer, build_scheduler, clip_and_step
+from cselab.train.plugins.functional import nt_xent
+from cselab.train.config.methods import load_method
+from cselab.train.config.sections import TrainingConfig
+from cselab.train.run.optim import build_optimizer, build_scheduler, clip_and_step
 from cselab.train.objective import Objective
-from cselab.train.trainer import backward_pass, build_encoder, initial_weights
+from cselab.train.run.loop import backward_pass
+from cselab.train.run.setup import build_encoder, initial_weights
 from tests.conftest import save_tiny_bert
 
 TOTAL = 30  # the schedule's length; three steps are taken

@@ -12,7 +12,7 @@ from cselab.train.plugins import ENTRY_POINTS, discover
 
 PLUGIN = '''
 from cselab.registry import register
-from cselab.train.kinds import Loss
+from cselab.train.plugins.kinds import Loss
 
 
 @register("loss", "constant_one")
@@ -40,7 +40,7 @@ def test_every_in_tree_kind_is_found_without_a_list():
     assert {"info_nce", "two_way_margin", "recall", "nt_xent", "sg_opt"} <= set(registry.names("loss"))
     assert registry.names("head") == ["mlp", "projection"] and "sam" in registry.names("weight_hook")
     assert "gmm" in registry.names("negatives") and "gaussian_noise" in registry.names("input_augment")
-    from cselab.train.schema import VIEW
+    from cselab.train.config.schema import VIEW
 
     assert registry.names("layer_pooler") == ["avg", "first", "mask", "max"]
     assert VIEW["layer_pooler"].choices == tuple(registry.names("layer_pooler"))  # a view offers every one
@@ -60,10 +60,11 @@ def test_an_entry_point_that_does_not_import_names_its_package(tmp_path, monkeyp
         discover()
 
 
-BASES = {"loss": "cselab.train.kinds.Loss", "negatives": "cselab.train.kinds.NegativeSource",
-         "logit_transform": "cselab.train.kinds.LogitTransform", "input_augment": "cselab.train.kinds.Augment",
-         "output_augment": "cselab.train.kinds.Augment", "weight_hook": "cselab.train.kinds.WeightHook",
-         "head": "cselab.train.kinds.Head", "pooler": "cselab.encoders.pooling.Pooler",
+BASES = {"loss": "cselab.train.plugins.kinds.Loss", "negatives": "cselab.train.plugins.kinds.NegativeSource",
+         "logit_transform": "cselab.train.plugins.kinds.LogitTransform",
+         "input_augment": "cselab.train.plugins.kinds.Augment",
+         "output_augment": "cselab.train.plugins.kinds.Augment", "weight_hook": "cselab.train.plugins.kinds.WeightHook",
+         "head": "cselab.train.plugins.kinds.Head", "pooler": "cselab.encoders.pooling.Pooler",
          "layer_pooler": "cselab.encoders.pooling.LayerPooler"}
 
 
@@ -77,7 +78,7 @@ def test_every_kinds_plug_in_must_subclass_its_base(monkeypatch, kind):
 
 
 def test_a_loss_with_an_unknown_reduction_is_refused_where_it_is_defined():
-    from cselab.train.kinds import Loss
+    from cselab.train.plugins.kinds import Loss
 
     with pytest.raises(TypeError, match="RowMean.reduce = 'row': expected one of rows, whole_batch, replicated"):
         class RowMean(Loss):
@@ -85,7 +86,7 @@ def test_a_loss_with_an_unknown_reduction_is_refused_where_it_is_defined():
 
 
 def test_a_weight_hook_is_a_module_of_the_objective_so_its_state_is_saved_with_the_run():
-    from cselab.train.methods import load_method
+    from cselab.train.config.methods import load_method
     from cselab.train.objective import Objective
 
     objective = Objective(load_method("sam"))

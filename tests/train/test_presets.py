@@ -4,9 +4,10 @@ would leave the first steps' losses and gradients equal to those of the preset i
 import pytest
 import torch
 
-from cselab.train.methods import load_method, preset_base, preset_names
+from cselab.train.config.methods import load_method, preset_base, preset_names
 from cselab.train.objective import Objective
-from cselab.train.trainer import backward_pass, build_encoder, initial_weights
+from cselab.train.run.loop import backward_pass
+from cselab.train.run.setup import build_encoder, initial_weights
 
 BATCHES = [{"text": [f"sentence number {i} of batch {b} about {topic}" for i, topic in
                      enumerate(["music", "dogs", "markets", "rivers", "trains", "bread"])],

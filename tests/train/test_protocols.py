@@ -7,8 +7,9 @@ import pytest
 import yaml
 
 from cselab.cli import main
-from cselab.train import protocols, reference
-from cselab.train.methods import load_method, method_profiles, preset_names
+from cselab.train import protocols
+from cselab.train.config import reference
+from cselab.train.config.methods import load_method, method_profiles, preset_names
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -126,4 +127,4 @@ def test_early_stop_must_be_a_positive_whole_number():
 
 def test_the_presets_page_is_generated_from_the_registry():
     page = (ROOT / "docs" / "presets.md").read_text(encoding="utf-8")
-    assert page == reference.markdown(), "run: python -m cselab.train.reference --markdown docs/presets.md"
+    assert page == reference.markdown(), "run: python -m cselab.train.config.reference --markdown docs/presets.md"

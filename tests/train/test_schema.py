@@ -6,8 +6,8 @@ import yaml
 
 from cselab.cli import main
 from cselab.errors import ConfigError
-from cselab.train.config import EncoderConfig, TrainingConfig
-from cselab.train.methods import load_method
+from cselab.train.config.sections import EncoderConfig, TrainingConfig
+from cselab.train.config.methods import load_method
 
 NO_MODEL = "/nonexistent/backbone"  # were the model loaded, the error would name this folder instead
 

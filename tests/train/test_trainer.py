@@ -13,10 +13,11 @@ from safetensors.torch import load_file
 
 from cselab.cli import main
 from cselab.encoders import load_encoder
-from cselab.train.data import training_rows, warn_if_paraphrases_differ
-from cselab.train.callbacks import Callback
-from cselab.train.methods import load_method
-from cselab.train.trainer import TrainingError, early_stop_count, train
+from cselab.train.run.data import training_rows, warn_if_paraphrases_differ
+from cselab.train.run.callbacks import Callback
+from cselab.train.config.methods import load_method
+from cselab.train.run.callbacks import early_stop_count
+from cselab.train.run.trainer import TrainingError, train
 
 
 def small(method: str, **training) -> dict:
@@ -115,8 +116,9 @@ def test_early_stop_ends_the_run_after_patience_evaluations_without_a_better_sco
                     tiny_cache, tmp_path / "run", data_dir, eval_limit=20, progress=False)
     assert summary["steps"] == 3 and summary["stopped_early"]
     log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
-    assert log[-1] == {"step": 3, "early_stop": "2 evaluations without a better dev score"}
-    assert json.loads((tmp_path / "run" / "last" / "trainer_state.json").read_text())["stale"] == 2
+    assert log[-1] == {"step": 3, "stopped_by": "EarlyStop", "reason": "2 evaluations without a better dev score"}
+    saved = json.loads((tmp_path / "run" / "last" / "trainer_state.json").read_text())
+    assert saved["callbacks"]["EarlyStop"]["count"] == 2
 
 
 def test_sg_trains_on_every_stsb_row_by_default(tiny_bert_dir, data_dir, tmp_path):
@@ -188,15 +190,46 @@ def test_a_callback_sees_every_step_and_can_end_the_run(tiny_bert_dir, tiny_cach
     seen = []
 
     class StopAtThree(Callback):
-        def __call__(self, run, parts):
-            seen.append((run.step, sorted(parts)))
-            return run.step == 3
+        def on_step(self, state, control):
+            seen.append((state.step, sorted(state.losses), state.epoch))
+            if state.step == 3:
+                control.stop("three is enough")
 
     summary = train(small("simcse", max_steps=10, eval_steps=2, dev="none"), str(tiny_bert_dir), tiny_cache,
                     tmp_path / "run", progress=False, log_every=1, callbacks=[StopAtThree()])
     assert summary["steps"] == 3 and summary["stopped_by"] == "StopAtThree" and not summary["stopped_early"]
-    assert [step for step, _ in seen] == [1, 2, 3] and seen[0][1] == ["grad_norm", "info_nce", "loss"]
+    assert [step for step, _, _ in seen] == [1, 2, 3] and seen[0][1] == ["grad_norm", "info_nce", "loss"]
+    assert seen[0][2] == 16 / 96  # batches of 16 over the cache's 96 rows
     log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
-    assert {"step": 3, "stopped_by": "StopAtThree"} in log
-    assert log[-1] == {"step": 3, "saved": "best"}  # the last step is saved although eval_steps is 2
+    # the last step is saved although eval_steps is 2, then the stop is logged
+    assert log[-2:] == [{"step": 3, "saved": "best"}, {"step": 3, "stopped_by": "StopAtThree",
+                                                        "reason": "three is enough"}]
     assert json.loads((tmp_path / "run" / "last" / "trainer_state.json").read_text())["step"] == 3
+
+
+def test_the_state_a_callback_reads_cannot_be_written(tiny_bert_dir, tiny_cache, tmp_path):
+    class Writer(Callback):
+        def on_step(self, state, control):
+            state.losses["loss"] = 0.0
+
+    with pytest.raises(TypeError):
+        train(small("simcse", max_steps=2, eval_steps=2, dev="none"), str(tiny_bert_dir), tiny_cache,
+              tmp_path / "run", progress=False, callbacks=[Writer()])
+
+
+def test_a_callback_asks_for_an_evaluation_and_is_told_its_score(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
+    scores = []
+
+    class EvaluateAtOne(Callback):
+        def on_step(self, state, control):
+            control.should_evaluate |= state.step == 1
+
+        def on_evaluate(self, state, control):
+            scores.append((state.step, state.dev, state.best, state.improved))
+
+    train(small("simcse", max_steps=2, eval_steps=2), str(tiny_bert_dir), tiny_cache, tmp_path / "run", data_dir,
+          eval_limit=20, progress=False, callbacks=[EvaluateAtOne()])
+    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    dev = {r["step"]: r["stsb_dev"] for r in log if "stsb_dev" in r}
+    assert [(step, score) for step, score, _, _ in scores] == [(1, dev[1]), (2, dev[2])]
+    assert scores[0][2:] == (dev[1], True) and scores[1][2] == max(dev.values())

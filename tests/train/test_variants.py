@@ -6,11 +6,11 @@ import torch
 from cselab.registry import build, check_plugin, get
 from cselab.train.plugins.augmentations import FGSM
 from cselab.train.plugins.hooks import perturb_weights, restore_weights
-from cselab.train.losses import info_nce
-from cselab.train.methods import load_method
+from cselab.train.plugins.functional import info_nce
+from cselab.train.config.methods import load_method
 from cselab.train.plugins.negatives import covariance_samples, gaussian_samples
 from cselab.train.objective import Objective
-from cselab.train.trainer import build_encoder
+from cselab.train.run.setup import build_encoder
 from tests.train.test_objective import ROWS
 
 

@@ -1,5 +1,5 @@
-"""View augmentations of the SimCSE-variants study (simcse-improvements.txt section 4.1): :class:`~cselab.train.kinds.
-Augment` plug-ins (:mod:`cselab.registry`).
+"""View augmentations of the SimCSE-variants study (simcse-improvements.txt section 4.1):
+:class:`~cselab.train.plugins.kinds.Augment` plug-ins (:mod:`cselab.registry`).
 
 ``input_augment`` kinds act on the input embeddings (the word embeddings of a view's forward pass, before
 positions are added); ``output_augment`` kinds make a view from another view's vectors without another
@@ -13,7 +13,7 @@ import torch
 import torch.nn.functional as F
 
 from cselab.registry import Param, register
-from cselab.train.kinds import Augment
+from cselab.train.plugins.kinds import Augment
 
 SIGMA = Param(float, 0.001, "standard deviation of the noise", min=0.0)
 RATE = Param(float, 0.1, "rate", min=0.0, max=1.0, below=True)

@@ -8,7 +8,7 @@ from torch import nn
 
 from cselab.errors import ConfigError
 from cselab.registry import Param, build_plugin, register
-from cselab.train.kinds import Head
+from cselab.train.plugins.kinds import Head
 
 
 @register("head", "mlp")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from cselab.registry import Param, register
-from cselab.train.kinds import WeightHook
+from cselab.train.plugins.kinds import WeightHook
 
 
 @register("weight_hook", "sam", params={"size": Param(float, 0.05, "rho, the step's length", min=0.0)})

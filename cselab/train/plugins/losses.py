@@ -1,9 +1,9 @@
-"""The loss plug-ins (:mod:`cselab.registry` kind ``loss``): :class:`~cselab.train.kinds.Loss` modules that read
-views by role and wrap a pure function of :mod:`cselab.train.losses`.
+"""The loss plug-ins (:mod:`cselab.registry` kind ``loss``): :class:`~cselab.train.plugins.kinds.Loss` modules that read
+views by role and wrap a pure function of :mod:`cselab.train.plugins.functional`.
 
 A loss sees only the rows where all the views it reads exist (a row without a paraphrase adds nothing to
 the margin loss, and still trains InfoNCE). Its ``forward`` gets those views (after ``prepare``, and gathered
-from every process for ``reduce="whole_batch"``) and a :class:`~cselab.train.kinds.LossContext`.
+from every process for ``reduce="whole_batch"``) and a :class:`~cselab.train.plugins.kinds.LossContext`.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ import torch
 
 from cselab.errors import ConfigError
 from cselab.registry import Param, build_plugin, register
-from cselab.train import losses as L
-from cselab.train.distributed import gather_rows
-from cselab.train.kinds import Loss, LossContext
+from cselab.train.plugins import functional as L
+from cselab.train.run.distributed import gather_rows
+from cselab.train.plugins.kinds import Loss, LossContext
 
 TEMPERATURE = "tau"
 PERTURB = "transform: {kind: perturb, pattern: PATTERN, margin: MARGIN}"

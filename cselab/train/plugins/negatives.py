@@ -3,7 +3,7 @@ anchors' vectors rather than from more sentences. All are detached: they are poi
 away from, not paths for the gradient.
 
 Each kind is a ``negatives`` plug-in (:mod:`cselab.registry`), a
-:class:`~cselab.train.kinds.NegativeSource` declared below with its parameters; ``docs/presets.md`` lists them.
+:class:`~cselab.train.plugins.kinds.NegativeSource` declared below with its parameters; ``docs/presets.md`` lists them.
 A source keeps its state (queue, history, VAE weights) in its ``state_dict()`` (extra state), so that a resumed
 run continues with it.
 """
@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from cselab.registry import Param, register
-from cselab.train.kinds import NegativeSource
+from cselab.train.plugins.kinds import NegativeSource
 
 
 def gaussian_samples(anchors: torch.Tensor, count: int, mean: str | float = "batch", std: str | float = "batch"

@@ -1,11 +1,12 @@
-"""The logit transforms (:mod:`cselab.registry` kind ``logit_transform``): :class:`~cselab.train.kinds.LogitTransform`
-modules a contrastive loss applies to its similarities before the temperature (``losses.info_nce.transform``)."""
+"""The logit transforms (:mod:`cselab.registry` kind ``logit_transform``):
+:class:`~cselab.train.plugins.kinds.LogitTransform` modules a contrastive loss applies to its similarities before the
+temperature (``losses.info_nce.transform``)."""
 
 from __future__ import annotations
 
 from cselab.registry import Param, register
-from cselab.train import losses as L
-from cselab.train.kinds import LogitTransform
+from cselab.train.plugins import functional as L
+from cselab.train.plugins.kinds import LogitTransform
 
 PATTERNS = ("p+", "p-", "n+", "n-", "p+n+", "p+n-", "p-n+", "p-n-")
 

@@ -15,7 +15,7 @@ from cselab.errors import ConfigError
 from cselab.files import shown
 from cselab.registry import NAME, Param, Plugin, check, check_plugin, get, refuse_moved
 from cselab.train import plugins  # noqa: F401  (every plug-in registered)
-from cselab.train.config import ENCODER, TRAINING, TrainingConfig
+from cselab.train.config.sections import ENCODER, TRAINING, TrainingConfig
 
 TOP = {
     "method": Param(str, help="the method's name"),

@@ -2,7 +2,7 @@
 collator that tokenises each forward view's column once per batch, so that the step only encodes.
 
 On several processes accelerate splits every batch in rank order (``split_batches``): each process collates and
-encodes its own share, and in-batch negatives are gathered from all of them (:mod:`cselab.train.distributed`).
+encodes its own share, and in-batch negatives are gathered from all of them (:mod:`cselab.train.run.distributed`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from cselab.train.config import TrainingConfig
+from cselab.train.config.sections import TrainingConfig
 
 Key = tuple[str, str | None]  # (column, prompt): the views sharing one tokenisation
 
@@ -28,7 +28,7 @@ class Batch:
 
 
 class RowsDataset(Dataset):
-    """The cache's rows (a ``datasets.Dataset`` or :class:`~cselab.train.data.TextRows`), fetched a batch at a
+    """The cache's rows (a ``datasets.Dataset`` or :class:`~cselab.train.run.data.TextRows`), fetched a batch at a
     time."""
 
     def __init__(self, rows):

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from transformers import get_linear_schedule_with_warmup
 
-from cselab.train.config import TrainingConfig, warmup_steps
+from cselab.train.config.sections import TrainingConfig, warmup_steps
 
 
 class LegacyAdamW(torch.optim.Optimizer):

@@ -3,7 +3,8 @@
 Files: ``model.safetensors`` (the training encoder: backbone and head), ``optimizer.pt``, ``scheduler.pt``,
 ``scaler.pt`` (fp16 only), ``rng-RANK.pt`` (each process's Python, NumPy, torch and CUDA generators),
 ``objective.pt`` (the objective's ``state_dict``: its losses' own state, e.g. a memory bank),
-``trainer_state.json`` (step, best score, evaluations without a better one, the step of the best checkpoint) and
+``trainer_state.json`` (the step, the best score and the state of each callback that has one, e.g. the early stop's
+count) and
 ``MANIFEST.json``, written last: the size and sha256 of every other file. The ``.pt`` files are ``torch.save`` of
 tensors and plain containers, read with ``weights_only=True``.
 
@@ -105,8 +106,9 @@ def verify(folder: Path) -> dict[str, Any]:
             raise StateError(f"{path}: damaged ({path.stat().st_size} bytes, {expected['bytes']} written; the "
                              "sha256 differs)")
     counters = read_json(folder / STATE_FILE, StateError)
-    if not all(isinstance(counters.get(k), (int, float)) for k in ("step", "best", "stale", "previous")):
-        raise StateError(f"{folder / STATE_FILE}: expected the numbers step, best, stale and previous")
+    if not all(isinstance(counters.get(k), (int, float)) for k in ("step", "best")) \
+            or not isinstance(counters.get("callbacks"), dict):
+        raise StateError(f"{folder / STATE_FILE}: expected the numbers step and best, and the callbacks' states")
     return counters
 
 

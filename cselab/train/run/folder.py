@@ -22,7 +22,9 @@ import yaml
 
 from cselab import __version__
 from cselab.atomic import write_json_atomic, write_text_atomic
+from cselab.encoders.pretrained import combined_sha256, weight_files
 from cselab.errors import TrainingError
+from cselab.evaluation.dev import NONE, dev_probe
 from cselab.files import read_json, read_yaml, remove_path
 from cselab.locking import FolderLock
 
@@ -48,6 +50,17 @@ def identity(method: dict[str, Any], base_model: str, data: dict[str, Any], base
     return {"format": "cselab-run", "version": 2, "cselab": __version__, "config_sha256": config_sha256(method),
             "base_model": base_model, "base_weights_sha256": base_weights,
             "data": {k: v for k, v in data.items() if k not in ("path", "backtranslation")}, "dev": dev}
+
+
+def run_identity(method: dict[str, Any], model: str, source: dict[str, Any], data_dir=None,
+                 eval_limit: int | None = None, weights: dict[str, str] | None = None) -> dict[str, Any]:
+    """The :func:`identity` of a run of ``method`` from ``model`` (whose ``weights``, :func:`weight_files`, are read
+    when not given) on the data ``source`` (:func:`~cselab.train.run.data.training_rows`'s description) with the dev
+    set ``training.dev`` names: what ``OUT/run.json`` records and a resumed run must match."""
+    weights = weight_files(str(model)) if weights is None else weights
+    probe = dev_probe(method["training"]["dev"], data_dir, eval_limit)
+    return identity(method, str(model), source, combined_sha256(weights),
+                    {"set": NONE} if probe is None else probe.identity())
 
 
 def _differences(old: Any, new: Any, prefix: str = "") -> list[str]:

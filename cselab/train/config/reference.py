@@ -1,6 +1,6 @@
 """The method reference, generated from the presets and the plug-in registry: ``docs/presets.md``.
 
-``python -m cselab.train.reference --markdown docs/presets.md`` writes it; a test fails when the page and the
+``python -m cselab.train.config.reference --markdown docs/presets.md`` writes it; a test fails when the page and the
 registry drift apart.
 """
 
@@ -11,8 +11,8 @@ from typing import Any
 
 from cselab.atomic import write_text_atomic
 from cselab.registry import KINDS, REQUIRED, get, names
-from cselab.train.methods import describe_presets, load_method, method_profiles, preset_base
-from cselab.train.schema import ENCODER, TRAINING, VIEW, loss_plugin
+from cselab.train.config.methods import describe_presets, load_method, method_profiles, preset_base
+from cselab.train.config.schema import ENCODER, TRAINING, VIEW, loss_plugin
 
 KIND_TITLES = {"loss": "Losses", "input_augment": "Input augmentations (a forward view's `augment`)",
                "output_augment": "Output augmentations (the `augment` of a view `of` another)",
@@ -81,7 +81,8 @@ def plugin_sections() -> list[str]:
 
 def markdown() -> str:
     lines = ["# Presets and plug-ins", "",
-             "Generated from the presets and the plug-in registry by `python -m cselab.train.reference --markdown "
+             "Generated from the presets and the plug-in registry by "
+             "`python -m cselab.train.config.reference --markdown "
              "docs/presets.md`; a test fails when this page drifts. The papers' settings behind each preset are "
              "rows of the [protocol ledger](protocols.md).", "", "## Presets", "", *preset_table(),
              "", "## Sections of a method", "", "### `encoder`", "", *_params_table(ENCODER),
@@ -91,7 +92,7 @@ def markdown() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m cselab.train.reference", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m cselab.train.config.reference", description=__doc__)
     parser.add_argument("--markdown", metavar="FILE", required=True, help="write the page to FILE")
     args = parser.parse_args(argv)
     print(f"wrote {write_text_atomic(args.markdown, markdown())}")

@@ -1,6 +1,6 @@
 """Method configs: one YAML file each, composed of plug-in parts.
 
-A method (``cselab/train/presets/*.yaml``, or any path) has:
+A method (``cselab/train/config/presets/*.yaml``, or any path) has:
 
 - ``encoder``: pooler, prompt, training-only ``head`` (``mlp``, ``projection``), a ``frozen`` copy
   of the initial backbone (its dtype) and ``freeze_embeddings``;
@@ -16,7 +16,7 @@ A method (``cselab/train/presets/*.yaml``, or any path) has:
 - ``hooks``: ``weights: {kind: sam|awp, size}`` perturbs the weights for a second pass each
   step (:mod:`cselab.train.plugins.hooks`);
 - ``training``: batch size, learning rate, AdamW's ``weight_decay``, ``adam_betas`` and ``adam_eps``,
-  epochs, ``early_stop`` (patience in evaluations) ... (see :mod:`cselab.train.trainer`);
+  epochs, ``early_stop`` (patience in evaluations) ... (see :mod:`cselab.train.run.trainer`);
 - optionally ``data`` (the corpus or cache the method trains on when ``--data`` is not given, e.g. SG's
   STS-B sentences), ``description`` (one line for ``--list-methods``), ``extends`` (a preset this one
   changes; deep-merged, ``section: null`` removes a section of the base and ``key: null`` sets a value to
@@ -30,7 +30,7 @@ Every paper setting a preset or profile carries is a row of the protocol ledger
 ``A+B`` composes presets: B's own settings (not those it extends) are merged onto A, so
 ``osscse+byop-c`` is OssCSE with BYOP's margin on its InfoNCE. ``--set a.b=value`` sets any key of the
 schema; ``imports`` names modules holding a method's own plug-ins. The result is resolved and validated to the
-leaf by :func:`cselab.train.schema.resolve` (defaults filled in; a mistake names the key and what is allowed).
+leaf by :func:`cselab.train.config.schema.resolve` (defaults filled in; a mistake names the key and what is allowed).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ from cselab.overrides import apply_override
 
 
 def preset_names() -> list[str]:
-    return sorted(p.name[:-5] for p in resources.files("cselab.train").joinpath("presets").iterdir()
+    return sorted(p.name[:-5] for p in resources.files("cselab.train.config").joinpath("presets").iterdir()
                   if p.name.endswith(".yaml"))
 
 
@@ -65,7 +65,7 @@ def _read(name_or_path: str | os.PathLike, beside: Path | None = None) -> tuple[
         if str(name_or_path) not in preset_names():
             raise ConfigError(f"Unknown method {shown(str(name_or_path))}: not a YAML file, and the presets are "
                              f"{', '.join(preset_names())}")
-        path = Path(str(resources.files("cselab.train").joinpath("presets", f"{name_or_path}.yaml")))
+        path = Path(str(resources.files("cselab.train.config").joinpath("presets", f"{name_or_path}.yaml")))
     config = read_yaml(path, ConfigError)
     profiles = config.get("profiles", {})
     if not isinstance(profiles, dict) or not all(isinstance(p, dict) for p in profiles.values()):
@@ -106,7 +106,7 @@ def _resolve(name_or_path: str | os.PathLike, chain: tuple[str, ...] = (), besid
 def load_method(name_or_path: str | os.PathLike, overrides: list[str] = (), profile: str | None = None
                 ) -> dict[str, Any]:
     """A method config from a preset name, a YAML path or ``A+B+...``, with a profile and ``key.path=value``
-    overrides, resolved and validated to the leaf (:func:`cselab.train.schema.resolve`)."""
+    overrides, resolved and validated to the leaf (:func:`cselab.train.config.schema.resolve`)."""
     first, *more = str(name_or_path).split("+") if not Path(name_or_path).is_file() else [name_or_path]
     config, _ = _resolve(first)
     source = str(name_or_path)
@@ -124,7 +124,7 @@ def load_method(name_or_path: str | os.PathLike, overrides: list[str] = (), prof
     for item in overrides:
         apply_override(config, item, "training.lr=1e-5")
     from cselab.train.plugins import load_plugins  # the plug-ins' modules (torch), only when a method resolves
-    from cselab.train.schema import imported, resolve
+    from cselab.train.config.schema import imported, resolve
 
     load_plugins(imported(config, source), f"{source}: imports")
     return resolve(config, source)

@@ -1,0 +1,129 @@
+"""A run's saves: ``OUT/last`` (the state to resume from, :mod:`cselab.train.run.state`) and ``OUT/best`` (the best
+checkpoint, with ``training.json``), each written to a ``.tmp`` folder and renamed into place, so that a kill at any
+moment leaves one complete copy; restoring from either; and a full disk turned into one line."""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from accelerate import Accelerator
+from safetensors.torch import load_model
+
+from cselab.atomic import disk_full, write_json_atomic
+from cselab.encoders.checkpoint import CheckpointInfo
+from cselab.errors import TrainingError
+from cselab.files import clipped, read_json, remove_path
+from cselab.train.model import TrainingEncoder, save_checkpoint
+from cselab.train.run import folder as run_folder
+from cselab.train.run import state
+
+BEST_STATE = "training.json"  # in OUT/best: the step and score it was saved at
+RESUME_HELP = (f"resume from the best checkpoint with --restart-from best (its weights, a fresh optimizer), or "
+               f"{run_folder.AFRESH}")
+
+
+def replace_folder(temporary: Path, final: Path) -> None:
+    """Put ``temporary`` at ``final``; at every moment one complete copy exists (``final`` or ``final.old``)."""
+    old = final.with_name(final.name + ".old")
+    if final.exists() or final.is_symlink():
+        remove_path(old)
+        final.rename(old)
+    temporary.rename(final)
+    remove_path(old)
+
+
+class Checkpoints:
+    """The saves of the run writing ``out`` on ``accelerator`` (the main process writes; every process saves its
+    random generators)."""
+
+    def __init__(self, out: Path, accelerator: Accelerator):
+        self.out, self.accelerator, self.main = out, accelerator, accelerator.is_main_process
+        self.tmp = out / "last.tmp"
+
+    def remove_partials(self) -> None:
+        """What a run killed (or stopped by a full disk) mid-save left."""
+        if self.main:
+            for partial in ("last.tmp", "best.tmp"):
+                remove_path(self.out / partial)
+
+    def verified_last(self) -> tuple[Path | None, dict[str, Any] | None]:
+        """``OUT/last`` (or the ``last.old`` a kill between two renames left) once every file there is checked
+        against its manifest, and the counters it holds; None when there is nothing to resume."""
+        last = self.out / "last"
+        if not last.exists() and last.with_name("last.old").exists():
+            last = last.with_name("last.old")
+        if not last.exists():
+            return None, None
+        try:
+            return last, state.verify(last)
+        except state.StateError as err:
+            raise state.StateError(f"{err}; {RESUME_HELP}") from None
+
+    def restore_last(self, last: Path, core: TrainingEncoder, optimizer, scheduler, objective) -> None:
+        try:
+            state.load_state(last, self.accelerator.process_index, core, optimizer, scheduler,
+                             self.accelerator.scaler, objective)
+        except state.StateError as err:
+            raise state.StateError(f"{err}; {RESUME_HELP}") from None
+
+    def restore_best(self, core: TrainingEncoder) -> dict[str, Any]:
+        """Load ``OUT/best``'s weights into ``core`` and drop ``OUT/last``; returns the step and score it was saved
+        at."""
+        best = self.out / "best"
+        try:
+            if best.is_symlink():
+                raise state.StateError(f"{best}: a link, not the run's own folder")
+            saved = read_json(best / BEST_STATE, state.StateError)
+            if not isinstance(saved.get("step"), int) or not isinstance(saved.get("best"), (int, float)):
+                raise state.StateError(f"{best / BEST_STATE}: expected the numbers step and best")
+            load_model(core.backbone, str(best / "model.safetensors"))
+        except Exception as err:
+            raise state.StateError(f"{best}: cannot restart from it ({clipped(err, 200)}); "
+                                   f"{run_folder.AFRESH}") from None
+        for name in ("last", "last.tmp", "last.old"):
+            shutil.rmtree(self.out / name, ignore_errors=True)
+        return saved
+
+    def begin(self) -> None:
+        """Start a save of ``OUT/last``: every process's random generators into ``last.tmp``."""
+        if self.main:
+            shutil.rmtree(self.tmp, ignore_errors=True)  # left by a killed run
+        self.accelerator.wait_for_everyone()
+        state.save_process_state(self.tmp, self.accelerator.process_index)
+        self.accelerator.wait_for_everyone()  # every process's RNG state is in last.tmp before it is renamed
+
+    def commit(self, core: TrainingEncoder, optimizer, scheduler, objective, counters: dict[str, Any]) -> None:
+        """End the save: the shared state and the manifest into ``last.tmp``, renamed to ``OUT/last``."""
+        if self.main:
+            state.save_shared_state(self.tmp, core, optimizer, scheduler, self.accelerator.scaler, objective,
+                                    counters)
+            state.write_manifest(self.tmp)
+            replace_folder(self.tmp, self.out / "last")
+        self.accelerator.wait_for_everyone()
+
+    def save_best(self, core: TrainingEncoder, info: CheckpointInfo, step: int, best: float) -> None:
+        """``OUT/best``: the checkpoint ``probe run --model`` reads, with the step and score it was saved at."""
+        save_checkpoint(self.out / "best.tmp", core, info)
+        write_json_atomic(self.out / "best.tmp" / BEST_STATE, {"step": step, "best": best})
+        replace_folder(self.out / "best.tmp", self.out / "best")
+
+    @contextlib.contextmanager
+    def disk_guard(self, core: TrainingEncoder) -> Iterator[None]:
+        """A disk that fills up inside ends the run with one line naming the folder and the space a save takes,
+        the half-written ``last.tmp``/``best.tmp`` removed (``OUT/last`` and ``OUT/best`` stay as they were)."""
+        need = 3 * sum(p.numel() * p.element_size() for p in core.parameters())
+        try:
+            yield
+        except Exception as err:  # torch.save and safetensors say "disk full" in errors of their own
+            if not disk_full(err, self.out, need):
+                raise
+            self.remove_partials()
+            free = shutil.disk_usage(self.out).free / 2**20
+            raise TrainingError(f"{self.out}: no space left on the device to save the run (a save takes about "
+                                f"{need / 2**20:.0f} MiB: weights and the optimizer's two moments; {free:.0f} MiB "
+                                f"free); free some space and run the same command again: it resumes from "
+                                f"{self.out / 'last'}") from None

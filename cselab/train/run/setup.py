@@ -1,0 +1,99 @@
+"""Everything a training step needs, built from a method: the training encoder, the objective, the optimizer and its
+schedule, the batches and the dev probe (:func:`setup`). Nothing here writes a file or reads the data: the trainer
+(:mod:`cselab.train.run.trainer`) hands it the rows, wraps the parts for its devices and owns the run folder;
+``benchmarks/gpu_check.py`` and the tests build their steps with the same function."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from accelerate.utils import set_seed
+from torch.utils.data import DataLoader
+
+from cselab.errors import TrainingError
+from cselab.evaluation.dev import dev_probe
+from cselab.evaluation.probe import Probe
+from cselab.train.config.sections import TrainingConfig
+from cselab.train.model import TrainingEncoder
+from cselab.train.objective import Objective
+from cselab.train.run.optim import build_optimizer, build_scheduler
+from cselab.train.run.batches import Collator, training_loader
+
+
+def build_encoder(method: dict[str, Any], model: str) -> TrainingEncoder:
+    """The method's training encoder over the backbone ``model`` (a folder or a hub name)."""
+    return TrainingEncoder.from_pretrained(model, method["training"]["max_length"], **method["encoder"])
+
+
+def initial_weights(encoder: TrainingEncoder) -> list[torch.Tensor]:
+    """The backbone's initial weights for ``recall``: the frozen copy's when it has full precision (no second
+    copy), else a snapshot."""
+    if encoder.frozen is not None and next(encoder.frozen.parameters()).dtype == torch.float32:
+        return list(encoder.frozen.parameters())
+    return [p.detach().clone() for p in encoder.backbone.parameters()]
+
+
+def step_counts(rows: int, cfg: TrainingConfig, where: str) -> tuple[int, int]:
+    """Batches per epoch and the run's optimizer steps for ``rows`` rows (``where`` names them in the error)."""
+    per_epoch = rows // cfg.batch_size
+    if per_epoch < cfg.grad_accum:
+        raise TrainingError(f"{where}: {rows} rows, fewer than one step of {cfg.grad_accum} batch(es) of "
+                            f"{cfg.batch_size}")
+    total = per_epoch * cfg.epochs // cfg.grad_accum
+    return per_epoch, total if cfg.max_steps is None else min(cfg.max_steps, total)
+
+
+def check_hooks(objective: Objective, cfg: TrainingConfig, processes: int) -> None:
+    """Refuse what the step cannot do yet: a second pass per step on several processes, SAM/AWP over accumulation."""
+    if (objective.weight_hook is not None or objective.gradient_views) and processes > 1:
+        raise TrainingError("FGSM views and SAM/AWP take a second pass per step that is not synchronised across "
+                            "processes yet: train them on one device")
+    if objective.weight_hook is not None and cfg.grad_accum > 1:
+        raise TrainingError("hooks.weights (SAM/AWP) perturbs the weights once per step: set training.grad_accum=1")
+
+
+@dataclass
+class TrainingSetup:
+    """A method's training parts, unwrapped (the trainer hands ``encoder``, ``optimizer`` and ``loader`` to
+    accelerate). ``initial`` is the backbone's initial weights where a loss reads them (``recall``)."""
+
+    cfg: TrainingConfig
+    objective: Objective
+    encoder: TrainingEncoder
+    optimizer: torch.optim.Optimizer
+    scheduler: Any
+    loader: DataLoader
+    dev: Probe | None
+    per_epoch: int
+    total: int
+    initial: list[torch.Tensor] | None
+
+    @property
+    def trainable(self) -> list[torch.Tensor]:
+        return [p for p in self.encoder.parameters() if p.requires_grad]
+
+    def initial_weights(self) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
+        """What ``recall`` compares: the backbone's weights now and at the start."""
+        return list(self.encoder.backbone.parameters()), self.initial
+
+
+def setup(method: dict[str, Any], model: str, rows, where: str = "the training data", processes: int = 1,
+          data_dir: str | os.PathLike | None = None, eval_limit: int | None = None) -> TrainingSetup:
+    """``method``'s training parts over the backbone ``model`` and the training ``rows`` (``where`` names them in an
+    error), for ``processes`` processes; seeded with ``training.seed`` first, so that the same method builds the same
+    initial weights. The dev probe (``training.dev`` over ``data_dir``, ``eval_limit`` pairs) reads its data when it
+    first runs."""
+    cfg = TrainingConfig(**method["training"])
+    set_seed(cfg.seed)
+    objective = Objective(method)
+    check_hooks(objective, cfg, processes)
+    per_epoch, total = step_counts(len(rows), cfg, where)
+    encoder = build_encoder(method, model)
+    initial = initial_weights(encoder) if objective.needs_initial_weights else None
+    optimizer = build_optimizer([(n, p) for n, p in encoder.named_parameters() if p.requires_grad], cfg)
+    loader = training_loader(rows, Collator(encoder, objective.forward_keys), cfg)
+    return TrainingSetup(cfg, objective, encoder, optimizer, build_scheduler(optimizer, cfg, total), loader,
+                         dev_probe(cfg.dev, data_dir, eval_limit), per_epoch, total, initial)

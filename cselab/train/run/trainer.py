@@ -1,0 +1,266 @@
+"""A training run: a method (:mod:`cselab.train.config.methods`) trained on the augment cache, written to ``OUT``.
+
+Through accelerate (:mod:`~cselab.train.run.launch`): one CPU or GPU, or several GPUs with ``accelerate launch`` (DDP;
+each batch split across the processes, in-batch negatives gathered from all of them with their gradient,
+:mod:`~cselab.train.run.distributed`); bf16/fp16 with ``mixed_precision``; gradient accumulation over ``grad_accum``
+batches. The parts, one module each: :mod:`~cselab.train.run.setup` builds the encoder, objective, optimizer, batches
+and dev probe; :mod:`~cselab.train.run.loop` takes the steps; :mod:`~cselab.train.run.callbacks` decide after each
+step (log, evaluate, save, stop); :mod:`~cselab.train.run.checkpoint` saves and restores;
+:mod:`~cselab.train.run.folder` says whether ``OUT`` holds this run. The :class:`Trainer` here puts them together.
+
+An evaluation (every ``eval_steps``; with ``eval_at_start`` also before the first step) scores the dev probe
+``training.dev`` names (:mod:`cselab.evaluation.dev`: STS-B dev by default), keeps the best checkpoint in ``OUT/best``
+and the full training state in ``OUT/last``: a run started again on the same ``OUT`` resumes from there, the data order
+being a function of the seed and the epoch. A NaN or infinite loss stops the run, naming the step, with ``OUT/last``
+left as the last good state. With ``training.dev: none`` every evaluation saves ``OUT/best`` (the latest weights).
+``OUT/log.jsonl`` has one line per logged step (the loss, its parts, the gradient norm before clipping, the learning
+rate), per evaluation and for the stop; with ``tensorboard=True`` the same figures go to ``OUT/tensorboard`` too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import os
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import torch
+from accelerate import Accelerator
+from accelerate.utils import broadcast_object_list, set_seed
+from tqdm.auto import tqdm
+
+from cselab.encoders.checkpoint import CheckpointInfo
+from cselab.encoders.pretrained import check_max_length, weight_files
+from cselab.encoders.transformer import TransformerEncoder
+from cselab.errors import TrainingError
+from cselab.evaluation.dev import NONE, log_key
+from cselab.files import check_folder
+from cselab.provenance import provenance
+from cselab.train.config.sections import TrainingConfig
+from cselab.train.run import folder as run_folder
+from cselab.train.run.callbacks import Callback, EarlyStop, Schedule, TrainerControl, TrainerState, stateful
+from cselab.train.run.checkpoint import Checkpoints
+from cselab.train.run.data import training_rows
+from cselab.train.run.launch import launch
+from cselab.train.run.loop import Diverged, Loop
+from cselab.train.run.optim import set_schedule_step
+from cselab.train.run.setup import setup
+
+logger = logging.getLogger(__name__)
+
+
+class Trainer:
+    """One run over ``OUT`` on the ``accelerator`` :func:`train` launched: its identity checked against ``OUT``, its
+    parts set up (:func:`~cselab.train.run.setup.setup`), resumed from ``OUT/last``, then stepped; after each step
+    the callbacks decide (:mod:`cselab.train.run.callbacks`) and the trainer logs, evaluates, saves and stops."""
+
+    def __init__(self, accelerator: Accelerator, method: dict[str, Any], model: str, data, out: str | os.PathLike,
+                 data_dir=None, eval_limit: int | None = None, tensorboard: bool = False,
+                 restart_from: str | None = None, log_every: int = 10, callbacks: Sequence[Callback] = ()):
+        self.accelerator, self.method, self.out, self.tensorboard = accelerator, method, Path(out), tensorboard
+        self.main, self.restart_from = accelerator.is_main_process, restart_from
+        self.cfg = TrainingConfig(**method["training"])
+        self.out.mkdir(parents=True, exist_ok=True)
+        rows, self.source = training_rows(method, data, data_dir)
+        check_max_length(str(model), self.cfg.max_length, "training.max_length")  # before OUT records the run
+        weights = weight_files(str(model))
+        mine = run_folder.run_identity(method, model, self.source, data_dir, eval_limit, weights)
+        run_folder.check_or_write(self.out, mine, method, write=self.main,  # before a model loads
+                                  provenance=provenance(str(accelerator.device), weights))
+        self.checkpoints = Checkpoints(self.out, accelerator)
+        self.checkpoints.remove_partials()
+        self.last, self.counters = (None, None) if restart_from == "best" else self.checkpoints.verified_last()
+        self.parts = setup(method, str(model), rows, self.source.get("path") or self.source.get("name"),
+                           accelerator.num_processes, data_dir, eval_limit)
+        encoder, optimizer = accelerator.prepare(self.parts.encoder, self.parts.optimizer)
+        if accelerator.num_processes > 1:
+            set_seed(self.cfg.seed + accelerator.process_index)  # distinct dropout masks on each process
+        self.core = accelerator.unwrap_model(encoder)
+        self.loop = Loop(accelerator, self.parts, encoder, optimizer, accelerator.prepare(self.parts.loader))
+        # training cuts sentences at training.max_length; the checkpoint encodes them whole (up to the model's
+        # limit, at most 512 tokens), as SimCSE evaluates
+        self.info = CheckpointInfo(pooler=method["encoder"]["pooler"], prompt=method["encoder"].get("prompt"),
+                                   max_length=self.core.view.limit, method=method["method"], base_model=str(model),
+                                   config=method)
+        self.dev_view = TransformerEncoder(self.core.backbone, self.core.tokenizer, pooler=self.info.pooler,
+                                           prompt=self.info.prompt, max_length=self.info.max_length)
+        early_stop = [EarlyStop(self.cfg.early_stop, self.cfg.early_stop_rule)] if self.cfg.early_stop else []
+        self.callbacks = [Schedule(log_every, self.cfg.eval_steps), *early_stop, *callbacks]
+        self.own_callbacks, self.stateful = bool(callbacks), stateful(self.callbacks)
+        self.best, self.dev, self.improved, self.dev_key = -math.inf, None, False, log_key(self.cfg.dev)
+        self.shown: dict[str, str] = {}  # the progress bar's figures (the latest loss and dev score)
+
+    def resume(self) -> None:
+        """Continue from the verified ``OUT/last`` when a previous run left it; with ``restart_from="best"``, from
+        the best checkpoint's weights with a fresh optimizer instead."""
+        if self.restart_from == "best":
+            saved = self.checkpoints.restore_best(self.core)
+            self.loop.step, self.best = saved["step"], saved["best"]
+            set_schedule_step(self.parts.scheduler, self.loop.step)
+            set_seed(self.cfg.seed + self.loop.step + self.accelerator.process_index)
+            self.record({"restarted_from": str(self.out / "best"), "at_step": self.loop.step})
+        elif self.last is not None:
+            self.checkpoints.restore_last(self.last, self.core, self.loop.optimizer, self.parts.scheduler,
+                                          self.parts.objective)
+            self.loop.step, self.best = self.counters["step"], self.counters["best"]
+            for name, callback in self.stateful.items():
+                if name in self.counters["callbacks"]:
+                    callback.load_state_dict(self.counters["callbacks"][name])
+                else:
+                    logger.warning("%s: no saved state for the callback %s; it starts afresh", self.last, name)
+
+    def state(self, losses: dict[str, float]) -> TrainerState:
+        """What the callbacks see after the step just taken."""
+        return TrainerState(step=self.loop.step, total=self.parts.total, epoch=self.loop.epoch,
+                            losses=MappingProxyType(dict(losses)), dev=self.dev,
+                            best=None if self.best == -math.inf else self.best, improved=self.improved,
+                            config=MappingProxyType(self.method), main=self.main)
+
+    def _call(self, hook: str, losses: dict[str, float], control: TrainerControl) -> str | None:
+        """Every callback's ``hook``; returns the class name of the one that ended the run, if one did."""
+        state, stopped_by = self.state(losses), None
+        for callback in self.callbacks:
+            stopping = control.should_stop
+            getattr(callback, hook)(state, control)
+            if control.should_stop and not stopping:
+                stopped_by = type(callback).__name__
+        if self.own_callbacks and self.accelerator.num_processes > 1:  # the main process's decisions hold
+            main_control, stopped_by = broadcast_object_list([control, stopped_by])
+            vars(control).update(vars(main_control))
+        return stopped_by
+
+    def after_step(self, losses: dict[str, float]) -> str | None:
+        """Carry out what the callbacks decided after the step just taken; returns the class name of the callback
+        that ended the run, if one did (the run then ends evaluated and saved at this step)."""
+        control = TrainerControl()
+        stopped_by = self._call("on_step", losses, control)
+        if control.should_log:
+            losses = self.loop.mean_over_processes(losses)
+            self.record({**losses, "lr": self.parts.scheduler.get_last_lr()[0],
+                         "seconds": round(time.perf_counter() - self.clock, 2)})
+            self.shown["loss"] = f"{losses['loss']:.4f}"
+        control.should_evaluate |= control.should_stop
+        if control.should_evaluate or control.should_save:
+            stopped_at_evaluation = self.evaluate_and_save(losses, control)
+            stopped_by = stopped_by or stopped_at_evaluation
+        if stopped_by:
+            self.record({"stopped_by": stopped_by, **({"reason": control.reason} if control.reason else {})})
+        return stopped_by
+
+    def evaluate_and_save(self, losses: dict[str, float], control: TrainerControl) -> str | None:
+        """Save ``OUT/last``; with ``control.should_evaluate`` first score the dev probe, keep ``OUT/best`` (with
+        ``training.dev: none`` every evaluation is the best) and call the callbacks' ``on_evaluate``; returns the
+        class name of the callback that ended the run then, if one did."""
+        stopped_by = None
+        with self.checkpoints.disk_guard(self.core):
+            self.checkpoints.begin()
+            if control.should_evaluate:
+                stopped_by = self._evaluate(losses, control)
+            counters = {"step": self.loop.step, "best": self.best,
+                        "callbacks": {name: callback.state_dict() for name, callback in self.stateful.items()}}
+            self.checkpoints.commit(self.core, self.loop.optimizer, self.parts.scheduler, self.parts.objective,
+                                    counters)
+        if not control.should_evaluate:
+            self.record({"saved": "last"})
+        else:
+            self.record({self.dev_key: self.dev, "best": self.best} if self.dev is not None else {"saved": "best"})
+        return stopped_by
+
+    def _evaluate(self, losses: dict[str, float], control: TrainerControl | None) -> str | None:
+        score = None
+        if self.main and self.parts.dev is not None:
+            self.core.eval()
+            score = self.parts.dev.run(self.dev_view).headline
+            self.core.train()
+        if self.accelerator.num_processes > 1:  # only the main process scores; every process's callbacks see it
+            score = broadcast_object_list([score])[0]
+        self.dev, self.improved = score, score is None or score > self.best
+        if self.improved:
+            self.best = self.best if score is None else score
+            if self.main:
+                self.checkpoints.save_best(self.core, self.info, self.loop.step, self.best)
+        if score is not None:
+            self.shown.update(dev=f"{score:.2f}", **({"loss": f"{losses['loss']:.4f}"} if losses else {}))
+        return None if control is None else self._call("on_evaluate", losses, control)
+
+    def record(self, values: dict[str, Any]) -> None:
+        if self.main:
+            with open(self.out / "log.jsonl", "a", encoding="utf-8") as log:
+                log.write(json.dumps({"step": self.loop.step, **values}) + "\n")
+        self.accelerator.log({k: v for k, v in values.items() if k not in ("seconds", "saved", "reason")},
+                             step=self.loop.step)
+
+    def run(self, progress: bool = True) -> dict[str, Any]:
+        """Train to the end, or until a callback ends the run; returns the run's summary."""
+        self.resume()
+        if self.tensorboard:
+            self.accelerator.init_trackers("tensorboard")
+        if self.cfg.eval_at_start and self.loop.step == 0 and self.parts.dev is not None:
+            # SG-BERT's fit() scores the model before the first step: the best to beat, not an early-stop count
+            self._evaluate({}, None)
+            self.record({self.dev_key: self.best, "best": self.best, "initial": True})
+        bar = tqdm(total=self.parts.total, initial=self.loop.step, desc=f"Training {self.method['method']}",
+                   unit="step", disable=not (progress and self.main))
+        stopped_by, self.clock = None, time.perf_counter()
+        self.core.train()
+        try:
+            for losses in self.loop.steps():
+                stopped_by = self.after_step(losses)
+                bar.update(1)
+                bar.set_postfix(self.shown)
+                if stopped_by:
+                    break
+        except Diverged as err:
+            raise TrainingError(f"{err}; the last good state is {self.out / 'last'} (best checkpoint "
+                                f"{self.out / 'best'}); lower training.lr or check the data") from None
+        finally:
+            bar.close()
+            if self.tensorboard:
+                self.accelerator.end_training()
+        return self._finish(stopped_by)
+
+    def _finish(self, stopped_by: str | None) -> dict[str, Any]:
+        if self.accelerator.num_processes > 1 and torch.distributed.is_initialized():
+            self.accelerator.wait_for_everyone()
+            torch.distributed.destroy_process_group()  # no gloo thread left running at interpreter exit
+        best = None if self.cfg.dev == NONE else self.best
+        return {"steps": self.loop.step, "dev": self.cfg.dev, "best_dev": best, "best": str(self.out / "best"),
+                "last": str(self.out / "last"), "stopped_early": stopped_by == EarlyStop.__name__,
+                "stopped_by": stopped_by, "data": self.source}
+
+
+def train(method: dict[str, Any], model: str, data: str | os.PathLike | None, out: str | os.PathLike,
+          data_dir: str | os.PathLike | None = None, eval_limit: int | None = None, log_every: int = 10,
+          progress: bool = True, tensorboard: bool = False, overwrite: bool = False,
+          restart_from: str | None = None, callbacks: Sequence[Callback] = ()) -> dict[str, Any]:
+    """Train ``model`` with ``method`` on ``data`` (see :func:`cselab.train.run.data.training_rows`; None: the
+    method's own ``data``, else ``cache/augment``); returns the run's summary. ``OUT/config.yaml`` is the resolved
+    method, so ``cselab train --method OUT/config.yaml`` repeats the run.
+
+    ``training.batch_size`` rows make one contrastive batch (its in-batch negatives), split across processes
+    when there are several; ``training.grad_accum`` batches make one optimizer step. ``max_steps``,
+    ``eval_steps`` and the learning-rate schedule count optimizer steps.
+
+    ``OUT`` is locked while the run writes it; on an existing ``OUT`` the run continues only the same run (same
+    config, data, base model, cselab version; :mod:`cselab.train.run.folder`), from ``OUT/last`` once every file
+    there is verified (:mod:`cselab.train.run.state`). ``overwrite`` deletes the run's files first; ``restart_from=
+    "best"`` continues from the best checkpoint's weights with a fresh optimizer when ``OUT/last`` is damaged.
+    ``callbacks`` (:class:`~cselab.train.run.callbacks.Callback`) come after the built-in ones; one that stops the
+    run is named by the summary's ``stopped_by``."""
+    if restart_from not in (None, *run_folder.RESTARTS):
+        raise TrainingError(f"--restart-from {restart_from!r}: expected one of {', '.join(run_folder.RESTARTS)}")
+    out = check_folder(out, inputs=(model, data))  # never the model's or the data's own folder
+    accelerator = launch(TrainingConfig(**method["training"]), out, tensorboard)
+    main = accelerator.is_main_process  # one process locks OUT (and overwrites it)
+    with run_folder.RunLock(out) if main else contextlib.nullcontext():
+        if overwrite and main:
+            run_folder.overwrite(out)
+        trainer = Trainer(accelerator, method, model, data, out, data_dir, eval_limit, tensorboard, restart_from,
+                          log_every, callbacks)
+        return trainer.run(progress)
