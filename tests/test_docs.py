@@ -126,20 +126,62 @@ def test_the_readme_is_a_front_door_that_links_every_page():
             assert (page.parent / target).exists(), f"{page.name} links {target}"
 
 
-def test_adding_a_probe_is_one_module_the_runner_and_the_report_pick_up(tmp_path, monkeypatch, data_dir):
+def test_adding_a_probe_is_one_module_that_run_report_compare_and_sweeps_pick_up(tmp_path, monkeypatch, data_dir,
+                                                                                tiny_bert_dir, tiny_cache, capsys):
+    from cselab.cli import main
     from cselab.encoders import load_encoder
+    from cselab.experiments.sweep import SweepSpec, run_sweep
     from cselab.probes import suite
-    from cselab.probes.runner import run_probes
+    from cselab.probes.runner import run_probes, write_outputs
 
     files = example_files("adding-a-probe.md")
     assert sorted(files) == ["lengths.py"]
     (tmp_path / "lengths.py").write_text(files["lengths.py"])
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(suite, "_SUITES", dict(suite._SUITES))  # keep the registration to this test
+    monkeypatch.setattr(suite, "_SUITES", dict(suite.suites()))  # every suite imported; the new one kept here
     monkeypatch.delitem(sys.modules, "lengths", raising=False)
     __import__("lengths")
-    payload = run_probes(load_encoder("bow", data_dir=data_dir, cache=False), "sts,lengths",
-                         suite.ProbeOptions(data_dir=data_dir, limit=12))
-    assert payload["lengths"]["n"] == 12 and payload["items"]["lengths/norm"].shape == (12,)
-    assert "## Vector norms" in suite.suite_sections(payload) and "## STS (Spearman x 100)" in suite.suite_sections(
-        payload)
+    options = suite.ProbeOptions(data_dir=data_dir, limit=12)
+    for name, model in (("bow", "bow"), ("tiny", str(tiny_bert_dir))):  # unit vectors, and vectors of any norm
+        payload = run_probes(load_encoder(model, data_dir=data_dir, cache=False), "sts,lengths", options)
+        assert payload["lengths"]["n"] == 12 and payload["items"]["lengths/norm"].shape == (12,)
+        assert "## Vector norms" in suite.suite_sections(payload)
+        write_outputs(payload, tmp_path / f"{name}.json")
+    # probe compare: its column in the summary table, and the mean norm's difference with its interval
+    assert main(["probe", "compare", str(tmp_path / "bow.json"), str(tmp_path / "tiny.json")]) == 0
+    printed = capsys.readouterr().out
+    assert "| Model" in printed and "| STS avg. | Mean norm |" in printed
+    table = printed[printed.index("vs bow: Vector norms"):]
+    row = next(line for line in table.splitlines() if line.startswith("| Mean norm"))
+    low, high = (float(x) for x in row.split("[")[1].split("]")[0].split(","))
+    assert low <= high and low != high
+    # a sweep scored with it: its column in the summary
+    spec = SweepSpec(("simcse",), (0,), tmp_path / "sweep", str(tiny_bert_dir), data=tiny_cache,
+                     overrides=(*SMALL[:2], "training.max_steps=1", "training.eval_steps=1", "training.dev=none"),
+                     data_dir=data_dir, sts_limit=12, suites=("sts", "lengths"))
+    summary = run_sweep(spec, progress=False)
+    assert summary["columns"]["mean_norm"] == {"suite": "lengths", "label": "Mean norm", "digits": 3, "main": True}
+    header = next(line for line in (tmp_path / "sweep" / "summary.md").read_text().splitlines()
+                  if line.startswith("| Method"))
+    assert "| avg " in header and "| mean_norm " in header
+
+
+def test_the_callback_example_of_train_md_ends_a_run_and_keeps_its_state(tmp_path, monkeypatch, tiny_bert_dir,
+                                                                          tiny_cache):
+    (tmp_path / "stop_below.py").write_text(example_files("train.md")["stop_below.py"])
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "stop_below", raising=False)
+    from stop_below import StopBelow
+
+    method = load_method("simcse", [*SMALL[:2], "training.max_steps=6", "training.eval_steps=6", "training.dev=none"])
+    summary = train(method, str(tiny_bert_dir), tiny_cache, tmp_path / "run", progress=False,
+                    callbacks=[StopBelow(math.inf, steps=2)])  # every loss is below infinity: it stops at step 2
+    assert summary["steps"] == 2 and summary["stopped_by"] == "StopBelow"
+    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    assert log[-1] == {"step": 2, "stopped_by": "StopBelow", "reason": "the loss stayed below inf for 2 steps"}
+    saved = json.loads((tmp_path / "run" / "last" / "trainer_state.json").read_text())
+    assert saved["callbacks"] == {"StopBelow": {"below": 2}}
+    # a loss never below 0: the run goes to its end
+    summary = train(method, str(tiny_bert_dir), tiny_cache, tmp_path / "other", progress=False,
+                    callbacks=[StopBelow(0.0)])
+    assert summary["steps"] == 6 and summary["stopped_by"] is None

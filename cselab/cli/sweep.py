@@ -30,9 +30,10 @@ def register(parser: argparse.ArgumentParser) -> None:
                              "during training")
     parser.add_argument("--sts-limit", type=whole_number(2),
                         help="score only the first N pairs of each STS subset (quick checks)")
-    parser.add_argument("--bias", action="store_true",
-                        help="also score the bias suite: Cont./Oppn. (paper protocol), paraphrase over negation, "
-                             "CANNOT cosine")
+    parser.add_argument("--suites", default="sts",
+                        help="the probe suites each run is scored with, joined by commas; sts is always among them "
+                             "(default: sts; e.g. sts,bias adds Cont./Oppn., paraphrase over negation, CANNOT cosine)")
+    parser.add_argument("--bias", action="store_true", help="the same as adding bias to --suites")
     parser.add_argument("--no-cache", action="store_true",
                         help="score without the embedding cache: encode afresh, keep no vectors (docs/probes.md)")
     parser.add_argument("--devices", help="comma-separated GPU ids: one worker process per GPU shares the runs")
@@ -47,7 +48,8 @@ def run(args: argparse.Namespace) -> None:
     spec = SweepSpec(methods=tuple(args.methods.split(",")), seeds=tuple(parse_seeds(args.seeds)), out=args.out,
                      model=resolve_backbone(args.model), grid=tuple(args.grid), data=args.data,
                      overrides=tuple(args.set), data_dir=args.data_dir, eval_limit=args.eval_limit,
-                     sts_limit=args.sts_limit, profile=args.profile, bias=args.bias,
+                     sts_limit=args.sts_limit, profile=args.profile,
+                     suites=tuple(args.suites.split(",")) + (("bias",) if args.bias else ()),
                      cache=not args.no_cache)
     summary = run_parallel(spec, args.devices.split(",")) if args.devices else run_sweep(spec)
     print(summary_text(summary))

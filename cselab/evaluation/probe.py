@@ -16,12 +16,14 @@ from cselab.encoders.base import Encoder
 @dataclass
 class Result:
     """A probe's scores (JSON-ready), its headline figure (higher is better; None when undefined, e.g. a constant
-    encoder), its per-item outputs (name -> array, what paired comparisons resample) and the data files it read."""
+    encoder), its per-item outputs (name -> array, what paired comparisons resample), the data files it read and
+    its metadata (JSON-ready settings and bookkeeping that are not scores: the classifier setup, timings ...)."""
 
     scores: dict[str, Any]
     headline: float | None
     items: dict[str, np.ndarray] = field(default_factory=dict)
     files: list[Path] = field(default_factory=list)
+    metadata: dict[str, Any] = field(default_factory=dict)
 
 
 class Probe(ABC):

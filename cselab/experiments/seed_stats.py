@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from cselab.errors import DataError
-from cselab.probes.paired import read_items, sts_items
+from cselab.probes.paired import read_items
+from cselab.probes.sts import sts_items
 from cselab.probes.report import markdown_table
 from cselab.probes.significance import RESAMPLES, hierarchical, holds, holm
 

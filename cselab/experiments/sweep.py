@@ -42,11 +42,10 @@ from cselab.files import check_folder, read_json, shown
 from cselab.probes.geometry import alignment_uniformity
 from cselab.probes.report import markdown_table
 from cselab.probes.significance import t_interval
-from cselab.probes.bias import run_bias
 from cselab.probes.results import changed_files, checksums
 from cselab.probes.runner import write_items
-from cselab.probes.suite import ProbeOptions
-from cselab.probes.sts import run_sts
+from cselab.probes.suite import ProbeOptions, suite_parts
+from cselab.probes.suite import suites as all_suites
 from cselab.registry import MAX_SEED, MAX_SEEDS
 from cselab.train.config.methods import load_method
 from cselab.train.run.data import data_source
@@ -57,10 +56,9 @@ logger = logging.getLogger(__name__)
 
 # Named seed sets of the papers: the thesis's five (simcse-improvements.txt section 5) and SG-OPT's eight (Table 8).
 SEED_SETS = {"thesis": (19984, 5838, 16822, 19294, 17173), "sg-opt": (1, 2, 3, 4, 1234, 2345, 3456, 7890)}
-COLUMNS = ("STS12", "STS13", "STS14", "STS15", "STS16", "STS-B", "SICK-R", "avg", "alignment", "uniformity")
-# With ``bias=True``: Cont./Oppn. (paper protocol), paraphrase-over-negation rate (%) and CANNOT cosine.
-BIAS_COLUMNS = ("cont", "oppn", "gap", "para_over_neg", "cannot_cosine")
-THREE_DECIMALS = ("alignment", "uniformity", "cannot_cosine")
+# the sweep's own columns, after the suites': alignment and uniformity of STS-B dev (lower is better)
+OWN_COLUMNS = {"alignment": {"suite": None, "label": "Alignment", "digits": 3, "main": False},
+               "uniformity": {"suite": None, "label": "Uniformity", "digits": 3, "main": False}}
 SEED_KEY = "training.seed"
 
 
@@ -135,34 +133,48 @@ def plan(methods: list[str], seeds: list[int], grid: list[str]) -> list[SweepRun
 
 
 def score_run(folder: str | os.PathLike, data_dir: str | os.PathLike | None = None, sts_limit: int | None = None,
-              bias: bool = False, items: dict[str, np.ndarray] | None = None, cache: bool = True,
-              files: list | None = None) -> dict[str, Any]:
-    """STS suite (the first ``sts_limit`` pairs of each subset: quick checks) and STS-B dev alignment/uniformity
-    of a run's best checkpoint; with ``bias``, also the bias suite's headline figures (:data:`BIAS_COLUMNS`).
-    ``items`` (when given) receives the per-item outputs, as ``probe run`` keeps them, and ``files`` the data files
-    read; ``cache`` as :func:`~cselab.encoders.load_encoder`'s."""
+              suites: tuple[str, ...] = ("sts",), items: dict[str, np.ndarray] | None = None, cache: bool = True,
+              files: list | None = None) -> tuple[dict[str, float | None], dict[str, dict[str, Any]]]:
+    """A run's best checkpoint scored by each of ``suites`` (their :meth:`~cselab.probes.suite.Suite.sweep_columns`,
+    the first ``sts_limit`` pairs or lines of each file: quick checks), then by the sweep's own STS-B dev alignment
+    and uniformity; returns the scores by column and each column's suite, label, decimals and whether it is a main
+    score. ``items`` (when given) receives the per-item outputs, as ``probe run`` keeps them, and ``files`` the data
+    files read; ``cache`` as :func:`~cselab.encoders.load_encoder`'s."""
     files = [] if files is None else files
-    encoder = load_encoder(str(folder), cache=cache)
+    encoder, known = load_encoder(str(folder), cache=cache), all_suites()
+    scores: dict[str, float | None] = {}
+    columns: dict[str, dict[str, Any]] = {}
     with encoder.remembering():
-        scores, read = run_sts(encoder, data_dir=data_dir, limit=sts_limit, items=items)
+        for name in suites:
+            suite = known[name](ProbeOptions(data_dir=data_dir, limit=sts_limit))
+            result = suite.run(encoder)
+            files.extend(result.files)
+            if items is not None:
+                items.update(result.items)
+            for key, value in suite.sweep_columns({**result.scores, **result.metadata}).items():
+                score = suite.main.get(key)
+                _add_column(scores, columns, key, value, {"suite": name, "label": score.label if score else key,
+                                                          "digits": score.digits if score else 2, "main": bool(score)})
         geometry = alignment_uniformity(encoder, data_dir)
-        found = run_bias(encoder, ProbeOptions(data_dir=data_dir, limit=sts_limit), files, items) if bias else None
-    files.extend([*read, *load_sts("stsb", "dev", data_dir)[0].files])
-    result = {**{task: value["all"] for task, value in scores.items() if task != "avg"}, "avg": scores["avg"],
-              "alignment": geometry["alignment"], "uniformity": geometry["uniformity"]}
-    if found is not None:
-        accuracy = found["transformations"]["paraphrase_over_negation"]["accuracy"]
-        result.update({"cont": found["splits"]["cont_wavg"], "oppn": found["splits"]["oppn_wavg"],
-                       "gap": found["splits"]["gap"], "para_over_neg": None if accuracy is None else 100 * accuracy,
-                       "cannot_cosine": found["cannot"].get("all", {}).get("mean_cosine")})
-    return result
+    files.extend(load_sts("stsb", "dev", data_dir)[0].files)
+    for key, column in OWN_COLUMNS.items():
+        _add_column(scores, columns, key, geometry[key], column)
+    return scores, columns
+
+
+def _add_column(scores: dict, columns: dict, key: str, value: float | None, column: dict[str, Any]) -> None:
+    if key in columns:
+        raise ConfigError(f"the sweep column {key!r} of the {column['suite'] or 'sweep'} suite is the "
+                          f"{columns[key]['suite'] or 'sweep'}'s already: score the two in sweeps of their own")
+    scores[key], columns[key] = value, column
 
 
 @dataclass(frozen=True)
 class SweepSpec:
     """What a sweep runs: every method x grid point x seed, trained on ``data`` from ``model`` into ``out``, with
-    ``overrides`` (``KEY=VALUE``) and ``profile`` for every run; ``sts_limit``/``eval_limit`` for quick checks,
-    ``bias`` to score the bias suite too; ``cache=False`` keeps no encoded vectors (the embedding cache)."""
+    ``overrides`` (``KEY=VALUE``) and ``profile`` for every run; ``sts_limit``/``eval_limit`` for quick checks;
+    ``suites``: the probe suites each run is scored with (``sts``, ``sts,bias`` ...); ``cache=False`` keeps no
+    encoded vectors (the embedding cache)."""
 
     methods: tuple[str, ...]
     seeds: tuple[int, ...]
@@ -175,18 +187,27 @@ class SweepSpec:
     eval_limit: int | None = None
     sts_limit: int | None = None
     profile: str | None = None
-    bias: bool = False
+    suites: tuple[str, ...] = ("sts",)
     cache: bool = True
 
     def runs(self) -> list[SweepRun]:
         return plan(list(self.methods), list(self.seeds), list(self.grid))
+
+    def scoring_suites(self) -> tuple[str, ...]:
+        """:attr:`suites` checked: known suites, the STS suite among them (the summary's interval and the
+        seed-level comparison are over its average)."""
+        found = suite_parts(",".join(self.suites))
+        if "sts" not in found:
+            raise ConfigError(f"--suites {','.join(self.suites)}: a sweep scores the sts suite too (its summary "
+                              "compares the methods' STS averages); add sts")
+        return found
 
 
 def run_sweep(spec: SweepSpec, progress: bool = True, worker: tuple[int, int] | None = None
               ) -> dict[str, Any] | None:
     """Train and score every run not scored yet, then write the summary; returns it. A ``worker`` ``(k, n)`` takes
     only every n-th run from the k-th and writes no summary (see :func:`run_parallel`)."""
-    out, runs = check_folder(spec.out), spec.runs()
+    out, runs, suites = check_folder(spec.out), spec.runs(), spec.scoring_suites()
     for item in spec.overrides:
         _not_the_seed(item.partition("=")[0], "--set")
     # every run's config is checked before the first run trains
@@ -199,7 +220,7 @@ def run_sweep(spec: SweepSpec, progress: bool = True, worker: tuple[int, int] | 
             print(f"[{number}/{len(runs)}] {run.label}, seed {run.seed}", flush=True)
         source = data_source(config, spec.data, spec.data_dir)
         made_by = {"run": run_identity(config, spec.model, source, spec.data_dir, spec.eval_limit),
-                   "scoring": {"sts_limit": spec.sts_limit, "bias": spec.bias}}
+                   "scoring": {"sts_limit": spec.sts_limit, "suites": list(suites)}}
         result_path = out / "results" / f"{run.slug}.json"
         if _scored(result_path, made_by, spec.data_dir):
             continue
@@ -208,11 +229,11 @@ def run_sweep(spec: SweepSpec, progress: bool = True, worker: tuple[int, int] | 
                         progress=progress)
         items: dict[str, np.ndarray] = {}
         files: list = []
-        scores = score_run(summary["best"], spec.data_dir, spec.sts_limit, spec.bias, items, spec.cache, files)
+        scores, columns = score_run(summary["best"], spec.data_dir, spec.sts_limit, suites, items, spec.cache, files)
         made_by["data"] = checksums(files, data_root(spec.data_dir))
         result = {"method": run.method, "grid": list(run.grid), "seed": run.seed, "label": run.label,
                   "steps": summary["steps"], "dev": summary["dev"], "best_dev": summary["best_dev"], "made_by": made_by,
-                  "scores": scores}
+                  "scores": scores, "columns": columns}
         arrays = write_items(result_path.with_suffix(".items.npz"), items)
         result["items"] = {"file": arrays.name, "sha256": sha256(arrays)}
         write_json_atomic(result_path, result)
@@ -267,9 +288,11 @@ def run_parallel(spec: SweepSpec, devices: list[str]) -> dict[str, Any]:
     return write_summary(spec.out, _read_results(Path(spec.out), spec.runs()))
 
 
-def _columns(results: list[dict[str, Any]]) -> tuple[str, ...]:
-    """The score columns every result has (the bias ones only when all runs were scored with them)."""
-    return COLUMNS + tuple(c for c in BIAS_COLUMNS if results and all(c in r["scores"] for r in results))
+def _columns(results: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The score columns every result has (a suite's only when all runs were scored with it), in the first result's
+    order, each with its suite, label, decimals and whether it is a main score."""
+    return {key: column for key, column in results[0]["columns"].items()
+            if all(key in r["scores"] for r in results)} if results else {}
 
 
 def summarize(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -289,12 +312,11 @@ def summarize(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def summary_markdown(rows: list[dict[str, Any]]) -> str:
-    columns = [c for c in (*COLUMNS, *BIAS_COLUMNS) if rows and c in rows[0]]
+def summary_markdown(rows: list[dict[str, Any]], columns: dict[str, dict[str, Any]]) -> str:
     header = ["Method", "Seeds", *columns, "avg 95% CI"]
     body = [[row["label"], ", ".join(map(str, row["seeds"])),
-             *(f"{row[c]['mean']:.3f} ± {row[c]['std']:.3f}" if c in THREE_DECIMALS
-               else f"{row[c]['mean']:.2f} ± {row[c]['std']:.2f}" for c in columns),
+             *("{0:.{2}f} ± {1:.{2}f}".format(row[c]["mean"], row[c]["std"], column["digits"])
+               for c, column in columns.items()),
              "[{:.2f}, {:.2f}]".format(*row["avg"]["ci95"]) if row["avg"]["ci95"] else "(one seed)"]
             for row in rows]
     return ("Mean ± std over seeds (std with ddof 1); the interval is Student's t over seeds\n\n"
@@ -303,7 +325,7 @@ def summary_markdown(rows: list[dict[str, Any]]) -> str:
 
 def summary_text(summary: dict[str, Any]) -> str:
     """The per-method table and the between-method one."""
-    return summary_markdown(summary["rows"]) + "\n\n" + comparison_markdown(summary["comparison"])
+    return summary_markdown(summary["rows"], summary["columns"]) + "\n\n" + comparison_markdown(summary["comparison"])
 
 
 def plot_summary(rows: list[dict[str, Any]], results: list[dict[str, Any]], path: str | os.PathLike) -> None:
@@ -331,10 +353,6 @@ def plot_summary(rows: list[dict[str, Any]], results: list[dict[str, Any]], path
     plt.close(figure)
 
 
-BIAS_PANELS = {"avg": "STS avg.", "cont": "Cont.", "oppn": "Oppn.", "para_over_neg": "Paraphrase > negation (%)",
-               "cannot_cosine": "CANNOT cosine (sentence, negation)"}
-
-
 def _short_label(label: str) -> str:
     """``osscse[losses.two_way_margin.weight=0.1]`` -> ``weight=0.1``; a label without a grid as it is."""
     if "[" not in label:
@@ -343,42 +361,44 @@ def _short_label(label: str) -> str:
     return ",".join(f"{key.rsplit('.', 1)[-1]}={value}" for key, value in items)
 
 
-def plot_bias_summary(rows: list[dict[str, Any]], path: str | os.PathLike) -> None:
-    """One panel per headline figure (STS avg., Cont., Oppn., paraphrase over negation, CANNOT cosine), a point per
-    label with its ±std, joined in the order of the sweep (a grid's values)."""
+def plot_main_summary(rows: list[dict[str, Any]], columns: dict[str, dict[str, Any]], path: str | os.PathLike
+                      ) -> None:
+    """One panel per main score of the suites scored (``columns``: STS avg., Cont., Oppn. ...), a point per label
+    with its ±std, joined in the order of the sweep (a grid's values)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(1, len(BIAS_PANELS), figsize=(3.0 * len(BIAS_PANELS), 3.4))
+    figure, axes = plt.subplots(1, len(columns), figsize=(3.0 * len(columns), 3.4), squeeze=False)
     positions = np.arange(len(rows))
-    for axis, (column, title) in zip(axes, BIAS_PANELS.items(), strict=True):
-        means = np.array([r[column]["mean"] for r in rows])
-        axis.errorbar(positions, means, yerr=[r[column]["std"] for r in rows], capsize=4, color="#3182bd",
+    for axis, (key, column) in zip(axes[0], columns.items(), strict=True):
+        means = np.array([r[key]["mean"] for r in rows])
+        axis.errorbar(positions, means, yerr=[r[key]["std"] for r in rows], capsize=4, color="#3182bd",
                       marker="o", linewidth=1)
-        spread = max(float(np.ptp(means)), 1e-3 if column == "cannot_cosine" else 0.5)
+        spread = max(float(np.ptp(means)), 50 * 10.0 ** -column["digits"])
         axis.set_ylim(means.min() - spread / 2, means.max() + spread / 2)
         axis.set_xlim(-0.5, len(rows) - 0.5)
         for x, value in zip(positions, means, strict=True):
-            axis.annotate(f"{value:.3f}" if column == "cannot_cosine" else f"{value:.2f}", (x, value),
-                          textcoords="offset points", xytext=(0, 5), ha="center", fontsize=7)
+            axis.annotate(f"{value:.{column['digits']}f}", (x, value), textcoords="offset points", xytext=(0, 5),
+                          ha="center", fontsize=7)
         axis.set_xticks(positions, [_short_label(r["label"]) for r in rows], rotation=30, ha="right", fontsize=8)
-        axis.set_title(title, fontsize=9)
+        axis.set_title(column["label"], fontsize=9)
     figure.tight_layout()
     figure.savefig(path, dpi=120)
     plt.close(figure)
 
 
 def write_summary(out: str | os.PathLike, results: list[dict[str, Any]]) -> dict[str, Any]:
-    """``summary.json``, ``summary.md``, ``summary.png`` and, for a sweep scored with the bias suite,
-    ``summary-bias.png``."""
-    out = Path(out)
+    """``summary.json``, ``summary.md``, ``summary.png`` and, for a sweep scored with more suites than STS,
+    ``summary-main.png`` (a panel per main score)."""
+    out, columns = Path(out), _columns(results)
     rows = summarize(results)
-    summary = {"rows": rows, "comparison": compare_methods(out, results), "runs": results}
+    summary = {"rows": rows, "columns": columns, "comparison": compare_methods(out, results), "runs": results}
     write_json_atomic(out / "summary.json", summary)
     write_text_atomic(out / "summary.md", summary_text(summary) + "\n")
     plot_summary(rows, results, out / "summary.png")
-    if rows and all(column in rows[0] for column in BIAS_PANELS):
-        plot_bias_summary(rows, out / "summary-bias.png")
+    main = {key: column for key, column in columns.items() if column["main"]}
+    if rows and len(main) > 1:
+        plot_main_summary(rows, main, out / "summary-main.png")
     return summary

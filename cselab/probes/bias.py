@@ -21,15 +21,22 @@ from cselab.metrics import spearman
 from cselab.probes.report import bias_tables
 from cselab.probes.splits import SubsetSplit, build_splits, split_summary
 from cselab.probes.sts import similarities
-from cselab.probes.suite import ProbeOptions, Suite, register_suite
+from cselab.probes.paired import aligned
+from cselab.probes.results import data_key, suite_setting
+from cselab.probes.significance import Stratum
+from cselab.probes.suite import PairedFigures, ProbeOptions, Score, Suite, register_suite
 from cselab.probes.names import SPLIT_RULES
 from cselab.probes.transformations import (
     handwritten_testset,
+    plot_transformations,
     paraphrase_over_negation,
     read_testset,
     run_negation_pairs,
     run_transformations,
 )
+
+
+TRANSFORMATIONS = "bias.transformation probe"  # a scope of its own: its items are its test set's
 
 
 def weighted_average(values: Sequence[float], weights: Sequence[int]) -> float | None:
@@ -93,17 +100,96 @@ def run_bias(encoder: Encoder, options: ProbeOptions, files: list, items: dict |
     return result
 
 
+def splits_comparable(a: dict[str, np.ndarray], b: dict[str, np.ndarray]) -> bool:
+    """Whether two results split the same pairs into the same Cont. and Oppn. parts (another split rule or MER
+    normalisation does not), so that their Cont./Oppn. figures can be compared pair by pair."""
+    mine = {key for key in a if key.startswith("bias/splits/")}
+    theirs = {key for key in b if key.startswith("bias/splits/")}
+    return mine == theirs and all(np.array_equal(a[k], b[k]) for k in mine if k.endswith(("/cont", "/gold")))
+
+
+def _split_figures(a: dict[str, np.ndarray], b: dict[str, np.ndarray], subsets: list[str]
+                   ) -> dict[str, tuple[list[Stratum], float]]:
+    """Cont. and Oppn. (each subset's part a Spearman stratum weighted by its share of the part's pairs) and the gap."""
+    parts = {}
+    for part, keep in (("Cont.", True), ("Oppn.", False)):
+        strata = []
+        for key in subsets:
+            mask = a[key + "/cont"] == keep
+            x, y = aligned(a, b, key + "/sim")
+            strata.append(Stratum(x[mask], y[mask], a[key + "/gold"][mask].astype(np.float64), int(mask.sum())))
+        total = sum(s.weight for s in strata)
+        parts[part] = [Stratum(s.a, s.b, s.gold, s.weight / total) for s in strata if s.weight]
+    gap = parts["Cont."] + [Stratum(s.a, s.b, s.gold, -s.weight) for s in parts["Oppn."]]
+    return {"Cont.": (parts["Cont."], 100.0), "Oppn.": (parts["Oppn."], 100.0), "Gap": (gap, 100.0)}
+
+
 @register_suite
 class BiasSuite(Suite):
     """Cont./Oppn. splits, the transformation test set and the CANNOT negation pairs."""
 
-    name = "bias"
+    name, title = "bias", "Bias"
+    main = {"cont": Score("Cont."), "oppn": Score("Oppn."), "gap": Score("Gap"),
+            "para_over_neg": Score("Para > neg (%)", 1), "cannot_cosine": Score("CANNOT cos.", 3)}
+    metadata = ("mer_normalize",)
 
     def run(self, encoder: Encoder) -> Result:
         items: dict[str, np.ndarray] = {}
         files: list = []
         scores = run_bias(encoder, self.options, files, items)
-        return Result(scores, None, items, files)  # several figures, none higher-is-better on its own
+        metadata = {key: scores.pop(key) for key in self.metadata}
+        return Result(scores, None, items, files, metadata)  # several figures, none higher-is-better on its own
 
     def sections(self, section: dict[str, Any], spec: str) -> list[str]:
         return ["## Bias probes", bias_tables(section)]
+
+    def main_scores(self, section: dict[str, Any]) -> dict[str, float | None]:
+        splits = section.get("splits", {})
+        accuracy = section.get("transformations", {}).get("paraphrase_over_negation", {}).get("accuracy")
+        return {"cont": splits.get("cont_wavg"), "oppn": splits.get("oppn_wavg"), "gap": splits.get("gap"),
+                "para_over_neg": None if accuracy is None else 100 * accuracy,
+                "cannot_cosine": section.get("cannot", {}).get("all", {}).get("mean_cosine")}
+
+    def settings(self, section: dict[str, Any]) -> dict[str, Any]:
+        return {"split rule": suite_setting(section.get("splits", {}), "split_rule")}
+
+    def compare_notes(self, sections: list[dict[str, Any]]) -> list[str]:
+        rules = sorted({suite_setting(s["splits"], "split_rule", "footnote") for s in sections if "splits" in s})
+        if len(rules) > 1:
+            return [f"Warning: these results use different Cont./Oppn. split rules ({', '.join(rules)}); their Cont., "
+                    "Oppn. and Gap columns are not comparable."]
+        return [f"Cont./Oppn.: split rule `{rules[0]}`."] if rules else []
+
+    def item_inputs(self, section: dict[str, Any], inputs: dict[str, Any], data: dict[str, Any]
+                    ) -> dict[str, dict[str, Any]]:
+        """The transformation probe (:data:`TRANSFORMATIONS`) apart: its items are its test set's."""
+        transformations = section.get("transformations", {})
+        testset = transformations.get("testset")
+        if testset and data.get("root"):
+            inputs = {k: v for k, v in inputs.items() if k != f"file:{data_key(testset, data['root'])}"}
+        return {TRANSFORMATIONS: {"the transformation test set": transformations.get("sha256")}, self.name: inputs}
+
+    def paired(self, a: dict[str, np.ndarray], b: dict[str, np.ndarray], skip: frozenset[str]) -> PairedFigures:
+        """Cont., Oppn. and the gap (pairs split alike only), paraphrase over negation (% of sources), the CANNOT
+        cosine (mean over the pairs)."""
+        figures, notes = {}, ()
+        subsets = [k[:-4] for k in sorted(a) if k.startswith("bias/splits/") and k.endswith("/sim") and k in b]
+        if subsets and splits_comparable(a, b):
+            figures.update(_split_figures(a, b, subsets))
+        elif all(any(k.startswith("bias/splits/") for k in found) for found in (a, b)):
+            notes = ("Cont./Oppn. not compared pair by pair: they split the pairs differently (another split rule or "
+                     "MER normalisation)",)
+        key = "bias/transformations/paraphrase_over_negation"
+        if TRANSFORMATIONS not in skip and key in a and key in b:
+            figures["Para > neg (%)"] = ([Stratum(*aligned(a, b, key))], 100.0)
+        cannot = [k for k in sorted(a) if k.startswith("bias/cannot/") and k in b]
+        if cannot:
+            pairs = [aligned(a, b, k) for k in cannot]
+            figures["CANNOT cos."] = ([Stratum(np.concatenate([x for x, _ in pairs]),
+                                               np.concatenate([y for _, y in pairs]))], 1.0)
+        return PairedFigures(figures, None, notes)
+
+    def plots(self, section: dict[str, Any], out: Path, spec: str) -> dict[Path, str]:
+        path = plot_transformations(section["transformations"]["pairs"], out.with_suffix(".transformations.png"),
+                                    f"Transformation probe: {spec}")
+        return {path: "cosine against MER per transformation"}

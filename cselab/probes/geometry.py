@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -28,9 +29,10 @@ from cselab.encoders.pooling import matching_layer_pooler, pool_states
 from cselab.errors import DataError
 from cselab.evaluation.probe import Result
 from cselab.metrics import cosine_rows, spearman
+from cselab.probes.plots import plot_geometry
 from cselab.probes.report import geometry_tables
 from cselab.probes.sts import SHORT_NAMES, subset_limit, x100
-from cselab.probes.suite import ProbeOptions, Suite, register_suite
+from cselab.probes.suite import ProbeOptions, Score, Suite, register_suite
 
 LAYER_GRID_POOLERS = {"cls": "first", "mean": "avg", "max": "max"}
 PCA_DIMS = (768, 512, 256, 128)
@@ -176,7 +178,8 @@ def run_geometry(encoder: Encoder, options: ProbeOptions, files: list) -> dict[s
 class GeometrySuite(Suite):
     """Alignment/uniformity, the layer-wise measures and STS after PCA."""
 
-    name = "geometry"
+    name, title = "geometry", "Geometry"
+    main = {"alignment": Score("Alignment", 3), "uniformity": Score("Uniformity", 3)}
 
     def run(self, encoder: Encoder) -> Result:
         files: list = []
@@ -184,3 +187,10 @@ class GeometrySuite(Suite):
 
     def sections(self, section: dict[str, Any], spec: str) -> list[str]:
         return ["## Geometry", geometry_tables(section)]
+
+    def main_scores(self, section: dict[str, Any]) -> dict[str, float | None]:
+        return {key: section.get("alignment_uniformity", {}).get(key) for key in self.main}
+
+    def plots(self, section: dict[str, Any], out: Path, spec: str) -> dict[Path, str]:
+        path = plot_geometry(section, out.with_suffix(".geometry.png"), spec)
+        return {path: "alignment, uniformity and the layer-wise measures"}

@@ -1,15 +1,10 @@
-"""Pictures of the transfer, probing and geometry suites (PNG, matplotlib's Agg back-end)."""
+"""Pictures the suites draw of their sections (PNG, matplotlib's Agg back-end): accuracy bars, geometry panels."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 from typing import Any
-
-from cselab.probes.results import suite_setting
-
-# a section's keys that are not tasks ('protocol': older results' name for the classifier setup)
-SCORE_KEYS = ("folder", "classifier", "protocol", "sentences_encoded", "encode_s", "avg", "skipped")
 
 
 def _pyplot():
@@ -30,25 +25,16 @@ def _save(figure, path: str | os.PathLike) -> Path:
     return path
 
 
-def task_scores(suite: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """The per-task entries of a transfer or probing result."""
-    return {name: value for name, value in suite.items() if name not in SCORE_KEYS}
-
-
-def plot_accuracies(suites: dict[str, dict[str, Any]], path: str | os.PathLike, title: str = "") -> Path:
-    """One bar chart per suite (transfer, probing): test accuracy x 100 per task."""
+def plot_accuracies(accuracies: dict[str, float], path: str | os.PathLike, title: str = "") -> Path:
+    """A bar chart of test accuracy x 100 per task."""
     plt = _pyplot()
-    figure, axes = plt.subplots(1, len(suites), figsize=(6 * len(suites), 4), dpi=120, squeeze=False)
-    for ax, (name, suite) in zip(axes[0], suites.items()):
-        tasks = task_scores(suite)
-        values = [task["acc"] for task in tasks.values()]
-        bars = ax.bar(list(tasks), values, color="tab:blue" if name == "transfer" else "tab:green")
-        ax.bar_label(bars, fmt="%.1f", fontsize=7)
-        ax.set_ylim(0, 105)
-        ax.set_ylabel("test accuracy x 100")
-        ax.set_title(f"{name} ({suite_setting(suite, 'classifier')} classifier setup)")
-        ax.tick_params(axis="x", labelrotation=45, labelsize=8)
-    figure.suptitle(title)
+    figure, ax = plt.subplots(figsize=(6, 4), dpi=120)
+    bars = ax.bar(list(accuracies), list(accuracies.values()), color="tab:blue")
+    ax.bar_label(bars, fmt="%.1f", fontsize=7)
+    ax.set_ylim(0, 105)
+    ax.set_ylabel("test accuracy x 100")
+    ax.set_title(title, fontsize=9)
+    ax.tick_params(axis="x", labelrotation=45, labelsize=8)
     return _save(figure, path)
 
 

@@ -22,8 +22,8 @@ from cselab.data.probing import read_probing_file
 from cselab.encoders import Encoder
 from cselab.evaluation.probe import Result
 from cselab.probes.probing_builder import PROBING_FILES
-from cselab.probes.report import accuracy_sections
-from cselab.probes.suite import Suite, register_suite
+from cselab.probes.accuracy import AccuracySuite
+from cselab.probes.suite import Score, register_suite
 from cselab.evaluation.validation import classifier_setup, split
 
 PROBING_TASKS = tuple(PROBING_FILES)
@@ -75,10 +75,11 @@ def run_probing(encoder: Encoder, folder: str | os.PathLike, tasks: Sequence[str
 
 
 @register_suite
-class ProbingSuite(Suite):
+class ProbingSuite(AccuracySuite):
     """SentEval's probing tasks, from ``options.probing_dir`` (else the data root's ``probing/``)."""
 
-    name = "probing"
+    name, title, heading = "probing", "Probing (test accuracy x 100)", "Probing tasks"
+    main = {"avg": Score("Probing avg.")}
     optional = True
 
     def run(self, encoder: Encoder) -> Result:
@@ -86,8 +87,5 @@ class ProbingSuite(Suite):
         o = self.options
         scores, files = run_probing(encoder, probing_dir(o.probing_dir, o.data_dir), classifier=o.classifier,
                                     batch_size=o.batch_size, n_jobs=o.n_jobs, limit=o.limit, items=items)
-        accuracies = [value["acc"] for value in scores.values() if isinstance(value, dict) and "acc" in value]
-        return Result(scores, float(np.mean(accuracies)) if accuracies else None, items, files)
-
-    def sections(self, section: dict[str, Any], spec: str) -> list[str]:
-        return accuracy_sections("Probing tasks", section, spec)
+        metadata = {key: scores.pop(key) for key in self.metadata if key in scores}
+        return Result(scores, self.main_scores(scores)["avg"], items, files, metadata)

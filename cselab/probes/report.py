@@ -11,24 +11,13 @@ from typing import Any
 
 from cselab.errors import DataError
 from cselab.files import clipped, read_json
-from cselab.probes.paired import (
-    TRANSFORMATIONS,
-    item_conflicts,
-    paired_tables,
-    read_items,
-    setting_differences,
-    splits_comparable,
-)
-from cselab.probes.plots import task_scores
+from cselab.probes.paired import item_conflicts, paired_notes, paired_tables, read_items, setting_differences
 from cselab.probes.results import suite_setting
 from cselab.probes.significance import ALPHA, LEVEL, RESAMPLES
+from cselab.probes.suite import suites
 
-PLOT_CAPTIONS = {"transformations": "cosine against MER per transformation",
-                 "accuracy": "test accuracy per transfer and probing task",
-                 "geometry": "alignment, uniformity and the layer-wise measures"}
-
-
-def _cell(value: float | None, digits: int = 2) -> str:
+def cell(value: float | None, digits: int = 2) -> str:
+    """A figure for a table: ``digits`` decimals, or n/a."""
     return "n/a" if value is None else f"{value:.{digits}f}"
 
 
@@ -43,7 +32,7 @@ def sts_table(scores: dict[str, Any], model: str) -> str:
     """One column per task (its headline Spearman x 100) and the average."""
     names = [name for name in scores if name != "avg"]
     return markdown_table(["Model", *names, "Avg."],
-                          [[model, *(_cell(scores[name]["all"]) for name in names), _cell(scores["avg"])]])
+                          [[model, *(cell(scores[name]["all"]) for name in names), cell(scores["avg"])]])
 
 
 def bias_tables(bias: dict[str, Any]) -> str:
@@ -57,15 +46,15 @@ def bias_tables(bias: dict[str, Any]) -> str:
         f"({suite_setting(splits, 'split_rule_description', 'median gold score in [2, 3.5]')}); averages weight each "
         "part by its own size, as the paper's Table 3.",
         markdown_table(["Cont. (wavg)", "Oppn. (wavg)", "Gap", "Paraphrase > negation"],
-                       [[_cell(splits["cont_wavg"]), _cell(splits["oppn_wavg"]), _cell(splits["gap"]),
-                         f"{_cell(accuracy['accuracy'] and 100 * accuracy['accuracy'], 1)}% of {accuracy['n']}"]]),
+                       [[cell(splits["cont_wavg"]), cell(splits["oppn_wavg"]), cell(splits["gap"]),
+                         f"{cell(accuracy['accuracy'] and 100 * accuracy['accuracy'], 1)}% of {accuracy['n']}"]]),
         "### Cont. and Oppn. per subset",
         markdown_table(["Subset", "Cont.", "Oppn.", "#Cont.", "#Oppn."],
-                       [[name, _cell(v["cont"]), _cell(v["oppn"]), str(v["n_cont"]), str(v["n_oppn"])]
+                       [[name, cell(v["cont"]), cell(v["oppn"]), str(v["n_cont"]), str(v["n_oppn"])]
                         for name, v in splits["subsets"].items()]),
         f"### Transformations ({transformations['n_sources']} sources, {Path(transformations['testset']).name})",
         markdown_table(["Type", "n", "Mean cosine", "Mean MER"],
-                       [[kind, str(v["n"]), _cell(v["mean_cosine"], 3), _cell(v["mean_mer"], 3)]
+                       [[kind, str(v["n"]), cell(v["mean_cosine"], 3), cell(v["mean_mer"], 3)]
                         for kind, v in transformations["types"].items()]),
     ]
     cannot = bias["cannot"]
@@ -73,32 +62,10 @@ def bias_tables(bias: dict[str, Any]) -> str:
     if "skipped" in cannot:
         parts.append(f"Skipped: {cannot['skipped']}")
     else:
-        rows = [[name, str(v["n"]), _cell(v["mean_cosine"], 3), _cell(v["mean_mer"], 3)]
+        rows = [[name, str(v["n"]), cell(v["mean_cosine"], 3), cell(v["mean_mer"], 3)]
                 for name, v in {**cannot["sets"], "all": cannot["all"]}.items()]
         parts.append(markdown_table(["Set", "n", "Mean cosine", "Mean MER"], rows))
     return "\n\n".join(parts)
-
-
-def accuracy_table(suite: dict[str, Any], model: str) -> str:
-    """Test accuracy x 100 per transfer or probing task (MRPC: accuracy/F1) and the average."""
-    tasks = task_scores(suite)
-    cells = [f"{_cell(v['acc'])}/{_cell(v['f1'])}" if "f1" in v else _cell(v["acc"]) for v in tasks.values()]
-    header, row = ["Model", *tasks], [model, *cells]
-    if "avg" in suite:
-        header, row = [*header, "Avg."], [*row, _cell(suite["avg"])]
-    return markdown_table(header, [row])
-
-
-def accuracy_details(suite: dict[str, Any]) -> str:
-    """Per task: validation and test accuracy, chosen weight decay (and classifier), sizes, classifier time."""
-    rows = []
-    for name, v in task_scores(suite).items():
-        sizes = " / ".join(str(v[k]) for k in ("n_all", "n_train", "n_dev", "n_test") if k in v)
-        classifier = "LR" if not v.get("nhid") else f"MLP {v['nhid']}, dropout {v['dropout']}"
-        reg = v["reg"] if not isinstance(v["reg"], list) else "per fold"
-        rows.append([name, _cell(v["devacc"]), _cell(v["acc"]), classifier, str(reg), sizes,
-                     _cell(v["classifier_s"], 1)])
-    return markdown_table(["Task", "Dev acc.", "Test acc.", "Classifier", "L2", "Sizes", "Time (s)"], rows)
 
 
 def geometry_tables(geometry: dict[str, Any]) -> str:
@@ -106,7 +73,7 @@ def geometry_tables(geometry: dict[str, Any]) -> str:
     au = geometry["alignment_uniformity"]
     parts = ["### Alignment and uniformity (STS-B dev, normalized vectors; lower is better)",
              markdown_table(["Alignment", "Uniformity", "Positive pairs", "Sentences"],
-                            [[_cell(au["alignment"], 3), _cell(au["uniformity"], 3), str(au["positive_pairs"]),
+                            [[cell(au["alignment"], 3), cell(au["uniformity"], 3), str(au["positive_pairs"]),
                               str(au["sentences"])]])]
     layers = geometry["layers"]
     parts.append("### By layer (STS-B test; layer 0 = embeddings)")
@@ -114,9 +81,9 @@ def geometry_tables(geometry: dict[str, Any]) -> str:
         parts.append(f"Skipped: {layers['skipped']}")
     else:
         poolers = list(layers["sts_by_layer"])
-        rows = [[str(i), _cell(layers["token_similarity"][i], 3),
-                 _cell(layers["inter_layer_cosine"][i - 1], 3) if i else "",
-                 *(_cell(layers["sts_by_layer"][p][i]) for p in poolers)] for i in range(layers["layers"] + 1)]
+        rows = [[str(i), cell(layers["token_similarity"][i], 3),
+                 cell(layers["inter_layer_cosine"][i - 1], 3) if i else "",
+                 *(cell(layers["sts_by_layer"][p][i]) for p in poolers)] for i in range(layers["layers"] + 1)]
         parts.append(markdown_table(["Layer", "TokSim", "Cosine to previous layer",
                                      *(f"STS-B {p}" for p in poolers)], rows))
     pca = geometry["pca"]
@@ -126,27 +93,15 @@ def geometry_tables(geometry: dict[str, Any]) -> str:
     else:
         dims = sorted(pca["dims"], key=int, reverse=True)
         tasks = [t for t in pca["dims"][dims[0]] if t != "avg"]
-        parts.append(markdown_table(["Dims", *tasks, "Avg."], [[d, *(_cell(pca["dims"][d][t]) for t in (*tasks, "avg"))]
+        parts.append(markdown_table(["Dims", *tasks, "Avg."], [[d, *(cell(pca["dims"][d][t]) for t in (*tasks, "avg"))]
                                                                for d in dims]))
         parts.append(f"Principal directions from {pca['reference_sentences']} sentences of {pca['reference']}.")
     return "\n\n".join(parts)
 
 
-def accuracy_sections(title: str, suite: dict[str, Any], spec: str) -> list[str]:
-    """The report's part for a transfer or probing section: the accuracy table and details, or why it was
-    skipped."""
-    if "skipped" in suite and not task_scores(suite):
-        return [f"## {title}", f"Skipped: {suite['skipped']}"]
-    parts = [f"## {title} (test accuracy x 100, {suite_setting(suite, 'classifier')} classifier setup)",
-             accuracy_table(suite, spec), accuracy_details(suite),
-             f"{suite['sentences_encoded']} distinct sentences encoded once ({suite['encode_s']} s)."]
-    if suite.get("skipped"):
-        parts.append(f"Not present: {', '.join(suite['skipped'])}.")
-    return parts
-
-
-def markdown_report(payload: dict[str, Any], sections: Sequence[str], plots: Sequence[str | os.PathLike] = ()) -> str:
-    """The whole report of one results JSON: its header, the suites' ``sections``, pictures linked by file name."""
+def markdown_report(payload: dict[str, Any], sections: Sequence[str], plots: dict[Path, str] | None = None) -> str:
+    """The whole report of one results JSON: its header, the suites' ``sections``, pictures (path -> caption) linked
+    by file name."""
     model = payload["model"]
     parts = [f"# Probe report: {model['spec']}",
              f"Suite `{payload['suite']}`, {model['class']}"
@@ -154,7 +109,7 @@ def markdown_report(payload: dict[str, Any], sections: Sequence[str], plots: Seq
              + f"; cselab {payload['cselab_version']}, wall time {payload['wall_time_s']} s"
              + (f"; first {payload['limit']} pairs per file only" if payload.get("limit") else "") + "."]
     parts += sections
-    parts += [f"![{PLOT_CAPTIONS[Path(p).stem.split('.')[-1]]}]({Path(p).name})" for p in plots]
+    parts += [f"![{caption}]({Path(path).name})" for path, caption in (plots or {}).items()]
     return "\n\n".join(parts) + "\n"
 
 
@@ -185,36 +140,24 @@ def html_report(markdown: str) -> str:
             f"<style>{style}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
 
 
-def _avg(payload: dict[str, Any], suite: str) -> float | None:
-    value = payload.get(suite, {})
-    return value.get("avg") if isinstance(value, dict) else None
-
-
 def compare_table(payloads: Sequence[dict[str, Any]]) -> str:
-    """Models side by side: STS average, Cont., Oppn., gap, paraphrase-over-negation accuracy, CANNOT cosine,
-    transfer and probing averages, alignment and uniformity."""
+    """Models side by side: every suite's main scores (:attr:`Suite.main`), in suite order, for the suites any of
+    the results has; then what each suite notes about comparing them (:meth:`Suite.compare_notes`)."""
+    columns, notes = [], []
+    for name, cls in suites().items():
+        sections = [p[name] for p in payloads if isinstance(p.get(name), dict)]
+        if sections:
+            suite = cls()
+            columns += [(name, suite, key, score) for key, score in suite.main.items()]
+            notes += suite.compare_notes(sections)
     rows = []
     for payload in payloads:
-        sts, bias = payload.get("sts", {}), payload.get("bias", {})
-        splits = bias.get("splits", {})
-        accuracy = bias.get("transformations", {}).get("paraphrase_over_negation", {}).get("accuracy")
-        cannot = bias.get("cannot", {}).get("all", {}).get("mean_cosine")
-        probing = task_scores(payload.get("probing", {}))
-        au = payload.get("geometry", {}).get("alignment_uniformity", {})
-        rows.append([payload["model"]["spec"], _cell(sts.get("avg")), _cell(splits.get("cont_wavg")),
-                     _cell(splits.get("oppn_wavg")), _cell(splits.get("gap")),
-                     _cell(accuracy and 100 * accuracy, 1), _cell(cannot, 3), _cell(_avg(payload, "transfer")),
-                     _cell(sum(v["acc"] for v in probing.values()) / len(probing) if probing else None),
-                     _cell(au.get("alignment"), 3), _cell(au.get("uniformity"), 3)])
-    table = markdown_table(["Model", "STS avg.", "Cont.", "Oppn.", "Gap", "Para > neg (%)", "CANNOT cos.",
-                            "Transfer avg.", "Probing avg.", "Alignment", "Uniformity"], rows)
-    rules = sorted({suite_setting(p["bias"]["splits"], "split_rule", "footnote") for p in payloads if "bias" in p})
-    if len(rules) > 1:
-        table += (f"\n\nWarning: these results use different Cont./Oppn. split rules ({', '.join(rules)}); "
-                  "their Cont., Oppn. and Gap columns are not comparable.")
-    elif rules:
-        table += f"\n\nCont./Oppn.: split rule `{rules[0]}`."
-    return table
+        values = {name: suite.main_scores(payload[name]) for name, suite, _, _ in columns
+                  if isinstance(payload.get(name), dict)}
+        rows.append([payload["model"]["spec"], *(cell(values.get(name, {}).get(key), score.digits)
+                                                 for name, _, key, score in columns)])
+    table = markdown_table(["Model", *(score.label for *_, score in columns)], rows)
+    return "\n\n".join([table, *notes])
 
 
 def _cells(line: str) -> list[str]:
@@ -222,24 +165,25 @@ def _cells(line: str) -> list[str]:
     return [cell.strip() for cell in line.strip().strip("|").split("|")]
 
 
-SUITE_TITLES = {"sts": "STS (Spearman x 100)", "bias": "Bias", "transfer": "Transfer (test accuracy x 100)",
-                "probing": "Probing (test accuracy x 100)"}
+def model_rows(title: str, tables: Sequence[str]) -> list[str]:
+    """One-row tables of several models (:func:`markdown_table`'s, a model per table) under ``title``: one table
+    with a row per model where their columns agree, else each as it is."""
+    parsed = [[_cells(line) for line in table.splitlines()] for table in tables]
+    if not parsed:
+        return []
+    if all(t[0][1:] == parsed[0][0][1:] for t in parsed):
+        return [f"### {title}", markdown_table(parsed[0][0], [t[2] for t in parsed])]
+    return [f"### {title}", *(markdown_table(t[0], t[2:]) for t in parsed)]
 
 
 def compare_report(payloads: Sequence[dict[str, Any]]) -> str:
-    """The summary table, then each suite's per-task table with one row per model."""
+    """The summary table, then each suite's comparison of the results that have it
+    (:meth:`Suite.compare_sections`)."""
     parts = [compare_table(payloads)]
-    for suite in ("sts", "transfer", "probing"):
-        having = [p for p in payloads if (suite == "sts" and suite in p) or task_scores(p.get(suite, {}))]
-        if not having:
-            continue
-        make = sts_table if suite == "sts" else accuracy_table
-        tables = [[_cells(line) for line in make(p[suite], p["model"]["spec"]).splitlines()] for p in having]
-        parts.append(f"### {SUITE_TITLES[suite]}")
-        if all(t[0][1:] == tables[0][0][1:] for t in tables):  # the same tasks: one table, a row per model
-            parts.append(markdown_table(tables[0][0], [t[2] for t in tables]))
-        else:
-            parts += [markdown_table(t[0], t[2:]) for t in tables]
+    for name, cls in suites().items():
+        having = [(p["model"]["spec"], p[name]) for p in payloads if isinstance(p.get(name), dict)]
+        if having:
+            parts += cls().compare_sections(having)
     return "\n\n".join(parts)
 
 
@@ -263,7 +207,8 @@ def differences_report(paths: Sequence[str], payloads: Sequence[dict[str, Any]],
         spec = payload["model"]["spec"]
         conflicts = item_conflicts(payloads[baseline], payload)
         for scope, reasons in conflicts.items():
-            what = "the bias suite's transformation probe" if scope == TRANSFORMATIONS else f"the {scope} suite"
+            suite, _, part = scope.partition(".")
+            what = f"the {suite} suite's {part}" if part else f"the {suite} suite"
             parts += ["", f"**Warning**: {spec} and {name} were not scored on the same items of {what}, so its "
                           "figures are compared as aggregates only (the tables above), not item by item: "
                           + "; ".join(reasons) + "."]
@@ -273,10 +218,8 @@ def differences_report(paths: Sequence[str], payloads: Sequence[dict[str, Any]],
                                               "no intervals."]
             continue
         tables = paired_tables(items[baseline], items[index], resamples, seed, tuple(conflicts))
-        if "bias" not in conflicts and not splits_comparable(items[baseline], items[index]) and all(
-                any(key.startswith("bias/splits/") for key in found) for found in (items[baseline], items[index])):
-            parts += ["", f"Cont./Oppn. of {spec} and {name} not compared pair by pair: they split the pairs "
-                          "differently (another split rule or MER normalisation)."]
+        parts += [line for note in paired_notes(items[baseline], items[index], tuple(conflicts))
+                  for line in ("", f"{spec} vs {name}: {note}.")]
         parts += _difference_tables(tables, name, spec)
         settings, provenance = setting_differences(payloads[baseline], payload)
         if settings:
@@ -288,14 +231,14 @@ def differences_report(paths: Sequence[str], payloads: Sequence[dict[str, Any]],
 
 
 def _difference_tables(tables: dict[str, list[dict[str, Any]]], name: str, spec: str) -> list[str]:
-    parts = []
+    parts, known = [], suites()
     for suite, rows in tables.items():
-        digits = {"CANNOT cos.": 3}
-        body = [[r["name"], _cell(r["a"], digits.get(r["name"], 2)), _cell(r["b"], digits.get(r["name"], 2)),
+        digits = {score.label: score.digits for score in known[suite].main.values()}
+        body = [[r["name"], cell(r["a"], digits.get(r["name"], 2)), cell(r["b"], digits.get(r["name"], 2)),
                  f"{r['diff']:+.{digits.get(r['name'], 2)}f}",
                  f"[{r['ci'][0]:+.{digits.get(r['name'], 2)}f}, {r['ci'][1]:+.{digits.get(r['name'], 2)}f}]",
                  f"{r['p']:.3f}", f"{r['p_holm']:.3f}", "yes" if r["holds"] else "no"] for r in rows]
-        parts += ["", f"### {spec} vs {name}: {SUITE_TITLES[suite]}", "",
+        parts += ["", f"### {spec} vs {name}: {known[suite].title}", "",
                   markdown_table(["Figure", name, spec, "Diff.", f"{int(100 * LEVEL)}% CI", "p", "p (Holm)",
                                   "Holds"], body)]
     return parts

@@ -20,11 +20,9 @@ from cselab.data import DataNotFoundError, data_root
 from cselab.encoders import Encoder
 from cselab.errors import ConfigError, DataError
 from cselab.files import check_folder, read_json, remove_path
-from cselab.probes.plots import plot_accuracies, plot_geometry, task_scores
 from cselab.probes.report import html_report, markdown_report
 from cselab.probes.results import checksums, data_key
 from cselab.probes.suite import ProbeOptions, suite_parts, suite_sections, suites
-from cselab.probes.transformations import plot_transformations
 from cselab.provenance import provenance
 from cselab.versions import package_versions
 
@@ -44,7 +42,11 @@ def _run_parts(encoder: Encoder, parts: tuple[str, ...], suite: str, options: Pr
                 raise
             payload[name] = {"skipped": str(err)}
             continue
-        payload[name] = result.scores
+        unknown = sorted(set(result.metadata) - set(cls.metadata))
+        if unknown or set(result.scores) & set(result.metadata):
+            raise TypeError(f"suite {name}: its result's metadata {unknown or sorted(result.metadata)} are not "
+                            "declared in its metadata, or are also scores")
+        payload[name] = {**result.scores, **result.metadata}
         files[name] = list(result.files)
         items.update(result.items)
 
@@ -85,19 +87,12 @@ def _device(encoder: Encoder) -> str:
     return str(device) if device is not None else "cpu"
 
 
-def write_plots(payload: dict[str, Any], out: str | os.PathLike) -> list[Path]:
-    """The pictures of a payload, beside ``out``: the transformation scatter plot (bias), the accuracy bars
-    (transfer, probing) and the geometry panels."""
-    out, spec = Path(out), payload["model"]["spec"]
-    plots = []
-    if "bias" in payload:
-        plots.append(plot_transformations(payload["bias"]["transformations"]["pairs"],
-                                          out.with_suffix(".transformations.png"), f"Transformation probe: {spec}"))
-    accuracies = {name: payload[name] for name in ("transfer", "probing") if task_scores(payload.get(name, {}))}
-    if accuracies:
-        plots.append(plot_accuracies(accuracies, out.with_suffix(".accuracy.png"), spec))
-    if "geometry" in payload:
-        plots.append(plot_geometry(payload["geometry"], out.with_suffix(".geometry.png"), spec))
+def write_plots(payload: dict[str, Any], out: str | os.PathLike) -> dict[Path, str]:
+    """The pictures every suite of a payload draws (:meth:`Suite.plots`) beside ``out``, with their captions."""
+    out, plots = Path(out), {}
+    for name, cls in suites().items():
+        if isinstance(payload.get(name), dict):
+            plots.update(cls().plots(payload[name], out, payload["model"]["spec"]))
     return plots
 
 

@@ -19,8 +19,11 @@ from cselab.data import STSPairs, load_sts
 from cselab.encoders import Encoder
 from cselab.metrics import cosine_rows, pearson, spearman
 from cselab.evaluation.probe import Result
-from cselab.probes.report import sts_table
-from cselab.probes.suite import Suite, register_suite
+from cselab.errors import DataError
+from cselab.probes.paired import item_groups
+from cselab.probes.report import model_rows, sts_table
+from cselab.probes.significance import Stratum
+from cselab.probes.suite import PairedFigures, Score, Suite, register_suite
 from cselab.probes.names import STS_SUITE
 
 SHORT_NAMES = {"sts12": "STS12", "sts13": "STS13", "sts14": "STS14", "sts15": "STS15", "sts16": "STS16",
@@ -96,11 +99,41 @@ def run_sts(encoder: Encoder, tasks: Sequence[str] = STS_SUITE, data_dir: str | 
     return scores, files
 
 
+def sts_items(items: dict[str, np.ndarray]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
+    """Each STS task's cosines and gold scores over its pooled subsets, in the table's order."""
+    tasks = {}
+    for task, keys in item_groups(items, "sts").items():
+        sims = [key for key in keys if key.endswith("/sim")]
+        tasks[task] = (np.concatenate([items[k] for k in sims]).astype(np.float64),
+                       np.concatenate([items[k[:-4] + "/gold"] for k in sims]).astype(np.float64))
+    return tasks
+
+
 @register_suite
 class STSSuite(Suite):
     """STS12-16, STS-B and SICK-R (the tasks of ``options.tasks``)."""
 
-    name = "sts"
+    name, title = "sts", "STS (Spearman x 100)"
+    main = {"avg": Score("STS avg.")}
+
+    def sweep_columns(self, section: dict[str, Any]) -> dict[str, float | None]:
+        """Each task's headline figure, then the average."""
+        return {**{task: value["all"] for task, value in section.items() if task != "avg"}, "avg": section["avg"]}
+
+    def compare_sections(self, sections: list[tuple[str, dict[str, Any]]]) -> list[str]:
+        return model_rows(self.title, [sts_table(section, spec) for spec, section in sections])
+
+    def paired(self, a: dict[str, np.ndarray], b: dict[str, np.ndarray], skip: frozenset[str]) -> PairedFigures:
+        """Each task's Spearman x 100 over its pooled pairs (the cosines against the gold scores), and their mean."""
+        figures, theirs = {}, sts_items(b)
+        for task, (sims, gold) in sts_items(a).items():
+            if task not in theirs:
+                continue
+            if theirs[task][0].shape != sims.shape or not np.array_equal(theirs[task][1], gold):
+                raise DataError(f"sts/{task}: the two results' pairs differ ({len(sims)} and {len(theirs[task][0])} "
+                                "pairs, or other gold scores); results over different items are not compared")
+            figures[task] = ([Stratum(sims, theirs[task][0], gold)], 100.0)
+        return PairedFigures(figures, "Avg.")
 
     def run(self, encoder: Encoder) -> Result:
         items: dict[str, np.ndarray] = {}

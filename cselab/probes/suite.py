@@ -1,10 +1,10 @@
-"""The suites of ``probe run``, each a :class:`Suite`: a :class:`~cselab.evaluation.probe.Probe` made from the run's
-:class:`ProbeOptions` that also writes its own report section. A suite registers itself with
-:func:`register_suite` in the module that defines it; the runner and the report read suites only through this
-registry, which imports every module of :mod:`cselab.probes` and every module a package declares in the
-entry-point group ``cselab.suites`` to find them. Adding a suite to cselab is one module in ``cselab/probes/`` and
-its name in :data:`cselab.probes.names.SUITES` (the list ``--help`` shows without importing the probes;
-``tests/probes/test_suite.py`` checks the two agree); see docs/adding-a-probe.md.
+"""The suites of ``probe run``, each a :class:`Suite` made from the run's :class:`ProbeOptions`: it scores an encoder
+and serves every reader of its part of a results JSON (report, comparison, paired statistics, plots, sweeps). A suite
+registers itself with :func:`register_suite` in the module that defines it; the runner, the report, ``probe compare``
+and sweeps read suites only through this registry, which imports every module of :mod:`cselab.probes` and every
+module a package declares in the entry-point group ``cselab.suites`` to find them. Adding a suite to cselab is one
+module in ``cselab/probes/`` and its name in :data:`cselab.probes.names.SUITES` (the list ``--help`` shows without
+importing the probes; ``tests/probes/test_suite.py`` checks the two agree); see docs/adding-a-probe.md.
 """
 
 from __future__ import annotations
@@ -12,19 +12,23 @@ from __future__ import annotations
 import importlib
 import os
 import pkgutil
-from abc import abstractmethod
-from dataclasses import asdict, dataclass
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
 from importlib.metadata import entry_points
 from typing import Any, ClassVar
+
+import numpy as np
 
 from cselab.data.transfer import TRANSFER_TASKS
 from cselab.encoders.base import Encoder
 from cselab.errors import ConfigError
 from cselab.evaluation.setups import CLASSIFIER_SETUPS
 from cselab.files import clipped
-from cselab.evaluation.probe import Probe, Result
+from cselab.evaluation.probe import Result
 from cselab.normalizers import NORMALIZERS
 from cselab.probes.names import SPLIT_RULES, STS_SUITE, SUITES
+from cselab.probes.significance import Stratum
 from cselab.registry import MAX_SEED, Checked, Param, setting
 
 
@@ -53,20 +57,51 @@ class ProbeOptions(Checked):
     split_rule: str = setting("paper", str, "the Cont./Oppn. split rule", choices=tuple(SPLIT_RULES))
 
 
-class Suite(Probe):
-    """A suite of ``probe run``: ``run`` gives its section of the results JSON (``Result.scores``), its per-item
-    outputs and the files it read; ``sections`` its part of the report. ``optional``: ``--suite all`` records why
-    it was skipped when its data is missing, instead of stopping."""
+@dataclass(frozen=True)
+class Score:
+    """A main score of a suite: its label in ``probe compare``'s table and the sweep's, and its decimals."""
+
+    label: str
+    digits: int = 2
+
+
+@dataclass(frozen=True)
+class PairedFigures:
+    """A suite's figures compared item by item between two results: label -> (strata, scale) for
+    :func:`~cselab.probes.significance.compare`; ``average``: the label of a last row, their mean."""
+
+    figures: dict[str, tuple[list[Stratum], float]]
+    average: str | None = None
+    notes: tuple[str, ...] = ()  # what was left out of the figures, and why
+
+
+class Suite(ABC):
+    """A suite of ``probe run``, and everything that reads its part of a results JSON: the one contract a suite has.
+
+    Declared: ``name`` (its key in the results JSON and ``--suite``), ``title`` (its heading in comparisons),
+    ``main`` (its main scores: key in its section -> :class:`Score`), ``metadata`` (the keys of its section that are
+    settings or bookkeeping, not scores) and ``optional`` (``--suite all`` records why it was skipped when its data
+    is missing, instead of stopping).
+
+    Required: :meth:`run` (a :class:`~cselab.evaluation.probe.Result`: ``scores`` and ``metadata`` apart, which
+    together are its section of the results JSON; per-item arrays named ``NAME/...``; the data files read) and
+    :meth:`sections` (its part of the report). Each of the others has a default that a suite overrides to take part:
+    :meth:`main_scores` (the columns of ``probe compare``'s table and of a sweep's, :meth:`sweep_columns`),
+    :meth:`compare_sections` (tables of several results), :meth:`paired` (which items, which statistic: the
+    figures ``probe compare`` gives an interval and a p-value), :meth:`item_inputs` (what decides which items were
+    scored), :meth:`settings` (recorded settings that change the figures) and :meth:`plots`. The runner, the report,
+    ``probe compare`` and sweeps reach a suite only through these, over :func:`suites`; none names a suite.
+    Every method but :meth:`run` reads a section of a stored results JSON, so it works on results written earlier.
+    """
 
     name: ClassVar[str]
+    title: ClassVar[str]
+    main: ClassVar[dict[str, Score]]
+    metadata: ClassVar[tuple[str, ...]] = ()
     optional: ClassVar[bool] = False
 
-    def __init__(self, options: ProbeOptions):
-        self.options = options
-
-    def identity(self) -> dict[str, Any]:
-        return {"suite": self.name, **{key: str(value) if isinstance(value, os.PathLike) else value
-                                       for key, value in asdict(self.options).items()}}
+    def __init__(self, options: ProbeOptions | None = None):
+        self.options = ProbeOptions() if options is None else options
 
     @abstractmethod
     def run(self, encoder: Encoder) -> Result:
@@ -75,6 +110,47 @@ class Suite(Probe):
     @abstractmethod
     def sections(self, section: dict[str, Any], spec: str) -> list[str]:
         """The report's Markdown for this suite's ``section`` of a results JSON of model ``spec``."""
+
+    def main_scores(self, section: dict[str, Any]) -> dict[str, float | None]:
+        """The main scores of ``section``, keyed as :attr:`main` (None where the result has none)."""
+        return {key: section.get(key) for key in self.main}
+
+    def sweep_columns(self, section: dict[str, Any]) -> dict[str, float | None]:
+        """The columns a sweep's summary gives this suite (mean ± std over seeds): its main scores."""
+        return self.main_scores(section)
+
+    def scores(self, section: dict[str, Any]) -> dict[str, Any]:
+        """``section`` without its :attr:`metadata`."""
+        return {key: value for key, value in section.items() if key not in self.metadata}
+
+    def compare_sections(self, sections: list[tuple[str, dict[str, Any]]]) -> list[str]:
+        """Markdown comparing the sections of several results (model spec, section), after the summary table."""
+        return []
+
+    def compare_notes(self, sections: list[dict[str, Any]]) -> list[str]:
+        """Lines under the summary table about comparing these sections (settings that make them incomparable)."""
+        return []
+
+    def settings(self, section: dict[str, Any]) -> dict[str, Any]:
+        """The settings a section records that change its figures, by name (differences are warned about)."""
+        return {}
+
+    def item_inputs(self, section: dict[str, Any], inputs: dict[str, Any], data: dict[str, Any]
+                    ) -> dict[str, dict[str, Any]]:
+        """Per scope (this suite, or a part of it compared apart), what decides the items it scored; ``inputs``:
+        ``--limit`` and the data files it read (``file:NAME`` -> sha256), ``data``: the results JSON's ``data``."""
+        return {self.name: inputs}
+
+    def paired(self, a: dict[str, np.ndarray], b: dict[str, np.ndarray], skip: frozenset[str]
+               ) -> PairedFigures | None:
+        """The figures of two results' per-item arrays (``a``, ``b``) to compare item by item, B against A; the
+        scopes in ``skip`` scored other items. None: this suite is compared by its aggregates only."""
+        return None
+
+    def plots(self, section: dict[str, Any], out: Path, spec: str) -> dict[Path, str]:
+        """Pictures of ``section`` (model ``spec``) beside the results JSON ``out`` (``OUT.NAME.png``), each with its
+        caption."""
+        return {}
 
 
 _SUITES: dict[str, type[Suite]] = {}
@@ -120,4 +196,4 @@ def suite_sections(payload: dict[str, Any]) -> list[str]:
     """The Markdown sections of every suite in a payload, in suite order."""
     spec = payload["model"]["spec"]
     return [text for name, cls in suites().items() if name in payload
-            for text in cls(ProbeOptions()).sections(payload[name], spec)]
+            for text in cls().sections(payload[name], spec)]

@@ -20,8 +20,8 @@ from cselab.data.transfer import TRANSFER_TASKS, LabelledText, load_transfer
 from cselab.encoders import Encoder
 from cselab.evaluation.probe import Result
 from cselab.evaluation.transfer import NCLASSES, sentence_vectors, task_features
-from cselab.probes.report import accuracy_sections
-from cselab.probes.suite import Suite, register_suite
+from cselab.probes.accuracy import AccuracySuite
+from cselab.probes.suite import Score, register_suite
 from cselab.evaluation.validation import classifier_setup, inner_kfold, kfold_then_test, split
 
 
@@ -66,17 +66,16 @@ def run_transfer(encoder: Encoder, tasks: Sequence[str] = TRANSFER_TASKS, data_d
 
 
 @register_suite
-class TransferSuite(Suite):
+class TransferSuite(AccuracySuite):
     """SentEval's transfer tasks (``options.transfer_tasks``) with its classifier setup (``options.classifier``)."""
 
-    name = "transfer"
+    name, title, heading = "transfer", "Transfer (test accuracy x 100)", "Transfer tasks"
+    main = {"avg": Score("Transfer avg.")}
 
     def run(self, encoder: Encoder) -> Result:
         items: dict[str, np.ndarray] = {}
         o = self.options
         scores, files = run_transfer(encoder, o.transfer_tasks, o.data_dir, o.classifier, o.batch_size, o.n_jobs,
                                      o.limit, items)
-        return Result(scores, scores["avg"], items, files)
-
-    def sections(self, section: dict[str, Any], spec: str) -> list[str]:
-        return accuracy_sections("Transfer tasks", section, spec)
+        metadata = {key: scores.pop(key) for key in self.metadata if key in scores}
+        return Result(scores, scores["avg"], items, files, metadata)

@@ -5,7 +5,7 @@ import pytest
 from scipy import stats
 
 from cselab.cli import main
-from cselab.experiments.sweep import BIAS_COLUMNS, SweepSpec, parse_seeds, run_sweep, summarize
+from cselab.experiments.sweep import SweepSpec, parse_seeds, run_sweep, summarize
 
 
 def test_sweep_runs_every_seed_resumes_and_reports_mean_and_std(tiny_bert_dir, tiny_cache, data_dir, tmp_path,
@@ -68,16 +68,17 @@ def test_a_grid_sweep_with_a_profile_scores_the_bias_suite(tiny_bert_dir, tiny_c
     settings = ["training.batch_size=16", "training.max_length=24", "training.max_steps=1", "training.eval_steps=1"]
     spec = SweepSpec(("osscse",), (0,), tmp_path / "sweep", str(tiny_bert_dir),
                      grid=("losses.two_way_margin.weight=0,0.1",), data=tiny_cache, overrides=settings,
-                     data_dir=data_dir, eval_limit=20, sts_limit=20, profile="minilm", bias=True)
+                     data_dir=data_dir, eval_limit=20, sts_limit=20, profile="minilm", suites=("sts", "bias"))
     summary = run_sweep(spec, progress=False)
     assert [row["label"] for row in summary["rows"]] == ["osscse[losses.two_way_margin.weight=0]",
                                                          "osscse[losses.two_way_margin.weight=0.1]"]
     for run in summary["runs"]:
-        assert set(BIAS_COLUMNS) <= set(run["scores"])
+        assert {"cont", "oppn", "gap", "para_over_neg", "cannot_cosine"} <= set(run["scores"])
+        assert run["columns"]["cannot_cosine"] == {"suite": "bias", "label": "CANNOT cos.", "digits": 3, "main": True}
         assert run["scores"]["gap"] == pytest.approx(run["scores"]["cont"] - run["scores"]["oppn"])
     header = next(line for line in (tmp_path / "sweep" / "summary.md").read_text().splitlines()
                   if line.startswith("| Method"))
     assert "para_over_neg" in header and "cannot_cosine" in header
-    assert (tmp_path / "sweep" / "summary-bias.png").read_bytes()[:4] == b"\x89PNG"
+    assert (tmp_path / "sweep" / "summary-main.png").read_bytes()[:4] == b"\x89PNG"
     for info in (tmp_path / "sweep" / "runs").glob("*/best/cselab.json"):
         assert json.loads(info.read_text())["pooler"] == "avg" and json.loads(info.read_text())["prompt"] is None

@@ -8,7 +8,7 @@ from cselab.train.model import TrainingEncoder
 from cselab.train.objective import Objective
 from cselab.train.run.setup import build_encoder, initial_weights
 from cselab.train.run.trainer import train
-from tests.train.test_trainer import small
+from tests.train.run.test_trainer import small
 
 ROWS = {"text": ["a man plays the guitar", "two dogs run on the beach", "the market fell sharply today"],
         "paraphrase": ["a guitar is played by a man", None, "stocks dropped a lot today"],

@@ -22,9 +22,7 @@ import yaml
 
 from cselab import __version__
 from cselab.atomic import write_json_atomic, write_text_atomic
-from cselab.encoders.pretrained import combined_sha256, weight_files
 from cselab.errors import TrainingError
-from cselab.evaluation.dev import NONE, dev_probe
 from cselab.files import read_json, read_yaml, remove_path
 from cselab.locking import FolderLock
 
@@ -57,6 +55,9 @@ def run_identity(method: dict[str, Any], model: str, source: dict[str, Any], dat
     """The :func:`identity` of a run of ``method`` from ``model`` (whose ``weights``, :func:`weight_files`, are read
     when not given) on the data ``source`` (:func:`~cselab.train.run.data.training_rows`'s description) with the dev
     set ``training.dev`` names: what ``OUT/run.json`` records and a resumed run must match."""
+    from cselab.encoders.pretrained import combined_sha256, weight_files  # torch: not for `train --help`
+    from cselab.evaluation.dev import NONE, dev_probe
+
     weights = weight_files(str(model)) if weights is None else weights
     probe = dev_probe(method["training"]["dev"], data_dir, eval_limit)
     return identity(method, str(model), source, combined_sha256(weights),

@@ -11,7 +11,7 @@ from safetensors.torch import load_file
 from cselab.train.run.distributed import gather_rows, global_mean
 from cselab.train.run.trainer import TrainingError, train
 from tests.conftest import save_tiny_bert
-from tests.train.test_trainer import small
+from tests.train.run.test_trainer import small
 
 
 @pytest.fixture(scope="module")

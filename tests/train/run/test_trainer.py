@@ -17,7 +17,7 @@ from cselab.train.run.data import training_rows, warn_if_paraphrases_differ
 from cselab.train.run.callbacks import Callback
 from cselab.train.config.methods import load_method
 from cselab.train.run.callbacks import early_stop_count
-from cselab.train.run.trainer import TrainingError, train
+from cselab.train.run.trainer import Trainer, TrainingError, train
 
 
 def small(method: str, **training) -> dict:
@@ -233,3 +233,28 @@ def test_a_callback_asks_for_an_evaluation_and_is_told_its_score(tiny_bert_dir, 
     dev = {r["step"]: r["stsb_dev"] for r in log if "stsb_dev" in r}
     assert [(step, score) for step, score, _, _ in scores] == [(1, dev[1]), (2, dev[2])]
     assert scores[0][2:] == (dev[1], True) and scores[1][2] == max(dev.values())
+
+
+def test_a_resumed_run_goes_on_with_the_early_stop_count_it_saved(tiny_bert_dir, tiny_cache, data_dir, tmp_path,
+                                                                  monkeypatch):
+    # lr 0: the first evaluation is the best and every later one counts; killed after its save at step 2 (count 1)
+    method = small("simcse", max_steps=20, eval_steps=1, lr=0.0, early_stop=3)
+    save = Trainer.evaluate_and_save
+
+    class Killed(BaseException):
+        pass
+
+    def save_then_die_at_two(self, *args):
+        stopped = save(self, *args)
+        if self.loop.step == 2:
+            raise Killed
+        return stopped
+
+    with monkeypatch.context() as patch, pytest.raises(Killed):
+        patch.setattr(Trainer, "evaluate_and_save", save_then_die_at_two)
+        train(method, str(tiny_bert_dir), tiny_cache, tmp_path / "run", data_dir, eval_limit=20, progress=False)
+    saved = json.loads((tmp_path / "run" / "last" / "trainer_state.json").read_text())
+    assert saved["step"] == 2 and saved["callbacks"] == {"EarlyStop": {"count": 1, "previous": saved["best"]}}
+    summary = train(method, str(tiny_bert_dir), tiny_cache, tmp_path / "run", data_dir, eval_limit=20,
+                    progress=False)
+    assert summary["steps"] == 4 and summary["stopped_by"] == "EarlyStop"  # counted on from 1, not from 0

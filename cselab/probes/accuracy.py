@@ -1,0 +1,97 @@
+"""What the transfer and probing suites share: a section of per-task classifier accuracies (test accuracy x 100),
+read, tabled, compared item by item (each test item's prediction right or wrong) and drawn the same way."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, ClassVar
+
+import numpy as np
+
+from cselab.errors import DataError
+from cselab.probes.paired import aligned, item_groups
+from cselab.probes.plots import plot_accuracies
+from cselab.probes.report import cell, markdown_table, model_rows
+from cselab.probes.results import suite_setting
+from cselab.probes.significance import Stratum
+from cselab.probes.suite import PairedFigures, Suite
+
+# the keys of a section that are not tasks ('protocol': older results' name for the classifier setup)
+METADATA = ("folder", "classifier", "protocol", "sentences_encoded", "encode_s", "skipped")
+
+
+class AccuracySuite(Suite):
+    """A suite whose section holds one entry per task (``acc``, ``devacc`` ...), with ``heading`` in the report."""
+
+    heading: ClassVar[str]
+    metadata = METADATA
+
+    def tasks(self, section: dict[str, Any]) -> dict[str, dict[str, Any]]:
+        return {name: value for name, value in self.scores(section).items() if name != "avg"}
+
+    def main_scores(self, section: dict[str, Any]) -> dict[str, float | None]:
+        accuracies = [task["acc"] for task in self.tasks(section).values()]
+        average = section.get("avg", float(np.mean(accuracies)) if accuracies else None)
+        return {"avg": average}
+
+    def settings(self, section: dict[str, Any]) -> dict[str, Any]:
+        return {f"{self.name} classifier": suite_setting(section, "classifier")}
+
+    def table(self, section: dict[str, Any], model: str) -> str:
+        """Test accuracy x 100 per task (MRPC: accuracy/F1) and the average."""
+        tasks = self.tasks(section)
+        cells = [f"{cell(v['acc'])}/{cell(v['f1'])}" if "f1" in v else cell(v["acc"]) for v in tasks.values()]
+        header, row = ["Model", *tasks], [model, *cells]
+        if "avg" in section:
+            header, row = [*header, "Avg."], [*row, cell(section["avg"])]
+        return markdown_table(header, [row])
+
+    def details(self, section: dict[str, Any]) -> str:
+        """Per task: validation and test accuracy, chosen weight decay (and classifier), sizes, classifier time."""
+        rows = []
+        for name, v in self.tasks(section).items():
+            sizes = " / ".join(str(v[k]) for k in ("n_all", "n_train", "n_dev", "n_test") if k in v)
+            classifier = "LR" if not v.get("nhid") else f"MLP {v['nhid']}, dropout {v['dropout']}"
+            reg = v["reg"] if not isinstance(v["reg"], list) else "per fold"
+            rows.append([name, cell(v["devacc"]), cell(v["acc"]), classifier, str(reg), sizes,
+                         cell(v["classifier_s"], 1)])
+        return markdown_table(["Task", "Dev acc.", "Test acc.", "Classifier", "L2", "Sizes", "Time (s)"], rows)
+
+    def sections(self, section: dict[str, Any], spec: str) -> list[str]:
+        """The accuracy table and details, or why the suite was skipped."""
+        if "skipped" in section and not self.tasks(section):
+            return [f"## {self.heading}", f"Skipped: {section['skipped']}"]
+        parts = [f"## {self.heading} (test accuracy x 100, {suite_setting(section, 'classifier')} classifier setup)",
+                 self.table(section, spec), self.details(section),
+                 f"{section['sentences_encoded']} distinct sentences encoded once ({section['encode_s']} s)."]
+        if section.get("skipped"):
+            parts.append(f"Not present: {', '.join(section['skipped'])}.")
+        return parts
+
+    def compare_sections(self, sections: list[tuple[str, dict[str, Any]]]) -> list[str]:
+        return model_rows(self.title, [self.table(section, spec) for spec, section in sections
+                                       if self.tasks(section)])
+
+    def paired(self, a: dict[str, np.ndarray], b: dict[str, np.ndarray], skip: frozenset[str]) -> PairedFigures:
+        """Each task's test accuracy from each item's prediction being right (1) or wrong (0), and their mean."""
+        figures = {}
+        for task in item_groups(a, self.name):
+            key = f"{self.name}/{task}"
+            if f"{key}/pred" not in b:
+                continue
+            if not np.array_equal(a[f"{key}/label"], b[f"{key}/label"]):
+                raise DataError(f"{key}: the two results' test items differ; results over different items are not "
+                                "compared")
+            pa, pb = aligned(a, b, f"{key}/pred")
+            labels = a[f"{key}/label"]
+            figures[task] = ([Stratum((pa == labels).astype(np.float64), (pb == labels).astype(np.float64))], 100.0)
+        return PairedFigures(figures, "Avg.")
+
+    def plots(self, section: dict[str, Any], out: Path, spec: str) -> dict[Path, str]:
+        tasks = self.tasks(section)
+        if not tasks:
+            return {}
+        title = f"{spec}: {self.name} ({suite_setting(section, 'classifier')} classifier setup)"
+        accuracies = {name: task["acc"] for name, task in tasks.items()}
+        path = plot_accuracies(accuracies, out.with_suffix(f".{self.name}.png"), title)
+        return {path: f"test accuracy per {self.name} task"}

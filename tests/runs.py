@@ -1,0 +1,46 @@
+"""What the tests of run folders, resumes and faults share: the CLI's training arguments, a kill, a planted pickle."""
+
+import shutil
+from pathlib import Path
+
+from cselab.encoders import load_encoder
+
+SETTINGS = ["--set", "training.batch_size=16", "--set", "training.max_length=24", "--set", "training.lr=1e-4",
+            "--set", "training.eval_steps=2", "--set", "training.max_steps=4"]
+
+
+def train_args(model, cache, data_dir, out, *extra):
+    return ["train", "--method", "simcse", "--model", str(model), "--data", str(cache), "--data-dir", str(data_dir),
+            "--eval-limit", "20", "--out", str(out), *SETTINGS, *extra]
+
+
+class Killed(BaseException):
+    """Stands for a kill right after a save."""
+
+
+def copy_of(finished_run, tmp_path, name="half") -> Path:
+    out = tmp_path / name
+    shutil.copytree(finished_run / name, out)
+    return out
+
+
+def one_line_error(capsys) -> str:
+    """The one ``error:`` line (progress bars aside), without a traceback."""
+    err = capsys.readouterr().err
+    errors = [line for line in err.replace("\r", "\n").splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "Traceback" not in err, err
+    return errors[0]
+
+
+def best_still_loads(out: Path) -> None:
+    assert load_encoder(str(out / "best"), device="cpu").encode(["still here"]).shape == (1, 32)
+
+
+class Payload:
+    """Unpickling this runs code: it creates a marker file."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
