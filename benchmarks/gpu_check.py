@@ -223,7 +223,7 @@ class Stepper:
             loss, _ = backward_pass(self.encoder, self.objective, batch, backward, self.parts.initial_weights,
                                     self.trainable)
         with record_function("optimizer"):
-            clip_and_step(self.optimizer, self.schedule, self.trainable, self.method["training"]["max_grad_norm"])
+            clip_and_step(self.optimizer, self.schedule, self.trainable, self.method.training.max_grad_norm)
         return float(loss.detach())
 
     def flops_per_step(self) -> float:
@@ -232,18 +232,18 @@ class Stepper:
         embedding = sum(p.numel() for p in self.encoder.backbone.get_input_embeddings().parameters())
         non_embedding = sum(p.numel() for p in self.encoder.backbone.parameters()) - embedding
         total = 0.0
-        for view in self.method["views"].values():
-            if "column" not in view:
+        for view in self.method.views.values():
+            if view.column is None:
                 continue
-            ids, _ = self.encoder.tokenize(self.rows(0)[view["column"]][:1], prompt=view.get("prompt"))
+            ids, _ = self.encoder.tokenize(self.rows(0)[view.column][:1], prompt=view.prompt)
             length = ids.shape[1]
             forward = 2 * non_embedding * length + 4 * config.num_hidden_layers * length ** 2 * config.hidden_size
             total += 3 * forward * self.batch_size
         return total
 
     def tokens_per_step(self) -> int:
-        return sum(int(self.encoder.tokenize(self.rows(0)[v["column"]], prompt=v.get("prompt"))[1].sum())
-                   for v in self.method["views"].values() if "column" in v)
+        return sum(int(self.encoder.tokenize(self.rows(0)[v.column], prompt=v.prompt)[1].sum())
+                   for v in self.method.views.values() if v.column is not None)
 
 
 def set_mode(mode: str) -> bool:

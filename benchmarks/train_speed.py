@@ -35,8 +35,7 @@ def run(variant: str, model: str, batch_size: int, steps: int, max_length: int) 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     sentences = load_corpus("wiki1m")[: batch_size * (steps + 2)]
     batches = [sentences[i * batch_size:(i + 1) * batch_size] for i in range(steps + 2)]
-    method = load_method("simcse" if variant == "reference" else variant)
-    method["training"]["max_length"] = max_length
+    method = load_method("simcse" if variant == "reference" else variant, [f"training.max_length={max_length}"])
     encoder = build_encoder(method, path).to(device)
     optimizer = torch.optim.AdamW([p for p in encoder.parameters() if p.requires_grad], lr=1e-5)
     initial = initial_weights(encoder)

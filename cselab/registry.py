@@ -24,7 +24,7 @@ import copy
 import math
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any, ClassVar
 
@@ -244,7 +244,16 @@ def build(plugin: Plugin, params: dict[str, Any], **context) -> Any:
     """The plug-in's object from its validated ``params``, the one constructor convention of every kind: each
     parameter of its schema is a keyword (None for one left out), and so is what the kind hands it besides
     (``context``: a head's ``hidden`` size)."""
-    return plugin.cls(**context, **{key: params.get(key) for key in plugin.schema()})
+    return plugin.cls(**context, **{key: _plain(params.get(key)) for key in plugin.schema()})
+
+
+def _plain(value: Any) -> Any:
+    """A plain copy of a (possibly read-only) parameter value: dicts and lists, what a constructor is given."""
+    if isinstance(value, Mapping):
+        return {key: _plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    return value
 
 
 def build_plugin(kind: str, spec: dict[str, Any] | None, **context) -> Any:

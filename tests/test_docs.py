@@ -43,12 +43,12 @@ def test_adding_a_method_is_one_module_and_one_yaml_that_train(tmp_path, monkeyp
     assert sorted(example_files("adding-a-method.md")) == ["angular.py", "simcse-arc.yaml", "simcse-sphere.yaml",
                                                            "simcse-triplet.yaml", "sphere.py", "triplet.py"]
     method = page_method(tmp_path, monkeypatch, "triplet", "simcse-triplet")
-    assert method["losses"]["triplet"] == {"weight": 0.5, "anchor": "anchor", "positive": "paraphrase",
+    assert method.losses["triplet"] == {"weight": 0.5, "anchor": "anchor", "positive": "paraphrase",
                                            "negative": "negation", "margin": 0.1}
     # the function against a hand-computed value: cos(a, p) = 1, cos(a, n) = 0.6 -> max(0, 0.1 - 0.4) = 0; and
     # cos(a, p) = 0.6, cos(a, n) = 1 -> 0.1 + 0.4 = 0.5
     a, p, n = torch.tensor([[1.0, 0.0]]), torch.tensor([[2.0, 0.0]]), torch.tensor([[0.6, 0.8]])
-    loss = build(get("loss", "triplet"), method["losses"]["triplet"])  # as the objective builds it
+    loss = build(get("loss", "triplet"), method.losses["triplet"])  # as the objective builds it
     assert loss.views == {"anchor": "anchor", "positive": "paraphrase", "negative": "negation"}
     assert loss([a, p, n], None).tolist() == pytest.approx([0.0])
     assert loss([a, n, p], None).tolist() == pytest.approx([0.5])
@@ -68,7 +68,7 @@ def test_adding_a_method_is_one_module_and_one_yaml_that_train(tmp_path, monkeyp
 def test_a_source_of_negatives_is_one_module_and_one_yaml_that_train(tmp_path, monkeypatch, tiny_bert_dir,
                                                                       tiny_cache):
     method = page_method(tmp_path, monkeypatch, "sphere", "simcse-sphere")
-    assert method["losses"]["info_nce"]["generated"] == {"kind": "sphere", "count": 16}
+    assert method.losses["info_nce"]["generated"] == {"kind": "sphere", "count": 16}
     source = Objective(method).losses[0].generated  # as the run builds it
     anchors = torch.randn(8, 5, requires_grad=True)
     negatives = source(anchors)
@@ -83,7 +83,7 @@ def test_a_source_of_negatives_is_one_module_and_one_yaml_that_train(tmp_path, m
 
 def test_a_logit_transform_is_one_module_and_one_yaml_that_train(tmp_path, monkeypatch, tiny_bert_dir, tiny_cache):
     method = page_method(tmp_path, monkeypatch, "angular", "simcse-arc", "losses.info_nce.transform.margin=0.5236")
-    assert method["losses"]["info_nce"]["transform"] == {"kind": "angular_margin", "margin": 0.5236}
+    assert method.losses["info_nce"]["transform"] == {"kind": "angular_margin", "margin": 0.5236}
     transform = Objective(method).losses[0].transform  # as the run builds it
     # hand-computed: the positive 0.5 = cos(pi/3) becomes cos(pi/3 + pi/6) = 0; the negative 0.2 stays
     shifted = transform(torch.tensor([[0.5, 0.2], [0.2, 0.5]]), torch.tensor([0, 1]))

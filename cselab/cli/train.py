@@ -55,7 +55,7 @@ def run(args: argparse.Namespace) -> None:
     method = load_method(args.method, args.set, args.profile)  # validated before any model loads
     if args.show_config:
         import yaml
-        print(yaml.safe_dump(method, sort_keys=False, width=110), end="")
+        print(yaml.safe_dump(method.to_dict(), sort_keys=False, width=110), end="")
         return
     if not args.out:
         raise ConfigError("--out is required: the run folder (config.yaml, best/, last/, log.jsonl)")

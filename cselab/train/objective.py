@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import nn
@@ -21,6 +20,7 @@ from cselab.train import plugins  # noqa: F401  (every plug-in registered)
 from cselab.train.run.batches import Batch, Collator, Key
 from cselab.train.run.distributed import gather_rows, global_count, global_mean
 from cselab.train.plugins.kinds import Augment, Loss, LossContext, NegativeSource
+from cselab.train.config.method import MethodConfig, ViewConfig
 from cselab.train.config.schema import loss_plugin
 
 Encoded = dict[str, tuple[torch.Tensor, list[int]]]
@@ -42,11 +42,10 @@ class View:
     augment: Augment | None = None
 
     @classmethod
-    def from_config(cls, name: str, view: dict[str, Any]) -> View:
-        augment = build_plugin("output_augment" if view.get("of") else "input_augment", view.get("augment"))
-        settings = {key: view[key] for key in ("column", "of", "prompt", "layers", "layer_pooler", "frozen")
-                    if key in view}
-        return cls(name, **settings, augment=augment)
+    def from_config(cls, name: str, view: ViewConfig) -> View:
+        augment = build_plugin("output_augment" if view.of else "input_augment", view.augment)
+        return cls(name, column=view.column, of=view.of, prompt=view.prompt, layers=view.layers,
+                   layer_pooler=view.layer_pooler, frozen=view.frozen, augment=augment)
 
     @property
     def needs_gradient(self) -> bool:
@@ -88,19 +87,18 @@ class Objective(nn.Module):
     the resolved config; ``objective(model, rows)`` gives each loss of a batch. Its ``state_dict`` holds the plug-ins'
     own state (e.g. a memory bank), saved with the run and restored on resume."""
 
-    def __init__(self, method: dict[str, Any]):
+    def __init__(self, method: MethodConfig):
         super().__init__()
-        self.method = method["method"]
-        self.views = tuple(View.from_config(name, view) for name, view in method["views"].items())
+        self.method = method.name
+        self.views = tuple(View.from_config(name, view) for name, view in method.views.items())
         self.augments = nn.ModuleDict({view.name: view.augment for view in self.views if view.augment is not None})
         # the (column, prompt) of each view that runs the encoder, each once: one tokenisation per batch
         self.forward_keys: list[Key] = list(dict.fromkeys((v.column, v.prompt) for v in self.views if not v.of))
         self.shared_pass = shared_passes(self.views)
-        self.names = list(method["losses"])
-        self.weights = {name: params["weight"] for name, params in method["losses"].items()}
-        self.losses = nn.ModuleList(build(loss_plugin(name, params), params)
-                                    for name, params in method["losses"].items())
-        self.weight_hook = build_plugin("weight_hook", method["hooks"].get("weights"))
+        self.names = list(method.losses)
+        self.weights = {name: params["weight"] for name, params in method.losses.items()}
+        self.losses = nn.ModuleList(build(loss_plugin(name, params), params) for name, params in method.losses.items())
+        self.weight_hook = build_plugin("weight_hook", method.hooks.get("weights"))
         self.gradient_views = [view.name for view in self.views if view.needs_gradient]
         self.needs_initial_weights = any(loss.needs_initial_weights for loss in self.losses)
 
@@ -184,7 +182,7 @@ def shared_passes(views: tuple[View, ...]) -> dict[str, list[View]]:
     """Each forward view's name -> the views encoded in its pass, itself first: the views of the same column,
     prompt, layers, layer pooler and copy with no input augment share one; a view with an augment has its own."""
     def key(view: View):
-        layers = tuple(view.layers) if isinstance(view.layers, list) else view.layers
+        layers = tuple(view.layers) if isinstance(view.layers, (list, tuple)) else view.layers
         return (view.column, view.prompt, layers, view.layer_pooler, view.frozen)
 
     forward = [v for v in views if not v.of]

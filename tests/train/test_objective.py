@@ -8,7 +8,7 @@ from cselab.train.model import TrainingEncoder
 from cselab.train.objective import Objective
 from cselab.train.run.setup import build_encoder, initial_weights
 from cselab.train.run.trainer import train
-from tests.train.run.test_trainer import small
+from tests.train.run.test_trainer import small, with_loss_setting
 
 ROWS = {"text": ["a man plays the guitar", "two dogs run on the beach", "the market fell sharply today"],
         "paraphrase": ["a guitar is played by a man", None, "stocks dropped a lot today"],
@@ -28,8 +28,7 @@ def test_sscl_adds_one_negative_column_per_row_and_layer_from_the_same_pass(tiny
     # in training the same head is applied to the layer vectors as to the last layer's
     encoder.train()
     torch.manual_seed(0)
-    method["losses"]["info_nce"]["temperature"] = 1.0
-    objective = Objective(method)
+    objective = Objective(with_loss_setting(method, "info_nce", temperature=1.0))
     with_negatives = objective.losses_on(objective.encode(encoder, ROWS))["info_nce"]
     assert with_negatives.requires_grad
     # the loss is InfoNCE over 3 positives + 6 layer columns: recompute it from the views
@@ -103,14 +102,14 @@ def test_every_preset_trains_a_few_steps(preset, tiny_bert_dir, tiny_cache, data
 
 
 def test_composition_profiles_and_removal():
-    assert load_method("osscse+byop-c")["losses"]["info_nce"] == {
-        **load_method("osscse")["losses"]["info_nce"],
+    assert load_method("osscse+byop-c").losses["info_nce"] == {
+        **load_method("osscse").losses["info_nce"],
         "transform": {"kind": "perturb", "pattern": "n-", "margin": 0.01}, "multitask": False}
-    assert load_method("osscse+byop-c")["method"] == "osscse+byop-c"
+    assert load_method("osscse+byop-c").name == "osscse+byop-c"
     large = load_method("byop-c-m", profile="roberta-large")
-    assert (large["training"]["batch_size"], large["training"]["lr"]) == (256, 3e-5)
-    assert large["losses"]["info_nce"]["transform"] == {"kind": "perturb", "pattern": "p+n-", "margin": 0.02}
-    assert set(load_method("sg-opt")["losses"]) == {"sg_opt", "recall"}  # `nt_xent: null` removed SG's loss
+    assert (large.training.batch_size, large.training.lr) == (256, 3e-5)
+    assert large.losses["info_nce"]["transform"] == {"kind": "perturb", "pattern": "p+n-", "margin": 0.02}
+    assert set(load_method("sg-opt").losses) == {"sg_opt", "recall"}  # `nt_xent: null` removed SG's loss
     with pytest.raises(ValueError, match="no profile 'gpt'; profiles: minilm, official, bert-base, bert-large, "):
         load_method("byop-d", profile="gpt")
     with pytest.raises(ValueError, match="transform.pattern: 'p\\+\\+' is not allowed; expected one of p\\+, p-"):
@@ -129,6 +128,6 @@ def test_list_methods_has_one_line_per_preset(capsys):
 def test_set_reads_yaml_words_as_strings_and_json_as_values():
     config = load_method("simcse", ["training.mixed_precision=no", "training.lr=1e-5", "encoder.head=null",
                                     "training.adam_betas=[0.9, 0.98]"])
-    assert config["training"]["mixed_precision"] == "no"  # not YAML 1.1's False
-    assert config["training"]["lr"] == 1e-5 and "head" not in config["encoder"]
-    assert config["training"]["adam_betas"] == [0.9, 0.98]
+    assert config.training.mixed_precision == "no"  # not YAML 1.1's False
+    assert config.training.lr == 1e-5 and config.encoder.head is None and "head" not in config.to_dict()["encoder"]
+    assert config.training.adam_betas == [0.9, 0.98]

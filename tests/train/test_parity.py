@@ -24,7 +24,6 @@ from transformers import AutoModel, AutoTokenizer, BertModel
 
 from cselab.train.plugins.functional import nt_xent
 from cselab.train.config.methods import load_method
-from cselab.train.config.sections import TrainingConfig
 from cselab.train.run.optim import build_optimizer, build_scheduler, clip_and_step
 from cselab.train.objective import Objective
 from cselab.train.run.loop import backward_pass
@@ -149,7 +148,7 @@ def official(method, *overrides):
 class Cselab:
     def __init__(self, method, model):
         torch.manual_seed(0)
-        self.method, cfg, self.objective = method, TrainingConfig(**method["training"]), Objective(method)
+        self.method, cfg, self.objective = method, method.training, Objective(method)
         self.encoder = build_encoder(method, model)
         named = [(n, p) for n, p in self.encoder.named_parameters() if p.requires_grad]
         self.trainable = [p for _, p in named]
@@ -164,7 +163,7 @@ class Cselab:
         return loss.detach()
 
     def step(self) -> float:
-        return clip_and_step(self.optimizer, self.scheduler, self.trainable, self.method["training"]["max_grad_norm"])
+        return clip_and_step(self.optimizer, self.scheduler, self.trainable, self.method.training.max_grad_norm)
 
 
 def paired(ours: Cselab, modules: dict[str, torch.nn.Module]) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
@@ -213,7 +212,7 @@ def test_simcse_official_matches_the_released_code(no_dropout_bert):
     pairs = paired(ours, {"backbone": bert, "head": mlp})
     named = [(n, p) for n, p in [*bert.named_parameters(), *mlp.named_parameters()] if p.requires_grad]
     trainer = ReleasedTrainer(named, 1e-3, (0.9, 0.999), 1e-8, 0.0, 0, TOTAL)
-    assert method["training"]["max_grad_norm"] == 1.0 and method["encoder"]["head"] == {"kind": "mlp"}
+    assert method.training.max_grad_norm == 1.0 and method.encoder.head == {"kind": "mlp"}
     compare(ours, pairs, lambda s: released_simcse_loss(bert, mlp, tokenizer, s), trainer)
 
 
@@ -258,5 +257,5 @@ def test_sg_official_loss_is_the_released_loss_with_its_smallest_fix():
     keep[rows, rows] = keep[rows, (rows + n) % (2 * n)] = False  # neither itself nor its positive
     logits = torch.cat([positives, similarity[keep].view(2 * n, -1)], dim=1) / 0.01
     released = F.cross_entropy(logits, torch.zeros(2 * n, dtype=torch.long), reduction="sum") / n
-    weight = load_method("sg", profile="official")["losses"]["nt_xent"]["weight"]
+    weight = load_method("sg", profile="official").losses["nt_xent"]["weight"]
     assert weight * nt_xent(sentences, views, 0.01).item() == pytest.approx(released.item(), rel=1e-5)

@@ -10,12 +10,13 @@ from cselab.cli import main
 from cselab.train import protocols
 from cselab.train.config import reference
 from cselab.train.config.methods import load_method, method_profiles, preset_names
+from tests import ledger_check
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_ledger_row_holds():
-    assert protocols.problems(ROOT) == []
+    assert ledger_check.problems(ROOT) == []
 
 
 def test_the_docs_page_is_generated_from_the_ledger():
@@ -28,8 +29,8 @@ def test_a_row_that_no_longer_holds_is_named(monkeypatch):
     row = next(r for r in book["rows"] if r.get("at", {}).get("key") == "training.weight_decay")
     row["cselab_value"] = row["released"]["value"] = 0.01
     monkeypatch.setattr(protocols, "ledger", lambda: book)
-    monkeypatch.setattr(protocols, "failing_tests", lambda names, root: {})
-    (problem,) = protocols.problems(ROOT)
+    monkeypatch.setattr(ledger_check, "failing_tests", lambda names, root: {})
+    (problem,) = ledger_check.problems(ROOT)
     assert "AdamW weight decay): the ledger says cselab uses 0.01, cselab uses 0.0" in problem
 
 
@@ -40,8 +41,8 @@ def test_each_pair_of_a_row_is_checked(monkeypatch):
     del rows["batch size"]["released"]  # a paper with code needs the code's column
     rows["epochs"]["status"] = "deviates"  # a deviation needs its reason
     monkeypatch.setattr(protocols, "ledger", lambda: book)
-    monkeypatch.setattr(protocols, "failing_tests", lambda names, root: {})
-    assert protocols.problems(ROOT) == [
+    monkeypatch.setattr(ledger_check, "failing_tests", lambda names, root: {})
+    assert ledger_check.problems(ROOT) == [
         "row 1 (simcse, learning rate): marked same as the released code, but the released code says 1e-05 and "
         "cselab 3e-05",
         "row 2 (simcse, batch size): simcse released code (princeton-nlp/SimCSE): the row needs released: {at, "
@@ -55,7 +56,7 @@ def test_a_test_row_holds_only_while_its_test_passes(tmp_path):
         "import pytest\n\ndef test_holds():\n    assert 1 + 1 == 2\n\n\ndef test_broken():\n    assert 1 + 1 == 3\n"
         "\n\n@pytest.mark.parametrize('x', [1, 2])\ndef test_half(x):\n    assert x == 1\n")
     names = [f"tests/test_planted.py::{name}" for name in ("test_holds", "test_broken", "test_half", "test_gone")]
-    assert protocols.failing_tests(names, tmp_path) == {"tests/test_planted.py::test_broken": "fails",
+    assert ledger_check.failing_tests(names, tmp_path) == {"tests/test_planted.py::test_broken": "fails",
                                                         "tests/test_planted.py::test_half": "fails",
                                                         "tests/test_planted.py::test_gone": "no such test"}
 
@@ -69,12 +70,11 @@ def optimizer_problems(names=None, profiles=method_profiles) -> tuple[int, list[
     for name in names or preset_names():
         for profile in [None, *profiles(name)]:
             count += 1
-            training = load_method(name, profile=profile)["training"]
+            training = load_method(name, profile=profile).training
             decay, eps = (0.01, 1e-6) if name in SG_FAMILY else (0.0, 1e-8)
-            if (training["weight_decay"], training["adam_eps"], training["optimizer"]) != (decay, eps,
-                                                                                           "adamw_legacy"):
-                found.append(f"{name} --profile {profile}: {training['weight_decay']}, {training['adam_eps']}, "
-                             f"{training['optimizer']}")
+            if (training.weight_decay, training.adam_eps, training.optimizer) != (decay, eps, "adamw_legacy"):
+                found.append(f"{name} --profile {profile}: {training.weight_decay}, {training.adam_eps}, "
+                             f"{training.optimizer}")
     return count, found
 
 
@@ -91,25 +91,25 @@ def test_the_optimizer_check_sees_a_planted_profile_and_counts_every_profile(tmp
     assert found == [f"{planted} --profile decayed: 0.5, 1e-08, adamw_legacy"]
     assert count == 1 + len(method_profiles(planted))
     # profiles read from the resolved config (which drops them), as this check once did, visit none: the count shows it
-    count, _ = optimizer_problems(profiles=lambda name: load_method(name).get("profiles", {}))
+    count, _ = optimizer_problems(profiles=lambda name: load_method(name).to_dict().get("profiles", {}))
     assert count == len(preset_names())
 
 
 def test_the_minilm_profile_keeps_mean_pooling_and_drops_prompts():
     for name in preset_names():
         config = load_method(name, profile="minilm")
-        assert config["encoder"]["pooler"] == "avg", name
-        assert config["encoder"].get("prompt") is None, name
-        assert all(view.get("prompt") is None for view in config["views"].values()), name
-        assert config["losses"] == load_method(name)["losses"], name  # the objective is untouched
-        assert config["profile"] == "minilm" and "profile" not in load_method(name), name
+        assert config.encoder.pooler == "avg", name
+        assert config.encoder.prompt is None, name
+        assert all(view.prompt is None for view in config.views.values()), name
+        assert config.losses == load_method(name).losses, name  # the objective is untouched
+        assert config.profile == "minilm" and load_method(name).profile is None, name
 
 
 def test_profiles_are_inherited_through_extends_and_replaced_by_name():
     profiles = method_profiles("byop-c")
     assert {"minilm", "bert-base", "bert-large", "roberta-base", "roberta-large"} <= set(profiles)
-    assert load_method("byop-c", profile="bert-large")["losses"]["info_nce"]["transform"]["margin"] == 0.04
-    assert load_method("sg-opt", profile="bert-base")["training"]["early_stop"] == 10
+    assert load_method("byop-c", profile="bert-large").losses["info_nce"]["transform"]["margin"] == 0.04
+    assert load_method("sg-opt", profile="bert-base").training.early_stop == 10
 
 
 def test_show_config_prints_the_resolved_config(capsys):

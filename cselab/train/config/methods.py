@@ -40,11 +40,14 @@ import json
 import os
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cselab.errors import ConfigError
 from cselab.files import read_yaml, shown
 from cselab.overrides import apply_override
+
+if TYPE_CHECKING:  # torch-free: --help and --list-methods import this module
+    from cselab.train.config.method import MethodConfig
 
 
 def preset_names() -> list[str]:
@@ -104,9 +107,10 @@ def _resolve(name_or_path: str | os.PathLike, chain: tuple[str, ...] = (), besid
 
 
 def load_method(name_or_path: str | os.PathLike, overrides: list[str] = (), profile: str | None = None
-                ) -> dict[str, Any]:
+                ) -> MethodConfig:
     """A method config from a preset name, a YAML path or ``A+B+...``, with a profile and ``key.path=value``
-    overrides, resolved and validated to the leaf (:func:`cselab.train.config.schema.resolve`)."""
+    overrides, resolved and validated to the leaf (:func:`cselab.train.config.schema.resolve`): a frozen
+    :class:`~cselab.train.config.method.MethodConfig`."""
     first, *more = str(name_or_path).split("+") if not Path(name_or_path).is_file() else [name_or_path]
     config, _ = _resolve(first)
     source = str(name_or_path)

@@ -49,7 +49,7 @@ def preset_table() -> list[str]:
     lines = ["| preset | extends | losses (kind, weight) | lr | batch | profiles | description |",
              "|---|---|---|---|---|---|---|"]
     for name, description in describe_presets():
-        config = load_method(name)
+        config = load_method(name).to_dict()
         lines.append(f"| `{name}` | {preset_base(name) or ''} | {_cell(_losses(config))} | "
                      f"{config['training']['lr']:g} | {config['training']['batch_size']} | "
                      f"{', '.join(method_profiles(name))} | {_cell(description)} |")

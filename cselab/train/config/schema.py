@@ -15,6 +15,7 @@ from cselab.errors import ConfigError
 from cselab.files import shown
 from cselab.registry import NAME, Param, Plugin, check, check_plugin, get, refuse_moved
 from cselab.train import plugins  # noqa: F401  (every plug-in registered)
+from cselab.train.config.method import MethodConfig
 from cselab.train.config.sections import ENCODER, TRAINING, TrainingConfig
 
 TOP = {
@@ -137,8 +138,9 @@ def _training(training: Any) -> dict[str, Any]:
     return resolved
 
 
-def resolve(config: dict[str, Any], source: str) -> dict[str, Any]:
-    """``config`` validated to the leaf, with defaults filled in (a key whose default is null is left out)."""
+def resolve(config: dict[str, Any], source: str) -> MethodConfig:
+    """``config`` validated to the leaf, with defaults filled in (a key whose default is null is left out), as a
+    frozen :class:`~cselab.train.config.method.MethodConfig`."""
     try:
         top = check(config, TOP, "")
         resolved = {key: top[key] for key in ("method", "description", "data", "imports", "profile") if key in top}
@@ -149,11 +151,12 @@ def resolve(config: dict[str, Any], source: str) -> dict[str, Any]:
         resolved["training"] = _training(top["training"])
     except ConfigError as err:
         raise ConfigError(f"{source}: {err}") from None
-    return resolved
+    return MethodConfig.from_resolved(resolved)
 
 
 def section_schema(config: dict[str, Any], section: list[str]) -> dict[str, Param]:
-    """The schema of the section at path ``section`` of a resolved ``config`` (empty when it has none)."""
+    """The schema of the section at path ``section`` of a resolved ``config`` (:meth:`MethodConfig.to_dict`; empty
+    when it has none)."""
     if section in (["encoder"], ["training"], ["hooks"]):
         return {"encoder": ENCODER, "training": TRAINING, "hooks": HOOKS}[section[0]]
     if len(section) == 2 and section[0] == "views":
@@ -170,8 +173,8 @@ def section_schema(config: dict[str, Any], section: list[str]) -> dict[str, Para
 
 
 def value_at(config: dict[str, Any], dotted: str) -> Any:
-    """The value at ``dotted`` of a resolved config; a key of the schema left out (its value null) is None, a key
-    the schema does not know is a KeyError."""
+    """The value at ``dotted`` of a resolved config (:meth:`MethodConfig.to_dict`); a key of the schema left out (its
+    value null) is None, a key the schema does not know is a KeyError."""
     *parents, leaf = dotted.split(".")
     node = config
     for part in parents:

@@ -18,6 +18,7 @@ from cselab.data import is_corpus, load_corpus
 from cselab.checksum import sha256
 from cselab.data.augmented import MANIFEST, finished_cache, load_cache, read_manifest
 from cselab.errors import ConfigError
+from cselab.train.config.method import MethodConfig
 
 logger = logging.getLogger(__name__)
 
@@ -37,20 +38,20 @@ class TextRows:
         return {"text": [self.sentences[i] for i in indices]}
 
 
-def _columns(method: dict[str, Any]) -> list[str]:
-    return sorted({view["column"] for view in method["views"].values() if view.get("column")})
+def _columns(method: MethodConfig) -> list[str]:
+    return sorted({view.column for view in method.views.values() if view.column})
 
 
-def _plain_corpus(method: dict[str, Any], data: str | os.PathLike | None) -> tuple[str, bool]:
+def _plain_corpus(method: MethodConfig, data: str | os.PathLike | None) -> tuple[str, bool]:
     """What ``data`` names (``data``, else the method's ``data``, else ``cache/augment``) and whether it is a plain
     corpus (refused for a method that reads more than the text)."""
-    spec = str(data if data is not None else method.get("data", DEFAULT_DATA))
+    spec = str(data if data is not None else method.data or DEFAULT_DATA)
     if not (is_corpus(spec) and not Path(spec).is_dir()):
         return spec, False
     missing = [column for column in _columns(method) if column != "text"]
     if missing:
         raise ConfigError(f"{spec} is a plain corpus (one sentence a line): it has no {', '.join(missing)} "
-                          f"column, which method {method['method']} reads; build an augment cache with "
+                          f"column, which method {method.name} reads; build an augment cache with "
                           f"`cselab augment --corpus {spec}` and train on it")
     return spec, True
 
@@ -65,7 +66,7 @@ def _cache_source(folder: Path, manifest: dict[str, Any]) -> dict[str, Any]:
             "manifest_sha256": sha256(folder / MANIFEST), "backtranslation": manifest.get("models", {})}
 
 
-def data_source(method: dict[str, Any], data: str | os.PathLike | None = None,
+def data_source(method: MethodConfig, data: str | os.PathLike | None = None,
                 data_dir: str | os.PathLike | None = None) -> dict[str, Any]:
     """The description of what :func:`training_rows` would load, without loading a cache's rows (what a run's
     identity records)."""
@@ -76,7 +77,7 @@ def data_source(method: dict[str, Any], data: str | os.PathLike | None = None,
     return _cache_source(folder, read_manifest(folder))
 
 
-def training_rows(method: dict[str, Any], data: str | os.PathLike | None = None,
+def training_rows(method: MethodConfig, data: str | os.PathLike | None = None,
                   data_dir: str | os.PathLike | None = None):
     """The rows ``method`` trains on (``data``, else the method's ``data``, else ``cache/augment``): a cache's
     ``datasets.Dataset`` or a corpus's :class:`TextRows`, and a description of where they came from (recorded with
@@ -91,19 +92,19 @@ def training_rows(method: dict[str, Any], data: str | os.PathLike | None = None,
     rows = load_cache(folder)
     for column in _columns(method):
         if column not in rows.column_names:
-            raise ConfigError(f"{folder}: the cache has no column {column!r}, which method {method['method']} "
+            raise ConfigError(f"{folder}: the cache has no column {column!r}, which method {method.name} "
                               f"reads; its columns: {', '.join(rows.column_names)}")
         if not any(value for value in rows[column]):
             raise ConfigError(f"{folder}: no row of the cache has a {column} (built with backend "
-                              f"{manifest.get('config', {}).get('backend')!r}?), which method {method['method']} "
+                              f"{manifest.get('config', {}).get('backend')!r}?), which method {method.name} "
                               "reads; build a cache that makes them")
     return rows, _cache_source(folder, manifest)
 
 
-def warn_if_paraphrases_differ(method: dict[str, Any], manifest: dict[str, Any], folder: Path) -> bool:
+def warn_if_paraphrases_differ(method: MethodConfig, manifest: dict[str, Any], folder: Path) -> bool:
     """Warn (one line) when ``method`` reads paraphrases that were not made by the paper's WMT19 round trips;
     returns whether it warned."""
-    if not any(view.get("column") == "paraphrase" for view in method["views"].values()):
+    if not any(view.column == "paraphrase" for view in method.views.values()):
         return False
     models = manifest.get("models", {})
     if models.get("paper_backtranslation"):
@@ -111,5 +112,5 @@ def warn_if_paraphrases_differ(method: dict[str, Any], manifest: dict[str, Any],
     pivots, made_by = models.get("pivots", []), models.get("backtranslation", "unknown")
     logger.warning("%s: paraphrases made by %s%s, not the paper's WMT19 en-de/en-ru round trips; figures of %s on "
                    "this cache are not comparable with the paper's", folder, made_by,
-                   f" ({', '.join('+'.join(p) for p in pivots)})" if pivots else "", method["method"])
+                   f" ({', '.join('+'.join(p) for p in pivots)})" if pivots else "", method.name)
     return True

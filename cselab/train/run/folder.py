@@ -16,7 +16,7 @@ import hashlib
 import json
 import logging
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -25,6 +25,9 @@ from cselab.atomic import write_json_atomic, write_text_atomic
 from cselab.errors import TrainingError
 from cselab.files import read_json, read_yaml, remove_path
 from cselab.locking import FolderLock
+
+if TYPE_CHECKING:
+    from cselab.train.config.method import MethodConfig
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +53,7 @@ def identity(method: dict[str, Any], base_model: str, data: dict[str, Any], base
             "data": {k: v for k, v in data.items() if k not in ("path", "backtranslation")}, "dev": dev}
 
 
-def run_identity(method: dict[str, Any], model: str, source: dict[str, Any], data_dir=None,
+def run_identity(method: MethodConfig, model: str, source: dict[str, Any], data_dir=None,
                  eval_limit: int | None = None, weights: dict[str, str] | None = None) -> dict[str, Any]:
     """The :func:`identity` of a run of ``method`` from ``model`` (whose ``weights``, :func:`weight_files`, are read
     when not given) on the data ``source`` (:func:`~cselab.train.run.data.training_rows`'s description) with the dev
@@ -59,8 +62,8 @@ def run_identity(method: dict[str, Any], model: str, source: dict[str, Any], dat
     from cselab.evaluation.dev import NONE, dev_probe
 
     weights = weight_files(str(model)) if weights is None else weights
-    probe = dev_probe(method["training"]["dev"], data_dir, eval_limit)
-    return identity(method, str(model), source, combined_sha256(weights),
+    probe = dev_probe(method.training.dev, data_dir, eval_limit)
+    return identity(method.to_dict(), str(model), source, combined_sha256(weights),
                     {"set": NONE} if probe is None else probe.identity())
 
 

@@ -16,6 +16,7 @@ from torch.utils.data import DataLoader
 from cselab.errors import TrainingError
 from cselab.evaluation.dev import dev_probe
 from cselab.evaluation.probe import Probe
+from cselab.train.config.method import MethodConfig
 from cselab.train.config.sections import TrainingConfig
 from cselab.train.model import TrainingEncoder
 from cselab.train.objective import Objective
@@ -23,9 +24,9 @@ from cselab.train.run.optim import build_optimizer, build_scheduler
 from cselab.train.run.batches import Collator, training_loader
 
 
-def build_encoder(method: dict[str, Any], model: str) -> TrainingEncoder:
+def build_encoder(method: MethodConfig, model: str) -> TrainingEncoder:
     """The method's training encoder over the backbone ``model`` (a folder or a hub name)."""
-    return TrainingEncoder.from_pretrained(model, method["training"]["max_length"], **method["encoder"])
+    return TrainingEncoder.from_pretrained(model, method.training.max_length, **method.to_dict()["encoder"])
 
 
 def initial_weights(encoder: TrainingEncoder) -> list[torch.Tensor]:
@@ -80,13 +81,13 @@ class TrainingSetup:
         return list(self.encoder.backbone.parameters()), self.initial
 
 
-def setup(method: dict[str, Any], model: str, rows, where: str = "the training data", processes: int = 1,
+def setup(method: MethodConfig, model: str, rows, where: str = "the training data", processes: int = 1,
           data_dir: str | os.PathLike | None = None, eval_limit: int | None = None) -> TrainingSetup:
     """``method``'s training parts over the backbone ``model`` and the training ``rows`` (``where`` names them in an
     error), for ``processes`` processes; seeded with ``training.seed`` first, so that the same method builds the same
     initial weights. The dev probe (``training.dev`` over ``data_dir``, ``eval_limit`` pairs) reads its data when it
     first runs."""
-    cfg = TrainingConfig(**method["training"])
+    cfg = method.training
     set_seed(cfg.seed)
     objective = Objective(method)
     check_hooks(objective, cfg, processes)

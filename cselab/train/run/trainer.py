@@ -42,7 +42,7 @@ from cselab.errors import TrainingError
 from cselab.evaluation.dev import NONE, log_key
 from cselab.files import check_folder
 from cselab.provenance import provenance
-from cselab.train.config.sections import TrainingConfig
+from cselab.train.config.method import MethodConfig
 from cselab.train.run import folder as run_folder
 from cselab.train.run.callbacks import Callback, EarlyStop, Schedule, TrainerControl, TrainerState, stateful
 from cselab.train.run.checkpoint import Checkpoints
@@ -60,18 +60,18 @@ class Trainer:
     parts set up (:func:`~cselab.train.run.setup.setup`), resumed from ``OUT/last``, then stepped; after each step
     the callbacks decide (:mod:`cselab.train.run.callbacks`) and the trainer logs, evaluates, saves and stops."""
 
-    def __init__(self, accelerator: Accelerator, method: dict[str, Any], model: str, data, out: str | os.PathLike,
+    def __init__(self, accelerator: Accelerator, method: MethodConfig, model: str, data, out: str | os.PathLike,
                  data_dir=None, eval_limit: int | None = None, tensorboard: bool = False,
                  restart_from: str | None = None, log_every: int = 10, callbacks: Sequence[Callback] = ()):
         self.accelerator, self.method, self.out, self.tensorboard = accelerator, method, Path(out), tensorboard
         self.main, self.restart_from = accelerator.is_main_process, restart_from
-        self.cfg = TrainingConfig(**method["training"])
+        self.cfg = method.training
         self.out.mkdir(parents=True, exist_ok=True)
         rows, self.source = training_rows(method, data, data_dir)
         check_max_length(str(model), self.cfg.max_length, "training.max_length")  # before OUT records the run
         weights = weight_files(str(model))
         mine = run_folder.run_identity(method, model, self.source, data_dir, eval_limit, weights)
-        run_folder.check_or_write(self.out, mine, method, write=self.main,  # before a model loads
+        run_folder.check_or_write(self.out, mine, method.to_dict(), write=self.main,  # before a model loads
                                   provenance=provenance(str(accelerator.device), weights))
         self.checkpoints = Checkpoints(self.out, accelerator)
         self.checkpoints.remove_partials()
@@ -85,9 +85,9 @@ class Trainer:
         self.loop = Loop(accelerator, self.parts, encoder, optimizer, accelerator.prepare(self.parts.loader))
         # training cuts sentences at training.max_length; the checkpoint encodes them whole (up to the model's
         # limit, at most 512 tokens), as SimCSE evaluates
-        self.info = CheckpointInfo(pooler=method["encoder"]["pooler"], prompt=method["encoder"].get("prompt"),
-                                   max_length=self.core.view.limit, method=method["method"], base_model=str(model),
-                                   config=method)
+        self.info = CheckpointInfo(pooler=method.encoder.pooler, prompt=method.encoder.prompt,
+                                   max_length=self.core.view.limit, method=method.name, base_model=str(model),
+                                   config=method.to_dict())
         self.dev_view = TransformerEncoder(self.core.backbone, self.core.tokenizer, pooler=self.info.pooler,
                                            prompt=self.info.prompt, max_length=self.info.max_length)
         early_stop = [EarlyStop(self.cfg.early_stop, self.cfg.early_stop_rule)] if self.cfg.early_stop else []
@@ -120,7 +120,7 @@ class Trainer:
         return TrainerState(step=self.loop.step, total=self.parts.total, epoch=self.loop.epoch,
                             losses=MappingProxyType(dict(losses)), dev=self.dev,
                             best=None if self.best == -math.inf else self.best, improved=self.improved,
-                            config=MappingProxyType(self.method), main=self.main)
+                            config=self.method, main=self.main)
 
     def _call(self, hook: str, losses: dict[str, float], control: TrainerControl) -> str | None:
         """Every callback's ``hook``; returns the class name of the one that ended the run, if one did."""
@@ -205,7 +205,7 @@ class Trainer:
             # SG-BERT's fit() scores the model before the first step: the best to beat, not an early-stop count
             self._evaluate({}, None)
             self.record({self.dev_key: self.best, "best": self.best, "initial": True})
-        bar = tqdm(total=self.parts.total, initial=self.loop.step, desc=f"Training {self.method['method']}",
+        bar = tqdm(total=self.parts.total, initial=self.loop.step, desc=f"Training {self.method.name}",
                    unit="step", disable=not (progress and self.main))
         stopped_by, self.clock = None, time.perf_counter()
         self.core.train()
@@ -235,7 +235,7 @@ class Trainer:
                 "stopped_by": stopped_by, "data": self.source}
 
 
-def train(method: dict[str, Any], model: str, data: str | os.PathLike | None, out: str | os.PathLike,
+def train(method: MethodConfig, model: str, data: str | os.PathLike | None, out: str | os.PathLike,
           data_dir: str | os.PathLike | None = None, eval_limit: int | None = None, log_every: int = 10,
           progress: bool = True, tensorboard: bool = False, overwrite: bool = False,
           restart_from: str | None = None, callbacks: Sequence[Callback] = ()) -> dict[str, Any]:
@@ -256,7 +256,7 @@ def train(method: dict[str, Any], model: str, data: str | os.PathLike | None, ou
     if restart_from not in (None, *run_folder.RESTARTS):
         raise TrainingError(f"--restart-from {restart_from!r}: expected one of {', '.join(run_folder.RESTARTS)}")
     out = check_folder(out, inputs=(model, data))  # never the model's or the data's own folder
-    accelerator = launch(TrainingConfig(**method["training"]), out, tensorboard)
+    accelerator = launch(method.training, out, tensorboard)
     main = accelerator.is_main_process  # one process locks OUT (and overwrites it)
     with run_folder.RunLock(out) if main else contextlib.nullcontext():
         if overwrite and main:

@@ -4,6 +4,7 @@ would leave the first steps' losses and gradients equal to those of the preset i
 import pytest
 import torch
 
+from cselab.train.config.method import MethodConfig
 from cselab.train.config.methods import load_method, preset_base, preset_names
 from cselab.train.objective import Objective
 from cselab.train.run.loop import backward_pass
@@ -19,7 +20,7 @@ BATCHES = [{"text": [f"sentence number {i} of batch {b} about {topic}" for i, to
 EXTENDING = [name for name in preset_names() if preset_base(name)]
 
 
-def first_steps(method: dict, model: str) -> tuple[torch.Tensor, torch.Tensor]:
+def first_steps(method: MethodConfig, model: str) -> tuple[torch.Tensor, torch.Tensor]:
     """Losses and gradients of three batches at the initial weights (no update between: the second and third let
     memory banks and history-based generators act)."""
     torch.manual_seed(0)
@@ -43,9 +44,11 @@ def test_each_presets_own_part_changes_the_first_steps(preset, tiny_bert_dir):
     base = preset_base(preset)
     settings = ["training.max_length=16"]
     own, parent = load_method(preset, settings), load_method(base, settings)
-    changed = {key for key in own if key not in ("method", "description") and own[key] != parent.get(key)}
+    mine_dict, theirs_dict = own.to_dict(), parent.to_dict()
+    changed = {key for key in mine_dict if key not in ("method", "description")
+               and mine_dict[key] != theirs_dict.get(key)}
     if changed == {"training"}:  # a trainer setting (e.g. batch-128's batch size) acts across steps, not in one
-        assert own["training"]["batch_size"] != parent["training"]["batch_size"]
+        assert own.training.batch_size != parent.training.batch_size
         return
     mine = first_steps(own, str(tiny_bert_dir))
     theirs = first_steps(parent, str(tiny_bert_dir))

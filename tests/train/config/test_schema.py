@@ -1,6 +1,8 @@
 """Config mistakes are caught at load time, before any model loads: exit 2, one line naming the key and what is
 allowed."""
 
+import dataclasses
+
 import pytest
 import yaml
 
@@ -53,7 +55,7 @@ def test_each_config_mistake_exits_2_with_one_line_before_any_model_loads(capsys
 
 
 def test_set_accepts_any_schema_key_a_user_yaml_leaves_out(tmp_path, capsys):
-    config = load_method("simcse")
+    config = load_method("simcse").to_dict()
     del config["training"]["epochs"], config["losses"]["info_nce"]["label_smoothing"]
     path = tmp_path / "mine.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -65,7 +67,7 @@ def test_set_accepts_any_schema_key_a_user_yaml_leaves_out(tmp_path, capsys):
 
 
 def test_a_required_key_missing_from_a_user_yaml_is_named(tmp_path, capsys):
-    config = load_method("simcse")
+    config = load_method("simcse").to_dict()
     del config["training"]["max_length"]
     path = tmp_path / "mine.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -92,16 +94,22 @@ def test_a_null_over_a_default_is_kept_and_loads_back(tmp_path, capsys):
     assert "  max_grad_norm: null\n" in printed
     (tmp_path / "method.yaml").write_text(printed)
     assert load_method(tmp_path / "method.yaml") == load_method("simcse", ["training.max_grad_norm=null"])
-    assert load_method(tmp_path / "method.yaml")["training"]["max_grad_norm"] is None  # not clipped
-    assert load_method("simcse", ["training.seed=null"])["training"]["seed"] == 42  # cannot be null: the default
+    assert load_method(tmp_path / "method.yaml").training.max_grad_norm is None  # not clipped
+    assert load_method("simcse", ["training.seed=null"]).training.seed == 42  # cannot be null: the default
     # a section set to null is removed (a loss of the base, here in a profile's style)
-    assert "two_way_margin" not in load_method("osscse", ["losses.two_way_margin=null"])["losses"]
+    assert "two_way_margin" not in load_method("osscse", ["losses.two_way_margin=null"]).losses
 
 
 
-def test_the_training_and_encoder_sections_are_typed_objects_checked_when_built():
+def test_the_method_and_its_sections_are_typed_frozen_objects_checked_when_built():
     method = load_method("sg")
-    training, encoder = TrainingConfig(**method["training"]), EncoderConfig(**method["encoder"])
+    training, encoder = method.training, method.encoder
+    assert isinstance(training, TrainingConfig) and isinstance(encoder, EncoderConfig)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        method.training = training
+    with pytest.raises(TypeError):  # read-only all the way down
+        method.losses["nt_xent"]["temperature"] = 1.0
+    method = method.to_dict()  # the plain data, as OUT/config.yaml holds it
     assert (training.batch_size, training.warmup, training.early_stop_rule) == (16, 0.1, "drops")
     assert encoder.head == {"kind": "projection", "inner": 4096, "output": 4096} and encoder.frozen_mode == "train"
     assert TrainingConfig(**{**method["training"], "lr": 1}).lr == 1.0  # coerced as the YAML path coerces
@@ -120,8 +128,8 @@ def test_a_loss_is_chosen_with_kind_and_its_former_type_is_read_with_a_warning(t
     path.write_text("extends: simcse\nlosses: {extra: {type: info_nce, anchor: anchor, positive: positive}}\n")
     with pytest.warns(FutureWarning, match=r"losses\.extra\.type is now called kind"):
         method = load_method(path)
-    assert method["losses"]["extra"]["kind"] == "info_nce" and "type" not in method["losses"]["extra"]
-    assert load_method("sscl-simcse", profile="official")["losses"]["plain_info_nce"]["kind"] == "info_nce"
+    assert method.losses["extra"]["kind"] == "info_nce" and "type" not in method.losses["extra"]
+    assert load_method("sscl-simcse", profile="official").losses["plain_info_nce"]["kind"] == "info_nce"
     path.write_text("extends: simcse\nlosses: {extra: {type: info_nce, kind: recall, anchor: anchor}}\n")
     with pytest.raises(ConfigError, match="type 'info_nce' and kind 'recall' disagree"):
         load_method(path)

@@ -82,7 +82,7 @@ def test_the_optimizer_and_its_groups_come_from_the_config():
              ("backbone.encoder.dense.bias", torch.nn.Parameter(torch.ones(2))),
              ("backbone.encoder.LayerNorm.weight", torch.nn.Parameter(torch.ones(2))),
              ("head.0.weight", torch.nn.Parameter(torch.ones(2)))]
-    training = TrainingConfig(**load_method("sg")["training"])
+    training = load_method("sg").training
     optimizer = build_optimizer(named, training)
     assert isinstance(optimizer, LegacyAdamW)
     decayed, exempt = optimizer.param_groups
@@ -105,7 +105,7 @@ def test_warm_up_is_a_fraction_of_the_steps_or_a_count():
 
 def test_the_schedule_warms_up_then_decays_to_zero():
     parameter = torch.nn.Parameter(torch.zeros(1))
-    training = TrainingConfig(**{**load_method("simcse")["training"], "lr": 1.0, "warmup": 0.2})
+    training = TrainingConfig(**{**load_method("simcse").to_dict()["training"], "lr": 1.0, "warmup": 0.2})
     optimizer = build_optimizer([("w", parameter)], training)
     scheduler = build_scheduler(optimizer, training, 10)  # 2 warm-up steps of 10
     rates = []
@@ -119,7 +119,7 @@ def test_the_schedule_warms_up_then_decays_to_zero():
 
 def test_a_restart_puts_the_schedule_at_its_step_and_it_goes_on_from_there():
     parameter = torch.nn.Parameter(torch.zeros(1))
-    training = TrainingConfig(**{**load_method("simcse")["training"], "lr": 1.0, "warmup": 0.2})
+    training = TrainingConfig(**{**load_method("simcse").to_dict()["training"], "lr": 1.0, "warmup": 0.2})
     optimizer = build_optimizer([("w", parameter)], training)
     scheduler = build_scheduler(optimizer, training, 10)
     set_schedule_step(scheduler, 4)  # as the hand-computed schedule above: 6/8 at step 4, then 5/8
@@ -142,4 +142,4 @@ def test_clipping_scales_the_total_norm_and_null_leaves_it():
     assert clip_and_step(optimizer, scheduler, [first, second], None) is None
     assert first.tolist() == pytest.approx([-3.6, 0.0]) and second.grad is None
     config = load_method("simcse", ["training.max_grad_norm=null"])
-    assert config["training"]["max_grad_norm"] is None  # kept as null, not the default 1.0
+    assert config.training.max_grad_norm is None  # kept as null, not the default 1.0

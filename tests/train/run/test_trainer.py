@@ -1,3 +1,4 @@
+import dataclasses
 import hashlib
 import json
 import math
@@ -15,14 +16,22 @@ from cselab.cli import main
 from cselab.encoders import load_encoder
 from cselab.train.run.data import training_rows, warn_if_paraphrases_differ
 from cselab.train.run.callbacks import Callback
+from cselab.train.config.method import MethodConfig, frozen
 from cselab.train.config.methods import load_method
 from cselab.train.run.callbacks import early_stop_count
 from cselab.train.run.trainer import Trainer, TrainingError, train
 
 
-def small(method: str, **training) -> dict:
+def small(method: str, **training) -> MethodConfig:
     settings = {"batch_size": 16, "max_length": 24, "eval_steps": 10, "lr": 1e-4, **training}
     return load_method(method, [f"training.{k}={json.dumps(v)}" for k, v in settings.items()])
+
+
+def with_loss_setting(method: MethodConfig, loss: str, **settings) -> MethodConfig:
+    """``method`` with settings of one loss changed past the schema (a value it refuses, to test what follows)."""
+    losses = {name: dict(params) for name, params in method.losses.items()}
+    losses[loss].update(settings)
+    return dataclasses.replace(method, losses=frozen(losses))
 
 
 @pytest.mark.parametrize("method", ["simcse", "osscse", "simcse-bt"])
@@ -72,8 +81,7 @@ def test_resume_after_a_kill_is_bit_identical_to_a_straight_run(tiny_bert_dir, t
 
 
 def test_a_diverging_loss_stops_with_the_step_named(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
-    method = small("simcse", max_steps=5)
-    method["losses"]["info_nce"]["temperature"] = 0.0
+    method = with_loss_setting(small("simcse", max_steps=5), "info_nce", temperature=0.0)  # refused by the schema
     with pytest.raises(TrainingError, match=r"the loss became nan at step 1; the last good state is"):
         train(method, str(tiny_bert_dir), tiny_cache, tmp_path / "run", data_dir, eval_limit=20, progress=False)
 

@@ -1,0 +1,72 @@
+"""A resolved method as one frozen, typed object (:class:`MethodConfig`), what :func:`~cselab.train.config.methods.
+load_method` returns: its ``encoder`` and ``training`` sections are the checked dataclasses of
+:mod:`~cselab.train.config.sections`, each view a :class:`ViewConfig`, the losses and hooks read-only mappings of their
+plug-ins' checked parameters. The plain dict appears only where a file is written or a run is identified
+(:meth:`MethodConfig.to_dict`: ``OUT/config.yaml``, ``--show-config``, the run identity, the checkpoint's
+``cselab.json``)."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from cselab.train.config.sections import EncoderConfig, TrainingConfig
+
+
+def frozen(value: Any) -> Any:
+    """``value`` read-only all the way down: mappings as read-only mappings, lists as tuples."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({key: frozen(item) for key, item in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(frozen(item) for item in value)
+    return value
+
+
+@dataclass(frozen=True)
+class ViewConfig:
+    """A view (``views.NAME``): the cache ``column`` encoded, or the view it is made ``of``; its ``prompt``, pooled
+    ``layers`` (and their ``layer_pooler``), whether the ``frozen`` copy encodes it, and its ``augment`` plug-in."""
+
+    column: str | None = None
+    of: str | None = None
+    prompt: str | None = None
+    layers: tuple[int, ...] | str | None = None
+    layer_pooler: str | None = None
+    frozen: bool = False
+    augment: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class MethodConfig:
+    """A method validated to the leaf, defaults filled in (:func:`~cselab.train.config.schema.resolve`)."""
+
+    name: str
+    encoder: EncoderConfig
+    views: Mapping[str, ViewConfig]
+    losses: Mapping[str, Mapping[str, Any]]
+    hooks: Mapping[str, Any]
+    training: TrainingConfig
+    description: str = ""
+    data: str | None = None  # the corpus or cache trained on when --data is not given
+    imports: tuple[str, ...] = ()
+    profile: str | None = None
+    _resolved: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def from_resolved(cls, resolved: dict[str, Any]) -> MethodConfig:
+        """The object of a resolved method dict (each section already checked)."""
+        views = {name: ViewConfig(**{key: frozen(value) for key, value in view.items()})
+                 for name, view in resolved["views"].items()}
+        return cls(name=resolved["method"], encoder=EncoderConfig(**resolved["encoder"]),
+                   views=MappingProxyType(views), losses=frozen(resolved["losses"]), hooks=frozen(resolved["hooks"]),
+                   training=TrainingConfig(**resolved["training"]), description=resolved.get("description", ""),
+                   data=resolved.get("data"), imports=tuple(resolved.get("imports", ())),
+                   profile=resolved.get("profile"), _resolved=copy.deepcopy(resolved))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The resolved method as plain data (``method`` is its name; a key whose default is null is left out): what
+        ``OUT/config.yaml`` holds and the run identity hashes."""
+        return copy.deepcopy(self._resolved)
