@@ -1,5 +1,5 @@
-"""What one training-time evaluation costs: a dev probe (``training.dev``) scored once on an encoder, with its
-figures and wall time. A transfer dev probe encodes every train/dev sentence of its tasks and trains SentEval's
+"""What one training-time evaluation costs: a dev scorer (``training.dev``) scored once on an encoder, with its
+figures and wall time. A transfer dev scorer encodes every train/dev sentence of its tasks and trains SentEval's
 classifiers; an STS one encodes a few thousand pairs.
 
     CSELAB_DATA_DIR=../shared/data python benchmarks/dev_probe_time.py --dev transfer-dev-avg [--model minilm]
@@ -14,7 +14,7 @@ import platform
 import time
 
 from cselab.encoders import load_encoder
-from cselab.evaluation.dev import dev_names, dev_probe
+from cselab.evaluation.dev import dev_names, dev_scorer
 
 
 def main() -> None:
@@ -26,7 +26,7 @@ def main() -> None:
     args = parser.parse_args()
     encoder = load_encoder(args.model, device="cpu", cache=False)
     clock = time.perf_counter()
-    probe = dev_probe(args.dev, args.data_dir, args.limit)
+    probe = dev_scorer(args.dev, args.data_dir, args.limit)
     read_s = time.perf_counter() - clock
     clock = time.perf_counter()
     result = probe.run(encoder)

@@ -44,7 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.register(commands.add_parser(
         "train", help="train a sentence encoder on the augment cache",
         description="Train a sentence encoder with a method preset on the augment cache; keeps the checkpoint best on "
-                    "the dev probe (training.dev, STS-B dev by default) in OUT/best (usable as `probe run --model "
+                    "the dev scorer (training.dev, STS-B dev by default) in OUT/best (usable as `probe run --model "
                     "OUT/best`) and resumes from OUT/last.",
         epilog="Examples:\n  cselab train --method osscse --model minilm --data cache/augment --out runs/osscse "
                "--set training.max_steps=200\n"

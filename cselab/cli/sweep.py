@@ -26,7 +26,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="sweep folder: runs/, results/, summary.{json,md,png}")
     add_data_dir(parser)
     parser.add_argument("--eval-limit", type=whole_number(2),
-                        help="the dev probe reads only the first N pairs (STS) or lines per file (transfer) "
+                        help="the dev scorer reads only the first N pairs (STS) or lines per file (transfer) "
                              "during training")
     parser.add_argument("--sts-limit", type=whole_number(2),
                         help="score only the first N pairs of each STS subset (quick checks)")

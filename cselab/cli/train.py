@@ -24,9 +24,9 @@ def register(parser: argparse.ArgumentParser) -> None:
                                        "own data, e.g. stsb-rows for sg, else cache/augment)")
     parser.add_argument("--out", help="run folder: config.yaml, best/, last/, log.jsonl (required to train)")
     add_overrides(parser, "--set training.max_steps=100 --set losses.info_nce.temperature=0.1")
-    add_data_dir(parser, "data root for the dev probe (training.dev)")
+    add_data_dir(parser, "data root for the dev scorer (training.dev)")
     parser.add_argument("--eval-limit", type=whole_number(2),
-                        help="the dev probe reads only the first N pairs (STS) or lines per file (transfer): quick "
+                        help="the dev scorer reads only the first N pairs (STS) or lines per file (transfer): quick "
                              "checks")
     parser.add_argument("--overwrite", action="store_true",
                         help="delete the run's files in OUT first (config.yaml, run.json, best/, last/, log.jsonl) "

@@ -1,2 +1,3 @@
-"""Evaluation: the :class:`~cselab.evaluation.probe.Probe` interface and the probes training selects its checkpoint
-with (:mod:`cselab.evaluation.dev`). It lies below ``train`` and ``probes``, so that both use the same code."""
+"""Evaluation: the :class:`~cselab.evaluation.scoring.Scorer` interface and the dev scorers training selects its
+checkpoint with (:mod:`cselab.evaluation.dev`). It lies below ``train`` and ``probes``, so that both use the same
+code."""

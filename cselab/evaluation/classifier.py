@@ -77,7 +77,7 @@ def holdout_job(rows: np.ndarray, reg: float, seed: int, fraction: float = 0.05,
 
 def _initial_weights(dim: int, nclasses: int, config: ClassifierConfig, seed: int) -> list[torch.Tensor]:
     """SentEval's starting weights: ``nn.Linear`` layers built right after ``torch.manual_seed(seed)``, in a forked
-    generator: the caller's (a training run's dropout masks, when a transfer dev probe scores it) go on as they were,
+    generator: the caller's (a training run's dropout masks, when a transfer dev scorer scores it) go on as they were,
     where SentEval reseeds the global ones."""
     with torch.random.fork_rng(devices=range(torch.cuda.device_count())):
         torch.manual_seed(seed)

@@ -1,4 +1,4 @@
-"""The dev probes ``training.dev`` names: the checkpoint ``OUT/best`` keeps is the one that scores best on them.
+"""The dev scorers ``training.dev`` names: the checkpoint ``OUT/best`` keeps is the one that scores best on them.
 
 - ``stsb``: STS-B dev (SimCSE's ``metric_for_best_model stsb_spearman``, its example scripts' choice);
 - ``sickr``: SICK-R's dev split (SentEval's ``SICK_trial.txt``);
@@ -27,7 +27,7 @@ from cselab.data import STSPairs, load_sts
 from cselab.data.transfer import TRANSFER_TASKS, load_transfer
 from cselab.encoders.base import Encoder
 from cselab.errors import ConfigError
-from cselab.evaluation.probe import Probe, Result
+from cselab.evaluation.scoring import Scorer, Result
 from cselab.evaluation.transfer import NCLASSES, sentence_vectors, task_features
 from cselab.evaluation.validation import classifier_setup, dev_accuracy
 from cselab.metrics import cosine_rows, spearman
@@ -44,7 +44,7 @@ BATCH_SIZE = 128
 
 def _known(name: str, table: dict) -> None:
     if name not in table:
-        raise ConfigError(f"dev probe {name!r}: known: {', '.join(dev_names())}")
+        raise ConfigError(f"dev scorer {name!r}: known: {', '.join(dev_names())}")
 
 
 def _headline(scores: dict[str, float]) -> float:
@@ -52,7 +52,7 @@ def _headline(scores: dict[str, float]) -> float:
     return float(np.mean(values)) if len(values) > 1 else values[0]
 
 
-class STSDevProbe(Probe):
+class STSDevScorer(Scorer):
     """Spearman x 100 on STS dev sets (:data:`STS_DEV`); ``scores`` holds each set's figure by task."""
 
     def __init__(self, name: str, data_dir: str | os.PathLike | None = None, limit: int | None = None):
@@ -79,7 +79,7 @@ class STSDevProbe(Probe):
         return Result(scores, _headline(scores), files=[pairs.files[0] for pairs in self.sets])
 
 
-class TransferDevProbe(Probe):
+class TransferDevScorer(Scorer):
     """SentEval's ``devacc`` x 100 of transfer tasks (:data:`TRANSFER_DEV`) under the ``fast`` setup; ``scores``
     holds each task's figure. Test splits are neither read nor encoded."""
 
@@ -116,11 +116,11 @@ def dev_names() -> tuple[str, ...]:
     return (*STS_DEV, *TRANSFER_DEV, NONE)
 
 
-def dev_probe(name: str, data_dir: str | os.PathLike | None = None, limit: int | None = None) -> Probe | None:
-    """The dev probe ``name`` (its data read when it first runs or says its identity); None for ``none``."""
+def dev_scorer(name: str, data_dir: str | os.PathLike | None = None, limit: int | None = None) -> Scorer | None:
+    """The dev scorer ``name`` (its data read when it first runs or says its identity); None for ``none``."""
     if name == NONE:
         return None
-    return (TransferDevProbe if name in TRANSFER_DEV else STSDevProbe)(name, data_dir, limit)
+    return (TransferDevScorer if name in TRANSFER_DEV else STSDevScorer)(name, data_dir, limit)
 
 
 def log_key(name: str) -> str:

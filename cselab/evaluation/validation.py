@@ -7,7 +7,7 @@
   all of it is scored on the test set.
 - :func:`split` (SST-2, probing tasks): the validation split picks the weight decay (and, for the probing
   tasks, the classifier), the test split scores it.
-- :func:`dev_accuracy`: the ``devacc`` of the first step of each, without the test split (a dev probe's score).
+- :func:`dev_accuracy`: the ``devacc`` of the first step of each, without the test split (a dev scorer's score).
 
 Folds, seeds, candidate weight decays and the rounding of scores follow SentEval's
 ``tools/validation.py``; the models are trained many at a time by :mod:`cselab.evaluation.classifier`. Each also

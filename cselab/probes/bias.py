@@ -16,7 +16,7 @@ import numpy as np
 from cselab.checksum import sha256
 from cselab.data import DataNotFoundError, NegationPairs, load_cannot
 from cselab.encoders import Encoder
-from cselab.evaluation.probe import Result
+from cselab.evaluation.scoring import Result
 from cselab.metrics import spearman
 from cselab.probes.report import bias_tables
 from cselab.probes.splits import SubsetSplit, build_splits, split_summary

@@ -27,7 +27,7 @@ from cselab.data import corpus_path, load_sts, read_corpus
 from cselab.encoders import Encoder, TransformerEncoder
 from cselab.encoders.pooling import matching_layer_pooler, pool_states
 from cselab.errors import DataError
-from cselab.evaluation.probe import Result
+from cselab.evaluation.scoring import Result
 from cselab.metrics import cosine_rows, spearman
 from cselab.probes.plots import plot_geometry
 from cselab.probes.report import geometry_tables

@@ -20,7 +20,7 @@ import numpy as np
 from cselab.data import DataNotFoundError, data_root
 from cselab.data.probing import read_probing_file
 from cselab.encoders import Encoder
-from cselab.evaluation.probe import Result
+from cselab.evaluation.scoring import Result
 from cselab.probes.probing_builder import PROBING_FILES
 from cselab.probes.accuracy import AccuracySuite
 from cselab.probes.suite import Score, register_suite

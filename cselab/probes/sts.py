@@ -18,7 +18,7 @@ import numpy as np
 from cselab.data import STSPairs, load_sts
 from cselab.encoders import Encoder
 from cselab.metrics import cosine_rows, pearson, spearman
-from cselab.evaluation.probe import Result
+from cselab.evaluation.scoring import Result
 from cselab.errors import DataError
 from cselab.probes.paired import item_groups
 from cselab.probes.report import model_rows, sts_table

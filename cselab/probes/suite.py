@@ -25,7 +25,7 @@ from cselab.encoders.base import Encoder
 from cselab.errors import ConfigError
 from cselab.evaluation.setups import CLASSIFIER_SETUPS
 from cselab.files import clipped
-from cselab.evaluation.probe import Result
+from cselab.evaluation.scoring import Result
 from cselab.normalizers import NORMALIZERS
 from cselab.probes.names import SPLIT_RULES, STS_SUITE, SUITES
 from cselab.probes.significance import Stratum
@@ -83,7 +83,7 @@ class Suite(ABC):
     settings or bookkeeping, not scores) and ``optional`` (``--suite all`` records why it was skipped when its data
     is missing, instead of stopping).
 
-    Required: :meth:`run` (a :class:`~cselab.evaluation.probe.Result`: ``scores`` and ``metadata`` apart, which
+    Required: :meth:`run` (a :class:`~cselab.evaluation.scoring.Result`: ``scores`` and ``metadata`` apart, which
     together are its section of the results JSON; per-item arrays named ``NAME/...``; the data files read) and
     :meth:`sections` (its part of the report). Each of the others has a default that a suite overrides to take part:
     :meth:`main_scores` (the columns of ``probe compare``'s table and of a sweep's, :meth:`sweep_columns`),

@@ -18,7 +18,7 @@ from sklearn.metrics import f1_score
 
 from cselab.data.transfer import TRANSFER_TASKS, LabelledText, load_transfer
 from cselab.encoders import Encoder
-from cselab.evaluation.probe import Result
+from cselab.evaluation.scoring import Result
 from cselab.evaluation.transfer import NCLASSES, sentence_vectors, task_features
 from cselab.probes.accuracy import AccuracySuite
 from cselab.probes.suite import Score, register_suite

@@ -87,7 +87,7 @@ def test_bad_settings_are_refused_in_the_one_config_error_format():
 
 
 def test_training_the_classifiers_leaves_the_callers_generators_alone():
-    # a transfer dev probe scores a training run between steps: its dropout masks must go on as they were
+    # a transfer dev scorer scores a training run between steps: its dropout masks must go on as they were
     X, y = blobs(n=120)
     torch.manual_seed(7)
     expected = torch.rand(3)

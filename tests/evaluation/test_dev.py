@@ -8,7 +8,7 @@ from cselab.data import load_sts
 from cselab.data.transfer import TRANSFER_TASKS
 from cselab.encoders import LexicalEncoder, load_encoder
 from cselab.errors import ConfigError
-from cselab.evaluation.dev import dev_names, dev_probe, log_key
+from cselab.evaluation.dev import dev_names, dev_scorer, log_key
 from cselab.probes.transfer import run_transfer
 from cselab.train.config.methods import load_method
 from cselab.train.run.trainer import train
@@ -22,37 +22,37 @@ def _cosine_spearman(encoder, pairs, limit):
     return 100 * spearmanr(cosines, pairs.scores[:limit]).statistic
 
 
-def test_the_dev_probes_score_stsb_and_sickr_dev_and_their_mean(data_dir, tiny_bert_dir):
+def test_the_dev_scorers_score_stsb_and_sickr_dev_and_their_mean(data_dir, tiny_bert_dir):
     encoder = load_encoder(str(tiny_bert_dir), device="cpu", cache=False)
     (stsb,), (sickr,) = load_sts("stsb", "dev", data_dir), load_sts("sickr", "trial", data_dir)
     expected = {"stsb": _cosine_spearman(encoder, stsb, 40), "sickr": _cosine_spearman(encoder, sickr, 40)}
     for name, value in expected.items():
-        assert dev_probe(name, data_dir, 40).run(encoder).headline == pytest.approx(value, rel=1e-6)
-    average = dev_probe("sts-dev-avg", data_dir, 40).run(encoder)
+        assert dev_scorer(name, data_dir, 40).run(encoder).headline == pytest.approx(value, rel=1e-6)
+    average = dev_scorer("sts-dev-avg", data_dir, 40).run(encoder)
     assert average.headline == pytest.approx((expected["stsb"] + expected["sickr"]) / 2, rel=1e-6)
     assert list(average.scores) == ["STSBenchmark", "SICKRelatedness"] and len(average.files) == 2
-    assert dev_probe("none") is None
+    assert dev_scorer("none") is None
     assert dev_names() == ("stsb", "sickr", "sts-dev-avg", "mr", "cr", "subj", "mpqa", "sst2", "trec", "mrpc",
                            "transfer-dev-avg", "none")
     assert [log_key(name) for name in ("stsb", "sickr", "sts-dev-avg", "mr", "transfer-dev-avg")] == [
         "stsb_dev", "sickr_dev", "sts_dev_avg", "mr_dev", "transfer_dev_avg"]
 
 
-def test_a_transfer_dev_probe_is_sentevals_devacc_without_the_test_split(data_dir):
+def test_a_transfer_dev_scorer_is_sentevals_devacc_without_the_test_split(data_dir):
     encoder = LexicalEncoder()
     full, _ = run_transfer(encoder, TRANSFER_TASKS, data_dir, "fast", limit=40)
-    average = dev_probe("transfer-dev-avg", data_dir, 40).run(encoder)
+    average = dev_scorer("transfer-dev-avg", data_dir, 40).run(encoder)
     assert average.scores == {task: full[task]["devacc"] for task in TRANSFER_TASKS}
     assert average.headline == pytest.approx(np.mean([full[task]["devacc"] for task in TRANSFER_TASKS]))
-    assert dev_probe("trec", data_dir, 40).run(encoder).headline == full["TREC"]["devacc"]
+    assert dev_scorer("trec", data_dir, 40).run(encoder).headline == full["TREC"]["devacc"]
     read = {path.name for path in average.files}
     assert "rt-polarity.pos" in read and not read & {"sentiment-test", "TREC_10.label", "msr_paraphrase_test.txt"}
-    assert dev_probe("mrpc", data_dir, 40).identity()["classifier"] == "fast"
+    assert dev_scorer("mrpc", data_dir, 40).identity()["classifier"] == "fast"
     with pytest.raises(ConfigError, match="--eval-limit 5: a transfer dev score needs at least 10 lines per file"):
-        dev_probe("mr", data_dir, 5)
+        dev_scorer("mr", data_dir, 5)
 
 
-def test_an_unknown_dev_probe_is_refused_when_the_method_is_read():
+def test_an_unknown_dev_scorer_is_refused_when_the_method_is_read():
     with pytest.raises(ConfigError, match="training.dev: 'sts' is not allowed; expected one of stsb, sickr, "
                                           "sts-dev-avg, mr, cr, .*, transfer-dev-avg, none"):
         load_method("simcse", ["training.dev=sts"])
@@ -66,7 +66,7 @@ def test_training_keeps_the_checkpoint_best_on_sickr_dev(tiny_bert_dir, tiny_cac
     assert [r["step"] for r in scored] == [2] and summary["dev"] == "sickr"
     assert summary["best_dev"] == scored[0]["best"] == scored[0]["sickr_dev"]
     best = load_encoder(summary["best"], device="cpu", cache=False)
-    assert dev_probe("sickr", data_dir, 20).run(best).headline == pytest.approx(summary["best_dev"], abs=1e-4)
+    assert dev_scorer("sickr", data_dir, 20).run(best).headline == pytest.approx(summary["best_dev"], abs=1e-4)
     identity = json.loads((tmp_path / "run" / "run.json").read_text())
     assert identity["dev"]["set"] == "sickr" and identity["dev"]["limit"] == 20
 
@@ -79,7 +79,7 @@ def test_training_can_keep_the_checkpoint_best_on_the_transfer_dev_average(tiny_
     (scored,) = [record for record in log if "transfer_dev_avg" in record]
     assert summary["best_dev"] == scored["transfer_dev_avg"]
     best = load_encoder(summary["best"], device="cpu", cache=False)
-    assert dev_probe("transfer-dev-avg", data_dir, 20).run(best).headline == pytest.approx(summary["best_dev"],
+    assert dev_scorer("transfer-dev-avg", data_dir, 20).run(best).headline == pytest.approx(summary["best_dev"],
                                                                                           abs=0.01)
     identity = json.loads((tmp_path / "run" / "run.json").read_text())["dev"]
     assert identity["set"] == "transfer-dev-avg" and identity["classifier"] == "fast" and identity["limit"] == 20

@@ -9,7 +9,7 @@ import pytest
 from cselab.data import load_sts
 from cselab.encoders import load_encoder
 from cselab.errors import ConfigError
-from cselab.evaluation.probe import Result
+from cselab.evaluation.scoring import Result
 from cselab.probes import suite as registry
 from cselab.probes.runner import run_probes
 from cselab.probes.suite import ProbeOptions, Suite, register_suite, suite_parts, suite_sections, suites

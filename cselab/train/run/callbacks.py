@@ -4,7 +4,7 @@ After every step the trainer (:class:`cselab.train.run.trainer.Trainer`) calls e
 with a read-only :class:`TrainerState` (the step just taken, the total, the epoch, the step's losses, the latest dev
 score and the best, the method) and that step's :class:`TrainerControl`; after an evaluation it calls
 :meth:`Callback.on_evaluate` with the new score in the state. A callback acts on the run only through the control:
-``should_log`` (the losses and the learning rate to ``OUT/log.jsonl``), ``should_evaluate`` (score the dev probe, keep
+``should_log`` (the losses and the learning rate to ``OUT/log.jsonl``), ``should_evaluate`` (score the dev scorer, keep
 ``OUT/best``, save ``OUT/last``), ``should_save`` (save ``OUT/last``) and ``should_stop`` (end the run after this step,
 which is then evaluated and saved; :meth:`TrainerControl.stop` gives the reason written to the log). Writing stays with
 the trainer. Built in, in this order: :class:`Schedule` (log every ``log_every`` steps, evaluate every
@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from cselab.errors import TrainingError
+from cselab.train.config.method import MethodConfig
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,8 @@ class TrainerState:
     steps), ``epoch`` (epochs done, a fraction within one), ``losses`` (the step's loss, each loss by name and
     ``grad_norm``: this process's share), ``dev`` (the latest dev score, None before the first or without a dev set),
     ``best`` (the best dev score so far, None before the first), ``improved`` (whether the latest evaluation gave the
-    best; every one does without a dev set) and ``config`` (the resolved method)."""
+    best; every one does without a dev set) and ``config`` (the method, a frozen
+    :class:`~cselab.train.config.method.MethodConfig`)."""
 
     step: int
     total: int
@@ -40,7 +41,7 @@ class TrainerState:
     dev: float | None
     best: float | None
     improved: bool
-    config: Mapping[str, Any]
+    config: MethodConfig
     main: bool = True  # whether this is the main process (the one that writes OUT)
 
 

@@ -59,10 +59,10 @@ def run_identity(method: MethodConfig, model: str, source: dict[str, Any], data_
     when not given) on the data ``source`` (:func:`~cselab.train.run.data.training_rows`'s description) with the dev
     set ``training.dev`` names: what ``OUT/run.json`` records and a resumed run must match."""
     from cselab.encoders.pretrained import combined_sha256, weight_files  # torch: not for `train --help`
-    from cselab.evaluation.dev import NONE, dev_probe
+    from cselab.evaluation.dev import NONE, dev_scorer
 
     weights = weight_files(str(model)) if weights is None else weights
-    probe = dev_probe(method.training.dev, data_dir, eval_limit)
+    probe = dev_scorer(method.training.dev, data_dir, eval_limit)
     return identity(method.to_dict(), str(model), source, combined_sha256(weights),
                     {"set": NONE} if probe is None else probe.identity())
 

@@ -1,5 +1,5 @@
 """Everything a training step needs, built from a method: the training encoder, the objective, the optimizer and its
-schedule, the batches and the dev probe (:func:`setup`). Nothing here writes a file or reads the data: the trainer
+schedule, the batches and the dev scorer (:func:`setup`). Nothing here writes a file or reads the data: the trainer
 (:mod:`cselab.train.run.trainer`) hands it the rows, wraps the parts for its devices and owns the run folder;
 ``benchmarks/gpu_check.py`` and the tests build their steps with the same function."""
 
@@ -14,8 +14,8 @@ from accelerate.utils import set_seed
 from torch.utils.data import DataLoader
 
 from cselab.errors import TrainingError
-from cselab.evaluation.dev import dev_probe
-from cselab.evaluation.probe import Probe
+from cselab.evaluation.dev import dev_scorer
+from cselab.evaluation.scoring import Scorer
 from cselab.train.config.method import MethodConfig
 from cselab.train.config.sections import TrainingConfig
 from cselab.train.model import TrainingEncoder
@@ -67,7 +67,7 @@ class TrainingSetup:
     optimizer: torch.optim.Optimizer
     scheduler: Any
     loader: DataLoader
-    dev: Probe | None
+    dev: Scorer | None
     per_epoch: int
     total: int
     initial: list[torch.Tensor] | None
@@ -85,7 +85,7 @@ def setup(method: MethodConfig, model: str, rows, where: str = "the training dat
           data_dir: str | os.PathLike | None = None, eval_limit: int | None = None) -> TrainingSetup:
     """``method``'s training parts over the backbone ``model`` and the training ``rows`` (``where`` names them in an
     error), for ``processes`` processes; seeded with ``training.seed`` first, so that the same method builds the same
-    initial weights. The dev probe (``training.dev`` over ``data_dir``, ``eval_limit`` pairs) reads its data when it
+    initial weights. The dev scorer (``training.dev`` over ``data_dir``, ``eval_limit`` pairs) reads its data when it
     first runs."""
     cfg = method.training
     set_seed(cfg.seed)
@@ -97,4 +97,4 @@ def setup(method: MethodConfig, model: str, rows, where: str = "the training dat
     optimizer = build_optimizer([(n, p) for n, p in encoder.named_parameters() if p.requires_grad], cfg)
     loader = training_loader(rows, Collator(encoder, objective.forward_keys), cfg)
     return TrainingSetup(cfg, objective, encoder, optimizer, build_scheduler(optimizer, cfg, total), loader,
-                         dev_probe(cfg.dev, data_dir, eval_limit), per_epoch, total, initial)
+                         dev_scorer(cfg.dev, data_dir, eval_limit), per_epoch, total, initial)

@@ -4,11 +4,11 @@ Through accelerate (:mod:`~cselab.train.run.launch`): one CPU or GPU, or several
 each batch split across the processes, in-batch negatives gathered from all of them with their gradient,
 :mod:`~cselab.train.run.distributed`); bf16/fp16 with ``mixed_precision``; gradient accumulation over ``grad_accum``
 batches. The parts, one module each: :mod:`~cselab.train.run.setup` builds the encoder, objective, optimizer, batches
-and dev probe; :mod:`~cselab.train.run.loop` takes the steps; :mod:`~cselab.train.run.callbacks` decide after each
+and dev scorer; :mod:`~cselab.train.run.loop` takes the steps; :mod:`~cselab.train.run.callbacks` decide after each
 step (log, evaluate, save, stop); :mod:`~cselab.train.run.checkpoint` saves and restores;
 :mod:`~cselab.train.run.folder` says whether ``OUT`` holds this run. The :class:`Trainer` here puts them together.
 
-An evaluation (every ``eval_steps``; with ``eval_at_start`` also before the first step) scores the dev probe
+An evaluation (every ``eval_steps``; with ``eval_at_start`` also before the first step) scores the dev scorer
 ``training.dev`` names (:mod:`cselab.evaluation.dev`: STS-B dev by default), keeps the best checkpoint in ``OUT/best``
 and the full training state in ``OUT/last``: a run started again on the same ``OUT`` resumes from there, the data order
 being a function of the seed and the epoch. A NaN or infinite loss stops the run, naming the step, with ``OUT/last``
@@ -154,7 +154,7 @@ class Trainer:
         return stopped_by
 
     def evaluate_and_save(self, losses: dict[str, float], control: TrainerControl) -> str | None:
-        """Save ``OUT/last``; with ``control.should_evaluate`` first score the dev probe, keep ``OUT/best`` (with
+        """Save ``OUT/last``; with ``control.should_evaluate`` first score the dev scorer, keep ``OUT/best`` (with
         ``training.dev: none`` every evaluation is the best) and call the callbacks' ``on_evaluate``; returns the
         class name of the callback that ended the run then, if one did."""
         stopped_by = None

@@ -1,5 +1,8 @@
-"""One interface for whatever scores an encoder: a :class:`Probe` is named, reads its data when it is first used, says
-what it read (:meth:`Probe.identity`) and gives a :class:`Result` for an encoder."""
+"""What scores an encoder and the :class:`Result` it gives. A :class:`Scorer` (the dev scorers training selects its
+checkpoint with, :mod:`cselab.evaluation.dev`) is named, reads its data when it is first used, says what it read
+(:meth:`Scorer.identity`: a resumed run must match it) and gives a :class:`Result`; the suites of ``probe run``
+(:class:`cselab.probes.suite.Suite`) give the same :class:`Result`. Three words, three things: a *scorer* selects
+checkpoints in training, a *suite* is a part of ``probe run``, and *probe* is that stage (its command and package)."""
 
 from __future__ import annotations
 
@@ -26,7 +29,7 @@ class Result:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
-class Probe(ABC):
+class Scorer(ABC):
     """Scores an encoder. ``name`` is what a config or a results file calls it."""
 
     name: str
