@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy.stats import spearmanr
 
-from cselab.data import load_sts
+from cselab.data import DataNotFoundError, load_sts
 from cselab.data.transfer import TRANSFER_TASKS
 from cselab.encoders import LexicalEncoder, load_encoder
 from cselab.errors import ConfigError
@@ -56,6 +56,13 @@ def test_an_unknown_dev_scorer_is_refused_when_the_method_is_read():
     with pytest.raises(ConfigError, match="training.dev: 'sts' is not allowed; expected one of stsb, sickr, "
                                           "sts-dev-avg, mr, cr, .*, transfer-dev-avg, none"):
         load_method("simcse", ["training.dev=sts"])
+
+
+@pytest.mark.parametrize("name", ["stsb", "transfer-dev-avg"])
+def test_a_dev_scorer_reads_its_data_when_first_used_not_when_made(tmp_path, name):
+    scorer = dev_scorer(name, tmp_path / "no-data-here", 40)  # built by the training setup, which reads no file
+    with pytest.raises(DataNotFoundError, match="no-data-here"):
+        scorer.identity()
 
 
 def test_training_keeps_the_checkpoint_best_on_sickr_dev(tiny_bert_dir, tiny_cache, data_dir, tmp_path):

@@ -3,18 +3,17 @@
 Through accelerate (:mod:`~cselab.train.run.launch`): one CPU or GPU, or several GPUs with ``accelerate launch`` (DDP;
 each batch split across the processes, in-batch negatives gathered from all of them with their gradient,
 :mod:`~cselab.train.run.distributed`); bf16/fp16 with ``mixed_precision``; gradient accumulation over ``grad_accum``
-batches. The parts, one module each: :mod:`~cselab.train.run.setup` builds the encoder, objective, optimizer, batches
-and dev scorer; :mod:`~cselab.train.run.loop` takes the steps; :mod:`~cselab.train.run.callbacks` decide after each
-step (log, evaluate, save, stop); :mod:`~cselab.train.run.checkpoint` saves and restores;
-:mod:`~cselab.train.run.folder` says whether ``OUT`` holds this run. The :class:`Trainer` here puts them together.
+batches. The parts, one module each: :mod:`~cselab.train.run.start` opens ``OUT`` (:mod:`~cselab.train.run.folder`:
+is it this run?) and sets up (:mod:`~cselab.train.run.setup`) the encoder, objective, optimizer, batches and dev
+scorer; :mod:`~cselab.train.run.loop` takes the steps; :mod:`~cselab.train.run.callbacks` decide after each step
+(log, evaluate, save, stop); :mod:`~cselab.train.run.checkpoint` saves and restores. :class:`Trainer` joins them.
 
-An evaluation (every ``eval_steps``; with ``eval_at_start`` also before the first step) scores the dev scorer
-``training.dev`` names (:mod:`cselab.evaluation.dev`: STS-B dev by default), keeps the best checkpoint in ``OUT/best``
-and the full training state in ``OUT/last``: a run started again on the same ``OUT`` resumes from there, the data order
-being a function of the seed and the epoch. A NaN or infinite loss stops the run, naming the step, with ``OUT/last``
-left as the last good state. With ``training.dev: none`` every evaluation saves ``OUT/best`` (the latest weights).
-``OUT/log.jsonl`` has one line per logged step (the loss, its parts, the gradient norm before clipping, the learning
-rate), per evaluation and for the stop; with ``tensorboard=True`` the same figures go to ``OUT/tensorboard`` too.
+An evaluation (every ``eval_steps``; with ``eval_at_start`` also before the first step) runs the dev scorer
+``training.dev`` names (:mod:`cselab.evaluation.dev`; with ``none`` every evaluation is the best), keeps the best
+checkpoint in ``OUT/best`` and the full state in ``OUT/last``, which a run started again on ``OUT`` resumes from. A
+NaN or infinite loss stops the run, naming the step. ``OUT/log.jsonl`` has a line per logged step (the loss, its
+parts, the gradient norm before clipping, the learning rate), per evaluation and for the stop (and with
+``tensorboard=True``, ``OUT/tensorboard``).
 """
 
 from __future__ import annotations
@@ -36,48 +35,33 @@ from accelerate.utils import broadcast_object_list, set_seed
 from tqdm.auto import tqdm
 
 from cselab.encoders.checkpoint import CheckpointInfo
-from cselab.encoders.pretrained import check_max_length, weight_files
 from cselab.encoders.transformer import TransformerEncoder
 from cselab.errors import TrainingError
 from cselab.evaluation.dev import NONE, log_key
 from cselab.files import check_folder
-from cselab.provenance import provenance
 from cselab.train.config.method import MethodConfig
 from cselab.train.run import folder as run_folder
 from cselab.train.run.callbacks import Callback, EarlyStop, Schedule, TrainerControl, TrainerState, stateful
-from cselab.train.run.checkpoint import Checkpoints
-from cselab.train.run.data import training_rows
 from cselab.train.run.launch import launch
 from cselab.train.run.loop import Diverged, Loop
 from cselab.train.run.optim import set_schedule_step
-from cselab.train.run.setup import setup
+from cselab.train.run.start import Started, start
 
 logger = logging.getLogger(__name__)
 
 
 class Trainer:
-    """One run over ``OUT`` on the ``accelerator`` :func:`train` launched: its identity checked against ``OUT``, its
-    parts set up (:func:`~cselab.train.run.setup.setup`), resumed from ``OUT/last``, then stepped; after each step
-    the callbacks decide (:mod:`cselab.train.run.callbacks`) and the trainer logs, evaluates, saves and stops."""
+    """One run over ``OUT`` on the ``accelerator`` :func:`train` launched, from what :func:`~cselab.train.run.start.
+    start` opened (no file work here): resumed from ``OUT/last``, then stepped; after each step the callbacks decide
+    (:mod:`cselab.train.run.callbacks`) and the trainer logs, evaluates, saves and stops."""
 
-    def __init__(self, accelerator: Accelerator, method: MethodConfig, model: str, data, out: str | os.PathLike,
-                 data_dir=None, eval_limit: int | None = None, tensorboard: bool = False,
-                 restart_from: str | None = None, log_every: int = 10, callbacks: Sequence[Callback] = ()):
-        self.accelerator, self.method, self.out, self.tensorboard = accelerator, method, Path(out), tensorboard
-        self.main, self.restart_from = accelerator.is_main_process, restart_from
-        self.cfg = method.training
-        self.out.mkdir(parents=True, exist_ok=True)
-        rows, self.source = training_rows(method, data, data_dir)
-        check_max_length(str(model), self.cfg.max_length, "training.max_length")  # before OUT records the run
-        weights = weight_files(str(model))
-        mine = run_folder.run_identity(method, model, self.source, data_dir, eval_limit, weights)
-        run_folder.check_or_write(self.out, mine, method.to_dict(), write=self.main,  # before a model loads
-                                  provenance=provenance(str(accelerator.device), weights))
-        self.checkpoints = Checkpoints(self.out, accelerator)
-        self.checkpoints.remove_partials()
-        self.last, self.counters = (None, None) if restart_from == "best" else self.checkpoints.verified_last()
-        self.parts = setup(method, str(model), rows, self.source.get("path") or self.source.get("name"),
-                           accelerator.num_processes, data_dir, eval_limit)
+    def __init__(self, accelerator: Accelerator, method: MethodConfig, model: str, out: Path, started: Started,
+                 tensorboard: bool = False, restart_from: str | None = None, log_every: int = 10,
+                 callbacks: Sequence[Callback] = ()):
+        self.accelerator, self.method, self.out, self.tensorboard = accelerator, method, out, tensorboard
+        self.main, self.restart_from, self.cfg = accelerator.is_main_process, restart_from, method.training
+        self.parts, self.source, self.checkpoints = started.parts, started.source, started.checkpoints
+        self.last, self.counters = started.last, started.counters
         encoder, optimizer = accelerator.prepare(self.parts.encoder, self.parts.optimizer)
         if accelerator.num_processes > 1:
             set_seed(self.cfg.seed + accelerator.process_index)  # distinct dropout masks on each process
@@ -243,16 +227,15 @@ def train(method: MethodConfig, model: str, data: str | os.PathLike | None, out:
     method's own ``data``, else ``cache/augment``); returns the run's summary. ``OUT/config.yaml`` is the resolved
     method, so ``cselab train --method OUT/config.yaml`` repeats the run.
 
-    ``training.batch_size`` rows make one contrastive batch (its in-batch negatives), split across processes
-    when there are several; ``training.grad_accum`` batches make one optimizer step. ``max_steps``,
-    ``eval_steps`` and the learning-rate schedule count optimizer steps.
+    ``training.batch_size`` rows make one contrastive batch (its in-batch negatives), split across processes when
+    there are several; ``grad_accum`` batches make one optimizer step, which ``max_steps``, ``eval_steps`` and the
+    learning-rate schedule count.
 
     ``OUT`` is locked while the run writes it; on an existing ``OUT`` the run continues only the same run (same
     config, data, base model, cselab version; :mod:`cselab.train.run.folder`), from ``OUT/last`` once every file
     there is verified (:mod:`cselab.train.run.state`). ``overwrite`` deletes the run's files first; ``restart_from=
     "best"`` continues from the best checkpoint's weights with a fresh optimizer when ``OUT/last`` is damaged.
-    ``callbacks`` (:class:`~cselab.train.run.callbacks.Callback`) come after the built-in ones; one that stops the
-    run is named by the summary's ``stopped_by``."""
+    ``callbacks`` (:class:`~cselab.train.run.callbacks.Callback`) come after the built-in ones."""
     if restart_from not in (None, *run_folder.RESTARTS):
         raise TrainingError(f"--restart-from {restart_from!r}: expected one of {', '.join(run_folder.RESTARTS)}")
     out = check_folder(out, inputs=(model, data))  # never the model's or the data's own folder
@@ -261,6 +244,6 @@ def train(method: MethodConfig, model: str, data: str | os.PathLike | None, out:
     with run_folder.RunLock(out) if main else contextlib.nullcontext():
         if overwrite and main:
             run_folder.overwrite(out)
-        trainer = Trainer(accelerator, method, model, data, out, data_dir, eval_limit, tensorboard, restart_from,
-                          log_every, callbacks)
+        started = start(accelerator, method, model, data, out, data_dir, eval_limit, restart_from)
+        trainer = Trainer(accelerator, method, model, out, started, tensorboard, restart_from, log_every, callbacks)
         return trainer.run(progress)

@@ -1,0 +1,51 @@
+"""Starting a run on ``OUT``, all its file work before the trainer is built: the training rows read, the base model's
+length and weights checked, the run's identity checked against ``OUT`` (or written there, with the config), what a
+killed save left removed, ``OUT/last`` verified, and the parts set up (:func:`~cselab.train.run.setup.setup`)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from accelerate import Accelerator
+
+from cselab.encoders.pretrained import check_max_length, weight_files
+from cselab.provenance import provenance
+from cselab.train.config.method import MethodConfig
+from cselab.train.run import folder as run_folder
+from cselab.train.run.checkpoint import Checkpoints
+from cselab.train.run.data import training_rows
+from cselab.train.run.setup import TrainingSetup, setup
+
+
+@dataclass
+class Started:
+    """What :func:`start` found and built: the parts, the data's description, the saves and what to resume."""
+
+    parts: TrainingSetup
+    source: dict[str, Any]
+    checkpoints: Checkpoints
+    last: Path | None  # OUT/last, verified; None: nothing to resume
+    counters: dict[str, Any] | None
+
+
+def start(accelerator: Accelerator, method: MethodConfig, model: str, data, out: Path,
+          data_dir: str | os.PathLike | None = None, eval_limit: int | None = None,
+          restart_from: str | None = None) -> Started:
+    """Open ``out`` for a run of ``method`` from ``model`` on ``data``; a different run already there is refused
+    before a model loads."""
+    out.mkdir(parents=True, exist_ok=True)
+    rows, source = training_rows(method, data, data_dir)
+    check_max_length(str(model), method.training.max_length, "training.max_length")  # before OUT records the run
+    weights = weight_files(str(model))
+    mine = run_folder.run_identity(method, model, source, data_dir, eval_limit, weights)
+    run_folder.check_or_write(out, mine, method.to_dict(), write=accelerator.is_main_process,
+                              provenance=provenance(str(accelerator.device), weights))
+    checkpoints = Checkpoints(out, accelerator)
+    checkpoints.remove_partials()
+    last, counters = (None, None) if restart_from == "best" else checkpoints.verified_last()
+    parts = setup(method, str(model), rows, source.get("path") or source.get("name"), accelerator.num_processes,
+                  data_dir, eval_limit)
+    return Started(parts, source, checkpoints, last, counters)
