@@ -40,12 +40,12 @@ def _lookup(node: Any, dotted: str) -> Any:
     return node
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """Tuples as lists, so a constant compares with what YAML reads."""
     if isinstance(value, (tuple, list)):
-        return [_plain(v) for v in value]
+        return [plain(v) for v in value]
     if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
+        return {k: plain(v) for k, v in value.items()}
     return value
 
 
@@ -67,10 +67,10 @@ def resolve(row: dict[str, Any]) -> Any:
         at = row["at"]
         config = load_method(at["preset"], profile=at.get("profile")).to_dict()
         if "keys" in at:
-            return [_plain(value_at(config, key)) for key in at["keys"]]
-        return _plain(value_at(config, at["key"]))
+            return [plain(value_at(config, key)) for key in at["keys"]]
+        return plain(value_at(config, at["key"]))
     if "constant" in row:
-        return _plain(_constant(row["constant"]))
+        return plain(_constant(row["constant"]))
     raise ValueError("a row needs at, constant or test")
 
 

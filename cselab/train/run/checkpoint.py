@@ -13,7 +13,7 @@ from typing import Any
 from accelerate import Accelerator
 from safetensors.torch import load_model
 
-from cselab.atomic import disk_full, write_json_atomic
+from cselab.atomic import disk_full, write_json_atomic, write_text_atomic
 from cselab.encoders.checkpoint import CheckpointInfo
 from cselab.errors import TrainingError
 from cselab.files import clipped, read_json, remove_path
@@ -105,10 +105,12 @@ class Checkpoints:
             replace_folder(self.tmp, self.out / "last")
         self.accelerator.wait_for_everyone()
 
-    def save_best(self, core: TrainingEncoder, info: CheckpointInfo, step: int, best: float) -> None:
-        """``OUT/best``: the checkpoint ``probe run --model`` reads, with the step and score it was saved at."""
+    def save_best(self, core: TrainingEncoder, info: CheckpointInfo, step: int, best: float, card: str) -> None:
+        """``OUT/best``: the checkpoint ``probe run --model`` reads, with the step and score it was saved at and its
+        model ``card`` (``README.md``, :mod:`cselab.train.run.card`)."""
         save_checkpoint(self.out / "best.tmp", core, info)
         write_json_atomic(self.out / "best.tmp" / BEST_STATE, {"step": step, "best": best})
+        write_text_atomic(self.out / "best.tmp" / "README.md", card)
         replace_folder(self.out / "best.tmp", self.out / "best")
 
     @contextlib.contextmanager

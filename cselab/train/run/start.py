@@ -29,6 +29,7 @@ class Started:
     checkpoints: Checkpoints
     last: Path | None  # OUT/last, verified; None: nothing to resume
     counters: dict[str, Any] | None
+    facts: dict[str, Any]  # the run's identity and provenance (OUT/run.json) and its data source: the model card's
 
 
 def start(accelerator: Accelerator, method: MethodConfig, model: str, data, out: Path,
@@ -41,11 +42,11 @@ def start(accelerator: Accelerator, method: MethodConfig, model: str, data, out:
     check_max_length(str(model), method.training.max_length, "training.max_length")  # before OUT records the run
     weights = weight_files(str(model))
     mine = run_folder.run_identity(method, model, source, data_dir, eval_limit, weights)
-    run_folder.check_or_write(out, mine, method.to_dict(), write=accelerator.is_main_process,
-                              provenance=provenance(str(accelerator.device), weights))
+    made = provenance(str(accelerator.device), weights)
+    run_folder.check_or_write(out, mine, method.to_dict(), write=accelerator.is_main_process, provenance=made)
     checkpoints = Checkpoints(out, accelerator)
     checkpoints.remove_partials()
     last, counters = (None, None) if restart_from == "best" else checkpoints.verified_last()
     parts = setup(method, str(model), rows, source.get("path") or source.get("name"), accelerator.num_processes,
                   data_dir, eval_limit)
-    return Started(parts, source, checkpoints, last, counters)
+    return Started(parts, source, checkpoints, last, counters, {"identity": mine, "provenance": made, "source": source})

@@ -10,10 +10,9 @@ scorer; :mod:`~cselab.train.run.loop` takes the steps; :mod:`~cselab.train.run.c
 
 An evaluation (every ``eval_steps``; with ``eval_at_start`` also before the first step) runs the dev scorer
 ``training.dev`` names (:mod:`cselab.evaluation.dev`; with ``none`` every evaluation is the best), keeps the best
-checkpoint in ``OUT/best`` and the full state in ``OUT/last``, which a run started again on ``OUT`` resumes from. A
-NaN or infinite loss stops the run, naming the step. ``OUT/log.jsonl`` has a line per logged step (the loss, its
-parts, the gradient norm before clipping, the learning rate), per evaluation and for the stop (and with
-``tensorboard=True``, ``OUT/tensorboard``).
+checkpoint in ``OUT/best`` (with its model card) and the full state in ``OUT/last``, which a run started again on
+``OUT`` resumes from. A NaN or infinite loss stops the run, naming the step. ``OUT/log.jsonl`` (and a tracker) has a
+line per logged step (the loss, its parts, the gradient norm before clipping, the learning rate), evaluation, stop.
 """
 
 from __future__ import annotations
@@ -41,6 +40,7 @@ from cselab.evaluation.dev import NONE, log_key
 from cselab.files import check_folder
 from cselab.train.config.method import MethodConfig
 from cselab.train.run import folder as run_folder
+from cselab.train.run.card import model_card
 from cselab.train.run.callbacks import Callback, EarlyStop, Schedule, TrainerControl, TrainerState, stateful
 from cselab.train.run.launch import launch
 from cselab.train.run.loop import Diverged, Loop
@@ -48,6 +48,7 @@ from cselab.train.run.optim import set_schedule_step
 from cselab.train.run.start import Started, start
 
 logger = logging.getLogger(__name__)
+NOT_LOGGED = ("seconds", "saved", "reason")  # log.jsonl's words and timings, not a tracker's figures
 
 
 class Trainer:
@@ -61,7 +62,7 @@ class Trainer:
         self.accelerator, self.method, self.out, self.tensorboard = accelerator, method, out, tensorboard
         self.main, self.restart_from, self.cfg = accelerator.is_main_process, restart_from, method.training
         self.parts, self.source, self.checkpoints = started.parts, started.source, started.checkpoints
-        self.last, self.counters = started.last, started.counters
+        self.last, self.counters, self.facts = started.last, started.counters, started.facts
         encoder, optimizer = accelerator.prepare(self.parts.encoder, self.parts.optimizer)
         if accelerator.num_processes > 1:
             set_seed(self.cfg.seed + accelerator.process_index)  # distinct dropout masks on each process
@@ -81,8 +82,7 @@ class Trainer:
         self.shown: dict[str, str] = {}  # the progress bar's figures (the latest loss and dev score)
 
     def resume(self) -> None:
-        """Continue from the verified ``OUT/last`` when a previous run left it; with ``restart_from="best"``, from
-        the best checkpoint's weights with a fresh optimizer instead."""
+        """Continue from the verified ``OUT/last``, if any; ``restart_from="best"``: from ``OUT/best``'s weights."""
         if self.restart_from == "best":
             saved = self.checkpoints.restore_best(self.core)
             self.loop.step, self.best = saved["step"], saved["best"]
@@ -168,7 +168,8 @@ class Trainer:
         if self.improved:
             self.best = self.best if score is None else score
             if self.main:
-                self.checkpoints.save_best(self.core, self.info, self.loop.step, self.best)
+                card = model_card(self.method, self.info, self.facts, self.loop.step, score)
+                self.checkpoints.save_best(self.core, self.info, self.loop.step, self.best, card)
         if score is not None:
             self.shown.update(dev=f"{score:.2f}", **({"loss": f"{losses['loss']:.4f}"} if losses else {}))
         return None if control is None else self._call("on_evaluate", losses, control)
@@ -177,8 +178,7 @@ class Trainer:
         if self.main:
             with open(self.out / "log.jsonl", "a", encoding="utf-8") as log:
                 log.write(json.dumps({"step": self.loop.step, **values}) + "\n")
-        self.accelerator.log({k: v for k, v in values.items() if k not in ("seconds", "saved", "reason")},
-                             step=self.loop.step)
+        self.accelerator.log({k: v for k, v in values.items() if k not in NOT_LOGGED}, step=self.loop.step)
 
     def run(self, progress: bool = True) -> dict[str, Any]:
         """Train to the end, or until a callback ends the run; returns the run's summary."""

@@ -1,0 +1,97 @@
+"""The model card of a run's checkpoint (``OUT/best/README.md``), written with every save of ``OUT/best``: the
+sentence-transformers metadata header the hub renders, then what cselab knows of the run: base model and its
+weights' sha256, method and profile, the training data and its fingerprint, the step and the dev score it was saved
+at, the protocol ledger's rows where this run's settings differ from the paper or the released code, the resolved
+config, the provenance, and how to load it. Publishing stays the user's call
+(``SentenceTransformer(OUT/best).push_to_hub(...)``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cselab.encoders.checkpoint import CheckpointInfo
+from cselab.train import protocols
+from cselab.train.config.method import MethodConfig
+from cselab.train.config.schema import value_at
+
+
+def _applies(row: dict[str, Any], presets: list[str], profile: str | None) -> bool:
+    at = row.get("at", {})
+    return at.get("preset") in presets and at.get("profile") in (None, profile)
+
+
+def ledger_differences(method: MethodConfig) -> list[dict[str, Any]]:
+    """The ledger rows of the method's presets (each part of ``A+B``, its profile's rows over the preset's) where this
+    run differs from the paper or the released code: a row the ledger marks ``deviates`` whose value the run kept,
+    and every row whose value the run changed (``--set``), each with this run's value and why."""
+    presets, config = method.name.split("+"), method.to_dict()
+    rows: dict[tuple[str, str], dict[str, Any]] = {}
+    for row in sorted(protocols.ledger()["rows"], key=lambda r: r.get("at", {}).get("profile") is not None):
+        if "at" in row and _applies(row, presets, method.profile):
+            keys = row["at"].get("keys") or [row["at"]["key"]]
+            rows[row["paper"], row["quantity"]] = {**row, "keys": keys}  # the profile's row replaces the preset's
+    found = []
+    for row in rows.values():
+        try:
+            values = [value_at(config, key) for key in row["keys"]]
+        except KeyError:  # a key another part of A+B removed
+            continue
+        mine = protocols.plain(values if "keys" in row["at"] else values[0])
+        released = row.get("released") or {}
+        if mine != row.get("cselab_value"):
+            why = f"set for this run (the preset's value: {json.dumps(row.get('cselab_value'))})"
+        elif "deviates" in (row.get("status"), released.get("status")):
+            why = row.get("why") if row.get("status") == "deviates" else released.get("why")
+        else:
+            continue
+        found.append({"paper": row["paper"], "quantity": row["quantity"], "paper_value": row.get("paper_value"),
+                      "released": released.get("value"), "run": mine, "why": why})
+    return found
+
+
+def _cell(value: Any) -> str:
+    return "—" if value is None else json.dumps(value).replace("|", "\\|")
+
+
+def _header(info: CheckpointInfo, method: MethodConfig) -> str:
+    meta: dict[str, Any] = {"library_name": "sentence-transformers", "pipeline_tag": "sentence-similarity",
+                            "tags": ["sentence-transformers", "sentence-similarity", "feature-extraction", "cselab",
+                                     *method.name.split("+")]}
+    if info.base_model and not Path(info.base_model).exists():  # a hub name; a local folder means nothing there
+        meta["base_model"] = info.base_model
+    return "---\n" + yaml.safe_dump(meta, sort_keys=False) + "---"
+
+
+def model_card(method: MethodConfig, info: CheckpointInfo, facts: dict[str, Any], step: int,
+               score: float | None) -> str:
+    """The card's Markdown; ``facts``: the run's ``identity`` and ``provenance`` (``OUT/run.json``) and its data
+    ``source``; ``step`` and ``score``: where this checkpoint was saved (``score`` None without a dev set)."""
+    identity, source = facts["identity"], facts["source"]
+    dev = method.training.dev
+    rows = [["method", method.name], ["profile", method.profile or "—"], ["base model", info.base_model],
+            ["base weights sha256", identity.get("base_weights_sha256") or "—"],
+            ["training data", json.dumps({k: v for k, v in source.items() if k != "path"})],
+            ["saved at step", str(step)], ["dev score", f"{score:.2f} on {dev}" if score is not None else
+                                           "none (training.dev: none: the latest weights)"],
+            ["pooler, prompt, max length", f"{info.pooler}, {info.prompt!r}, {info.max_length}"],
+            ["cselab", identity.get("cselab")]]
+    parts = [_header(info, method), f"# {method.name}, trained with cselab", method.description or "",
+             "| | |\n|---|---|\n" + "\n".join(f"| {name} | {value} |" for name, value in rows)]
+    differences = ledger_differences(method)
+    parts.append("## Where this run differs from the papers\n\nThe protocol ledger's rows (docs/protocols.md) whose "
+                 "setting in this run is not the paper's or its released code's:")
+    table = [f"| {d['paper']} | {d['quantity']} | {_cell(d['paper_value'])} | {_cell(d['released'])} | "
+             f"{_cell(d['run'])} | {(d['why'] or '').replace('|', '/')} |" for d in differences]
+    parts.append("\n".join(["| paper | quantity | paper | released code | this run | why |",
+                            "|---|---|---|---|---|---|", *table]) if table else
+                 "None: the run keeps every ledgered setting, and none of them deviates from the paper or its code.")
+    parts += ["## Use", "```python\nfrom sentence_transformers import SentenceTransformer\n\nmodel = "
+              "SentenceTransformer(\"PATH\")\nvectors = model.encode([\"A sentence.\"])\n```",
+              "or `cselab.encoders.load_encoder(\"PATH\")`, or `probe run --model PATH` to score it.",
+              "## Configuration", "```yaml\n" + yaml.safe_dump(method.to_dict(), sort_keys=False, width=110) + "```",
+              "## Provenance", "```json\n" + json.dumps(facts.get("provenance"), indent=1) + "\n```"]
+    return "\n\n".join(part for part in parts if part) + "\n"
