@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import json
 from pathlib import Path
 
@@ -34,8 +35,11 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--restart-from", choices=RESTARTS,
                         help="when OUT/last is damaged: continue from OUT/best's weights with a fresh optimizer, "
                              "at the step best was saved")
-    parser.add_argument("--tensorboard", action="store_true",
-                        help="also log to OUT/tensorboard (pip install cselab[tensorboard])")
+    parser.add_argument("--report-to", default="", metavar="TRACKERS",
+                        help="experiment trackers, joined by commas: tensorboard (OUT/tensorboard), wandb, mlflow, "
+                             "trackio, comet_ml, aim, clearml, dvclive, swanlab (each configured by its own "
+                             "environment variables; pip install 'cselab[NAME]' for the first four)")
+    parser.add_argument("--tensorboard", action="store_true", help="the former --report-to tensorboard")
     parser.add_argument("--list-methods", action="store_true", help="list the method presets and exit")
     parser.add_argument("--show-config", action="store_true",
                         help="print the method's resolved config (profile, --set and defaults applied) as YAML "
@@ -66,8 +70,17 @@ def run(args: argparse.Namespace) -> None:
 
     transformers_logging.disable_progress_bar()  # weight loading is quick; the training bar says what matters
     summary = train(method, resolve_backbone(args.model), args.data, args.out, args.data_dir, args.eval_limit,
-                    tensorboard=args.tensorboard, overwrite=args.overwrite, restart_from=args.restart_from)
+                    report_to=reports(args), overwrite=args.overwrite, restart_from=args.restart_from)
     print(json.dumps(summary, indent=2))
+
+
+def reports(args: argparse.Namespace) -> list[str]:
+    """``--report-to``'s trackers; ``--tensorboard`` adds TensorBoard, with a line saying it is the former flag."""
+    names = [name.strip() for name in args.report_to.split(",") if name.strip()]
+    if args.tensorboard:
+        print("warning: --tensorboard is now --report-to tensorboard; the old flag will be removed", file=sys.stderr)
+        names.append("tensorboard")
+    return names
 
 
 def interrupted(args: argparse.Namespace) -> str:

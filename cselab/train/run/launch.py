@@ -1,26 +1,69 @@
-"""The launch: the accelerator a run trains on, once the processes, the batch split and the precision add up."""
+"""The launch: the accelerator a run trains on, once the processes, the batch split and the precision add up, with the
+experiment trackers ``--report-to`` names (accelerate's: TensorBoard in ``OUT/tensorboard``, W&B, MLflow, trackio,
+Comet, Aim, ClearML, DVCLive, SwanLab), each checked to be installed."""
 
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import torch
 from accelerate import Accelerator
+from accelerate.tracking import GeneralTracker, TensorBoardTracker
 from accelerate.utils import DataLoaderConfiguration, GradientAccumulationPlugin
 
 from cselab.errors import TrainingError
 from cselab.train.config.sections import TrainingConfig
 
 
-def launch(cfg: TrainingConfig, out: Path, tensorboard: bool) -> Accelerator:
-    """The accelerator, once the launch adds up (processes, batch split, precision, tensorboard installed)."""
-    if tensorboard and importlib.util.find_spec("tensorboard") is None:
-        raise TrainingError("tensorboard=True needs the tensorboard package: pip install 'cselab[tensorboard]'")
+# --report-to's names (accelerate's trackers) -> the module each needs; cselab's extras install the first four
+TRACKERS = {"tensorboard": "tensorboard", "wandb": "wandb", "mlflow": "mlflow", "trackio": "trackio",
+            "comet_ml": "comet_ml", "aim": "aim", "clearml": "clearml", "dvclive": "dvclive", "swanlab": "swanlab"}
+EXTRAS = ("tensorboard", "wandb", "mlflow", "trackio")
+
+
+def trackers(names: Sequence[str], out: Path) -> list[str | GeneralTracker]:
+    """What ``accelerate`` logs to for the tracker ``names``: TensorBoard writes to ``OUT/tensorboard``, the others
+    where their own settings say (their environment variables: ``WANDB_*``, ``MLFLOW_TRACKING_URI`` ...). An unknown
+    or uninstalled tracker is refused in one line naming what to install."""
+    found: list[str | GeneralTracker] = []
+    for name in dict.fromkeys(names):
+        if name not in TRACKERS:
+            raise TrainingError(f"--report-to {name}: not a tracker; choose from {', '.join(TRACKERS)}")
+        if importlib.util.find_spec(TRACKERS[name]) is None:
+            extra = f"'cselab[{name}]'" if name in EXTRAS else TRACKERS[name]
+            raise TrainingError(f"--report-to {name}: the {TRACKERS[name]} package is not installed: pip install "
+                                f"{extra}")
+        found.append(TensorBoardTracker("tensorboard", out) if name == "tensorboard" else name)
+    return found
+
+
+def tracker_config(config: dict[str, Any], identity: dict[str, Any]) -> dict[str, Any]:
+    """The hyperparameters every tracker records: the resolved config and the run's identity, flattened to dotted keys
+    with scalar values (a list or mapping as its JSON)."""
+    flat: dict[str, Any] = {}
+
+    def walk(prefix: str, value: Any) -> None:
+        if isinstance(value, dict) and value:
+            for key, item in value.items():
+                walk(f"{prefix}.{key}" if prefix else str(key), item)
+        else:
+            flat[prefix] = value if isinstance(value, (int, float, str, bool)) else json.dumps(value)
+
+    walk("", {"config": config, "run": identity})
+    return flat
+
+
+def launch(cfg: TrainingConfig, out: Path, report_to: Sequence[str] = ()) -> Accelerator:
+    """The accelerator, once the launch adds up (processes, batch split, precision, the trackers installed)."""
+    logging = trackers(report_to, out)
     if cfg.mixed_precision == "fp16" and not torch.cuda.is_available():
         raise _refused(cfg, "cpu")
-    accelerator = Accelerator(mixed_precision=cfg.mixed_precision, log_with="tensorboard" if tensorboard else None,
+    accelerator = Accelerator(mixed_precision=cfg.mixed_precision, log_with=logging or None,
                               project_dir=str(out),  # each batch split across the processes in rank order
                               dataloader_config=DataLoaderConfiguration(split_batches=True),
                               # a step's batches may span two epochs: its end, not the loader's, synchronises

@@ -42,7 +42,7 @@ from cselab.train.config.method import MethodConfig
 from cselab.train.run import folder as run_folder
 from cselab.train.run.card import model_card
 from cselab.train.run.callbacks import Callback, EarlyStop, Schedule, TrainerControl, TrainerState, stateful
-from cselab.train.run.launch import launch
+from cselab.train.run.launch import launch, tracker_config
 from cselab.train.run.loop import Diverged, Loop
 from cselab.train.run.optim import set_schedule_step
 from cselab.train.run.start import Started, start
@@ -57,9 +57,9 @@ class Trainer:
     (:mod:`cselab.train.run.callbacks`) and the trainer logs, evaluates, saves and stops."""
 
     def __init__(self, accelerator: Accelerator, method: MethodConfig, model: str, out: Path, started: Started,
-                 tensorboard: bool = False, restart_from: str | None = None, log_every: int = 10,
+                 reporting: bool = False, restart_from: str | None = None, log_every: int = 10,
                  callbacks: Sequence[Callback] = ()):
-        self.accelerator, self.method, self.out, self.tensorboard = accelerator, method, out, tensorboard
+        self.accelerator, self.method, self.out, self.reporting = accelerator, method, out, reporting
         self.main, self.restart_from, self.cfg = accelerator.is_main_process, restart_from, method.training
         self.parts, self.source, self.checkpoints = started.parts, started.source, started.checkpoints
         self.last, self.counters, self.facts = started.last, started.counters, started.facts
@@ -183,8 +183,9 @@ class Trainer:
     def run(self, progress: bool = True) -> dict[str, Any]:
         """Train to the end, or until a callback ends the run; returns the run's summary."""
         self.resume()
-        if self.tensorboard:
-            self.accelerator.init_trackers("tensorboard")
+        if self.reporting:  # the project "cselab", the run named as its folder
+            self.accelerator.init_trackers("cselab", tracker_config(self.method.to_dict(), self.facts["identity"]),
+                                           {"wandb": {"name": self.out.name}, "mlflow": {"run_name": self.out.name}})
         if self.cfg.eval_at_start and self.loop.step == 0 and self.parts.dev is not None:
             # SG-BERT's fit() scores the model before the first step: the best to beat, not an early-stop count
             self._evaluate({}, None)
@@ -205,7 +206,7 @@ class Trainer:
                                 f"{self.out / 'best'}); lower training.lr or check the data") from None
         finally:
             bar.close()
-            if self.tensorboard:
+            if self.reporting:
                 self.accelerator.end_training()
         return self._finish(stopped_by)
 
@@ -221,11 +222,10 @@ class Trainer:
 
 def train(method: MethodConfig, model: str, data: str | os.PathLike | None, out: str | os.PathLike,
           data_dir: str | os.PathLike | None = None, eval_limit: int | None = None, log_every: int = 10,
-          progress: bool = True, tensorboard: bool = False, overwrite: bool = False,
+          progress: bool = True, report_to: Sequence[str] = (), overwrite: bool = False,
           restart_from: str | None = None, callbacks: Sequence[Callback] = ()) -> dict[str, Any]:
     """Train ``model`` with ``method`` on ``data`` (see :func:`cselab.train.run.data.training_rows`; None: the
-    method's own ``data``, else ``cache/augment``); returns the run's summary. ``OUT/config.yaml`` is the resolved
-    method, so ``cselab train --method OUT/config.yaml`` repeats the run.
+    method's own ``data``, else ``cache/augment``); returns its summary. ``--method OUT/config.yaml`` repeats it.
 
     ``training.batch_size`` rows make one contrastive batch (its in-batch negatives), split across processes when
     there are several; ``grad_accum`` batches make one optimizer step, which ``max_steps``, ``eval_steps`` and the
@@ -235,15 +235,15 @@ def train(method: MethodConfig, model: str, data: str | os.PathLike | None, out:
     config, data, base model, cselab version; :mod:`cselab.train.run.folder`), from ``OUT/last`` once every file
     there is verified (:mod:`cselab.train.run.state`). ``overwrite`` deletes the run's files first; ``restart_from=
     "best"`` continues from the best checkpoint's weights with a fresh optimizer when ``OUT/last`` is damaged.
-    ``callbacks`` (:class:`~cselab.train.run.callbacks.Callback`) come after the built-in ones."""
+    ``report_to``: trackers (:mod:`~cselab.train.run.launch`); ``callbacks`` come after the built-in ones."""
     if restart_from not in (None, *run_folder.RESTARTS):
         raise TrainingError(f"--restart-from {restart_from!r}: expected one of {', '.join(run_folder.RESTARTS)}")
     out = check_folder(out, inputs=(model, data))  # never the model's or the data's own folder
-    accelerator = launch(method.training, out, tensorboard)
+    accelerator = launch(method.training, out, report_to)
     main = accelerator.is_main_process  # one process locks OUT (and overwrites it)
     with run_folder.RunLock(out) if main else contextlib.nullcontext():
         if overwrite and main:
             run_folder.overwrite(out)
         started = start(accelerator, method, model, data, out, data_dir, eval_limit, restart_from)
-        trainer = Trainer(accelerator, method, model, out, started, tensorboard, restart_from, log_every, callbacks)
+        trainer = Trainer(accelerator, method, model, out, started, bool(report_to), restart_from, log_every, callbacks)
         return trainer.run(progress)

@@ -97,15 +97,43 @@ def test_steps_count_optimizer_steps_with_gradient_accumulation(tiny_bert_dir, t
                  data_dir, eval_limit=20, progress=False)["steps"] == 3
 
 
-def test_tensorboard_gets_the_logged_figures(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
+def test_a_tracker_gets_the_logged_figures_the_config_and_the_run_identity(tiny_bert_dir, tiny_cache, data_dir,
+                                                                           tmp_path, capsys):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.plugins.hparams import plugin_data_pb2
 
-    train(small("simcse", max_steps=2, eval_steps=2), str(tiny_bert_dir), tiny_cache, tmp_path / "run", data_dir,
-          eval_limit=20, progress=False, tensorboard=True)
-    (events,) = (tmp_path / "run" / "tensorboard").rglob("events.out.tfevents.*")
-    accumulator = EventAccumulator(str(events.parent)).Reload()
-    assert {"loss", "info_nce", "lr", "stsb_dev", "best"} <= set(accumulator.Tags()["scalars"])
-    assert [e.step for e in accumulator.Scalars("stsb_dev")] == [2]
+    out = tmp_path / "run"
+    assert main(["train", "--method", "simcse", "--model", str(tiny_bert_dir), "--data", str(tiny_cache),
+                 "--data-dir", str(data_dir), "--eval-limit", "20", "--out", str(out), "--tensorboard",
+                 *(f"--set=training.{k}={v}" for k, v in {"batch_size": 16, "max_length": 24, "max_steps": 2,
+                                                           "eval_steps": 2}.items())]) == 0
+    assert "warning: --tensorboard is now --report-to tensorboard" in capsys.readouterr().err
+    accumulators = [EventAccumulator(str(events.parent)).Reload()
+                    for events in (out / "tensorboard").rglob("events.out.tfevents.*")]
+    (figures,) = [a for a in accumulators if a.Tags()["scalars"]]
+    assert {"loss", "info_nce", "lr", "grad_norm", "stsb_dev", "best"} <= set(figures.Tags()["scalars"])
+    assert [e.step for e in figures.Scalars("stsb_dev")] == [2]
+    hparams = {}
+    for accumulator in accumulators:
+        try:
+            contents = accumulator.PluginTagToContent("hparams").values()
+        except KeyError:  # the figures' own events file
+            continue
+        for content in contents:
+            hparams.update(plugin_data_pb2.HParamsPluginData.FromString(content).session_start_info.hparams)
+    identity = json.loads((out / "run.json").read_text())
+    assert hparams["config.training.lr"].number_value == 3e-5  # simcse's, as OUT/config.yaml holds it
+    assert hparams["run.config_sha256"].string_value == identity["config_sha256"]
+
+
+@pytest.mark.parametrize(("tracker", "message"), [
+    ("nosuch", "--report-to nosuch: not a tracker; choose from tensorboard, wandb, mlflow, trackio"),
+    ("swanlab", "--report-to swanlab: the swanlab package is not installed: pip install swanlab")])
+def test_a_tracker_that_cannot_run_is_one_line_before_work(tmp_path, tiny_bert_dir, tiny_cache, capsys, tracker,
+                                                           message):
+    assert main(["train", "--model", str(tiny_bert_dir), "--data", str(tiny_cache), "--out", str(tmp_path / "run"),
+                 "--report-to", tracker]) == 2
+    assert message in capsys.readouterr().err and not (tmp_path / "run" / "config.yaml").exists()
 
 
 def test_bad_keys_are_named(capsys):
