@@ -73,7 +73,7 @@ class TrainingConfig(Checked):
                                    "before, never reset)", choices=("no_improvement", "drops"))
     eval_at_start: bool = setting(False, bool, "score the initial weights before the first step: they are the best "
                                   "to beat (and OUT/best if nothing beats them)")
-    dev: str = setting("stsb", str, "the dev scorer scored at each evaluation (OUT/best keeps the best score): stsb "
+    dev: str = setting("stsb", str, "the dev score computed at each evaluation (OUT/best keeps the best score): stsb "
                        "(STS-B dev), sickr (SICK-R dev), sts-dev-avg (their mean), a transfer task's dev accuracy "
                        "(mr, cr, subj, mpqa, sst2, trec, mrpc), transfer-dev-avg (their mean) or none (best = last "
                        "save)", choices=dev_names())

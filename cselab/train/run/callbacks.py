@@ -4,7 +4,7 @@ After every step the trainer (:class:`cselab.train.run.trainer.Trainer`) calls e
 with a read-only :class:`TrainerState` (the step just taken, the total, the epoch, the step's losses, the latest dev
 score and the best, the method) and that step's :class:`TrainerControl`; after an evaluation it calls
 :meth:`Callback.on_evaluate` with the new score in the state. A callback acts on the run only through the control:
-``should_log`` (the losses and the learning rate to ``OUT/log.jsonl``), ``should_evaluate`` (score the dev scorer, keep
+``should_log`` (the losses and the learning rate to ``OUT/log.jsonl``), ``should_evaluate`` (run the dev scorer, keep
 ``OUT/best``, save ``OUT/last``), ``should_save`` (save ``OUT/last``) and ``should_stop`` (end the run after this step,
 which is then evaluated and saved; :meth:`TrainerControl.stop` gives the reason written to the log). Writing stays with
 the trainer. Built in, in this order: :class:`Schedule` (log every ``log_every`` steps, evaluate every

@@ -138,7 +138,7 @@ class Trainer:
         return stopped_by
 
     def evaluate_and_save(self, losses: dict[str, float], control: TrainerControl) -> str | None:
-        """Save ``OUT/last``; with ``control.should_evaluate`` first score the dev scorer, keep ``OUT/best`` (with
+        """Save ``OUT/last``; with ``control.should_evaluate`` first run the dev scorer, keep ``OUT/best`` (with
         ``training.dev: none`` every evaluation is the best) and call the callbacks' ``on_evaluate``; returns the
         class name of the callback that ended the run then, if one did."""
         stopped_by = None
