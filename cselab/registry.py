@@ -244,15 +244,16 @@ def build(plugin: Plugin, params: dict[str, Any], **context) -> Any:
     """The plug-in's object from its validated ``params``, the one constructor convention of every kind: each
     parameter of its schema is a keyword (None for one left out), and so is what the kind hands it besides
     (``context``: a head's ``hidden`` size)."""
-    return plugin.cls(**context, **{key: _plain(params.get(key)) for key in plugin.schema()})
+    return plugin.cls(**context, **{key: plain(params.get(key)) for key in plugin.schema()})
 
 
-def _plain(value: Any) -> Any:
-    """A plain copy of a (possibly read-only) parameter value: dicts and lists, what a constructor is given."""
+def plain(value: Any) -> Any:
+    """A plain copy of a value: mappings (read-only ones too) as dicts, tuples as lists, as YAML reads them and as a
+    plug-in's constructor is given them."""
     if isinstance(value, Mapping):
-        return {key: _plain(item) for key, item in value.items()}
+        return {key: plain(item) for key, item in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_plain(item) for item in value]
+        return [plain(item) for item in value]
     return value
 
 

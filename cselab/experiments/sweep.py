@@ -44,8 +44,7 @@ from cselab.probes.report import markdown_table
 from cselab.probes.significance import t_interval
 from cselab.probes.results import changed_files, checksums
 from cselab.probes.runner import write_items
-from cselab.probes.suite import ProbeOptions, suite_parts
-from cselab.probes.suite import suites as all_suites
+from cselab.probes.suite import ProbeOptions, suite_parts, suites as registered_suites
 from cselab.registry import MAX_SEED, MAX_SEEDS
 from cselab.train.config.methods import load_method
 from cselab.train.run.data import data_source
@@ -141,7 +140,7 @@ def score_run(folder: str | os.PathLike, data_dir: str | os.PathLike | None = No
     score. ``items`` (when given) receives the per-item outputs, as ``probe run`` keeps them, and ``files`` the data
     files read; ``cache`` as :func:`~cselab.encoders.load_encoder`'s."""
     files = [] if files is None else files
-    encoder, known = load_encoder(str(folder), cache=cache), all_suites()
+    encoder, known = load_encoder(str(folder), cache=cache), registered_suites()
     scores: dict[str, float | None] = {}
     columns: dict[str, dict[str, Any]] = {}
     with encoder.remembering():

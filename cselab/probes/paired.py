@@ -22,7 +22,7 @@ from cselab.checksum import sha256
 from cselab.errors import DataError
 from cselab.files import clipped, shown
 from cselab.probes.significance import RESAMPLES, Stratum, compare, holds, holm
-from cselab.probes.suite import suites
+from cselab.probes.suite import PairedFigures, suites
 
 SETTINGS = ("pooler", "prompt", "max_length", "dtype", "normalize")
 
@@ -142,19 +142,19 @@ def _table(figures: dict[str, tuple[list[Stratum], float]], average: str | None,
     return rows
 
 
+def paired_figures(a: dict[str, np.ndarray], b: dict[str, np.ndarray], skip: tuple[str, ...] = ()
+                   ) -> dict[str, PairedFigures]:
+    """Each suite's figures of two results' per-item arrays, B against A (:meth:`Suite.paired`, with what it left
+    out in its ``notes``); the scopes in ``skip``, whose items differ (:func:`item_conflicts`), are left out."""
+    found = {name: cls().paired(a, b, frozenset(skip)) for name, cls in suites().items() if name not in skip}
+    return {name: figures for name, figures in found.items() if figures is not None}
+
+
 def paired_tables(a: dict[str, np.ndarray], b: dict[str, np.ndarray], resamples: int = RESAMPLES, seed: int = 0,
-                  skip: tuple[str, ...] = ()) -> dict[str, list[dict[str, Any]]]:
-    """Every figure both results have, B against A, as a table per suite (:meth:`Suite.paired`); the scopes in
-    ``skip``, whose items differ (:func:`item_conflicts`), are left out."""
-    tables = {}
-    for name, cls in suites().items():
-        found = cls().paired(a, b, frozenset(skip)) if name not in skip else None
-        if found and found.figures:
-            tables[name] = _table(found.figures, found.average, resamples, seed)
-    return tables
-
-
-def paired_notes(a: dict[str, np.ndarray], b: dict[str, np.ndarray], skip: tuple[str, ...] = ()) -> list[str]:
-    """What the suites say they left out of :func:`paired_tables` and why (:attr:`PairedFigures.notes`)."""
-    return [note for name, cls in suites().items() if name not in skip
-            for note in getattr(cls().paired(a, b, frozenset(skip)), "notes", ())]
+                  skip: tuple[str, ...] = (), figures: dict[str, PairedFigures] | None = None
+                  ) -> dict[str, list[dict[str, Any]]]:
+    """Every figure both results have, B against A, as a table per suite (of ``figures``, else
+    :func:`paired_figures`'s)."""
+    figures = paired_figures(a, b, skip) if figures is None else figures
+    return {name: _table(found.figures, found.average, resamples, seed) for name, found in figures.items()
+            if found.figures}

@@ -11,7 +11,7 @@ from typing import Any
 
 from cselab.errors import DataError
 from cselab.files import clipped, read_json
-from cselab.probes.paired import item_conflicts, paired_notes, paired_tables, read_items, setting_differences
+from cselab.probes.paired import item_conflicts, paired_figures, paired_tables, read_items, setting_differences
 from cselab.probes.results import suite_setting
 from cselab.probes.significance import ALPHA, LEVEL, RESAMPLES
 from cselab.probes.suite import suites
@@ -217,8 +217,9 @@ def differences_report(paths: Sequence[str], payloads: Sequence[dict[str, Any]],
             parts += ["", f"### {spec}", "", f"{missing} has no per-item outputs (written before they were kept): "
                                               "no intervals."]
             continue
-        tables = paired_tables(items[baseline], items[index], resamples, seed, tuple(conflicts))
-        parts += [line for note in paired_notes(items[baseline], items[index], tuple(conflicts))
+        figures = paired_figures(items[baseline], items[index], tuple(conflicts))
+        tables = paired_tables(items[baseline], items[index], resamples, seed, figures=figures)
+        parts += [line for found in figures.values() for note in found.notes
                   for line in ("", f"{spec} vs {name}: {note}.")]
         parts += _difference_tables(tables, name, spec)
         settings, provenance = setting_differences(payloads[baseline], payload)

@@ -22,6 +22,7 @@ from typing import Any
 import yaml
 
 from cselab.atomic import write_text_atomic
+from cselab.registry import plain
 from cselab.train.config.methods import load_method
 from cselab.train.config.schema import value_at
 
@@ -38,15 +39,6 @@ def _lookup(node: Any, dotted: str) -> Any:
     for part in dotted.split("."):
         node = node[part] if isinstance(node, dict) else getattr(node, part)
     return node
-
-
-def plain(value: Any) -> Any:
-    """Tuples as lists, so a constant compares with what YAML reads."""
-    if isinstance(value, (tuple, list)):
-        return [plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: plain(v) for k, v in value.items()}
-    return value
 
 
 def _constant(path: str) -> Any:
@@ -74,7 +66,8 @@ def resolve(row: dict[str, Any]) -> Any:
     raise ValueError("a row needs at, constant or test")
 
 
-def _cell(value: Any) -> str:
+def cell(value: Any) -> str:
+    """A value in a Markdown table: a string as it is, anything else as JSON, None as a dash."""
     text = value if isinstance(value, str) else json.dumps(value)
     return "—" if value is None else text.replace("|", "\\|").replace("\n", " ")
 
@@ -88,7 +81,7 @@ def _where(row: dict[str, Any]) -> str:
 
 
 def _status(status: str, why: str | None) -> str:
-    return _cell(f"**{status}**" + (f": {why}" if why else ""))
+    return cell(f"**{status}**" + (f": {why}" if why else ""))
 
 
 def _counts(statuses: list[str]) -> str:
@@ -122,11 +115,11 @@ def markdown() -> str:
                   "|---|---|---|---|---|---|"]
         for row in (r for r in rows if r["paper"] == key):
             released = row.get("released") or {}
-            code_cell = (f"{_cell(released.get('value'))} (`{_cell(released['at'])}`)" if released
+            code_cell = (f"{cell(released.get('value'))} (`{cell(released['at'])}`)" if released
                          else "no code released")
             code_status = _status(released["status"], released.get("why")) if released else "—"
-            lines.append(f"| {_cell(row['quantity'])} | {_cell(row.get('paper_value'))} ({_cell(row['where'])}) | "
-                         f"{code_cell} | {_cell(row.get('cselab_value'))} ({_where(row)}) | "
+            lines.append(f"| {cell(row['quantity'])} | {cell(row.get('paper_value'))} ({cell(row['where'])}) | "
+                         f"{code_cell} | {cell(row.get('cselab_value'))} ({_where(row)}) | "
                          f"{_status(row['status'], row.get('why'))} | {code_status} |")
     return "\n".join(lines) + "\n"
 

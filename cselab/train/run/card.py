@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from cselab.encoders.checkpoint import CheckpointInfo
+from cselab.registry import plain
 from cselab.train import protocols
 from cselab.train.config.method import MethodConfig
 from cselab.train.config.schema import value_at
@@ -40,7 +41,7 @@ def ledger_differences(method: MethodConfig) -> list[dict[str, Any]]:
             values = [value_at(config, key) for key in row["keys"]]
         except KeyError:  # a key another part of A+B removed
             continue
-        mine = protocols.plain(values if "keys" in row["at"] else values[0])
+        mine = plain(values if "keys" in row["at"] else values[0])
         released = row.get("released") or {}
         if mine != row.get("cselab_value"):
             why = f"set for this run (the preset's value: {json.dumps(row.get('cselab_value'))})"
@@ -51,10 +52,6 @@ def ledger_differences(method: MethodConfig) -> list[dict[str, Any]]:
         found.append({"paper": row["paper"], "quantity": row["quantity"], "paper_value": row.get("paper_value"),
                       "released": released.get("value"), "run": mine, "why": why})
     return found
-
-
-def _cell(value: Any) -> str:
-    return "—" if value is None else json.dumps(value).replace("|", "\\|")
 
 
 def _header(info: CheckpointInfo, method: MethodConfig) -> str:
@@ -84,8 +81,8 @@ def model_card(method: MethodConfig, info: CheckpointInfo, facts: dict[str, Any]
     differences = ledger_differences(method)
     parts.append("## Where this run differs from the papers\n\nThe protocol ledger's rows (docs/protocols.md) whose "
                  "setting in this run is not the paper's or its released code's:")
-    table = [f"| {d['paper']} | {d['quantity']} | {_cell(d['paper_value'])} | {_cell(d['released'])} | "
-             f"{_cell(d['run'])} | {(d['why'] or '').replace('|', '/')} |" for d in differences]
+    table = ["| " + " | ".join(protocols.cell(d[key]) for key in ("paper", "quantity", "paper_value", "released",
+                                                                 "run", "why")) + " |" for d in differences]
     parts.append("\n".join(["| paper | quantity | paper | released code | this run | why |",
                             "|---|---|---|---|---|---|", *table]) if table else
                  "None: the run keeps every ledgered setting, and none of them deviates from the paper or its code.")
