@@ -31,7 +31,10 @@ RUN_EPILOG = """Suites:
   transfer  MR, CR, SUBJ, MPQA, SST2, TREC, MRPC with SentEval's classifiers (accuracy)
   probing   SentEval's ten probing tasks (files from --probing-dir)
   geometry  alignment/uniformity, inter-layer cosine, TokSim, STS-B by layer x pooler, STS after PCA
-  all       every suite (probing skipped, with the reason, when no probing files are found)
+  all       every suite above (probing skipped, with the reason, when no probing files are found)
+  mteb      MTEB 2 tasks run by mteb itself (--mteb-tasks; pip install 'cselab[mteb]'): cselab's own
+            (CselabSTS12..16, CselabSTSB, CselabSICKR, CselabCont, CselabOppn, CselabTransformations,
+            CselabCANNOT), an MTEB task in the local Hugging Face cache, or NAME=FOLDER of its data files
 
 Examples:
   probe run --model minilm --suite sts
@@ -41,7 +44,9 @@ Examples:
   probe run --model minilm --suite transfer --classifier fast --n-jobs 2
   probe run --model mybaseline:factory --suite sts      (a Python factory; its module on PYTHONPATH)
   probe build-probing --corpus wiki1m --out probing/wiki1m
-  probe run --model minilm --suite probing --probing-dir probing/wiki1m"""
+  probe run --model minilm --suite probing --probing-dir probing/wiki1m
+  probe run --model minilm --suite mteb --mteb-tasks CselabSTSB,CselabCont,CselabOppn --out minilm-mteb.json
+  probe export-mteb minilm-mteb.json mteb-results/"""
 BUILD_EPILOG = """Example:
   probe build-probing --corpus wiki1m --out probing/wiki1m
   probe run --model minilm --suite probing --probing-dir probing/wiki1m"""
@@ -75,6 +80,12 @@ def _commands() -> dict:
                                            "classes are balanced; see cselab.probes.probing_builder for the "
                                            "approximations."),
                           _build_options, build_command),
+        "export-mteb": (dict(help="write a results JSON's MTEB tasks in MTEB's results layout",
+                             description="Write the mteb section of a results JSON (probe run --suite mteb) as "
+                                         "MTEB's results layout: OUT/results/ORG__NAME/REVISION/model_meta.json and "
+                                         "one TaskResult JSON per task, by mteb's own ResultCache, for the public "
+                                         "results repository (github.com/embeddings-benchmark/results)."),
+                        _export_options, export_command),
     }
 
 
@@ -103,6 +114,9 @@ def _run_options(run: argparse.ArgumentParser) -> None:
                      help="Cont./Oppn. subsets of the bias suite: paper = the 16 of OssCSE's Table 2, footnote = "
                           "every subset with median gold score in [2, 3.5] (20 here) (default: paper)")
     run.add_argument("--tasks", help="comma-separated STS tasks of the sts suite, e.g. sts12,stsb")
+    run.add_argument("--mteb-tasks", metavar="NAME,...",
+                     help="comma-separated tasks of the mteb suite: cselab's (CselabSTSB, CselabCont ...), an MTEB "
+                          "task in the local Hugging Face cache, or NAME=FOLDER (nothing is downloaded)")
     run.add_argument("--transfer-tasks", help="comma-separated transfer tasks, e.g. MR,TREC (default: all seven)")
     run.add_argument("--classifier", default="full", choices=tuple(CLASSIFIER_SETUPS),
                      help="transfer and probing classifiers: full = SentEval's default (10 folds, Adam, batch 64, "
@@ -150,6 +164,13 @@ def _compare_options(compare: argparse.ArgumentParser) -> None:
     compare.add_argument("--out", help="also write the tables to this Markdown file")
 
 
+def _export_options(export: argparse.ArgumentParser) -> None:
+    export.add_argument("results", help="a results JSON with an mteb section")
+    export.add_argument("out", help="folder to write MTEB's layout into (its results/ subfolder)")
+    export.add_argument("--name", metavar="ORG/NAME", help="the model's name in MTEB (default: the one recorded, "
+                                                          "e.g. cselab/osscse-best)")
+
+
 def _build_options(build: argparse.ArgumentParser) -> None:
     build.add_argument("--corpus", required=True, help="one-sentence-per-line file or a corpus name under the data "
                                                        "root (wiki1m)")
@@ -178,7 +199,7 @@ def run_command(args: argparse.Namespace) -> None:
                            mer_normalize=args.mer_normalize, batch_size=args.batch_size, limit=args.limit,
                            seed=args.seed, classifier=args.classifier, n_jobs=args.n_jobs,
                            transfer_tasks=_names(args.transfer_tasks, TRANSFER_TASKS), probing_dir=args.probing_dir,
-                           split_rule=args.split_rule)
+                           split_rule=args.split_rule, mteb_tasks=_names(args.mteb_tasks, ()))
     payload = run_probes(encoder, args.suite, options)
     print("\n\n".join(suite_sections(payload)))
     if encoder.cache is not None:
@@ -231,6 +252,16 @@ def compare_command(args: argparse.Namespace) -> None:
         except OSError as err:
             raise ConfigError(f"--out {args.out}: cannot be written ({err.strerror or err}); the tables are printed "
                               "above") from None
+
+
+def export_command(args: argparse.Namespace) -> None:
+    from cselab.probes.mteb_suite import require_mteb
+
+    require_mteb()  # one line naming the extra when mteb is missing
+    from cselab.probes.mteb_bridge.export import export_mteb
+
+    written = export_mteb(args.results, args.out, args.name)
+    print(f"wrote {', '.join(str(p) for p in written)}")
 
 
 def _compared_files(results: list[str]) -> list[Path]:

@@ -156,8 +156,8 @@ def compare_table(payloads: Sequence[dict[str, Any]]) -> str:
                   if isinstance(payload.get(name), dict)}
         rows.append([payload["model"]["spec"], *(cell(values.get(name, {}).get(key), score.digits)
                                                  for name, _, key, score in columns)])
-    table = markdown_table(["Model", *(score.label for *_, score in columns)], rows)
-    return "\n\n".join([table, *notes])
+    table = markdown_table(["Model", *(score.label for *_, score in columns)], rows) if columns else None
+    return "\n\n".join([*([table] if table else []), *notes])
 
 
 def _cells(line: str) -> list[str]:
@@ -179,7 +179,7 @@ def model_rows(title: str, tables: Sequence[str]) -> list[str]:
 def compare_report(payloads: Sequence[dict[str, Any]]) -> str:
     """The summary table, then each suite's comparison of the results that have it
     (:meth:`Suite.compare_sections`)."""
-    parts = [compare_table(payloads)]
+    parts = [table] if (table := compare_table(payloads)) else []
     for name, cls in suites().items():
         having = [(p["model"]["spec"], p[name]) for p in payloads if isinstance(p.get(name), dict)]
         if having:

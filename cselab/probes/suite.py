@@ -55,6 +55,8 @@ class ProbeOptions(Checked):
                                               "them)", items=Param(str))
     probing_dir: str | os.PathLike | None = setting(None, os.PathLike, "the probing tasks' folder", nullable=True)
     split_rule: str = setting("paper", str, "the Cont./Oppn. split rule", choices=tuple(SPLIT_RULES))
+    mteb_tasks: tuple[str, ...] = setting((), tuple, "the tasks of the mteb suite (NAME or NAME=FOLDER)",
+                                          items=Param(str))
 
 
 @dataclass(frozen=True)
@@ -80,8 +82,8 @@ class Suite(ABC):
 
     Declared: ``name`` (its key in the results JSON and ``--suite``), ``title`` (its heading in comparisons),
     ``main`` (its main scores: key in its section -> :class:`Score`), ``metadata`` (the keys of its section that are
-    settings or bookkeeping, not scores) and ``optional`` (``--suite all`` records why it was skipped when its data
-    is missing, instead of stopping).
+    settings or bookkeeping, not scores), ``optional`` (``--suite all`` records why it was skipped when its data
+    is missing, instead of stopping) and ``in_all`` (False: ``--suite all`` leaves it out, it runs only by name).
 
     Required: :meth:`run` (a :class:`~cselab.evaluation.scoring.Result`: ``scores`` and ``metadata`` apart, which
     together are its section of the results JSON; per-item arrays named ``NAME/...``; the data files read) and
@@ -99,6 +101,7 @@ class Suite(ABC):
     main: ClassVar[dict[str, Score]]
     metadata: ClassVar[tuple[str, ...]] = ()
     optional: ClassVar[bool] = False
+    in_all: ClassVar[bool] = True
 
     def __init__(self, options: ProbeOptions | None = None):
         self.options = ProbeOptions() if options is None else options
@@ -177,7 +180,7 @@ def suites() -> dict[str, type[Suite]]:
         except Exception as err:  # the package's module to fix, named with the package
             raise ConfigError(f"entry point {entry.name} of {entry.dist.name if entry.dist else 'a package'}: "
                               f"importing {entry.value!r} failed: {type(err).__name__}: {clipped(err)}") from None
-    order = {name: i for i, name in enumerate(SUITES["all"])}
+    order = {name: i for i, name in enumerate(name for name in SUITES if name != "all")}
     return dict(sorted(_SUITES.items(), key=lambda item: order.get(item[0], len(order))))
 
 
@@ -189,7 +192,7 @@ def suite_parts(suite: str) -> tuple[str, ...]:
     if unknown:
         raise ConfigError(f"Unknown suite {', '.join(map(repr, unknown))}; choose from {', '.join(known)}, all, or "
                          "several joined by commas (sts,bias)")
-    return tuple(name for name in known if "all" in names or name in names)
+    return tuple(name for name, cls in known.items() if ("all" in names and cls.in_all) or name in names)
 
 
 def suite_sections(payload: dict[str, Any]) -> list[str]:

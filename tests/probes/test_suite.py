@@ -17,9 +17,10 @@ from cselab.probes.names import SUITES
 
 
 def test_the_registry_holds_the_suites_help_lists_in_their_order():
-    assert list(suites()) == list(SUITES["all"]) and set(SUITES) == {*SUITES["all"], "all"}
+    assert list(suites()) == [*SUITES["all"], "mteb"] and set(SUITES) == {*SUITES["all"], "mteb", "all"}
     assert suite_parts("bias,sts") == ("sts", "bias") and suite_parts("all") == SUITES["all"]
-    with pytest.raises(ConfigError, match="Unknown suite 'stss'; choose from sts, bias, transfer, probing, geometry"):
+    with pytest.raises(ConfigError, match="Unknown suite 'stss'; choose from sts, bias, transfer, probing, geometry, "
+                                          "mteb"):
         suite_parts("sts,stss")
 
 
@@ -59,7 +60,7 @@ def test_a_package_adds_a_suite_with_an_entry_point(tmp_path, monkeypatch):
         "    def sections(self, section, spec):\n        return []\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(registry, "_SUITES", dict(registry._SUITES))
-    assert list(suites()) == [*SUITES["all"], "acme"]
+    assert list(suites()) == [*SUITES["all"], "mteb", "acme"]
     (tmp_path / "acme_probes.py").unlink()
     monkeypatch.delitem(sys.modules, "acme_probes")
     with pytest.raises(ConfigError, match="entry point acme of acme-probes: importing 'acme_probes' failed"):

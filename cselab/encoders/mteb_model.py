@@ -1,0 +1,140 @@
+"""Any cselab encoder inside MTEB 2 (``pip install 'cselab[mteb]'``): ``mteb.evaluate(as_mteb("minilm"), tasks)``.
+
+:class:`MTEBEncoder` is a model on mteb's own base class (``AbsEncoder``), so it passes mteb's ``EncoderProtocol``
+check, and it carries a ``ModelMeta`` built from what cselab knows of the model (:func:`model_meta`): its name, its
+weights' sha256 as the revision, width, parameters, token limit, cosine similarity, what it was trained on (a
+checkpoint's own config: SG trains on STS-B, so MTEB sees it is not zero-shot there) and what mteb's own registry
+says of the model it was adapted from. Fields nobody knows stay null.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from mteb.models.abs_encoder import AbsEncoder
+from mteb.models.model_meta import ModelMeta
+
+from cselab.encoders.base import Encoder
+from cselab.encoders.checkpoint import CHECKPOINT_FILE, read_checkpoint_info
+from cselab.encoders.loading import ALIASES, load_encoder
+from cselab.errors import ModelError
+from cselab.metrics import cosine_rows
+
+#: The hub names of cselab's aliases, as mteb's registry knows them.
+ALIAS_NAMES = {"minilm": "sentence-transformers/all-MiniLM-L6-v2"}
+#: cselab's training corpora that are (or are made from) an MTEB task's data.
+CORPUS_TASKS = {"stsb-rows": "STSBenchmark", "stsb-sentences": "STSBenchmark"}
+LEXICAL = ("bow", "tfidf")
+
+
+def _registered(name: str | None) -> ModelMeta | None:
+    """mteb's own metadata of a model it knows by name; None for any other."""
+    if not name:
+        return None
+    from mteb import get_model_meta
+
+    try:
+        return get_model_meta(name, fetch_from_hf=False)
+    except Exception:  # a name mteb's registry does not hold
+        return None
+
+
+def revision(encoder: Encoder) -> str | None:
+    """The sha256 of the encoder's weights (of the one file, or of the sorted ``name sha256`` lines of several);
+    None for an encoder without weight files (lexical baselines, factories)."""
+    if not encoder.weights:
+        return None
+    if len(encoder.weights) == 1:
+        return next(iter(encoder.weights.values()))
+    lines = "".join(f"{name} {digest}\n" for name, digest in sorted(encoder.weights.items()))
+    return hashlib.sha256(lines.encode()).hexdigest()
+
+
+def model_name(spec: str) -> str:
+    """An ``org/name`` for a spec: an alias's hub name, a hub name as it is, ``cselab/FOLDER`` for a local folder
+    (``cselab/osscse-best`` for ``runs/osscse/best``), ``cselab/bow`` for a lexical baseline or a factory."""
+    if spec in ALIAS_NAMES:
+        return ALIAS_NAMES[spec]
+    path = Path(os.path.expanduser(spec))
+    if path.is_dir():
+        path = path.resolve()
+        return f"cselab/{path.parent.name}-{path.name}" if path.name in ("best", "last") else f"cselab/{path.name}"
+    if spec.split(":")[0] in LEXICAL or ":" in spec:
+        return "cselab/" + spec.replace(":", ".").replace("/", "_")
+    return spec if spec.count("/") == 1 else f"cselab/{spec}"
+
+
+def _checkpoint(spec: str):
+    path = Path(os.path.expanduser(spec)) / CHECKPOINT_FILE
+    return read_checkpoint_info(path) if path.is_file() else None
+
+
+def _parameters(encoder: Encoder) -> int | None:
+    model = getattr(encoder, "model", None)
+    parameters = getattr(model, "parameters", None)
+    return sum(p.numel() for p in parameters()) if callable(parameters) else None
+
+
+def model_meta(encoder: Encoder, name: str | None = None) -> ModelMeta:
+    """The ``ModelMeta`` MTEB records with every result of ``encoder`` (see the module docstring); ``name`` overrides
+    the ``org/name`` cselab derives from the spec."""
+    spec = encoder.spec or type(encoder).__name__
+    info = _checkpoint(spec) if spec not in ALIASES else None
+    base_spec = info.base_model if info is not None else None
+    base = _registered(ALIAS_NAMES.get(base_spec, base_spec)) if info is not None else _registered(model_name(spec))
+    trained = set(base.training_datasets or ()) if base is not None else set()
+    if info is not None:
+        data = info.config.get("data")
+        trained |= {CORPUS_TASKS[data]} if data in CORPUS_TASKS else set()
+    transformer = _parameters(encoder) is not None
+    return ModelMeta(
+        loader=load_mteb_model, loader_kwargs={"spec": spec}, name=name or model_name(spec),
+        revision=revision(encoder), release_date=base.release_date if base is not None and info is None else None,
+        languages=["eng-Latn"] if info is not None or base is not None else None,
+        n_parameters=_parameters(encoder), memory_usage_mb=None, max_tokens=getattr(encoder, "max_length", None),
+        embed_dim=encoder.dim, license=base.license if base is not None and info is None else None,
+        open_weights=True if transformer else None, public_training_code=None, public_training_data=None,
+        framework=["PyTorch", "Sentence Transformers"] if transformer else ["NumPy"], reference=None,
+        similarity_fn_name="cosine", use_instructions=False, training_datasets=trained or None,
+        adapted_from=base.name if base is not None and info is not None else None,
+    )
+
+
+class MTEBEncoder(AbsEncoder):
+    """A cselab :class:`~cselab.encoders.base.Encoder` as an MTEB model: mteb's batches in, float32 rows out. Its
+    similarity of pairs is cselab's cosine in float64 (``probe run``'s), so MTEB's ``spearman`` (the model's own
+    similarity) equals ``probe run``'s figure; MTEB's ``cosine_spearman`` is computed by scikit-learn in float32 and
+    differs where float32 rounding breaks or makes ties (bag-of-words vectors). The encoder's prompt template and
+    pooler are its own; MTEB's task instructions are not applied (``use_instructions=False``)."""
+
+    def __init__(self, encoder: Encoder, name: str | None = None):
+        self.model = encoder
+        self.mteb_model_meta = model_meta(encoder, name)
+
+    def encode(self, inputs, *, task_metadata, hf_split: str, hf_subset: str, prompt_type=None,
+               **kwargs: Any) -> np.ndarray:
+        return self.model.encode(inputs, batch_size=kwargs.get("batch_size", 64),
+                                 show_progress_bar=kwargs.get("show_progress_bar"))
+
+    def similarity_pairwise(self, embeddings1, embeddings2) -> np.ndarray:
+        return cosine_rows(np.asarray(embeddings1), np.asarray(embeddings2))
+
+
+def as_mteb(model: Encoder | str, name: str | None = None, **load: Any) -> MTEBEncoder:
+    """An MTEB model of a cselab encoder, or of a spec :func:`~cselab.encoders.load_encoder` loads (``load``: its
+    keyword arguments, e.g. ``device``, ``pooler``)."""
+    return MTEBEncoder(load_encoder(model, **load) if isinstance(model, str) else model, name)
+
+
+def load_mteb_model(model_name: str, revision: str | None = None, *, spec: str, **load: Any) -> MTEBEncoder:
+    """The ``ModelMeta``'s loader (``meta.load_model()``): the spec loaded again, under the same name; refused when
+    its weights are no longer those of ``revision``."""
+    model = as_mteb(spec, name=model_name, **{k: v for k, v in load.items() if k == "device"})
+    if revision is not None and model.mteb_model_meta.revision != revision:
+        raise ModelError(f"{spec}: its weights changed since this ModelMeta was made (sha256 {revision[:12]}..., now "
+                         f"{str(model.mteb_model_meta.revision)[:12]}...)")
+    return model
