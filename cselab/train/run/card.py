@@ -2,7 +2,7 @@
 sentence-transformers metadata header the hub renders, then what cselab knows of the run: base model and its
 weights' sha256, method and profile, the training data and its fingerprint, the step and the dev score it was saved
 at, the protocol ledger's rows where this run's settings differ from the paper or the released code, the resolved
-config, the provenance, and how to load it. Publishing stays the user's call
+config, the provenance, and how to load it (sentence-transformers, cselab, MTEB). Publishing stays the user's call
 (``SentenceTransformer(OUT/best).push_to_hub(...)``)."""
 
 from __future__ import annotations
@@ -88,7 +88,9 @@ def model_card(method: MethodConfig, info: CheckpointInfo, facts: dict[str, Any]
                  "None: the run keeps every ledgered setting, and none of them deviates from the paper or its code.")
     parts += ["## Use", "```python\nfrom sentence_transformers import SentenceTransformer\n\nmodel = "
               "SentenceTransformer(\"PATH\")\nvectors = model.encode([\"A sentence.\"])\n```",
-              "or `cselab.encoders.load_encoder(\"PATH\")`, or `probe run --model PATH` to score it.",
+              "or `cselab.encoders.load_encoder(\"PATH\")`, or `probe run --model PATH` to score it; in MTEB 2, "
+              "`mteb.evaluate(cselab.encoders.mteb_model.as_mteb(\"PATH\"), tasks)` (its ModelMeta lists what it was "
+              "trained on).",
               "## Configuration", "```yaml\n" + yaml.safe_dump(method.to_dict(), sort_keys=False, width=110) + "```",
               "## Provenance", "```json\n" + json.dumps(facts.get("provenance"), indent=1) + "\n```"]
     return "\n\n".join(part for part in parts if part) + "\n"

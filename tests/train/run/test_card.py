@@ -38,3 +38,4 @@ def test_every_best_checkpoint_carries_its_card(tiny_bert_dir, tiny_cache, data_
     config = yaml.safe_load(card.split("```yaml\n")[1].split("```")[0])
     assert config == yaml.safe_load((tmp_path / "run" / "config.yaml").read_text())
     assert SentenceTransformer(str(best), device="cpu").encode(["still loads"]).shape == (1, 32)
+    assert 'mteb.evaluate(cselab.encoders.mteb_model.as_mteb("PATH"), tasks)' in card
