@@ -11,9 +11,16 @@ PACKAGES = ("cselab", "torch", "transformers", "sentence-transformers", "numpy",
 
 
 def package_versions(packages: tuple[str, ...] = PACKAGES) -> dict[str, str | None]:
-    """Installed versions of ``packages`` (None when missing), and Python's."""
+    """Installed versions of ``packages`` (None when missing), and Python's. ``cselab`` is the code running: its
+    ``__version__``, not a distribution's metadata (it is distributed as ``cselab-toolkit``; the ``cselab`` on the
+    package index is another program)."""
     versions: dict[str, str | None] = {"python": platform.python_version()}
     for name in packages:
+        if name == "cselab":
+            from cselab import __version__
+
+            versions[name] = __version__
+            continue
         try:
             versions[name] = metadata.version(name)
         except metadata.PackageNotFoundError:

@@ -79,6 +79,12 @@ def _parameters(encoder: Encoder) -> int | None:
     return sum(p.numel() for p in parameters()) if callable(parameters) else None
 
 
+def _max_tokens(encoder: Encoder) -> int | None:
+    """A transformer's token budget; a sentence-transformers model's ``max_seq_length``; None for the others."""
+    limit = getattr(encoder, "max_length", None)
+    return limit if limit is not None else getattr(getattr(encoder, "model", None), "max_seq_length", None)
+
+
 def model_meta(encoder: Encoder, name: str | None = None) -> ModelMeta:
     """The ``ModelMeta`` MTEB records with every result of ``encoder`` (see the module docstring); ``name`` overrides
     the ``org/name`` cselab derives from the spec."""
@@ -95,7 +101,7 @@ def model_meta(encoder: Encoder, name: str | None = None) -> ModelMeta:
         loader=load_mteb_model, loader_kwargs={"spec": spec}, name=name or model_name(spec),
         revision=revision(encoder), release_date=base.release_date if base is not None and info is None else None,
         languages=["eng-Latn"] if info is not None or base is not None else None,
-        n_parameters=_parameters(encoder), memory_usage_mb=None, max_tokens=getattr(encoder, "max_length", None),
+        n_parameters=_parameters(encoder), memory_usage_mb=None, max_tokens=_max_tokens(encoder),
         embed_dim=encoder.dim, license=base.license if base is not None and info is None else None,
         open_weights=True if transformer else None, public_training_code=None, public_training_data=None,
         framework=["PyTorch", "Sentence Transformers"] if transformer else ["NumPy"], reference=None,

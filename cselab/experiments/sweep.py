@@ -196,6 +196,10 @@ class SweepSpec:
         """:attr:`suites` checked: known suites, the STS suite among them (the summary's interval and the
         seed-level comparison are over its average)."""
         found = suite_parts(",".join(self.suites))
+        named_only = [name for name in found if not registered_suites()[name].in_all]
+        if named_only:
+            raise ConfigError(f"--suites: {', '.join(named_only)} needs options of its own that a sweep does not "
+                              "carry; score the runs' checkpoints with probe run --suite " + named_only[0])
         if "sts" not in found:
             raise ConfigError(f"--suites {','.join(self.suites)}: a sweep scores the sts suite too (its summary "
                               "compares the methods' STS averages); add sts")

@@ -88,3 +88,16 @@ def test_the_meta_loads_the_model_again_and_refuses_other_weights(tiny_bert_dir,
     weights.write_bytes(weights.read_bytes()[:-4] + b"\0\0\0\0")
     with pytest.raises(ModelError, match="weights changed"):
         meta.load_model()
+
+
+def test_a_factory_encoder_runs_in_mteb(tmp_path, monkeypatch, data_dir):
+    (tmp_path / "hashing_model.py").write_text(
+        "import numpy as np\n\n\nclass Hashing:\n    def encode(self, sentences):\n"
+        "        return np.array([[len(s), s.count(' ') + 1, s.count('e')] for s in sentences], dtype=float)\n\n\n"
+        "def factory():\n    return Hashing()\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    model = as_mteb("hashing_model:factory")
+    assert (model.mteb_model_meta.name, model.mteb_model_meta.revision) == ("cselab/hashing_model.factory", None)
+    scores = mteb_stsb(model, data_dir, limit=50)
+    assert scores["spearman"] * 100 == pytest.approx(
+        run_sts(model.model, ("stsb",), data_dir, limit=50)[0]["STS-B"]["all"], abs=1e-9)

@@ -5,6 +5,7 @@ import pytest
 from scipy import stats
 
 from cselab.cli import main
+from cselab.errors import ConfigError
 from cselab.experiments.sweep import SweepSpec, parse_seeds, run_sweep, summarize
 
 
@@ -82,3 +83,11 @@ def test_a_grid_sweep_with_a_profile_scores_the_bias_suite(tiny_bert_dir, tiny_c
     assert (tmp_path / "sweep" / "summary-main.png").read_bytes()[:4] == b"\x89PNG"
     for info in (tmp_path / "sweep" / "runs").glob("*/best/cselab.json"):
         assert json.loads(info.read_text())["pooler"] == "avg" and json.loads(info.read_text())["prompt"] is None
+
+
+def test_suites_a_sweep_cannot_score_are_refused_before_any_run(tmp_path):
+    spec = SweepSpec(("simcse",), (0,), tmp_path / "sweep", "minilm", suites=("sts", "mteb"))
+    with pytest.raises(ConfigError, match="mteb needs options of its own that a sweep does not carry"):
+        spec.scoring_suites()
+    with pytest.raises(ConfigError, match="a sweep scores the sts suite too"):
+        SweepSpec(("simcse",), (0,), tmp_path / "sweep", "minilm", suites=("bias",)).scoring_suites()

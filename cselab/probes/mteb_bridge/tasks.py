@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from abc import abstractmethod
 from pathlib import Path
 from typing import Any
 
@@ -42,8 +43,8 @@ def _metadata(name: str, description: str, main_score: str) -> TaskMetadata:
 
 
 class PairTask(AbsTaskSTS):
-    """A task of sentence pairs read from the data root by :meth:`pairs`, scored by :meth:`figures` from their
-    cosines; ``groups``: (name, size) of consecutive runs of pairs (STS subsets, negation sets), in order."""
+    """A task of sentence pairs read from the data root by :meth:`pairs`, scored as mteb scores STS; ``groups``:
+    (name, size) of consecutive runs of pairs (STS subsets, negation sets), in order."""
 
     settings: tuple[str, ...] = ("limit",)
     own: tuple[str, ...] = ()  # keyword arguments of the constructor that are the task's own settings
@@ -56,13 +57,9 @@ class PairTask(AbsTaskSTS):
         for key in self.own:
             setattr(self, key, kwargs.get(key, getattr(type(self), key)))
 
+    @abstractmethod
     def pairs(self) -> tuple[list[str], list[str], list[float]]:
         """First sentences, second sentences and gold scores; fills :attr:`groups` and :attr:`files`."""
-        raise NotImplementedError
-
-    def figures(self, cosines: np.ndarray, gold: np.ndarray) -> dict[str, Any]:
-        """The task's scores from each pair's cosine (and gold score)."""
-        raise NotImplementedError
 
     def paired_items(self, similarity: np.ndarray, gold: np.ndarray) -> dict[str, np.ndarray]:
         """The per-item arrays ``probe compare`` pairs for this task's main score: ``sim``, ``gold`` and (when the
@@ -88,12 +85,6 @@ class PairTask(AbsTaskSTS):
             {"sentence1": first, "sentence2": second, "score": [float(g) for g in gold]})})}
         self.data_loaded = True
 
-    def _calculate_scores(self, scores, normalized_scores: list[float]) -> dict[str, Any]:
-        """:meth:`figures` of the model's own similarity (cselab's float64 cosine under
-        :mod:`cselab.encoders.mteb_model`), else of mteb's cosine."""
-        similarity = scores["similarity_scores"] if scores["similarity_scores"] is not None else scores["cosine_scores"]
-        return self.figures(np.asarray(similarity, dtype=np.float64), np.asarray(normalized_scores, dtype=np.float64))
-
     def slices(self) -> list[tuple[str, slice]]:
         """Each group's name and its pairs' positions."""
         found, start = [], 0
@@ -117,9 +108,6 @@ class LocalSTS(PairTask):
         return ([t for s in subsets for t in s.sentences1], [t for s in subsets for t in s.sentences2],
                 [g for s in subsets for g in s.scores])
 
-    def _calculate_scores(self, scores, normalized_scores: list[float]) -> dict[str, Any]:
-        return dict(super(PairTask, self)._calculate_scores(scores, normalized_scores))
-
 
 def _sts_task(key: str) -> type[LocalSTS]:
     name = "Cselab" + SHORT_NAMES[key].replace("-", "")
@@ -132,7 +120,21 @@ STS_TASKS = {key: _sts_task(key) for key in STS_SUITE}
 CselabSTS12, CselabSTS13, CselabSTS14, CselabSTS15, CselabSTS16, CselabSTSB, CselabSICKR = STS_TASKS.values()
 
 
-class SplitTask(PairTask):
+class FigureTask(PairTask):
+    """A pair task scored by its own :meth:`figures` instead of mteb's STS metrics."""
+
+    @abstractmethod
+    def figures(self, similarity: np.ndarray, gold: np.ndarray) -> dict[str, Any]:
+        """The task's scores from each pair's similarity (and gold score)."""
+
+    def _calculate_scores(self, scores, normalized_scores: list[float]) -> dict[str, Any]:
+        """:meth:`figures` of the model's own similarity (cselab's float64 cosine under
+        :mod:`cselab.encoders.mteb_model`), else of mteb's cosine."""
+        similarity = scores["similarity_scores"] if scores["similarity_scores"] is not None else scores["cosine_scores"]
+        return self.figures(np.asarray(similarity, dtype=np.float64), np.asarray(normalized_scores, dtype=np.float64))
+
+
+class SplitTask(FigureTask):
     """The Cont. (or Oppn.) part of every STS subset the split rule uses: ``spearman`` (main) is the size-weighted
     average of the subsets' Spearman correlations (the paper's aggregate, ``probe run``'s ``cont_wavg``/``oppn_wavg``
     / 100); ``spearman.SUBSET`` and ``n.SUBSET`` each subset's."""
@@ -157,7 +159,7 @@ class SplitTask(PairTask):
         per = {name: spearman(cosines[part], gold[part]) for name, part in self.slices()}
         sizes = dict(self.groups)
         found: dict[str, Any] = {"spearman": weighted_average(list(per.values()), list(sizes.values())),
-                                 "split_rule": self.split_rule}
+                                 "split_rule": self.split_rule, "mer_normalize": self.mer_normalize}
         for name, value in per.items():
             found[f"spearman.{name}"], found[f"n.{name}"] = value, sizes[name]
         return found
@@ -179,7 +181,7 @@ class CselabOppn(SplitTask):
                          "spearman")
 
 
-class CselabTransformations(PairTask):
+class CselabTransformations(FigureTask):
     """Each source sentence against its transformations (paraphrase, negation, insertion, deletion, substitution,
     random): ``paraphrase_over_negation`` (main), the share of sources whose paraphrase is closer than their
     negation; ``mean_cosine.TYPE`` per transformation. There is no gold score (``score`` is 0)."""
@@ -216,7 +218,7 @@ class CselabTransformations(PairTask):
                                  if "paraphrase" in v and "negation" in v], dtype=bool)}
 
 
-class CselabCANNOT(PairTask):
+class CselabCANNOT(FigureTask):
     """The CANNOT negation sets: ``mean_cosine`` (main) of each sentence with its negation over all pairs (lower
     means negation moves the embedding further), ``mean_cosine.SET`` per set."""
 
