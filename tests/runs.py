@@ -9,6 +9,16 @@ SETTINGS = ["--set", "training.batch_size=16", "--set", "training.max_length=24"
             "--set", "training.eval_steps=2", "--set", "training.max_steps=4"]
 
 
+def data_for(preset: str, cache):
+    """What a test trains ``preset`` on: the tiny augment cache, or the preset's own table (the supervised presets'
+    triplets are no cache's columns)."""
+    from cselab.data.tables import is_table
+    from cselab.train.config.methods import load_method
+
+    own = load_method(preset).data
+    return None if own and is_table(own) else cache
+
+
 def train_args(model, cache, data_dir, out, *extra):
     return ["train", "--method", "simcse", "--model", str(model), "--data", str(cache), "--data-dir", str(data_dir),
             "--eval-limit", "20", "--out", str(out), *SETTINGS, *extra]

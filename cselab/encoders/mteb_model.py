@@ -26,8 +26,8 @@ from cselab.metrics import cosine_rows
 
 #: The hub names of cselab's aliases, as mteb's registry knows them.
 ALIAS_NAMES = {"minilm": "sentence-transformers/all-MiniLM-L6-v2"}
-#: cselab's training corpora that are (or are made from) an MTEB task's data.
-CORPUS_TASKS = {"stsb-rows": "STSBenchmark", "stsb-sentences": "STSBenchmark"}
+#: cselab's training data that is (or is made from) an MTEB task's data.
+CORPUS_TASKS = {"stsb-rows": "STSBenchmark", "stsb-sentences": "STSBenchmark", "sick-entailment": "SICK-R"}
 LEXICAL = ("bow", "tfidf")
 
 

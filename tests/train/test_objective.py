@@ -8,6 +8,7 @@ from cselab.train.model import TrainingEncoder
 from cselab.train.objective import Objective
 from cselab.train.run.setup import build_encoder, initial_weights
 from cselab.train.run.trainer import train
+from tests.runs import data_for
 from tests.train.run.test_trainer import small, with_loss_setting
 
 ROWS = {"text": ["a man plays the guitar", "two dogs run on the beach", "the market fell sharply today"],
@@ -96,8 +97,8 @@ def test_frozen_copy_gives_layer_views_without_gradient_and_stays_put(tiny_bert_
 
 @pytest.mark.parametrize("preset", preset_names())
 def test_every_preset_trains_a_few_steps(preset, tiny_bert_dir, tiny_cache, data_dir, tmp_path):
-    summary = train(small(preset, max_steps=2, eval_steps=2), str(tiny_bert_dir), tiny_cache, tmp_path / "run",
-                    data_dir, eval_limit=20, progress=False)
+    summary = train(small(preset, max_steps=2, eval_steps=2), str(tiny_bert_dir), data_for(preset, tiny_cache),
+                    tmp_path / "run", data_dir, eval_limit=20, progress=False)
     assert summary["steps"] == 2 and (tmp_path / "run" / "best" / "model.safetensors").exists()
 
 

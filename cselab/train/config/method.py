@@ -50,7 +50,8 @@ class MethodConfig:
     hooks: Mapping[str, Any]
     training: TrainingConfig
     description: str = ""
-    data: str | None = None  # the corpus or cache trained on when --data is not given
+    data: str | None = None  # the corpus, cache or table trained on when --data is not given
+    data_columns: Mapping[str, str] | None = None  # a table's column for each column the views read
     imports: tuple[str, ...] = ()
     profile: str | None = None
     _resolved: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
@@ -63,7 +64,7 @@ class MethodConfig:
         return cls(name=resolved["method"], encoder=EncoderConfig(**resolved["encoder"]),
                    views=MappingProxyType(views), losses=frozen(resolved["losses"]), hooks=frozen(resolved["hooks"]),
                    training=TrainingConfig(**resolved["training"]), description=resolved.get("description", ""),
-                   data=resolved.get("data"), imports=tuple(resolved.get("imports", ())),
+                   data=resolved.get("data"), data_columns=frozen(resolved.get("data_columns")), imports=tuple(resolved.get("imports", ())),
                    profile=resolved.get("profile"), _resolved=copy.deepcopy(resolved))
 
     def to_dict(self) -> dict[str, Any]:

@@ -21,7 +21,10 @@ from cselab.train.config.sections import ENCODER, TRAINING, TrainingConfig
 TOP = {
     "method": Param(str, help="the method's name"),
     "description": Param(str, "", "one line for --list-methods"),
-    "data": Param(str, None, "corpus or cache trained on when --data is not given", nullable=True),
+    "data": Param(str, None, "corpus, cache or table trained on when --data is not given", nullable=True),
+    "data_columns": Param(dict, None, "a table's column for each column the views read, e.g. {text: sent0, "
+                          "positive: sent1, hard_negative: hard_neg} (default: the table's own names or a known "
+                          "layout)", nullable=True),
     "imports": Param(list, [], "modules imported first (a method's own plug-ins)", items=Param(str)),
     "profile": Param(str, None, "the profile applied (a record)", nullable=True),
     "encoder": Param(dict), "views": Param(dict), "losses": Param(dict),
@@ -132,6 +135,13 @@ def _encoder(encoder: Any) -> dict[str, Any]:
     return check(encoder, ENCODER, "encoder")
 
 
+def _data_columns(columns: dict[str, Any]) -> dict[str, str]:
+    for ours, theirs in columns.items():
+        if not isinstance(theirs, str) or not theirs:
+            raise ConfigError(f"data_columns.{ours}: expected the name of a column of the table, got {shown(theirs)}")
+    return dict(columns)
+
+
 def _training(training: Any) -> dict[str, Any]:
     resolved = check(training, TRAINING, "training")
     TrainingConfig(**resolved)  # the rules across keys (warm-up)
@@ -144,6 +154,8 @@ def resolve(config: dict[str, Any], source: str) -> MethodConfig:
     try:
         top = check(config, TOP, "")
         resolved = {key: top[key] for key in ("method", "description", "data", "imports", "profile") if key in top}
+        if top.get("data_columns") is not None:
+            resolved["data_columns"] = _data_columns(top["data_columns"])
         resolved["encoder"] = _encoder(top["encoder"])
         resolved["views"] = _views(top["views"])
         resolved["losses"] = _losses(top["losses"], resolved["views"])

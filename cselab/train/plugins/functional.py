@@ -55,7 +55,7 @@ def dynamic_margin(similarities: torch.Tensor, labels: torch.Tensor) -> torch.Te
 def info_nce(anchors: torch.Tensor, positives: torch.Tensor, temperature: float = 0.05,
              extra_negatives: torch.Tensor | None = None, offset: int = 0, reduction: str = "mean",
              transform: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None, multitask: bool = False,
-             label_smoothing: float = 0.0) -> torch.Tensor:
+             label_smoothing: float = 0.0, logit_bias: torch.Tensor | None = None) -> torch.Tensor:
     """In-batch InfoNCE: row i's positive is ``positives[offset + i]``, every other positive (and each extra
     negative) is a negative. ``offset`` places the anchors in a longer list of positives (another process's
     rows first); ``reduction`` is ``"mean"`` or ``"none"`` (one loss per anchor).
@@ -63,7 +63,9 @@ def info_nce(anchors: torch.Tensor, positives: torch.Tensor, temperature: float 
     ``transform(similarities, labels)`` changes the similarities before the temperature (e.g. IFM/BYOP's
     perturbation, :func:`perturb_logits`); with ``multitask`` the transformed loss is averaged with the plain one
     (``(l + l_transformed) / 2``). ``label_smoothing`` spreads that much of the target's mass evenly over all
-    columns (the positive's included), as :func:`torch.nn.functional.cross_entropy` does."""
+    columns (the positive's included), as :func:`torch.nn.functional.cross_entropy` does. ``logit_bias`` (anchors x
+    columns) is added to the logits after the temperature: SimCSE's hard-negative weight, ``log`` of a factor on
+    ``e^{sim/tau}`` of each anchor's own hard negative."""
     if anchors.shape[1:] != positives.shape[1:] or offset + len(anchors) > len(positives):
         raise ValueError(f"anchors {tuple(anchors.shape)} do not match positives {tuple(positives.shape)} "
                          f"at offset {offset}")
@@ -75,7 +77,8 @@ def info_nce(anchors: torch.Tensor, positives: torch.Tensor, temperature: float 
     labels = torch.arange(offset, offset + len(anchors), device=anchors.device)
 
     def loss(values: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(values / temperature, labels, reduction=reduction, label_smoothing=label_smoothing)
+        logits = values / temperature if logit_bias is None else values / temperature + logit_bias
+        return F.cross_entropy(logits, labels, reduction=reduction, label_smoothing=label_smoothing)
 
     if transform is None:
         return loss(similarities)

@@ -28,19 +28,25 @@ PERTURB = "transform: {kind: perturb, pattern: PATTERN, margin: MARGIN}"
                        "IFM/BYOP)", nullable=True, plugin="logit_transform"),
     "multitask": Param(bool, False, "average the transformed loss with the plain one (needs a transform)"),
     "label_smoothing": Param(float, 0.0, "target mass spread over all columns", min=0.0, max=1.0, below=True),
-    "generated": Param(dict, None, "generated negatives", nullable=True, plugin="negatives")},
+    "generated": Param(dict, None, "generated negatives", nullable=True, plugin="negatives"),
+    "hard_negative_weight": Param(float, None, "added in log space to each anchor's own hard negative (the one "
+                                  "negatives view; SimCSE's hard_negative_weight, 0 as released); null: no hard negatives weighed",
+                                  nullable=True)},
     moved={"perturbation": PERTURB, "margin": PERTURB})
 class InfoNCE(Loss):
     """InfoNCE of ``anchor`` against ``positive`` and the batch's other positives, plus extra ``negatives``
-    columns (views, e.g. SSCL's ``anchor.layers``) and ``generated`` ones; an optional logit ``transform`` (IFM/BYOP's
-    ``perturb``), alone or, with ``multitask``, averaged with the plain loss; ``label_smoothing``."""
+    columns (views: a hard negative, SSCL's ``anchor.layers``) and ``generated`` ones; an optional logit ``transform``
+    (IFM/BYOP's ``perturb``), alone or, with ``multitask``, averaged with the plain loss; ``label_smoothing``;
+    ``hard_negative_weight`` on each anchor's own row of the one ``negatives`` view (supervised SimCSE's)."""
 
     roles, view_lists = ("anchor", "positive"), ("negatives",)
 
     def __init__(self, temperature: float, transform: dict[str, Any] | None, multitask: bool,
-                 label_smoothing: float, generated: dict[str, Any] | None, **views):
+                 label_smoothing: float, generated: dict[str, Any] | None, hard_negative_weight: float | None = None,
+                 **views):
         super().__init__(**views)
         self.temperature, self.multitask, self.label_smoothing = temperature, multitask, label_smoothing
+        self.hard_negative_weight = hard_negative_weight
         self.transform = build_plugin("logit_transform", transform)
         self.generated = build_plugin("negatives", generated)
 
@@ -49,11 +55,15 @@ class InfoNCE(Loss):
         if params["multitask"] and "transform" not in params:
             raise ConfigError(f"{where}.multitask: true averages the transformed loss with the plain one, and "
                               f"{where} has no transform")
+        if params.get("hard_negative_weight") is not None and len(params.get("negatives", [])) != 1:
+            raise ConfigError(f"{where}.hard_negative_weight: weighs each anchor's own hard negative, the row of the "
+                              f"one negatives view; {where}.negatives has {len(params.get('negatives', []))}")
 
     def forward(self, views, context: LossContext):
         anchors, positives = views
         positives, offset = gather_rows(positives)
-        columns = [gather_rows(context.encoded[v][0].flatten(0, -2))[0] for v in self.views["negatives"]]
+        gathered = [gather_rows(context.encoded[v][0].flatten(0, -2)) for v in self.views["negatives"]]
+        columns = [vectors for vectors, _ in gathered]
         generated = self.generated(anchors) if self.generated is not None and len(anchors) else None
         if generated is not None:
             columns.append(generated)
@@ -62,8 +72,25 @@ class InfoNCE(Loss):
             negatives = None
         if not len(anchors):
             return anchors.sum(dim=1)
+        bias = None if not self.hard_negative_weight else self._hard_negative_bias(
+            context, len(anchors), len(positives), gathered[0][1], len(negatives))
         return L.info_nce(anchors, positives, self.temperature, negatives, offset, reduction="none",
-                          transform=self.transform, multitask=self.multitask, label_smoothing=self.label_smoothing)
+                          transform=self.transform, multitask=self.multitask, label_smoothing=self.label_smoothing,
+                          logit_bias=bias)
+
+    def _hard_negative_bias(self, context: LossContext, anchors: int, positives: int, start: int,
+                            negatives: int) -> torch.Tensor:
+        """``hard_negative_weight`` at each anchor's own hard negative (the same row of the negatives view, when it
+        has one), 0 elsewhere: (anchors, positives + negatives)."""
+        encoded = context.encoded
+        rows = sorted(set(encoded[self.views["anchor"]][1]) & set(encoded[self.views["positive"]][1]))
+        vectors, present = encoded[self.views["negatives"][0]]
+        where = {row: k for k, row in enumerate(present)}
+        bias = vectors.new_zeros((anchors, positives + negatives))
+        for i, row in enumerate(rows):
+            if row in where:
+                bias[i, positives + start + where[row]] = self.hard_negative_weight
+        return bias
 
 
 @register("loss", "two_way_margin", params={

@@ -28,7 +28,7 @@ class Batch:
 
 
 class RowsDataset(Dataset):
-    """The cache's rows (a ``datasets.Dataset`` or :class:`~cselab.train.run.data.TextRows`), fetched a batch at a
+    """The cache's rows (a ``datasets.Dataset`` or :class:`~cselab.train.run.data.ColumnRows`), fetched a batch at a
     time."""
 
     def __init__(self, rows):

@@ -17,6 +17,8 @@ BATCHES = [{"text": [f"sentence number {i} of batch {b} about {topic}" for i, to
             "negation": [f"sentence number {i} of batch {b} is not about {topic}" for i, topic in
                          enumerate(["music", "dogs", "markets", "rivers", "trains", "bread"])]}
            for b in range(3)]
+for rows in BATCHES:  # a triplet table's columns, for the supervised presets
+    rows["positive"], rows["hard_negative"] = rows["paraphrase"], rows["negation"]
 EXTENDING = [name for name in preset_names() if preset_base(name)]
 
 

@@ -1,0 +1,219 @@
+"""Tables of training rows: pair and triplet files (CSV, TSV, JSONL, parquet), Hugging Face datasets, and the
+derived tables of the data root (``sick-entailment``, ``cannot``).
+
+A table is columns of strings. Its columns are mapped onto the columns a method's views read (``text``,
+``positive``, ``hard_negative``, ``negation`` ...) by the method's ``data_columns``, else by the layout the file has:
+cselab's own names, SimCSE's NLI file (``sent0,sent1,hard_neg``) or sentence-transformers' (``anchor, positive,
+negative``). A row whose ``text`` is empty is refused (FILE:LINE); an empty field of any other column leaves that
+row without it (as a cache row without a paraphrase), and the count is recorded.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cselab.checksum import sha256
+from cselab.data.errors import DataFormatError, DataNotFoundError
+from cselab.data.registry import DataDir, load_cannot
+from cselab.data.root import senteval_dir
+from cselab.errors import ConfigError
+
+SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
+HUB_PREFIX = "hf:"
+#: Known layouts: the file's column -> cselab's.
+LAYOUTS = {"SimCSE's NLI file": {"sent0": "text", "sent1": "positive", "hard_neg": "hard_negative"},
+           "sentence-transformers' triplets": {"anchor": "text", "positive": "positive", "negative": "hard_negative"}}
+DERIVED = {"sick-entailment": "SICK's training pairs labelled ENTAILMENT (text, positive), with the sentence_B of a "
+                              "CONTRADICTION pair of the same sentence_A as hard_negative where there is one",
+           "cannot": "the CANNOT negation pairs under contrast/cannot/ (text, negation)"}
+
+
+@dataclass
+class Table:
+    """Columns of strings (``""``: no value), where they came from (``files`` and their sha256, or a dataset's
+    fingerprint) and, per row, the line it was read from."""
+
+    name: str
+    columns: dict[str, list[str]]
+    files: tuple[Path, ...] = ()
+    fingerprint: str | None = None
+    lines: list[int] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(next(iter(self.columns.values()), []))
+
+
+def is_table(spec: str | os.PathLike) -> bool:
+    """Whether ``spec`` names a table: a file with a table's suffix, ``hf:NAME`` or a derived table."""
+    spec = str(spec)
+    return spec in DERIVED or spec.startswith(HUB_PREFIX) or Path(spec).suffix.lower() in SUFFIXES
+
+
+def _text(value, path: Path, line: int, column: str) -> str:
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise DataFormatError(path, line, f"field '{column}' must be a string, not {type(value).__name__}")
+    return value.strip()
+
+
+def _read_delimited(path: Path, delimiter: str) -> tuple[dict[str, list[str]], list[int]]:
+    with path.open(encoding="utf-8-sig", newline="") as handle:
+        reader = csv.reader(handle, delimiter=delimiter)
+        header = next(reader, None)
+        if not header:
+            raise DataFormatError(path, 1, "empty file: expected a header line naming the columns")
+        columns: dict[str, list[str]] = {name.strip(): [] for name in header}
+        lines = []
+        for row in reader:
+            if not any(cell.strip() for cell in row):
+                continue
+            if len(row) != len(header):
+                raise DataFormatError(path, reader.line_num, f"{len(row)} fields, the header has {len(header)}")
+            for name, cell in zip(columns, row):
+                columns[name].append(cell.strip())
+            lines.append(reader.line_num)
+    return columns, lines
+
+
+def _read_jsonl(path: Path) -> tuple[dict[str, list[str]], list[int]]:
+    records, lines = [], []
+    for number, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as err:
+            raise DataFormatError(path, number, f"not valid JSON ({err.msg} at column {err.colno})") from None
+        if not isinstance(record, dict):
+            raise DataFormatError(path, number, "expected a JSON object")
+        records.append(record)
+        lines.append(number)
+    names = list(dict.fromkeys(key for record in records for key in record))
+    return {name: [_text(r.get(name), path, n, name) for r, n in zip(records, lines)] for name in names}, lines
+
+
+def _read_parquet(path: Path) -> tuple[dict[str, list[str]], list[int]]:
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(path).to_pydict()
+    lines = list(range(1, len(next(iter(table.values()), [])) + 1))  # row numbers
+    return {name: [_text(v, path, n, name) for v, n in zip(values, lines)] for name, values in table.items()}, lines
+
+
+def read_table(path: str | os.PathLike) -> Table:
+    """A CSV, TSV, JSONL or parquet file as a :class:`Table` (a parquet row's "line" is its row number)."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataNotFoundError(f"no data file at {path}")
+    suffix = path.suffix.lower()
+    if suffix in (".csv", ".tsv"):
+        columns, lines = _read_delimited(path, "," if suffix == ".csv" else "\t")
+    elif suffix == ".jsonl":
+        columns, lines = _read_jsonl(path)
+    else:
+        columns, lines = _read_parquet(path)
+    if not lines:
+        raise DataFormatError(path, 1, "no rows")
+    return Table(str(path), columns, (path,), sha256(path), lines)
+
+
+def _hub_table(spec: str) -> Table:
+    """``hf:NAME`` or ``hf:NAME:SPLIT`` (default ``train``): a dataset through ``datasets.load_dataset`` (a local
+    folder of data files too)."""
+    import datasets
+
+    name, _, split = spec[len(HUB_PREFIX):].partition(":")
+    try:
+        rows = datasets.load_dataset(name, split=split or "train")
+    except Exception as err:  # unreachable hub, unknown name, unreadable files
+        raise DataNotFoundError(f"--data {spec}: datasets could not load it ({type(err).__name__}: {err})") from None
+    columns = {column: [_text(v, Path(name), i + 1, column) for i, v in enumerate(rows[column])]
+               for column in rows.column_names}
+    return Table(spec, columns, (), rows._fingerprint, list(range(1, len(rows) + 1)))
+
+
+def _sick_entailment(data_dir: DataDir) -> Table:
+    path = senteval_dir(data_dir) / "SICK" / "SICK_train.txt"
+    source = _read_delimited_checked(path)
+    contradictions: dict[str, str] = {}
+    for a, b, label in zip(source["sentence_A"], source["sentence_B"], source["entailment_judgment"]):
+        if label == "CONTRADICTION":
+            contradictions.setdefault(a, b)
+    pairs = [(a, b) for a, b, label in zip(source["sentence_A"], source["sentence_B"], source["entailment_judgment"])
+             if label == "ENTAILMENT"]
+    return Table("sick-entailment", {"text": [a for a, _ in pairs], "positive": [b for _, b in pairs],
+                                     "hard_negative": [contradictions.get(a, "") for a, _ in pairs]},
+                 (path,), sha256(path))
+
+
+def _read_delimited_checked(path: Path) -> dict[str, list[str]]:
+    if not path.is_file():
+        raise DataNotFoundError(f"Missing data file {path}")
+    columns, _ = _read_delimited(path, "\t")
+    missing = {"sentence_A", "sentence_B", "entailment_judgment"} - set(columns)
+    if missing:
+        raise DataFormatError(path, 1, f"no column {', '.join(sorted(missing))} in the header")
+    return columns
+
+
+def _cannot(data_dir: DataDir) -> Table:
+    sets = load_cannot(data_dir)
+    files = tuple(path for s in sets for path in s.files)
+    digest = hashlib.sha256("".join(f"{path.name} {sha256(path)}\n" for path in files).encode()).hexdigest()
+    return Table("cannot", {"text": [t for s in sets for t in s.sentences],
+                            "negation": [t for s in sets for t in s.negated]}, files, digest)
+
+
+def load_table(spec: str | os.PathLike, data_dir: DataDir = None) -> Table:
+    """The table ``spec`` names: a file, ``hf:NAME[:SPLIT]`` or a derived table (:data:`DERIVED`)."""
+    spec = str(spec)
+    if spec == "sick-entailment":
+        return _sick_entailment(data_dir)
+    if spec == "cannot":
+        return _cannot(data_dir)
+    if spec.startswith(HUB_PREFIX):
+        return _hub_table(spec)
+    return read_table(spec)
+
+
+def column_map(table: Table, wanted: list[str], given: dict[str, str] | None) -> dict[str, str]:
+    """cselab's column -> the table's, for each column in ``wanted``: ``given`` (``data_columns``), else the
+    table's own name, else a known layout's; a column found nowhere is a ConfigError naming the table's columns."""
+    found = dict(given or {})
+    for column, source in found.items():
+        if source not in table.columns:
+            raise ConfigError(f"data_columns.{column}: {table.name} has no column {source!r}; its columns: "
+                              f"{', '.join(table.columns)}")
+    layouts = [{ours: theirs for theirs, ours in layout.items() if theirs in table.columns}
+               for layout in LAYOUTS.values()]
+    for column in wanted:
+        if column in found:
+            continue
+        if column in table.columns:
+            found[column] = column
+            continue
+        match = next((layout[column] for layout in layouts if column in layout), None)
+        if match is None:
+            raise ConfigError(f"{table.name}: no column for {column!r}, which the method's views read; its columns: "
+                              f"{', '.join(table.columns)} (map one with --set data_columns.{column}=NAME)")
+        found[column] = match
+    return found
+
+
+def training_columns(table: Table, mapping: dict[str, str]) -> tuple[dict[str, list[str]], dict[str, int]]:
+    """The table's columns under cselab's names, and per column the rows left without it (an empty field). An empty
+    ``text`` is refused with its line."""
+    columns = {ours: table.columns[theirs] for ours, theirs in mapping.items()}
+    if "text" in columns:
+        for i, value in enumerate(columns["text"]):
+            if not value:
+                line = table.lines[i] if table.lines else i + 1
+                raise DataFormatError(Path(table.name), line, f"empty {mapping['text']!r} (the text column): "
+                                                              "every row needs one")
+    return columns, {ours: sum(1 for v in values if not v) for ours, values in columns.items() if ours != "text"}
