@@ -64,7 +64,8 @@ class MethodConfig:
         return cls(name=resolved["method"], encoder=EncoderConfig(**resolved["encoder"]),
                    views=MappingProxyType(views), losses=frozen(resolved["losses"]), hooks=frozen(resolved["hooks"]),
                    training=TrainingConfig(**resolved["training"]), description=resolved.get("description", ""),
-                   data=resolved.get("data"), data_columns=frozen(resolved.get("data_columns")), imports=tuple(resolved.get("imports", ())),
+                   data=resolved.get("data"), data_columns=frozen(resolved.get("data_columns")),
+                   imports=tuple(resolved.get("imports", ())),
                    profile=resolved.get("profile"), _resolved=copy.deepcopy(resolved))
 
     def to_dict(self) -> dict[str, Any]:

@@ -71,6 +71,9 @@ class TrainingConfig(Checked):
     early_stop_rule: str = setting("no_improvement", str, "what early_stop counts: no_improvement (evaluations in a "
                                    "row without a better best score) or drops (evaluations scoring below the one "
                                    "before, never reset)", choices=("no_improvement", "drops"))
+    sampler: str = setting("random", str, "how rows form batches: random (the epoch's order drawn from the seed, as "
+                           "the released code samples) or no_duplicates (the same order, a row whose text of a view "
+                           "is already in the batch deferred to the next one)", choices=("random", "no_duplicates"))
     eval_at_start: bool = setting(False, bool, "score the initial weights before the first step: they are the best "
                                   "to beat (and OUT/best if nothing beats them)")
     dev: str = setting("stsb", str, "the dev score computed at each evaluation (OUT/best keeps the best score): stsb "

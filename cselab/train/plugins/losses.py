@@ -30,7 +30,7 @@ PERTURB = "transform: {kind: perturb, pattern: PATTERN, margin: MARGIN}"
     "label_smoothing": Param(float, 0.0, "target mass spread over all columns", min=0.0, max=1.0, below=True),
     "generated": Param(dict, None, "generated negatives", nullable=True, plugin="negatives"),
     "hard_negative_weight": Param(float, None, "added in log space to each anchor's own hard negative (the one "
-                                  "negatives view; SimCSE's hard_negative_weight, 0 as released); null: no hard negatives weighed",
+                                  "negatives view; SimCSE's hard_negative_weight, 0 as released); null: none",
                                   nullable=True)},
     moved={"perturbation": PERTURB, "margin": PERTURB})
 class InfoNCE(Loss):

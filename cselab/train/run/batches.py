@@ -11,8 +11,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import torch
-from torch.utils.data import DataLoader, Dataset, Sampler
+from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler
 
+from cselab.errors import TrainingError
 from cselab.train.config.sections import TrainingConfig
 
 Key = tuple[str, str | None]  # (column, prompt): the views sharing one tokenisation
@@ -75,9 +76,58 @@ class Collator:
         return batch
 
 
+def row_texts(rows, keys: list[Key]) -> list[tuple[str, ...]]:
+    """Each row's texts as its forward views encode them: one per ``(column, prompt)`` the row has a value of, the
+    prompt marked in front (two views of one column and prompt read one text)."""
+    columns = [(rows[column], prompt) for column, prompt in keys]
+    if len(columns) == 1 and columns[0][1] is None:
+        return [(value,) if value else () for value in columns[0][0]]
+    return [tuple(dict.fromkeys(f"{prompt or ''}\0{values[i]}" for values, prompt in columns if values[i]))
+            for i in range(len(rows))]
+
+
+class NoDuplicateBatches(BatchSampler):
+    """``training.sampler: no_duplicates``: batches taken from the :class:`EpochOrder` in which no text
+    (:func:`row_texts`) is in two rows; a row whose text is already in the batch waits for the next one (tried first
+    there). Deterministic from the seed and the epoch, so a resumed run draws the same batches. An epoch gives
+    ``len(rows) // batch_size`` batches, or a TrainingError when the duplicates leave too few distinct rows."""
+
+    def __init__(self, order: EpochOrder, batch_size: int, texts: list[tuple[str, ...]]):
+        super().__init__(order, batch_size, drop_last=True)
+        self.texts = texts
+
+    def __iter__(self) -> Iterator[list[int]]:
+        order, at, waiting = list(self.sampler), 0, []
+        for number in range(len(self)):
+            batch, seen, kept = [], set(), []
+            candidates = iter(waiting)
+            while len(batch) < self.batch_size:
+                index = next(candidates, None)
+                if index is None:
+                    if at == len(order):
+                        raise TrainingError(f"training.sampler: no_duplicates: epoch {self.sampler.epoch} fills only "
+                                            f"{number} of its {len(self)} batches of {self.batch_size} rows without "
+                                            "a text twice; deduplicate the data or use a smaller batch")
+                    index, at = order[at], at + 1
+                texts = self.texts[index]
+                if any(text in seen for text in texts):
+                    kept.append(index)
+                else:
+                    batch.append(index)
+                    seen.update(texts)
+            waiting = kept + list(candidates)
+            yield batch
+
+
 def training_loader(rows, collator: Collator, config: TrainingConfig) -> DataLoader:
-    """Batches of ``training.batch_size`` rows in :class:`EpochOrder`, the last partial one dropped, collated by
-    ``collator``; its own generator, so that iterating draws nothing from the global RNG (dropout's)."""
-    return DataLoader(RowsDataset(rows), batch_size=config.batch_size, sampler=EpochOrder(len(rows), config.seed),
-                      drop_last=True,
+    """Batches of ``training.batch_size`` rows in :class:`EpochOrder` (``sampler: no_duplicates``: through
+    :class:`NoDuplicateBatches`), the last partial one dropped, collated by ``collator``; its own generator, so that
+    iterating draws nothing from the global RNG (dropout's)."""
+    order = EpochOrder(len(rows), config.seed)
+    if config.sampler == "no_duplicates":
+        batches = NoDuplicateBatches(order, config.batch_size, row_texts(rows, collator.keys))
+        for _ in batches:  # the first epoch drawn once: too many duplicates are refused before any step
+            pass
+        return DataLoader(RowsDataset(rows), batch_sampler=batches, collate_fn=collator, generator=torch.Generator())
+    return DataLoader(RowsDataset(rows), batch_size=config.batch_size, sampler=order, drop_last=True,
                       collate_fn=collator, generator=torch.Generator())
