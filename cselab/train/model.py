@@ -46,9 +46,10 @@ class TrainingEncoder(nn.Module):
     ``"eval"`` runs it without dropout, ``"train"`` with (as SG-BERT's released code does). ``freeze_embeddings``
     stops the embedding layer (layer 0) from training."""
 
-    def __init__(self, backbone, tokenizer, config: EncoderConfig, max_length: int):
+    def __init__(self, backbone, tokenizer, config: EncoderConfig, max_length: int, lm_head: nn.Module | None = None):
         super().__init__()
         self.backbone = backbone
+        self.lm_head = lm_head  # the model's own masked-LM head (the mlm loss's), trained and saved in OUT/last
         self.view = TransformerEncoder(backbone, tokenizer, pooler=config.pooler, prompt=config.prompt,
                                        max_length=max_length)
         self.prompt = config.prompt
@@ -66,12 +67,15 @@ class TrainingEncoder(nn.Module):
         self.train()
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str | os.PathLike, max_length: int, **settings) -> TrainingEncoder:
+    def from_pretrained(cls, name_or_path: str | os.PathLike, max_length: int, lm_head: bool = False,
+                        **settings) -> TrainingEncoder:
         """The backbone and tokenizer of a folder or hub name, checked (:func:`~cselab.encoders.pretrained.
         load_pretrained`), with the ``encoder`` section's ``settings`` (keywords of :class:`EncoderConfig`, checked
-        and completed with its defaults)."""
+        and completed with its defaults); with ``lm_head``, the model's masked-LM head too (:func:`load_lm_head`)."""
         config = EncoderConfig(**settings)
-        return cls(*load_pretrained(str(name_or_path), config.pooler), config, max_length)
+        backbone, tokenizer = load_pretrained(str(name_or_path), config.pooler)
+        head = load_lm_head(str(name_or_path), backbone) if lm_head else None
+        return cls(backbone, tokenizer, config, max_length, head)
 
     @property
     def tokenizer(self):
@@ -91,14 +95,19 @@ class TrainingEncoder(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, prompt: str | None = None,
                 use_head: bool = True, layers: list[int] | str | None = None, layer_pooler: str | None = None,
-                frozen: bool = False, input_augment=None):
+                frozen: bool = False, input_augment=None, mlm: bool = False):
         """Pooled vectors of a tokenized batch (through the head in training when there is one). Training calls
         this through the accelerate/DDP wrapper, so that gradients are synchronised across processes.
 
         With ``layers`` (hidden-state indices, 0 = embeddings, negative from the last; or ``"all"``) it returns
         ``(vectors, layer_vectors)``, the second of shape (batch, layers, dim), each layer pooled with
         ``layer_pooler`` (by default the one matching the encoder's pooler). ``frozen`` runs the frozen copy.
-        ``input_augment`` maps the word embeddings (batch, tokens, dim) to what the encoder reads instead."""
+        ``input_augment`` maps the word embeddings (batch, tokens, dim) to what the encoder reads instead. ``mlm``
+        returns the masked-LM head's logits of every token instead (batch, tokens, vocabulary)."""
+        if mlm:
+            device = next(self.backbone.parameters()).device
+            states = self.backbone(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device))
+            return self.lm_head(states.last_hidden_state)
         view = self._view(prompt)
         model = self.frozen if frozen else self.backbone
         if frozen and model is None:
@@ -125,6 +134,34 @@ class TrainingEncoder(nn.Module):
         """Pooled vectors of ``sentences``; ``prompt`` overrides the encoder's template for this call
         (e.g. the second view of a prompt-based positive pair); ``options`` as in :meth:`forward`."""
         return self(*self.tokenize(sentences, prompt), prompt=prompt, use_head=use_head, **options)
+
+
+def load_lm_head(name_or_path: str, backbone) -> nn.Module:
+    """The masked-LM head of ``name_or_path`` (the module of ``AutoModelForMaskedLM`` beside its base model, e.g.
+    BERT's ``cls``, RoBERTa's ``lm_head``) with its trained weights, its decoder tied to ``backbone``'s word
+    embeddings where the model ties them; a ConfigError when the model has no such weights (the packaged MiniLM)."""
+    from transformers import AutoModelForMaskedLM
+    from transformers.utils import logging as transformers_logging
+
+    verbosity = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_error()  # the missing head is reported here, in one line
+    try:
+        masked, info = AutoModelForMaskedLM.from_pretrained(name_or_path, output_loading_info=True)
+    except Exception as err:  # an architecture without a masked-LM class, an unreadable folder
+        raise ConfigError(f"{name_or_path}: the mlm loss needs the model's masked-LM head, and transformers cannot "
+                          f"build one for it ({type(err).__name__}: {err})") from None
+    finally:
+        transformers_logging.set_verbosity(verbosity)
+    prefix = masked.base_model_prefix
+    missing = [key for key in info["missing_keys"] if not key.startswith(prefix + ".")]
+    if missing:
+        raise ConfigError(f"{name_or_path}: has no masked-LM head weights ({missing[0]} and {len(missing) - 1} more "
+                          "missing), which the mlm loss trains with; use a model that has them (bert-base-uncased, "
+                          "roberta-base), or drop the loss")
+    head = next(module for name, module in masked.named_children() if name != prefix)
+    if getattr(masked.config, "tie_word_embeddings", False):
+        masked.get_output_embeddings().weight = backbone.get_input_embeddings().weight
+    return head
 
 
 def save_checkpoint(folder: str | os.PathLike, encoder: TrainingEncoder, info: CheckpointInfo) -> Path:

@@ -101,6 +101,7 @@ class Objective(nn.Module):
         self.weight_hook = build_plugin("weight_hook", method.hooks.get("weights"))
         self.gradient_views = [view.name for view in self.views if view.needs_gradient]
         self.needs_initial_weights = any(loss.needs_initial_weights for loss in self.losses)
+        self.needs_lm_head = any(loss.needs_lm_head for loss in self.losses)
 
     @property
     def columns(self) -> list[str]:
@@ -145,11 +146,14 @@ class Objective(nn.Module):
                 out.update(_forward_views(model, encoder, self.shared_pass[view.name], batch, captured, directions))
         return out
 
-    def losses_on(self, encoded: Encoded, initial_weights: Callable[[], tuple] | None = None
-                  ) -> dict[str, torch.Tensor]:
+    def losses_on(self, encoded: Encoded, initial_weights: Callable[[], tuple] | None = None, model=None,
+                  batch: Batch | None = None) -> dict[str, torch.Tensor]:
         """Each loss on the encoded views, unweighted; a loss no row of the batch (on any process) can take is left
-        out. ``initial_weights()`` gives the current and initial parameters (for losses that need them)."""
-        context = LossContext(encoded, initial_weights)
+        out. ``initial_weights()`` gives the current and initial parameters, ``model`` and ``batch`` a view's tokens
+        and the encoder (for losses that need them)."""
+        keys = {view.name: (view.column, view.prompt) for view in self.views if not view.of}
+        tokens = None if batch is None else (lambda name: batch.tokens[keys[name]])
+        context = LossContext(encoded, initial_weights, tokens, model)
         result = {}
         for name, loss in zip(self.names, self.losses, strict=True):
             value = apply_loss(loss, context)
@@ -162,16 +166,16 @@ class Objective(nn.Module):
         finds the direction that increases the loss, and those views are encoded again moved that way."""
         rows = self.as_batch(model, rows)
         if not self.gradient_views:
-            return self.losses_on(self.encode(model, rows), initial_weights)
+            return self.losses_on(self.encode(model, rows), initial_weights, model, rows)
         captured = {}
         encoded = self.encode(model, rows, captured=captured)
-        loss = self.total(self.losses_on(encoded, initial_weights))
+        loss = self.total(self.losses_on(encoded, initial_weights, model, rows))
         gradients = torch.autograd.grad(loss, [captured[name] for name in self.gradient_views], retain_graph=True,
                                         allow_unused=True)
         directions = {name: torch.zeros_like(captured[name]) if g is None else g
                       for name, g in zip(self.gradient_views, gradients, strict=True)}
         encoded = self.encode(model, rows, directions=directions, reuse=encoded)
-        return self.losses_on(encoded, initial_weights)
+        return self.losses_on(encoded, initial_weights, model, rows)
 
     def total(self, parts: dict[str, torch.Tensor]) -> torch.Tensor:
         """The weighted sum of the losses ``parts`` has."""

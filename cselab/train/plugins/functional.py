@@ -10,6 +10,8 @@
 - :func:`perturb_logits`, :func:`dynamic_margin`: IFM's and BYOP's margins on InfoNCE's similarities (the
   ``perturb`` logit transform of :mod:`cselab.train.plugins.transforms`).
 - :func:`nt_xent`, :func:`sg_opt`: SG's and SG-OPT's losses (Kim et al., 2021, section 3).
+- :func:`mask_tokens`, :func:`masked_lm`: BERT's masking (a share of the tokens; 80% of those become the mask
+  token, 10% a random token, 10% stay) and the cross-entropy on the masked tokens (SimCSE's MLM auxiliary).
 
 ``sim`` is the cosine similarity; each loss is averaged over the rows it has.
 """
@@ -131,3 +133,26 @@ def recall(parameters: Iterable[torch.Tensor], initial: Iterable[torch.Tensor], 
     if not terms:
         raise ValueError("recall() needs at least one parameter")
     return 0.5 * gamma * torch.stack(terms).sum()
+
+
+def mask_tokens(input_ids: torch.Tensor, maskable: torch.Tensor, probability: float, mask_id: int, vocab_size: int,
+                generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """BERT's masking of ``input_ids`` where ``maskable`` (not padding, not a special token): each such token is
+    picked with ``probability``; a picked token becomes ``mask_id`` (80%), a random id (10%) or stays (10%). Returns
+    the new ids and the labels (the original id where picked, -100 elsewhere), as transformers' collator does."""
+    draw = torch.rand(input_ids.shape, generator=generator, device=input_ids.device)
+    picked = (draw < probability) & maskable
+    labels = torch.where(picked, input_ids, torch.full_like(input_ids, -100))
+    how = torch.rand(input_ids.shape, generator=generator, device=input_ids.device)
+    random_ids = torch.randint(vocab_size, input_ids.shape, generator=generator, device=input_ids.device)
+    masked = torch.where(picked & (how < 0.8), torch.full_like(input_ids, mask_id), input_ids)
+    masked = torch.where(picked & (how >= 0.8) & (how < 0.9), random_ids, masked)
+    return masked, labels
+
+
+def masked_lm(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy of the masked tokens' predictions (``labels`` -100 elsewhere), averaged over the masked
+    tokens; 0 (in the graph) when none is masked."""
+    if not (labels != -100).any():
+        return logits.sum() * 0.0
+    return F.cross_entropy(logits.flatten(0, -2).float(), labels.flatten(), ignore_index=-100)

@@ -28,6 +28,10 @@ class LossContext:
 
     encoded: dict[str, tuple[torch.Tensor, list[int]]]
     initial_weights: Callable[[], tuple] | None = None
+    #: a forward view's rows, token ids and attention mask (given to losses with ``needs_tokens``)
+    tokens: Callable[[str], tuple] | None = None
+    #: the training encoder (or its DDP wrapper), for losses with ``needs_tokens`` that run it themselves
+    model: Any = None
 
 
 REDUCTIONS = ("rows", "whole_batch", "replicated")
@@ -41,13 +45,16 @@ class Loss(nn.Module):
     parameters naming lists of views the loss reads itself from ``context.encoded``; ``reduce`` says how its value
     reduces over processes (``rows``: one loss per row, averaged over every process's rows; ``whole_batch``: its
     views gathered from all processes first, then one number; ``replicated``: the same number on every process);
-    ``needs_initial_weights`` asks for ``context.initial_weights``. The constructor takes the view names (stored in
-    ``self.views``, role -> name) and the loss's parameters as keywords."""
+    ``needs_initial_weights`` asks for ``context.initial_weights``; ``needs_tokens`` for ``context.tokens`` and
+    ``context.model``; ``needs_lm_head`` for an encoder with the model's masked-LM head. The constructor takes the
+    view names (stored in ``self.views``, role -> name) and the loss's parameters as keywords."""
 
     roles: ClassVar[tuple[str, ...]] = ()
     view_lists: ClassVar[tuple[str, ...]] = ()
     reduce: ClassVar[str] = "rows"
     needs_initial_weights: ClassVar[bool] = False
+    needs_tokens: ClassVar[bool] = False
+    needs_lm_head: ClassVar[bool] = False
 
     def __init__(self, **views: str | list[str]):
         super().__init__()

@@ -156,3 +156,31 @@ class SGOpt(_LayerGuided):
 
     def forward(self, views, context: LossContext):
         return L.sg_opt(*views, self.temperature)
+
+
+@register("loss", "mlm", params={
+    "probability": Param(float, 0.15, "share of the source view's tokens masked (80% [MASK], 10% a random token, 10% "
+                         "kept)", min=0.0, max=1.0, above=True)})
+class MaskedLM(Loss):
+    """SimCSE's MLM auxiliary: the ``source`` view's sentences with ``probability`` of their tokens masked, run
+    through the encoder and the model's own masked-LM head, cross-entropy on the masked tokens. Each process averages
+    its own masked tokens (as the released code under DDP); needs a model with masked-LM head weights."""
+
+    roles, reduce, needs_tokens, needs_lm_head = ("source",), "replicated", True, True
+
+    def __init__(self, probability: float, **views):
+        super().__init__(**views)
+        self.probability = probability
+
+    def forward(self, views, context: LossContext):
+        present, input_ids, attention_mask = context.tokens(self.views["source"])
+        if not present:
+            return views[0].sum() * 0.0
+        encoder = getattr(context.model, "module", context.model)
+        tokenizer = encoder.tokenizer
+        device = next(encoder.parameters()).device
+        input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
+        special = torch.isin(input_ids, torch.tensor(tokenizer.all_special_ids, device=device))
+        masked, labels = L.mask_tokens(input_ids, attention_mask.bool() & ~special, self.probability,
+                                       tokenizer.mask_token_id, len(tokenizer))
+        return L.masked_lm(context.model(masked, attention_mask, mlm=True), labels)

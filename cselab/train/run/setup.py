@@ -17,6 +17,7 @@ from cselab.errors import TrainingError
 from cselab.evaluation.dev import dev_scorer
 from cselab.evaluation.scoring import Scorer
 from cselab.train.config.method import MethodConfig
+from cselab.train.config.schema import loss_plugin
 from cselab.train.config.sections import TrainingConfig
 from cselab.train.model import TrainingEncoder
 from cselab.train.objective import Objective
@@ -25,8 +26,11 @@ from cselab.train.run.batches import Collator, training_loader
 
 
 def build_encoder(method: MethodConfig, model: str) -> TrainingEncoder:
-    """The method's training encoder over the backbone ``model`` (a folder or a hub name)."""
-    return TrainingEncoder.from_pretrained(model, method.training.max_length, **method.to_dict()["encoder"])
+    """The method's training encoder over the backbone ``model`` (a folder or a hub name), with the model's
+    masked-LM head when a loss needs it."""
+    lm_head = any(loss_plugin(name, params).cls.needs_lm_head for name, params in method.losses.items())
+    return TrainingEncoder.from_pretrained(model, method.training.max_length, lm_head=lm_head,
+                                           **method.to_dict()["encoder"])
 
 
 def initial_weights(encoder: TrainingEncoder) -> list[torch.Tensor]:

@@ -25,7 +25,7 @@ MISTAKES = {  # (method, --set): what the one line says after "METHOD: KEY: "
                                                                   "bernoulli_dropout, feature_dropout, fgsm",
     ("noise-neg", "losses.info_nce.generated.kind=gausian"): "unknown negatives 'gausian'; known: anchor_noise",
     ("sam", "hooks.weights.kind=sma"): "unknown weight hook 'sma'; known: awp, sam",
-    ("simcse", "losses.info_nce.kind=info_nse"): "unknown loss 'info_nse'; known: info_nce, nt_xent",
+    ("simcse", "losses.info_nce.kind=info_nse"): "unknown loss 'info_nse'; known: info_nce, mlm, nt_xent",
     ("simcse", "losses.info_nce.positive=positiv"): "'positiv' is not a view; views: anchor, positive",
     ("simcse", "encoder.head=mpl"): "unknown head 'mpl'; known: mlp, projection",
     ("simcse", "training.optimizer=adam"): "'adam' is not allowed; expected one of adamw, adamw_legacy",
