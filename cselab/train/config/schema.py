@@ -148,6 +148,31 @@ def _training(training: Any) -> dict[str, Any]:
     return resolved
 
 
+def check_cacheable(resolved: dict[str, Any]) -> None:
+    """Refuse ``training.mini_batch_size`` with what cannot be cached, naming the plug-in, or larger than the batch."""
+    mini = resolved["training"].get("mini_batch_size")
+    if mini is None:
+        return
+    batch = resolved["training"]["batch_size"]
+    if mini > batch:
+        raise ConfigError(f"training.mini_batch_size: {mini} is larger than training.batch_size ({batch}); a "
+                          "mini-batch is a part of the batch")
+    for name, params in resolved["losses"].items():
+        if loss_plugin(name, params).cls.needs_tokens:
+            raise ConfigError(f"training.mini_batch_size: losses.{name} runs the encoder on the batch itself, which "
+                              "a cached step cannot replay; drop one of them")
+    for name, view in resolved["views"].items():
+        augment = view.get("augment")
+        kind = "output_augment" if view.get("of") else "input_augment"
+        if augment and get(kind, augment["kind"]).cls.needs_gradient:
+            raise ConfigError(f"training.mini_batch_size: views.{name}.augment ({augment['kind']}) needs the loss's "
+                              "gradient before its own pass, which a cached step does not have; drop one of them")
+    if resolved["hooks"].get("weights"):
+        raise ConfigError(f"training.mini_batch_size: hooks.weights ({resolved['hooks']['weights']['kind']}) takes a "
+                          "second pass over the whole batch at other weights; drop one of them")
+
+
+
 def resolve(config: dict[str, Any], source: str) -> MethodConfig:
     """``config`` validated to the leaf, with defaults filled in (a key whose default is null is left out), as a
     frozen :class:`~cselab.train.config.method.MethodConfig`."""
@@ -161,6 +186,7 @@ def resolve(config: dict[str, Any], source: str) -> MethodConfig:
         resolved["losses"] = _losses(top["losses"], resolved["views"])
         resolved["hooks"] = check(top["hooks"] or {}, HOOKS, "hooks")
         resolved["training"] = _training(top["training"])
+        check_cacheable(resolved)
     except ConfigError as err:
         raise ConfigError(f"{source}: {err}") from None
     return MethodConfig.from_resolved(resolved)

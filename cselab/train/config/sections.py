@@ -71,6 +71,9 @@ class TrainingConfig(Checked):
     early_stop_rule: str = setting("no_improvement", str, "what early_stop counts: no_improvement (evaluations in a "
                                    "row without a better best score) or drops (evaluations scoring below the one "
                                    "before, never reset)", choices=("no_improvement", "drops"))
+    mini_batch_size: int | None = setting(None, int, "cached InfoNCE: encode the batch this many rows at a time, "
+                                          "the losses still over the whole batch (null: the whole batch at once)",
+                                          min=1, nullable=True)
     sampler: str = setting("random", str, "how rows form batches: random (the epoch's order drawn from the seed, as "
                            "the released code samples) or no_duplicates (the same order, a row whose text of a view "
                            "is already in the batch deferred to the next one)", choices=("random", "no_duplicates"))

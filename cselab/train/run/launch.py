@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from accelerate import Accelerator
 from accelerate.tracking import GeneralTracker, TensorBoardTracker
-from accelerate.utils import DataLoaderConfiguration, GradientAccumulationPlugin
+from accelerate.utils import DistributedDataParallelKwargs, DataLoaderConfiguration, GradientAccumulationPlugin
 
 from cselab.errors import TrainingError
 from cselab.train.config.sections import TrainingConfig
@@ -68,7 +68,10 @@ def launch(cfg: TrainingConfig, out: Path, report_to: Sequence[str] = ()) -> Acc
                               dataloader_config=DataLoaderConfiguration(split_batches=True),
                               # a step's batches may span two epochs: its end, not the loader's, synchronises
                               gradient_accumulation_plugin=GradientAccumulationPlugin(
-                                  num_steps=cfg.grad_accum, sync_with_dataloader=False))
+                                  num_steps=cfg.grad_accum, sync_with_dataloader=False),
+                              # no broadcast of the (constant) buffers at each forward: processes may run different
+                              # numbers of passes (a view no row of a mini-batch has is not encoded)
+                              kwargs_handlers=[DistributedDataParallelKwargs(broadcast_buffers=False)])
     if cfg.mixed_precision != "no" and not accelerator.native_amp:
         raise _refused(cfg, accelerator.device)
     processes, launched = accelerator.num_processes, int(os.environ.get("WORLD_SIZE", 1))

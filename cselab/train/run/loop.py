@@ -10,6 +10,7 @@ from accelerate import Accelerator
 
 from cselab.errors import TrainingError
 from cselab.train.objective import Objective
+from cselab.train.run.cached import cached_losses
 from cselab.train.run.optim import clip_and_step
 from cselab.train.plugins.hooks import perturb_weights, restore_weights
 from cselab.train.run.setup import TrainingSetup
@@ -20,11 +21,15 @@ class Diverged(TrainingError):
 
 
 def backward_pass(model, objective: Objective, rows, backward: Callable, initial_weights=None,
-                  trainable: list[torch.Tensor] | None = None):
+                  trainable: list[torch.Tensor] | None = None, mini_batch_size: int | None = None):
     """One batch's losses and their ``backward``; with a weight hook (SAM/AWP) the gradient is taken again at
-    the perturbed ``trainable`` weights, which are then restored. Returns the (first pass's) loss and its parts;
-    a loss that is not finite is returned without a backward pass."""
-    parts = objective(model, rows, initial_weights)
+    the perturbed ``trainable`` weights, which are then restored; with ``mini_batch_size``, cached
+    (:mod:`cselab.train.run.cached`). Returns the (first pass's) loss and its parts; a loss that is not finite is
+    returned without a backward pass."""
+    if mini_batch_size is not None:
+        parts, replay = cached_losses(model, objective, rows, mini_batch_size, initial_weights)
+    else:
+        parts, replay = objective(model, rows, initial_weights), None
     if not parts:
         raise TrainingError(f"no loss of {objective.method} could be computed on a batch: none of its rows has all "
                             f"the columns a loss reads ({', '.join(objective.columns)})")
@@ -32,6 +37,8 @@ def backward_pass(model, objective: Objective, rows, backward: Callable, initial
     if not torch.isfinite(loss):
         return loss, parts
     backward(loss)
+    if replay is not None:
+        replay()
     if objective.weight_hook is not None:  # the gradient at the perturbed weights updates the original ones
         originals = perturb_weights(trainable, objective.weight_hook)
         for parameter in trainable:
@@ -76,7 +83,7 @@ class Loop:
             objective.new_batch()
             with self.accelerator.accumulate(self.encoder):  # gradients synchronised at the step's last batch
                 loss, parts = backward_pass(self.encoder, objective, local, self.accelerator.backward,
-                                            self.parts.initial_weights, self.trainable)
+                                            self.parts.initial_weights, self.trainable, self.cfg.mini_batch_size)
             if not torch.isfinite(loss):
                 raise Diverged(f"the loss became {loss.item()} at step {self.step + 1}")
             for key, value in {"loss": loss, **parts}.items():
