@@ -92,19 +92,10 @@ def tiny_cache(tmp_path_factory) -> Path:
 def finished_run(tmp_path_factory, tiny_bert_dir, tiny_cache, data_dir):
     """Through the CLI, a run of 4 steps (saved at 2 and 4), and the same run killed after its save at step 2."""
     from cselab.cli import main
-    from cselab.train.run.trainer import Trainer
-    from tests.runs import Killed, train_args
+    from tests.runs import train_args, train_killed_after_first_save
 
     root = tmp_path_factory.mktemp("runs")
     assert main(train_args(tiny_bert_dir, tiny_cache, data_dir, root / "full")) == 0
-    save = Trainer.evaluate_and_save
-
-    def save_then_die(self, *args):
-        save(self, *args)
-        raise Killed
-
-    with pytest.MonkeyPatch.context() as patch, pytest.raises(Killed):
-        patch.setattr(Trainer, "evaluate_and_save", save_then_die)
-        main(train_args(tiny_bert_dir, tiny_cache, data_dir, root / "half"))
+    train_killed_after_first_save(train_args(tiny_bert_dir, tiny_cache, data_dir, root / "half"))
     assert json.loads((root / "half" / "last" / "trainer_state.json").read_text())["step"] == 2
     return root

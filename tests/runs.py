@@ -28,6 +28,24 @@ class Killed(BaseException):
     """Stands for a kill right after a save."""
 
 
+def train_killed_after_first_save(argv: list[str]) -> None:
+    """``cselab ARGV`` (a train command) killed right after its first save (the trainer's evaluate-and-save)."""
+    import pytest
+
+    from cselab.cli import main
+    from cselab.train.run.trainer import Trainer
+
+    save = Trainer.evaluate_and_save
+
+    def save_then_die(self, *args):
+        save(self, *args)
+        raise Killed
+
+    with pytest.MonkeyPatch.context() as patch, pytest.raises(Killed):
+        patch.setattr(Trainer, "evaluate_and_save", save_then_die)
+        main(argv)
+
+
 def copy_of(finished_run, tmp_path, name="half") -> Path:
     out = tmp_path / name
     shutil.copytree(finished_run / name, out)

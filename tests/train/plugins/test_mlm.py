@@ -14,9 +14,8 @@ from cselab.train.config.methods import load_method
 from cselab.train.objective import Objective
 from cselab.train.plugins import functional as L
 from cselab.train.run.setup import build_encoder
-from cselab.train.run.trainer import Trainer
 from tests.conftest import save_tiny_bert
-from tests.runs import Killed, one_line_error
+from tests.runs import one_line_error, train_killed_after_first_save
 
 MLM = ["--set", "losses.mlm.source=anchor", "--set", "losses.mlm.weight=0.1"]  # docs/train.md's
 
@@ -77,15 +76,7 @@ def test_a_resumed_mlm_run_ends_with_the_straight_runs_weights(tiny_mlm_dir, tin
             str(data_dir), "--set", "training.batch_size=16", "--set", "training.max_length=24", "--set",
             "training.eval_steps=2", "--set", "training.max_steps=4", "--set", "training.dev=none", *MLM]
     assert main([*args, "--out", str(tmp_path / "straight")]) == 0
-    save = Trainer.evaluate_and_save
-
-    def save_then_die(self, *rest):
-        save(self, *rest)
-        raise Killed
-
-    with pytest.MonkeyPatch.context() as patch, pytest.raises(Killed):
-        patch.setattr(Trainer, "evaluate_and_save", save_then_die)
-        main([*args, "--out", str(tmp_path / "resumed")])
+    train_killed_after_first_save([*args, "--out", str(tmp_path / "resumed")])
     assert main([*args, "--out", str(tmp_path / "resumed")]) == 0
     straight, resumed = (load_file(str(tmp_path / name / "last" / "model.safetensors"))
                          for name in ("straight", "resumed"))

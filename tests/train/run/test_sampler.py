@@ -7,8 +7,7 @@ from cselab.cli import main
 from cselab.errors import TrainingError
 from cselab.train.run.batches import EpochOrder, NoDuplicateBatches, row_texts
 from cselab.train.run.data import ColumnRows
-from cselab.train.run.trainer import Trainer
-from tests.runs import Killed
+from tests.runs import train_killed_after_first_save
 
 # 60 rows, 20 distinct texts: rows i and i + 20 and i + 40 are the same sentence
 TEXTS = [f"sentence {i % 20} here" for i in range(60)]
@@ -73,15 +72,7 @@ def test_a_resumed_no_duplicates_run_ends_with_the_straight_runs_weights(tiny_be
             "training.eval_steps=2", "--set", "training.max_steps=10", "--set", "training.dev=none", "--set",
             "training.sampler=no_duplicates"]
     assert main([*args, "--out", str(tmp_path / "straight")]) == 0
-    save = Trainer.evaluate_and_save
-
-    def save_then_die(self, *rest):
-        save(self, *rest)
-        raise Killed
-
-    with pytest.MonkeyPatch.context() as patch, pytest.raises(Killed):
-        patch.setattr(Trainer, "evaluate_and_save", save_then_die)
-        main([*args, "--out", str(tmp_path / "resumed")])
+    train_killed_after_first_save([*args, "--out", str(tmp_path / "resumed")])
     assert main([*args, "--out", str(tmp_path / "resumed")]) == 0
     straight, resumed = (load_file(str(tmp_path / name / "last" / "model.safetensors"))
                          for name in ("straight", "resumed"))
