@@ -101,7 +101,6 @@ class Objective(nn.Module):
         self.weight_hook = build_plugin("weight_hook", method.hooks.get("weights"))
         self.gradient_views = [view.name for view in self.views if view.needs_gradient]
         self.needs_initial_weights = any(loss.needs_initial_weights for loss in self.losses)
-        self.needs_lm_head = any(loss.needs_lm_head for loss in self.losses)
 
     @property
     def columns(self) -> list[str]:

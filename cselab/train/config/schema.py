@@ -172,7 +172,6 @@ def check_cacheable(resolved: dict[str, Any]) -> None:
                           "second pass over the whole batch at other weights; drop one of them")
 
 
-
 def resolve(config: dict[str, Any], source: str) -> MethodConfig:
     """``config`` validated to the leaf, with defaults filled in (a key whose default is null is left out), as a
     frozen :class:`~cselab.train.config.method.MethodConfig`."""

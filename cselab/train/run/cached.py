@@ -16,6 +16,7 @@ refused when the config loads (:func:`cselab.train.config.schema.check_cacheable
 from __future__ import annotations
 
 import contextlib
+
 import torch
 
 from cselab.train.run.batches import Batch
