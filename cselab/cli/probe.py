@@ -32,7 +32,7 @@ RUN_EPILOG = """Suites:
   probing   SentEval's ten probing tasks (files from --probing-dir)
   geometry  alignment/uniformity, inter-layer cosine, TokSim, STS-B by layer x pooler, STS after PCA
   all       every suite above (probing skipped, with the reason, when no probing files are found)
-  mteb      MTEB 2 tasks run by mteb itself (--mteb-tasks; pip install 'cselab[mteb]'): cselab's own
+  mteb      MTEB 2 tasks run by mteb itself (--mteb-tasks; pip install 'cselab-toolkit[mteb]'): cselab's own
             (CselabSTS12..16, CselabSTSB, CselabSICKR, CselabCont, CselabOppn, CselabTransformations,
             CselabCANNOT), an MTEB task in the local Hugging Face cache, or NAME=FOLDER of its data files
 
@@ -184,6 +184,9 @@ def _build_options(build: argparse.ArgumentParser) -> None:
 
 
 def run_command(args: argparse.Namespace) -> None:
+    from cselab.encoders.specs import check_spec
+
+    check_spec(args.model)  # a mistyped folder or an offline hub id: one line, before any model library loads
     from transformers.utils import logging as transformers_logging
 
     from cselab.encoders import load_encoder

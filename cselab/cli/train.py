@@ -38,7 +38,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--report-to", default="", metavar="TRACKERS",
                         help="experiment trackers, joined by commas: tensorboard (OUT/tensorboard), wandb, mlflow, "
                              "trackio, comet_ml, aim, clearml, dvclive, swanlab (each configured by its own "
-                             "environment variables; pip install 'cselab[NAME]' for the first four)")
+                             "environment variables; pip install 'cselab-toolkit[NAME]' for the first four)")
     parser.add_argument("--tensorboard", action="store_true", help="the former --report-to tensorboard")
     parser.add_argument("--list-methods", action="store_true", help="list the method presets and exit")
     parser.add_argument("--show-config", action="store_true",
@@ -63,6 +63,9 @@ def run(args: argparse.Namespace) -> None:
         return
     if not args.out:
         raise ConfigError("--out is required: the run folder (config.yaml, best/, last/, log.jsonl)")
+    from cselab.encoders.specs import check_spec
+
+    check_spec(args.model)  # a mistyped folder or an offline hub id: one line, before any model library loads
     from transformers.utils import logging as transformers_logging
 
     from cselab.encoders.loading import resolve_backbone

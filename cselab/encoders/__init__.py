@@ -5,8 +5,8 @@ from cselab.lazy import exports
 _WHERE = {
     "Encoder": "cselab.encoders.base", "CheckpointInfo": "cselab.encoders.checkpoint",
     "read_checkpoint_info": "cselab.encoders.checkpoint", "write_checkpoint_info": "cselab.encoders.checkpoint",
-    "LexicalEncoder": "cselab.encoders.lexical", "ALIASES": "cselab.encoders.loading",
-    "EncoderNotFoundError": "cselab.encoders.loading", "load_encoder": "cselab.encoders.loading",
+    "LexicalEncoder": "cselab.encoders.lexical", "ALIASES": "cselab.encoders.specs",
+    "EncoderNotFoundError": "cselab.encoders.specs", "load_encoder": "cselab.encoders.loading",
     "POOLERS": "cselab.encoders.pooling", "TransformerEncoder": "cselab.encoders.transformer",
 }
 __all__ = sorted(_WHERE)

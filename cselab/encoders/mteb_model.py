@@ -1,4 +1,4 @@
-"""Any cselab encoder inside MTEB 2 (``pip install 'cselab[mteb]'``): ``mteb.evaluate(as_mteb("minilm"), tasks)``.
+"""Any cselab encoder inside MTEB 2 (the ``mteb`` extra): ``mteb.evaluate(as_mteb("minilm"), tasks)``.
 
 :class:`MTEBEncoder` is a model on mteb's own base class (``AbsEncoder``), so it passes mteb's ``EncoderProtocol``
 check, and it carries a ``ModelMeta`` built from what cselab knows of the model (:func:`model_meta`): its name, its
@@ -20,7 +20,8 @@ from mteb.models.model_meta import ModelMeta
 
 from cselab.encoders.base import Encoder
 from cselab.encoders.checkpoint import CHECKPOINT_FILE, read_checkpoint_info
-from cselab.encoders.loading import ALIASES, load_encoder
+from cselab.encoders.loading import load_encoder
+from cselab.encoders.specs import ALIASES
 from cselab.errors import ModelError
 from cselab.metrics import cosine_rows
 

@@ -29,7 +29,7 @@ from cselab.probes.report import markdown_table, model_rows
 from cselab.probes.significance import Stratum
 from cselab.probes.suite import PairedFigures, ProbeOptions, Suite, register_suite
 
-EXTRA = "pip install 'cselab[mteb]'"
+EXTRA = "pip install 'cselab-toolkit[mteb]'"
 
 
 def require_mteb():

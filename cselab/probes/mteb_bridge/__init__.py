@@ -1,4 +1,4 @@
-"""cselab and MTEB 2, both ways (``pip install 'cselab[mteb]'``): cselab's test sets as MTEB tasks
+"""cselab and MTEB 2, both ways (the ``mteb`` extra): cselab's test sets as MTEB tasks
 (:mod:`~cselab.probes.mteb_bridge.tasks`), MTEB tasks in ``probe run --suite mteb`` (:mod:`cselab.probes.mteb_suite`)
 and a results JSON in MTEB's results layout (:mod:`~cselab.probes.mteb_bridge.export`). Importing this package
 imports no mteb; its names do, on first use::

@@ -35,7 +35,7 @@ def trackers(names: Sequence[str], out: Path) -> list[str | GeneralTracker]:
         if name not in TRACKERS:
             raise TrainingError(f"--report-to {name}: not a tracker; choose from {', '.join(TRACKERS)}")
         if importlib.util.find_spec(TRACKERS[name]) is None:
-            extra = f"'cselab[{name}]'" if name in EXTRAS else TRACKERS[name]
+            extra = f"'cselab-toolkit[{name}]'" if name in EXTRAS else TRACKERS[name]
             raise TrainingError(f"--report-to {name}: the {TRACKERS[name]} package is not installed: pip install "
                                 f"{extra}")
         found.append(TensorBoardTracker("tensorboard", out) if name == "tensorboard" else name)
