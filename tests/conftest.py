@@ -29,6 +29,16 @@ def data_dir() -> Path:
     return Path(root)
 
 
+@pytest.fixture
+def no_data_root(monkeypatch, tmp_path):
+    """No data root anywhere: no CSELAB_DATA_DIR, no user config, no data beside the checkout."""
+    from cselab.data import root
+
+    monkeypatch.delenv("CSELAB_DATA_DIR", raising=False)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "no-config"))
+    monkeypatch.setattr(root, "checkout_data", lambda: None)
+
+
 def save_tiny_bert(folder: Path, model_class, hidden: int, layers: int, **config) -> Path:
     """A random BERT of ``model_class`` (BertModel, BertForMaskedLM ...) from a small config (``config`` overrides
     BertConfig's fields), with the bert-base-uncased WordPiece tokenizer the packaged MiniLM ships, saved in

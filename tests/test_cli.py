@@ -160,10 +160,9 @@ def test_compare_refuses_other_json(tmp_path, capsys):
     assert "not a results JSON of `probe run`" in capsys.readouterr().err
 
 
-def test_missing_data_root_is_a_clear_error(tmp_path, capsys, monkeypatch):
-    monkeypatch.delenv("CSELAB_DATA_DIR", raising=False)
+def test_missing_data_root_is_a_clear_error(tmp_path, capsys, no_data_root):
     assert main(["probe", "run", "--model", "bow", "--out", str(tmp_path / "r.json")]) == 2
-    assert "No data root given" in capsys.readouterr().err
+    assert "No data root given: pass --data-dir DIR, set CSELAB_DATA_DIR=DIR" in capsys.readouterr().err
 
 
 def test_unknown_task_is_a_clear_error(data_dir, capsys):

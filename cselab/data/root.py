@@ -1,4 +1,6 @@
-"""Where the data lives: one data root, given by ``--data-dir`` or ``CSELAB_DATA_DIR``.
+"""Where the data lives: one data root, found in this order: ``--data-dir``, ``CSELAB_DATA_DIR``, ``data_dir:`` in the
+user config (``$XDG_CONFIG_HOME/cselab/config.yaml``, by default ``~/.config/cselab/config.yaml``), then
+``../shared/data`` beside the checkout that holds this cselab (a clone next to the data, as the Makefile assumes).
 
 The root holds the SentEval layout under ``senteval/`` (``senteval/downstream/STS/...``),
 plain-text corpora under ``wiki/`` and negation sets under ``contrast/``. A SentEval
@@ -24,16 +26,52 @@ HOW_TO_GET_DATA = (
 )
 
 
+def config_file() -> Path:
+    """The user config: ``$XDG_CONFIG_HOME/cselab/config.yaml`` (``~/.config/cselab/config.yaml`` by default)."""
+    base = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
+    return Path(base) / "cselab" / "config.yaml"
+
+
+def _configured() -> str | None:
+    """``data_dir`` of the user config, when the file exists; a file that is not a mapping with a string
+    ``data_dir`` is an error naming it."""
+    path = config_file()
+    if not path.is_file():
+        return None
+    import yaml
+
+    try:
+        config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as err:
+        raise DataNotFoundError(f"{path}: not valid YAML ({err})") from None
+    value = config.get("data_dir") if isinstance(config, dict) else None
+    if value is not None and not isinstance(value, str):
+        raise DataNotFoundError(f"{path}: data_dir must be a path, got {value!r}")
+    return value
+
+
+def checkout_data() -> Path | None:
+    """``../shared/data`` beside the git checkout holding this cselab, when it has the SentEval layout."""
+    checkout = Path(__file__).resolve().parents[2]
+    found = checkout.parent / "shared" / "data"
+    return found if (checkout / ".git").exists() and (found / "senteval").is_dir() else None
+
+
 def data_root(data_dir: str | os.PathLike | None = None) -> Path:
-    """The data root: ``data_dir`` if given, else ``$CSELAB_DATA_DIR``; it must exist."""
-    chosen = data_dir if data_dir is not None else os.environ.get(ENV_VAR)
-    if not chosen:
-        raise DataNotFoundError(f"No data root given. {HOW_TO_GET_DATA}")
-    root = Path(chosen).expanduser()
-    if not root.is_dir():
-        source = "--data-dir" if data_dir is not None else ENV_VAR
-        raise DataNotFoundError(f"Data root {root} (from {source}) is not a folder. {HOW_TO_GET_DATA}")
-    return root
+    """The data root (see the module docstring); it must exist."""
+    for source, chosen in (("--data-dir", data_dir), (ENV_VAR, os.environ.get(ENV_VAR)),
+                           (str(config_file()), None if data_dir is not None else _configured())):
+        if chosen:
+            root = Path(chosen).expanduser()
+            if not root.is_dir():
+                raise DataNotFoundError(f"Data root {root} (from {source}) is not a folder. {HOW_TO_GET_DATA}")
+            return root
+    found = checkout_data()
+    if found is None:
+        raise DataNotFoundError(f"No data root given: pass --data-dir DIR, set {ENV_VAR}=DIR, or put data_dir: DIR "
+                                f"in {config_file()} (docs/data.md; `cselab data download --data-dir DIR` fetches "
+                                "the STS sets)")
+    return found
 
 
 def senteval_dir(data_dir: str | os.PathLike | None = None) -> Path:

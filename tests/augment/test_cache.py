@@ -130,11 +130,10 @@ def test_hub_corpus_offline_says_what_failed(tmp_path):
         resolve_corpus("hf:princeton-nlp/no-such-set", download_dir=tmp_path)
 
 
-def test_wiki1m_without_a_data_root_falls_back_to_the_hub(tmp_path, monkeypatch):
+def test_wiki1m_without_a_data_root_falls_back_to_the_hub(tmp_path, no_data_root):
     from cselab.augment.source import resolve_corpus
     from cselab.data import DataNotFoundError
 
-    monkeypatch.delenv("CSELAB_DATA_DIR", raising=False)
     with pytest.raises(DataNotFoundError, match="No data root given.*Fetching wiki1m_for_simcse.txt from the Hugging"):
         resolve_corpus("wiki1m")
 

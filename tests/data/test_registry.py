@@ -5,11 +5,42 @@ from cselab.data.registry import corpus_path
 from cselab.errors import ConfigError
 
 
-def test_no_data_root_explains_how_to_get_the_data(monkeypatch):
-    monkeypatch.delenv("CSELAB_DATA_DIR", raising=False)
-    with pytest.raises(DataNotFoundError, match="get_transfer_data.bash") as err:
+def test_no_data_root_says_where_to_give_one(no_data_root):
+    with pytest.raises(DataNotFoundError, match="pass --data-dir DIR, set CSELAB_DATA_DIR=DIR, or put data_dir: DIR "
+                                                "in .*no-config/cselab/config.yaml") as err:
         data_root()
     assert "cselab data download" in str(err.value)
+
+
+def test_the_data_root_is_found_in_order(tmp_path, monkeypatch, no_data_root):
+    """--data-dir, then CSELAB_DATA_DIR, then the user config, then ../shared/data beside the checkout."""
+    from cselab.data import root
+
+    folders = {name: tmp_path / name for name in ("flag", "env", "config", "beside")}
+    for folder in folders.values():
+        folder.mkdir()
+    monkeypatch.setattr(root, "checkout_data", lambda: folders["beside"])
+    assert data_root() == folders["beside"]
+    (tmp_path / "no-config" / "cselab").mkdir(parents=True)
+    (tmp_path / "no-config" / "cselab" / "config.yaml").write_text(f"data_dir: {folders['config']}\n")
+    assert data_root() == folders["config"]
+    monkeypatch.setenv("CSELAB_DATA_DIR", str(folders["env"]))
+    assert data_root() == folders["env"]
+    assert data_root(folders["flag"]) == folders["flag"]
+    (tmp_path / "no-config" / "cselab" / "config.yaml").write_text("data_dir: [1, 2]\n")
+    monkeypatch.delenv("CSELAB_DATA_DIR")
+    with pytest.raises(DataNotFoundError, match="config.yaml: data_dir must be a path"):
+        data_root()
+
+
+def test_a_clone_beside_the_data_finds_it(data_dir):
+    """This checkout (tests run from one) sits beside ../shared/data whenever the suite's data root is that."""
+    from cselab.data import root
+
+    found = root.checkout_data()
+    if found is None:
+        pytest.skip("this checkout has no ../shared/data beside it")
+    assert (found / "senteval").is_dir()
 
 
 def test_missing_root_folder_names_its_source(tmp_path):
