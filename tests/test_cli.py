@@ -219,3 +219,20 @@ def test_help_lists_each_option_with_its_default(argv, capsys):
         assert action.option_strings[-1] in page
         if action.help and action.default not in (None, False, [], argparse.SUPPRESS) and action.dest != "help":
             assert f"default: {action.default}" in action.help or str(action.default) in page, action.dest
+
+
+def test_a_factorys_error_names_its_file_and_line_and_debug_shows_its_traceback(tmp_path, monkeypatch, capsys):
+    import traceback
+
+    from cselab.cli import probe_main
+    from cselab.errors import ModelError
+
+    (tmp_path / "badfactory.py").write_text("from pathlib import Path\n\n\ndef factory():\n"
+                                            "    return 'x' in Path('/tmp')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert probe_main(["run", "--model", "badfactory:factory"]) == 2
+    assert f"is not iterable (at {tmp_path / 'badfactory.py'}:5)" in capsys.readouterr().err
+    with pytest.raises(ModelError) as raised:
+        probe_main(["run", "--debug", "--model", "badfactory:factory"])  # --debug accepted by probe, anywhere
+    shown = "".join(traceback.format_exception(raised.value))
+    assert "badfactory.py\", line 5, in factory" in shown

@@ -99,6 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         args.handler(args)
     except CselabError as err:
         if args.debug:
+            err.__suppress_context__ = False  # the traceback of what caused it too (a user's factory or plug-in)
             raise
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -121,5 +122,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def probe_main(argv: list[str] | None = None) -> int:
-    """The ``probe`` command: ``probe run ...`` is ``cselab probe run ...``."""
-    return main(["probe", *(sys.argv[1:] if argv is None else argv)])
+    """The ``probe`` command: ``probe run ...`` is ``cselab probe run ...`` (``--debug`` anywhere is cselab's)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    debug = ["--debug"] if "--debug" in argv else []
+    return main([*debug, "probe", *(arg for arg in argv if arg != "--debug")])

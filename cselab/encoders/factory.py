@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import importlib
 import re
+import traceback
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,6 +27,14 @@ def is_factory_spec(spec: str) -> bool:
     return FACTORY.fullmatch(spec) is not None and not spec.startswith("tfidf:")
 
 
+def where(err: BaseException) -> str:
+    """`` (at FILE:LINE)``: the innermost frame of ``err``'s traceback outside cselab, where a user's code raised;
+    empty when there is none. ``--debug`` shows the whole traceback."""
+    package = str(Path(__file__).resolve().parents[1])
+    frames = [frame for frame in traceback.extract_tb(err.__traceback__) if not frame.filename.startswith(package)]
+    return f" (at {frames[-1].filename}:{frames[-1].lineno})" if frames else ""
+
+
 class FactoryEncoder(Encoder):
     """Wraps the object a factory returns (its vectors are checked as every encoder's, by :class:`Encoder`)."""
 
@@ -37,7 +47,7 @@ class FactoryEncoder(Encoder):
                              "PYTHONPATH?") from None
         except Exception as err:  # the user's module raised, or does not parse
             raise ModelError(f"--model {spec}: importing {module_name} failed: {type(err).__name__}: "
-                             f"{clipped(err)}") from None
+                             f"{clipped(err)}{where(err)}") from None
         factory = getattr(module, function, None)
         if not callable(factory):
             raise ModelError(f"--model {spec}: {module_name} has no function {function!r}")
@@ -45,7 +55,7 @@ class FactoryEncoder(Encoder):
             self.model = factory()
         except Exception as err:  # it needs arguments, or fails: the factory's to fix, said in one line
             raise ModelError(f"--model {spec}: {function}() failed: {type(err).__name__}: "
-                             f"{clipped(err)}") from None
+                             f"{clipped(err)}{where(err)}") from None
         if not callable(getattr(self.model, "encode", None)):
             raise ModelError(f"--model {spec}: {function}() returned {type(self.model).__name__}, which has no "
                              "encode(list[str]) method")
@@ -66,6 +76,6 @@ class FactoryEncoder(Encoder):
             vectors = np.asarray(self.model.encode(sentences), dtype=np.float32)
         except Exception as err:  # the user's encode() raised, or returned what is not an array of numbers
             raise ModelError(f"--model {self.spec}: encode() failed: {type(err).__name__}: "
-                             f"{clipped(err)}") from None
+                             f"{clipped(err)}{where(err)}") from None
         self._dim = vectors.shape[1] if vectors.ndim == 2 else None
         return vectors
