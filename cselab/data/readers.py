@@ -7,6 +7,7 @@ line number (1-based) and what was wrong. Lines are split on ``\\n`` only; a tra
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,6 +15,8 @@ from pathlib import Path
 import numpy as np
 
 from cselab.data.errors import DataFormatError, DataNotFoundError
+from cselab.errors import DataError
+from cselab.files import parse_json
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,18 @@ def read_lines(path: str | Path, encoding: str = "utf-8") -> list[str]:
     if lines and lines[-1] == "":
         lines.pop()
     return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def json_object(path: Path, number: int, line: str) -> dict:
+    """Line ``number`` of a JSON Lines file, which must be one JSON object (read through :func:`cselab.files.
+    parse_json`); anything else is a :class:`DataFormatError` naming the file and line."""
+    try:
+        record = parse_json(line, f"{path}:{number}", DataError)
+    except json.JSONDecodeError as err:
+        raise DataFormatError(path, number, f"not valid JSON ({err.msg} at column {err.colno})") from None
+    if not isinstance(record, dict):
+        raise DataFormatError(path, number, "expected a JSON object")
+    return record
 
 
 def _score(path: Path, line: int, text: str, low: float, high: float) -> float:

@@ -38,12 +38,9 @@ def _configured() -> str | None:
     path = config_file()
     if not path.is_file():
         return None
-    import yaml
+    from cselab.files import read_yaml
 
-    try:
-        config = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    except yaml.YAMLError as err:
-        raise DataNotFoundError(f"{path}: not valid YAML ({err})") from None
+    config = read_yaml(path, DataNotFoundError, expect=None) or {}
     value = config.get("data_dir") if isinstance(config, dict) else None
     if value is not None and not isinstance(value, str):
         raise DataNotFoundError(f"{path}: data_dir must be a path, got {value!r}")

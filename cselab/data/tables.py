@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import json
+import io
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from cselab.checksum import sha256
 from cselab.data.errors import DataFormatError, DataNotFoundError
+from cselab.data.readers import json_object, read_lines
 from cselab.data.registry import DataDir, load_cannot
 from cselab.data.root import senteval_dir
-from cselab.errors import ConfigError
+from cselab.errors import ConfigError, DataError
+from cselab.files import read_text
 
 SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
 HUB_PREFIX = "hf:"
@@ -63,36 +65,29 @@ def _text(value, path: Path, line: int, column: str) -> str:
 
 
 def _read_delimited(path: Path, delimiter: str) -> tuple[dict[str, list[str]], list[int]]:
-    with path.open(encoding="utf-8-sig", newline="") as handle:
-        reader = csv.reader(handle, delimiter=delimiter)
-        header = next(reader, None)
-        if not header:
-            raise DataFormatError(path, 1, "empty file: expected a header line naming the columns")
-        columns: dict[str, list[str]] = {name.strip(): [] for name in header}
-        lines = []
-        for row in reader:
-            if not any(cell.strip() for cell in row):
-                continue
-            if len(row) != len(header):
-                raise DataFormatError(path, reader.line_num, f"{len(row)} fields, the header has {len(header)}")
-            for name, cell in zip(columns, row):
-                columns[name].append(cell.strip())
-            lines.append(reader.line_num)
+    reader = csv.reader(io.StringIO(read_text(path, DataError), newline=""), delimiter=delimiter)
+    header = next(reader, None)
+    if not header:
+        raise DataFormatError(path, 1, "empty file: expected a header line naming the columns")
+    columns: dict[str, list[str]] = {name.strip(): [] for name in header}
+    lines = []
+    for row in reader:
+        if not any(cell.strip() for cell in row):
+            continue
+        if len(row) != len(header):
+            raise DataFormatError(path, reader.line_num, f"{len(row)} fields, the header has {len(header)}")
+        for name, cell in zip(columns, row):
+            columns[name].append(cell.strip())
+        lines.append(reader.line_num)
     return columns, lines
 
 
 def _read_jsonl(path: Path) -> tuple[dict[str, list[str]], list[int]]:
     records, lines = [], []
-    for number, line in enumerate(path.read_text(encoding="utf-8-sig").splitlines(), start=1):
+    for number, line in enumerate(read_lines(path), start=1):
         if not line.strip():
             continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as err:
-            raise DataFormatError(path, number, f"not valid JSON ({err.msg} at column {err.colno})") from None
-        if not isinstance(record, dict):
-            raise DataFormatError(path, number, "expected a JSON object")
-        records.append(record)
+        records.append(json_object(path, number, line))
         lines.append(number)
     names = list(dict.fromkeys(key for record in records for key in record))
     return {name: [_text(r.get(name), path, n, name) for r, n in zip(records, lines)] for name in names}, lines

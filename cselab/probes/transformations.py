@@ -18,7 +18,6 @@ sources having both, how often the paraphrase scores above the negation.
 
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from importlib import resources
@@ -28,10 +27,8 @@ from typing import Any
 import numpy as np
 
 from cselab.data import DataFormatError, NegationPairs
-from cselab.data.readers import read_lines
+from cselab.data.readers import json_object, read_lines
 from cselab.encoders import Encoder
-from cselab.errors import DataError
-from cselab.files import parse_json
 from cselab.mer import mer_pairs
 from cselab.normalizers import Normalizer
 from cselab.metrics import cosine_rows
@@ -55,12 +52,7 @@ class TransformationItem:
 
 
 def _item(path: Path, number: int, line: str) -> TransformationItem:
-    try:
-        record = parse_json(line, f"{path}:{number}", DataError)
-    except json.JSONDecodeError as err:
-        raise DataFormatError(path, number, f"not valid JSON ({err.msg} at column {err.colno})") from None
-    if not isinstance(record, dict):
-        raise DataFormatError(path, number, "expected a JSON object")
+    record = json_object(path, number, line)
     unknown = sorted(set(record) - {"source", *TRANSFORMATIONS, *METADATA})
     if unknown:
         raise DataFormatError(path, number, f"unknown field(s) {', '.join(unknown)}; "

@@ -94,6 +94,7 @@ class Objective(nn.Module):
         self.augments = nn.ModuleDict({view.name: view.augment for view in self.views if view.augment is not None})
         # the (column, prompt) of each view that runs the encoder, each once: one tokenisation per batch
         self.forward_keys: list[Key] = list(dict.fromkeys((v.column, v.prompt) for v in self.views if not v.of))
+        self.view_keys = {v.name: (v.column, v.prompt) for v in self.views if not v.of}  # a view's tokenisation
         self.shared_pass = shared_passes(self.views)
         self.names = list(method.losses)
         self.weights = {name: params["weight"] for name, params in method.losses.items()}
@@ -150,8 +151,7 @@ class Objective(nn.Module):
         """Each loss on the encoded views, unweighted; a loss no row of the batch (on any process) can take is left
         out. ``initial_weights()`` gives the current and initial parameters, ``model`` and ``batch`` a view's tokens
         and the encoder (for losses that need them)."""
-        keys = {view.name: (view.column, view.prompt) for view in self.views if not view.of}
-        tokens = None if batch is None else (lambda name: batch.tokens[keys[name]])
+        tokens = None if batch is None else (lambda name: batch.tokens[self.view_keys[name]])
         context = LossContext(encoded, initial_weights, tokens, model)
         result = {}
         for name, loss in zip(self.names, self.losses, strict=True):

@@ -29,7 +29,8 @@ from cselab.probes.bias import weighted_average
 from cselab.probes.names import SPLIT_RULES, STS_SUITE
 from cselab.probes.splits import build_splits
 from cselab.probes.sts import SHORT_NAMES, subset_limit
-from cselab.probes.transformations import TRANSFORMATIONS, handwritten_testset, read_testset
+from cselab.probes.transformations import (TRANSFORMATIONS, handwritten_testset, paraphrase_over_negation,
+                                           read_testset)
 
 REFERENCE = "https://aclanthology.org/2023.emnlp-main.448"  # OssCSE (Shi et al., 2023)
 
@@ -211,11 +212,8 @@ class CselabTransformations(FigureTask):
         return found
 
     def paired_items(self, similarity: np.ndarray, gold: np.ndarray) -> dict[str, np.ndarray]:
-        by_item: dict[int, dict[str, float]] = {}
-        for (i, kind), cosine in zip(self.kinds, similarity):
-            by_item.setdefault(i, {})[kind] = float(cosine)
-        return {"hit": np.array([v["paraphrase"] > v["negation"] for _, v in sorted(by_item.items())
-                                 if "paraphrase" in v and "negation" in v], dtype=bool)}
+        records = [{"item": i, "type": kind, "cosine": float(c)} for (i, kind), c in zip(self.kinds, similarity)]
+        return {"hit": paraphrase_over_negation(records)}
 
 
 class CselabCANNOT(FigureTask):
