@@ -30,6 +30,11 @@ def test_probe_run_end_to_end_on_a_small_subset(data_dir, tmp_path):
     assert out.with_suffix(".md").read_text().startswith("# Probe report: bow")
     assert "STS/STSBenchmark/sts-test.csv" in "\n".join(payload["data"]["sha256"])
     assert payload["versions"]["torch"] and payload["seed"] == 0 and payload["wall_time_s"] >= 0
+    # piped, as under nohup, CI or SLURM: progress lines, not a bar
+    assert "probe sts: started" in result.stderr
+    assert f"probe sts: done, {2 * 200 + 2 * 40:,}/" not in result.stderr  # distinct sentences, not pairs x 2
+    done = [line for line in result.stderr.splitlines() if line.startswith("probe sts: done, ")]
+    assert len(done) == 1 and " sentences (100%) in " in done[0]
 
 
 def test_cselab_probe_is_the_same_command(data_dir, tmp_path, capsys):
@@ -70,7 +75,8 @@ def test_bias_suite_then_compare(data_dir, tmp_path, capsys):
 
     assert main(["probe", "compare", str(tmp_path / "bow.json"), str(tmp_path / "tfidf.json"),
                  "--out", str(tmp_path / "cmp.md")]) == 0
-    table = capsys.readouterr().out
+    table, err = capsys.readouterr()
+    assert "probe compare tfidf: started, 0/" in err and "probe compare tfidf: done, " in err  # the resampling
     # the columns of the suites the results have (bias alone: no STS avg. column of n/a)
     assert "| Model | Cont. | Oppn." in table and "| bow   | " in table and "| tfidf " in table
     assert "different Cont./Oppn. split rules (footnote, paper)" in table

@@ -21,6 +21,7 @@ import hashlib
 import json
 import logging
 import os
+import time
 from collections import Counter, deque
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
@@ -47,6 +48,7 @@ from cselab.files import check_folder, read_json, shown
 from cselab.locking import FolderLock, alive
 from cselab.normalizers import NORMALIZERS
 from cselab.overrides import apply_override
+from cselab.progress import Progress
 from cselab.registry import Checked, Param, setting
 from cselab.versions import debian_versions, package_versions
 
@@ -211,13 +213,12 @@ def build_cache(corpus: str | os.PathLike, out: str | os.PathLike, config: Augme
 def _build_chunks(corpus, folder: Path, config: AugmentConfig, chunks: int, num_shards: int, shard_index: int,
                   progress: bool) -> None:
     """The chunks of this shard that do not exist yet, in order."""
-    from tqdm.auto import tqdm
-
     mine = [i for i in range(chunks) if i % num_shards == shard_index and not chunk_path(folder, i).exists()]
     augmenter = Augmenter(config)
     source = read_source(corpus, config.max_chars)
     position = done = 0
-    with tqdm(total=len(mine), desc="Augmenting", unit="chunk", disable=not progress) as bar:
+    clock = time.perf_counter()
+    with Progress("augment", len(mine), "chunk", enabled=progress) as bar:
         for index in mine:
             start = index * config.chunk_size
             deque(islice(source, start - position), maxlen=0)  # lines of chunks done already or not ours
@@ -225,7 +226,7 @@ def _build_chunks(corpus, folder: Path, config: AugmentConfig, chunks: int, num_
             position, done = start + len(lines), done + len(lines)
             _write_chunk(folder, index, augmenter.rows(lines), [line for line in lines if line.text is None])
             bar.update(1)
-            bar.set_postfix(lines=done, lines_per_s=f"{done / max(bar.format_dict['elapsed'], 1e-9):.0f}")
+            bar.set_postfix(lines=done, lines_per_s=f"{done / max(time.perf_counter() - clock, 1e-9):.0f}")
 
 
 def _remove_damaged(folder: Path) -> list[str]:

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from cselab import progress
 from cselab.encoders.cache import EmbeddingCache
 from cselab.errors import ConfigError, ModelError
 from cselab.files import shown
@@ -117,7 +118,8 @@ class Encoder(ABC):
         texts = [sentences] if single else as_sentences(sentences)
         unique = list(dict.fromkeys(texts))
         if unique:
-            found = self._vectors(unique, batch_size, show_progress_bar)
+            with progress.encoding(len(unique)):  # counted on a probe suite's bar, remembered ones at once
+                found = self._vectors(unique, batch_size, show_progress_bar)
             vectors = np.stack([found[text] for text in texts])
         else:
             vectors = np.zeros((0, self.dim), dtype=np.float32)

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from tqdm.auto import tqdm
 
+from cselab import progress
 from cselab.encoders.base import Encoder
 from cselab.encoders.pooling import pool_states
 from cselab.encoders.pretrained import token_limit
@@ -219,7 +220,10 @@ class TransformerEncoder(Encoder):
         """Vectors of already tokenized sentences, in length-sorted batches padded to their longest member."""
         order = np.argsort([-len(row) for row in ids], kind="stable")
         batches = [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
-        show = len(batches) > 20 and sys.stderr.isatty() if show_progress_bar is None else show_progress_bar
+        if progress.active():  # a probe suite's bar counts them
+            show = False
+        else:
+            show = len(batches) > 20 and sys.stderr.isatty() if show_progress_bar is None else show_progress_bar
         out = np.empty((len(ids), self.dim), dtype=np.float32)
         device = self.device
         with torch.inference_mode():
@@ -229,6 +233,7 @@ class TransformerEncoder(Encoder):
                 if self.normalize:
                     vectors = torch.nn.functional.normalize(vectors.float(), dim=-1)
                 out[batch] = vectors.float().cpu().numpy()
+                progress.advance(len(batch))
         return out
 
 

@@ -43,9 +43,11 @@ from cselab.probes.geometry import alignment_uniformity
 from cselab.probes.report import markdown_table
 from cselab.probes.significance import t_interval
 from cselab.probes.results import changed_files, checksums
-from cselab.probes.runner import write_items
+from cselab.probes.runner import run_suite, write_items
 from cselab.probes.suite import ProbeOptions, suite_parts, suites as registered_suites
+from cselab.progress import Progress
 from cselab.registry import MAX_SEED, MAX_SEEDS
+from cselab.train.config.method import MethodConfig
 from cselab.train.config.methods import load_method
 from cselab.train.run.data import data_source
 from cselab.train.run.folder import run_identity
@@ -133,12 +135,13 @@ def plan(methods: list[str], seeds: list[int], grid: list[str]) -> list[SweepRun
 
 def score_run(folder: str | os.PathLike, data_dir: str | os.PathLike | None = None, sts_limit: int | None = None,
               suites: tuple[str, ...] = ("sts",), items: dict[str, np.ndarray] | None = None, cache: bool = True,
-              files: list | None = None) -> tuple[dict[str, float | None], dict[str, dict[str, Any]]]:
+              files: list | None = None, progress: bool = True
+              ) -> tuple[dict[str, float | None], dict[str, dict[str, Any]]]:
     """A run's best checkpoint scored by each of ``suites`` (their :meth:`~cselab.probes.suite.Suite.sweep_columns`,
     the first ``sts_limit`` pairs or lines of each file: quick checks), then by the sweep's own STS-B dev alignment
     and uniformity; returns the scores by column and each column's suite, label, decimals and whether it is a main
     score. ``items`` (when given) receives the per-item outputs, as ``probe run`` keeps them, and ``files`` the data
-    files read; ``cache`` as :func:`~cselab.encoders.load_encoder`'s."""
+    files read; ``cache`` as :func:`~cselab.encoders.load_encoder`'s; ``progress``: each suite's bar or lines."""
     files = [] if files is None else files
     encoder, known = load_encoder(str(folder), cache=cache), registered_suites()
     scores: dict[str, float | None] = {}
@@ -146,7 +149,7 @@ def score_run(folder: str | os.PathLike, data_dir: str | os.PathLike | None = No
     with encoder.remembering():
         for name in suites:
             suite = known[name](ProbeOptions(data_dir=data_dir, limit=sts_limit))
-            result = suite.run(encoder)
+            result = run_suite(suite, encoder, progress)
             files.extend(result.files)
             if items is not None:
                 items.update(result.items)
@@ -216,33 +219,41 @@ def run_sweep(spec: SweepSpec, progress: bool = True, worker: tuple[int, int] | 
     # every run's config is checked before the first run trains
     configs = [load_method(run.method, [*spec.overrides, *run.grid, f"{SEED_KEY}={run.seed}"], spec.profile)
                for run in runs]
-    for number, (run, config) in enumerate(zip(runs, configs, strict=True), 1):
-        if worker is not None and (number - 1) % worker[1] != worker[0]:
-            continue
-        if progress:
-            print(f"[{number}/{len(runs)}] {run.label}, seed {run.seed}", flush=True)
-        source = data_source(config, spec.data, spec.data_dir)
-        made_by = {"run": run_identity(config, spec.model, source, spec.data_dir, spec.eval_limit),
-                   "scoring": {"sts_limit": spec.sts_limit, "suites": list(suites)}}
-        result_path = out / "results" / f"{run.slug}.json"
-        if _scored(result_path, made_by, spec.data_dir):
-            continue
-        # a half-trained run resumes; a run folder holding another run (model, settings, data) is refused
-        summary = train(config, spec.model, spec.data, out / "runs" / run.slug, spec.data_dir, spec.eval_limit,
-                        progress=progress)
-        items: dict[str, np.ndarray] = {}
-        files: list = []
-        scores, columns = score_run(summary["best"], spec.data_dir, spec.sts_limit, suites, items, spec.cache, files)
-        made_by["data"] = checksums(files, data_root(spec.data_dir))
-        result = {"method": run.method, "grid": list(run.grid), "seed": run.seed, "label": run.label,
-                  "steps": summary["steps"], "dev": summary["dev"], "best_dev": summary["best_dev"], "made_by": made_by,
-                  "scores": scores, "columns": columns}
-        arrays = write_items(result_path.with_suffix(".items.npz"), items)
-        result["items"] = {"file": arrays.name, "sha256": sha256(arrays)}
-        write_json_atomic(result_path, result)
+    mine = [number for number in range(1, len(runs) + 1) if worker is None or (number - 1) % worker[1] == worker[0]]
+    with Progress("sweep", len(mine), "run", enabled=progress) as bar:
+        for number in mine:
+            run, config = runs[number - 1], configs[number - 1]
+            bar.note(f"[{number}/{len(runs)}] {run.label}, seed {run.seed}")
+            _sweep_run(spec, out, run, config, suites, progress)
+            bar.update(1)
     if worker is not None:
         return None
     return write_summary(out, _read_results(out, runs))
+
+
+def _sweep_run(spec: SweepSpec, out: Path, run: SweepRun, config: MethodConfig, suites: tuple[str, ...],
+               progress: bool) -> None:
+    """Train and score one run of a sweep into ``out``, unless its results are there already."""
+    source = data_source(config, spec.data, spec.data_dir)
+    made_by = {"run": run_identity(config, spec.model, source, spec.data_dir, spec.eval_limit),
+               "scoring": {"sts_limit": spec.sts_limit, "suites": list(suites)}}
+    result_path = out / "results" / f"{run.slug}.json"
+    if _scored(result_path, made_by, spec.data_dir):
+        return
+    # a half-trained run resumes; a run folder holding another run (model, settings, data) is refused
+    summary = train(config, spec.model, spec.data, out / "runs" / run.slug, spec.data_dir, spec.eval_limit,
+                    progress=progress)
+    items: dict[str, np.ndarray] = {}
+    files: list = []
+    scores, columns = score_run(summary["best"], spec.data_dir, spec.sts_limit, suites, items, spec.cache, files,
+                                progress)
+    made_by["data"] = checksums(files, data_root(spec.data_dir))
+    result = {"method": run.method, "grid": list(run.grid), "seed": run.seed, "label": run.label,
+              "steps": summary["steps"], "dev": summary["dev"], "best_dev": summary["best_dev"], "made_by": made_by,
+              "scores": scores, "columns": columns}
+    arrays = write_items(result_path.with_suffix(".items.npz"), items)
+    result["items"] = {"file": arrays.name, "sha256": sha256(arrays)}
+    write_json_atomic(result_path, result)
 
 
 def _scored(path: Path, made_by: dict[str, Any], data_dir: str | os.PathLike | None) -> bool:

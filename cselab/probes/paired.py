@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from cselab import progress
 from cselab.checksum import sha256
 from cselab.errors import DataError
 from cselab.files import clipped, shown
@@ -129,7 +130,10 @@ def aligned(a: dict[str, np.ndarray], b: dict[str, np.ndarray], key: str) -> tup
 def _table(figures: dict[str, tuple[list[Stratum], float]], average: str | None, resamples: int, seed: int
            ) -> list[dict[str, Any]]:
     """One row per figure, Holm across them; with ``average``, a last row of their mean (its own test)."""
-    rows = [{"name": name, **compare(strata, scale, resamples, seed)} for name, (strata, scale) in figures.items()]
+    rows = []
+    for name, (strata, scale) in figures.items():
+        rows.append({"name": name, **compare(strata, scale, resamples, seed)})
+        progress.advance()
     for row, adjusted in zip(rows, holm([r["p"] for r in rows])):
         row["p_holm"] = adjusted
     if average and len(figures) > 1:
@@ -137,6 +141,7 @@ def _table(figures: dict[str, tuple[list[Stratum], float]], average: str | None,
         scale = next(iter(figures.values()))[1]
         rows.append({"name": average, **compare(strata, scale, resamples, seed)})
         rows[-1]["p_holm"] = rows[-1]["p"]
+        progress.advance()
     for row in rows:
         row["holds"] = holds(row)
     return rows
@@ -148,6 +153,11 @@ def paired_figures(a: dict[str, np.ndarray], b: dict[str, np.ndarray], skip: tup
     out in its ``notes``); the scopes in ``skip``, whose items differ (:func:`item_conflicts`), are left out."""
     found = {name: cls().paired(a, b, frozenset(skip)) for name, cls in suites().items() if name not in skip}
     return {name: figures for name, figures in found.items() if figures is not None}
+
+
+def table_rows(figures: dict[str, PairedFigures]) -> int:
+    """How many rows :func:`paired_tables` computes for ``figures`` (each an interval and a p-value)."""
+    return sum(len(found.figures) + bool(found.average and len(found.figures) > 1) for found in figures.values())
 
 
 def paired_tables(a: dict[str, np.ndarray], b: dict[str, np.ndarray], resamples: int = RESAMPLES, seed: int = 0,

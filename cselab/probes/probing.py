@@ -19,6 +19,7 @@ import numpy as np
 
 from cselab.data import DataNotFoundError, data_root
 from cselab.data.probing import read_probing_file
+from cselab import progress
 from cselab.encoders import Encoder
 from cselab.evaluation.scoring import Result
 from cselab.probes.probing_builder import PROBING_FILES
@@ -55,6 +56,7 @@ def run_probing(encoder: Encoder, folder: str | os.PathLike, tasks: Sequence[str
     vectors = dict(zip(unique, encoder.encode(unique, batch_size=batch_size)))
     scores: dict[str, Any] = {"folder": str(folder), "classifier": classifier, "sentences_encoded": len(unique),
                               "encode_s": round(time.perf_counter() - clock, 2)}
+    progress.phase("classifiers", len(data), "task")
     for task, (splits, labels) in data.items():
         clock = time.perf_counter()
         parts = [splits["train"], splits["dev"], splits["test"]]
@@ -70,6 +72,7 @@ def run_probing(encoder: Encoder, folder: str | os.PathLike, tasks: Sequence[str
             items[f"probing/{task}/pred"], items[f"probing/{task}/label"] = predictions, gold
         scores[task] = {**result, "classes": len(labels), "n_train": len(parts[0]), "n_dev": len(parts[1]),
                         "n_test": len(parts[2]), "classifier_s": round(time.perf_counter() - clock, 2)}
+        progress.advance()
     scores["skipped"] = [t for t in tasks if t not in present]
     return scores, [folder / PROBING_FILES[t] for t in present]
 

@@ -11,7 +11,9 @@ from typing import Any
 
 from cselab.errors import DataError
 from cselab.files import clipped, read_json
-from cselab.probes.paired import item_conflicts, paired_figures, paired_tables, read_items, setting_differences
+from cselab.probes.paired import (item_conflicts, paired_figures, paired_tables, read_items, setting_differences,
+                                  table_rows)
+from cselab.progress import Progress, current
 from cselab.probes.results import suite_setting
 from cselab.probes.significance import ALPHA, LEVEL, RESAMPLES
 from cselab.probes.suite import suites
@@ -188,12 +190,13 @@ def compare_report(payloads: Sequence[dict[str, Any]]) -> str:
 
 
 def differences_report(paths: Sequence[str], payloads: Sequence[dict[str, Any]], baseline: int = 0,
-                       resamples: int = RESAMPLES, seed: int = 0) -> str:
+                       resamples: int = RESAMPLES, seed: int = 0, show: bool = True) -> str:
     """Every other result against the baseline's: per suite, each figure's difference (other - baseline) with its
     paired bootstrap interval, permutation p-value and Holm-corrected p-value, and whether it holds; then what
     differs in how the results were made. A suite whose items differ between the two (another version of a data
     file, another test set ...: :func:`~cselab.probes.paired.item_conflicts`) is not compared item by item, with a
-    warning naming what differs; the tables above still show its aggregates."""
+    warning naming what differs; the tables above still show its aggregates. ``show``: progress of the resampling
+    (:mod:`cselab.progress`)."""
     items = [read_items(path, payload) for path, payload in zip(paths, payloads)]
     name = payloads[baseline]["model"]["spec"]
     parts = [f"## Differences against {name}", "",
@@ -218,7 +221,8 @@ def differences_report(paths: Sequence[str], payloads: Sequence[dict[str, Any]],
                                               "no intervals."]
             continue
         figures = paired_figures(items[baseline], items[index], tuple(conflicts))
-        tables = paired_tables(items[baseline], items[index], resamples, seed, figures=figures)
+        with Progress(f"probe compare {spec}", table_rows(figures), "figure", enabled=show) as bar, current(bar):
+            tables = paired_tables(items[baseline], items[index], resamples, seed, figures=figures)
         parts += [line for found in figures.values() for note in found.notes
                   for line in ("", f"{spec} vs {name}: {note}.")]
         parts += _difference_tables(tables, name, spec)

@@ -20,23 +20,32 @@ from cselab.data import DataNotFoundError, data_root
 from cselab.encoders import Encoder
 from cselab.errors import ConfigError, DataError
 from cselab.files import check_folder, read_json, remove_path
+from cselab.progress import Progress, current
 from cselab.probes.report import html_report, markdown_report
 from cselab.probes.results import checksums, data_key
-from cselab.probes.suite import ProbeOptions, suite_parts, suite_sections, suites
+from cselab.evaluation.scoring import Result
+from cselab.probes.suite import ProbeOptions, Suite, suite_parts, suite_sections, suites
 from cselab.provenance import provenance
 from cselab.versions import package_versions
 
 
 
+def run_suite(suite: Suite, encoder: Encoder, show: bool = True) -> Result:
+    """``suite.run(encoder)`` under a progress bar (or lines) of its own that counts the sentences encoded."""
+    with Progress(f"probe {suite.name}", unit="sentence", enabled=show) as bar, current(bar):
+        return suite.run(encoder)
+
+
 def _run_parts(encoder: Encoder, parts: tuple[str, ...], suite: str, options: ProbeOptions, payload: dict[str, Any],
-               files: dict[str, list], items: dict[str, np.ndarray]) -> None:
+               files: dict[str, list], items: dict[str, np.ndarray], show: bool) -> None:
     """Each suite of ``parts`` into ``payload``; the files each read go to ``files[name]``, the per-item outputs to
-    ``items``. With ``--suite all`` an optional suite whose data is missing is recorded as skipped."""
+    ``items``. With ``--suite all`` an optional suite whose data is missing is recorded as skipped. ``show``: a
+    progress bar (or lines) per suite, counting the sentences encoded."""
     for name, cls in suites().items():
         if name not in parts:
             continue
         try:
-            result = cls(options).run(encoder)
+            result = run_suite(cls(options), encoder, show)
         except DataNotFoundError as err:
             if not (cls.optional and suite == "all"):
                 raise
@@ -51,12 +60,13 @@ def _run_parts(encoder: Encoder, parts: tuple[str, ...], suite: str, options: Pr
         items.update(result.items)
 
 
-def run_probes(encoder: Encoder, suite: str, options: ProbeOptions) -> dict[str, Any]:
+def run_probes(encoder: Encoder, suite: str, options: ProbeOptions, progress: bool = True) -> dict[str, Any]:
     """The results JSON payload of ``suite`` (``sts``, ``bias``, ``transfer``, ``probing``, ``geometry``, ``all``, or
     several joined by commas); with several suites each distinct sentence is encoded once. ``payload["items"]``
     holds the per-item outputs as arrays by name (each STS and bias pair's cosine and gold score, each source's
     paraphrase-over-negation outcome, each CANNOT pair's cosine, each transfer and probing test item's
-    prediction and label): :func:`write_outputs` writes them to ``OUT.items.npz`` and records its sha256."""
+    prediction and label): :func:`write_outputs` writes them to ``OUT.items.npz`` and records its sha256.
+    ``progress``: one bar per suite on a terminal, progress lines anywhere else (:mod:`cselab.progress`)."""
     parts = suite_parts(suite)
     import torch
 
@@ -68,7 +78,7 @@ def run_probes(encoder: Encoder, suite: str, options: ProbeOptions) -> dict[str,
     files: dict[str, list] = {}
     items: dict[str, np.ndarray] = {}
     with encoder.remembering() if len(parts) > 1 else contextlib.nullcontext():
-        _run_parts(encoder, parts, suite, options, payload, files, items)
+        _run_parts(encoder, parts, suite, options, payload, files, items, progress)
     root = data_root(options.data_dir)
     payload.update({"limit": options.limit, "seed": options.seed, "started": started.isoformat(timespec="seconds"),
                     "wall_time_s": round(time.perf_counter() - clock, 2), "versions": package_versions(),

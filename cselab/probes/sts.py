@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from cselab.data import STSPairs, load_sts
+from cselab import progress
 from cselab.encoders import Encoder
 from cselab.metrics import cosine_rows, pearson, spearman
 from cselab.evaluation.scoring import Result
@@ -85,8 +86,10 @@ def run_sts(encoder: Encoder, tasks: Sequence[str] = STS_SUITE, data_dir: str | 
     """
     scores: dict[str, Any] = {}
     files: list = []
-    for key in tasks:
-        subsets = subset_limit(load_sts(key, data_dir=data_dir), limit)
+    loaded = {key: subset_limit(load_sts(key, data_dir=data_dir), limit) for key in tasks}
+    progress.plan(sum(len({text for s in subsets for text in (*s.sentences1, *s.sentences2)})
+                      for subsets in loaded.values()))
+    for key, subsets in loaded.items():
         files.extend(path for s in subsets for path in s.files)
         name = SHORT_NAMES.get(key, key)
         sims = similarities(encoder, subsets, batch_size)

@@ -17,6 +17,7 @@ import numpy as np
 from sklearn.metrics import f1_score
 
 from cselab.data.transfer import TRANSFER_TASKS, LabelledText, load_transfer
+from cselab import progress
 from cselab.encoders import Encoder
 from cselab.evaluation.scoring import Result
 from cselab.evaluation.transfer import NCLASSES, sentence_vectors, task_features
@@ -55,8 +56,11 @@ def run_transfer(encoder: Encoder, tasks: Sequence[str] = TRANSFER_TASKS, data_d
     clock = time.perf_counter()
     vectors = sentence_vectors(encoder, data, batch_size)
     encode_s = round(time.perf_counter() - clock, 2)
-    scores: dict[str, Any] = {name: score_task(name, splits, vectors, classifier, n_jobs, items)
-                              for name, splits in data.items()}
+    progress.phase("classifiers", len(data), "task")
+    scores: dict[str, Any] = {}
+    for name, splits in data.items():
+        scores[name] = score_task(name, splits, vectors, classifier, n_jobs, items)
+        progress.advance()
     scores["avg"] = float(np.mean([scores[name]["acc"] for name in data]))
     scores["classifier"] = classifier
     scores["sentences_encoded"] = len(vectors)

@@ -94,7 +94,9 @@ def test_resume_after_a_kill_gives_the_same_rows(tmp_path):
     (folder,) = (tmp_path / "k").iterdir()
     done = len(list(folder.glob("chunk-*.parquet")))
     assert 4 <= done < 16 and not (folder / MANIFEST).exists()
-    subprocess.run(command, check=True, capture_output=True, timeout=300)
+    again = subprocess.run(command, check=True, capture_output=True, text=True, timeout=300)
+    assert f"augment: started, 0/{16 - done} chunks" in again.stderr  # the chunks left, piped: lines
+    assert f"augment: done, {16 - done}/{16 - done} chunks (100%)" in again.stderr
     resumed = rows_of(folder)
     fresh = rows_of(build_cache(corpus, tmp_path / "fresh", AugmentConfig(backend="none", chunk_size=25),
                                 progress=False))

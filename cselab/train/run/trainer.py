@@ -31,13 +31,13 @@ from typing import Any
 import torch
 from accelerate import Accelerator
 from accelerate.utils import broadcast_object_list, set_seed
-from tqdm.auto import tqdm
 
 from cselab.encoders.checkpoint import CheckpointInfo
 from cselab.encoders.transformer import TransformerEncoder
 from cselab.errors import TrainingError
 from cselab.evaluation.dev import NONE, log_key
 from cselab.files import check_folder
+from cselab.progress import Progress
 from cselab.train.config.method import MethodConfig
 from cselab.train.run import folder as run_folder
 from cselab.train.run.card import model_card
@@ -190,22 +190,21 @@ class Trainer:
             # SG-BERT's fit() scores the model before the first step: the best to beat, not an early-stop count
             self._evaluate({}, None)
             self.record({self.dev_key: self.best, "best": self.best, "initial": True})
-        bar = tqdm(total=self.parts.total, initial=self.loop.step, desc=f"Training {self.method.name}",
-                   unit="step", disable=not (progress and self.main))
         stopped_by, self.clock = None, time.perf_counter()
         self.core.train()
         try:
-            for losses in self.loop.steps():
-                stopped_by = self.after_step(losses)
-                bar.update(1)
-                bar.set_postfix(self.shown)
-                if stopped_by:
-                    break
+            with Progress(f"train {self.method.name}", self.parts.total, "step", self.loop.step,
+                          enabled=progress and self.main) as bar:
+                for losses in self.loop.steps():
+                    stopped_by = self.after_step(losses)
+                    bar.update(1)
+                    bar.set_postfix(**self.shown)
+                    if stopped_by:
+                        break
         except Diverged as err:
             raise TrainingError(f"{err}; the last good state is {self.out / 'last'} (best checkpoint "
                                 f"{self.out / 'best'}); lower training.lr or check the data") from None
         finally:
-            bar.close()
             if self.reporting:
                 self.accelerator.end_training()
         return self._finish(stopped_by)

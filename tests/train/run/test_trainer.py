@@ -69,9 +69,13 @@ def test_resume_after_a_kill_is_bit_identical_to_a_straight_run(tiny_bert_dir, t
         time.sleep(0.02)
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
-    assert json.loads(state.read_text())["step"] < 40  # killed part-way
+    step = json.loads(state.read_text())["step"]
+    assert step < 40  # killed part-way
     resumed = subprocess.run([*command, "--out", str(tmp_path / "killed")], capture_output=True, timeout=600)
     assert resumed.returncode == 0, resumed.stderr.decode()[-2000:]
+    # piped: progress lines, the resumed run's starting where it resumed
+    assert f"train {method}: started, {step}/40 steps" in resumed.stderr.decode()
+    assert f"train {method}: done, 40/40 steps (100%)" in resumed.stderr.decode()
 
     a = load_file(str(tmp_path / "straight" / "last" / "model.safetensors"))
     b = load_file(str(tmp_path / "killed" / "last" / "model.safetensors"))
