@@ -80,7 +80,8 @@ def test_bias_suite_then_compare(data_dir, tmp_path, capsys):
     # the columns of the suites the results have (bias alone: no STS avg. column of n/a)
     assert "| Model | Cont. | Oppn." in table and "| bow   | " in table and "| tfidf " in table
     assert "different Cont./Oppn. split rules (footnote, paper)" in table
-    assert "**Warning**: tfidf was scored with other settings than bow" in table
+    assert (f"**Warning**: tfidf ({tmp_path / 'tfidf.json'}) was scored with other settings than bow "
+            f"({tmp_path / 'bow.json'})") in table
     assert "split rule: 'paper' vs 'footnote'" in table
     assert "tfidf vs bow: Cont./Oppn. not compared pair by pair" in table and "\n| Cont." not in table
     assert "| CANNOT cos." in table and "| Para > neg (%)" in table  # the same pairs in both: compared

@@ -161,6 +161,9 @@ def _compare_options(compare: argparse.ArgumentParser) -> None:
     compare.add_argument("--resamples", type=whole_number(100, MAX_RESAMPLES), default=RESAMPLES,
                          help=f"bootstrap and permutation resamples, 100 to {MAX_RESAMPLES} (default: {RESAMPLES})")
     add_seed(compare)
+    compare.add_argument("--label", action="append", default=[], metavar="RESULT=NAME",
+                         help="a short name for a result in the tables: RESULT is its file as given or its position "
+                              "(1, 2, ...); repeat for several (default: the model spec)")
     compare.add_argument("--out", help="also write the tables to this Markdown file")
 
 
@@ -237,7 +240,7 @@ def build_command(args: argparse.Namespace) -> None:
 
 
 def compare_command(args: argparse.Namespace) -> None:
-    from cselab.probes.report import compare_report, differences_report, read_results
+    from cselab.probes.report import compare_report, differences_report, read_results, result_names
 
     if args.out:  # before any work; never one of the files compared
         check_folder(args.out, file=True, inputs=tuple(_compared_files(args.results)))
@@ -245,9 +248,10 @@ def compare_command(args: argparse.Namespace) -> None:
     if args.baseline is not None and args.baseline not in args.results:
         raise ConfigError(f"--baseline {args.baseline}: not one of the results given ({', '.join(args.results)})")
     baseline = args.results.index(args.baseline) if args.baseline else 0
-    table = compare_report(payloads)
+    names = result_names(args.results, payloads, _labels(args.label))
+    table = compare_report(payloads, names)
     if len(payloads) > 1:
-        table += "\n\n" + differences_report(args.results, payloads, baseline, args.resamples, args.seed)
+        table += "\n\n" + differences_report(args.results, payloads, baseline, args.resamples, args.seed, names=names)
     print(table)
     if args.out:
         try:
@@ -255,6 +259,19 @@ def compare_command(args: argparse.Namespace) -> None:
         except OSError as err:
             raise ConfigError(f"--out {args.out}: cannot be written ({err.strerror or err}); the tables are printed "
                               "above") from None
+
+
+def _labels(items: list[str]) -> dict[str, str]:
+    """``--label RESULT=NAME`` values by RESULT."""
+    labels = {}
+    for item in items:
+        key, sep, name = item.partition("=")
+        if not sep or not key or not name.strip():
+            raise ConfigError(f"--label {item}: expected RESULT=NAME (the results file or its position, a name)")
+        if key in labels:
+            raise ConfigError(f"--label {key}: given twice ({labels[key]}, {name})")
+        labels[key] = name.strip()
+    return labels
 
 
 def export_command(args: argparse.Namespace) -> None:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import html
+import math
 import os
 import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cselab.errors import DataError
+from cselab.errors import ConfigError, DataError
 from cselab.files import clipped, read_json
 from cselab.probes.paired import (item_conflicts, paired_figures, paired_tables, read_items, setting_differences,
                                   table_rows)
@@ -142,9 +143,29 @@ def html_report(markdown: str) -> str:
             f"<style>{style}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
 
 
-def compare_table(payloads: Sequence[dict[str, Any]]) -> str:
+def result_names(paths: Sequence[str], payloads: Sequence[dict[str, Any]], labels: dict[str, str] | None = None
+                 ) -> list[str]:
+    """What each result is called in a comparison: its ``--label`` (``labels``: path as given, or 1-based position
+    -> name), else its model's spec, followed by its file where two results share one."""
+    labels = dict(labels or {})
+    unknown = [key for key in labels if key not in paths and key not in map(str, range(1, len(paths) + 1))]
+    if unknown:
+        raise ConfigError(f"--label {unknown[0]}={labels[unknown[0]]}: {unknown[0]} is neither a result given "
+                          f"({', '.join(paths)}) nor its position (1 to {len(paths)})")
+    specs = [p["model"]["spec"] for p in payloads]
+    names = [labels.get(path, labels.get(str(i), spec if specs.count(spec) == 1 else f"{spec} ({path})"))
+             for i, (path, spec) in enumerate(zip(paths, specs), 1)]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ConfigError(f"--label: {repeated[0]!r} names two results; give each its own label")
+    return names
+
+
+def compare_table(payloads: Sequence[dict[str, Any]], names: Sequence[str] | None = None) -> str:
     """Models side by side: every suite's main scores (:attr:`Suite.main`), in suite order, for the suites any of
-    the results has; then what each suite notes about comparing them (:meth:`Suite.compare_notes`)."""
+    the results has; then what each suite notes about comparing them (:meth:`Suite.compare_notes`). ``names``:
+    the rows' (default: the model specs)."""
+    names = names or [p["model"]["spec"] for p in payloads]
     columns, notes = [], []
     for name, cls in suites().items():
         sections = [p[name] for p in payloads if isinstance(p.get(name), dict)]
@@ -153,10 +174,10 @@ def compare_table(payloads: Sequence[dict[str, Any]]) -> str:
             columns += [(name, suite, key, score) for key, score in suite.main.items()]
             notes += suite.compare_notes(sections)
     rows = []
-    for payload in payloads:
+    for payload, shown_as in zip(payloads, names):
         values = {name: suite.main_scores(payload[name]) for name, suite, _, _ in columns
                   if isinstance(payload.get(name), dict)}
-        rows.append([payload["model"]["spec"], *(cell(values.get(name, {}).get(key), score.digits)
+        rows.append([shown_as, *(cell(values.get(name, {}).get(key), score.digits)
                                                  for name, _, key, score in columns)])
     table = markdown_table(["Model", *(score.label for *_, score in columns)], rows) if columns else None
     return "\n\n".join([*([table] if table else []), *notes])
@@ -178,43 +199,48 @@ def model_rows(title: str, tables: Sequence[str]) -> list[str]:
     return [f"### {title}", *(markdown_table(t[0], t[2:]) for t in parsed)]
 
 
-def compare_report(payloads: Sequence[dict[str, Any]]) -> str:
+def compare_report(payloads: Sequence[dict[str, Any]], names: Sequence[str] | None = None) -> str:
     """The summary table, then each suite's comparison of the results that have it
-    (:meth:`Suite.compare_sections`)."""
-    parts = [table] if (table := compare_table(payloads)) else []
+    (:meth:`Suite.compare_sections`); ``names`` as :func:`compare_table`'s."""
+    names = names or [p["model"]["spec"] for p in payloads]
+    parts = [table] if (table := compare_table(payloads, names)) else []
     for name, cls in suites().items():
-        having = [(p["model"]["spec"], p[name]) for p in payloads if isinstance(p.get(name), dict)]
+        having = [(shown_as, p[name]) for p, shown_as in zip(payloads, names) if isinstance(p.get(name), dict)]
         if having:
             parts += cls().compare_sections(having)
     return "\n\n".join(parts)
 
 
 def differences_report(paths: Sequence[str], payloads: Sequence[dict[str, Any]], baseline: int = 0,
-                       resamples: int = RESAMPLES, seed: int = 0, show: bool = True) -> str:
+                       resamples: int = RESAMPLES, seed: int = 0, show: bool = True,
+                       names: Sequence[str] | None = None) -> str:
     """Every other result against the baseline's: per suite, each figure's difference (other - baseline) with its
     paired bootstrap interval, permutation p-value and Holm-corrected p-value, and whether it holds; then what
     differs in how the results were made. A suite whose items differ between the two (another version of a data
     file, another test set ...: :func:`~cselab.probes.paired.item_conflicts`) is not compared item by item, with a
-    warning naming what differs; the tables above still show its aggregates. ``show``: progress of the resampling
-    (:mod:`cselab.progress`)."""
+    warning naming what differs and both files; the tables above still show its aggregates. ``show``: progress of
+    the resampling (:mod:`cselab.progress`); ``names`` as :func:`compare_table`'s."""
     items = [read_items(path, payload) for path, payload in zip(paths, payloads)]
-    name = payloads[baseline]["model"]["spec"]
+    names = names or [p["model"]["spec"] for p in payloads]
+    name = names[baseline]
+    files = [shown_as if path in shown_as else f"{shown_as} ({path})" for path, shown_as in zip(paths, names)]
     parts = [f"## Differences against {name}", "",
              f"Paired over the items both were scored on: bootstrap {int(100 * LEVEL)}% interval (percentile, "
              f"{resamples} resamples), two-sided permutation p-value ({resamples} resamples), seed {seed}; p (Holm) "
-             f"corrected across the rows of a table (the average apart). *holds*: p (Holm) < {ALPHA} and the interval "
-             "leaves 0 out."]
+             f"corrected across the rows of a table (the average apart); p ≤ {2 / (resamples + 1):.2g} is the floor "
+             f"of {resamples} permutations (2/{resamples + 1}: none was as extreme). *holds*: p (Holm) < {ALPHA} and "
+             "the interval leaves 0 out."]
     for index, (path, payload) in enumerate(zip(paths, payloads)):
         if index == baseline:
             continue
-        spec = payload["model"]["spec"]
+        spec = names[index]
         conflicts = item_conflicts(payloads[baseline], payload)
         for scope, reasons in conflicts.items():
             suite, _, part = scope.partition(".")
             what = f"the {suite} suite's {part}" if part else f"the {suite} suite"
-            parts += ["", f"**Warning**: {spec} and {name} were not scored on the same items of {what}, so its "
-                          "figures are compared as aggregates only (the tables above), not item by item: "
-                          + "; ".join(reasons) + "."]
+            parts += ["", f"**Warning**: {files[index]} and {files[baseline]} were not scored on the same "
+                          f"items of {what}, so its figures are compared as aggregates only (the tables above), not "
+                          f"item by item; differing ({name} vs {spec}): " + "; ".join(reasons) + "."]
         if items[baseline] is None or items[index] is None:
             missing = path if items[index] is None else paths[baseline]
             parts += ["", f"### {spec}", "", f"{missing} has no per-item outputs (written before they were kept): "
@@ -225,24 +251,38 @@ def differences_report(paths: Sequence[str], payloads: Sequence[dict[str, Any]],
             tables = paired_tables(items[baseline], items[index], resamples, seed, figures=figures)
         parts += [line for found in figures.values() for note in found.notes
                   for line in ("", f"{spec} vs {name}: {note}.")]
-        parts += _difference_tables(tables, name, spec)
+        parts += _difference_tables(tables, name, spec, resamples)
         settings, provenance = setting_differences(payloads[baseline], payload)
         if settings:
-            parts += ["", f"**Warning**: {spec} was scored with other settings than {name}, so part of a difference "
-                          f"may be theirs ({name} vs {spec}): " + "; ".join(settings) + "."]
+            parts += ["", f"**Warning**: {files[index]} was scored with other settings than {files[baseline]}, "
+                          "so part of a difference may be theirs ({name} vs {spec}): "
+                          + "; ".join(settings) + "."]
         if provenance:
             parts += ["", f"Provenance ({name} vs {spec}): " + "; ".join(provenance) + "."]
     return "\n".join(parts)
 
 
-def _difference_tables(tables: dict[str, list[dict[str, Any]]], name: str, spec: str) -> list[str]:
+def p_cell(p: float, resamples: int) -> str:
+    """A p-value for a table: three decimals, two significant digits below 0.001, and ``≤ FLOOR`` at the smallest
+    value ``resamples`` random permutations give (2/(resamples+1), two-sided: none was as extreme)."""
+    floor = 2 / (resamples + 1)
+    if math.isnan(p):
+        return "n/a"
+    if math.isclose(p, floor, rel_tol=1e-9):
+        return f"≤ {floor:.2g}"
+    return f"{p:.3f}" if p >= 0.001 else f"{p:.2g}"
+
+
+def _difference_tables(tables: dict[str, list[dict[str, Any]]], name: str, spec: str, resamples: int
+                       ) -> list[str]:
     parts, known = [], suites()
     for suite, rows in tables.items():
         digits = {score.label: score.digits for score in known[suite].main.values()}
         body = [[r["name"], cell(r["a"], digits.get(r["name"], 2)), cell(r["b"], digits.get(r["name"], 2)),
                  f"{r['diff']:+.{digits.get(r['name'], 2)}f}",
                  f"[{r['ci'][0]:+.{digits.get(r['name'], 2)}f}, {r['ci'][1]:+.{digits.get(r['name'], 2)}f}]",
-                 f"{r['p']:.3f}", f"{r['p_holm']:.3f}", "yes" if r["holds"] else "no"] for r in rows]
+                 p_cell(r["p"], resamples), p_cell(r["p_holm"], resamples), "yes" if r["holds"] else "no"]
+                for r in rows]
         parts += ["", f"### {spec} vs {name}: {known[suite].title}", "",
                   markdown_table(["Figure", name, spec, "Diff.", f"{int(100 * LEVEL)}% CI", "p", "p (Holm)",
                                   "Holds"], body)]

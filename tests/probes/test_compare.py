@@ -127,3 +127,37 @@ def test_results_written_before_the_renames_still_read_their_settings():
     assert suite_setting(older["transfer"], "classifier") == "fast"
     assert suite_setting(older["bias"]["splits"], "split_rule") == "footnote"
     assert suite_setting({"classifier": "full", "protocol": "fast"}, "classifier") == "full"
+
+
+def test_results_with_other_limits_are_compared_as_aggregates_with_a_warning_naming_the_flag_and_both_files(
+        scored, data_dir, tmp_path, capsys):
+    other = tmp_path / "bow-60.json"
+    assert main(["probe", "run", "--model", "bow", "--limit", "60", "--suite", "sts", "--data-dir", str(data_dir),
+                 "--out", str(other)]) == 0
+    capsys.readouterr()
+    assert main(["probe", "compare", str(scored / "bow.json"), str(other)]) == 0
+    printed = capsys.readouterr().out
+    assert (f"**Warning**: bow ({other}) and bow ({scored / 'bow.json'}) were not scored on the same items of the sts "
+            "suite" in printed and "--limit (40 vs 60)" in printed)
+    assert f"| bow ({scored / 'bow.json'}) | " in printed  # one spec twice: the files tell them apart
+
+
+def test_labels_name_the_results_by_file_or_position(scored, capsys):
+    a, b = str(scored / "bow.json"), str(scored / "tfidf.json")
+    assert main(["probe", "compare", a, b, "--label", "1=A", "--label", f"{b}=tf-idf", "--resamples", "100"]) == 0
+    printed = capsys.readouterr().out
+    assert "| A      | " in printed and "| tf-idf | " in printed and "### tf-idf vs A: STS" in printed
+    assert "| bow " not in printed
+    for label, why in (("3=C", "3 is neither a result given"), ("A", "expected RESULT=NAME"),
+                       ("2=A", "'A' names two results")):
+        assert main(["probe", "compare", a, b, "--label", "1=A", "--label", label]) == 2
+        assert why in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("p, resamples, shown", [(2 / 1001, 1000, "≤ 0.002"), (2 / 10001, 10000, "≤ 0.0002"),
+                                                 (0.0123, 1000, "0.012"), (0.00041, 100000, "0.00041"),
+                                                 (float("nan"), 1000, "n/a")])
+def test_p_values_print_their_resampling_floor_not_zero(p, resamples, shown):
+    from cselab.probes.report import p_cell
+
+    assert p_cell(p, resamples) == shown
