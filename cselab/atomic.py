@@ -13,12 +13,14 @@ from typing import Any
 
 def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
     """Write ``data`` to a temporary file beside ``path``, flush it to disk, then rename it over ``path``; a write
-    that fails (a full disk) removes its temporary file."""
+    that fails (a full disk) removes its temporary file. The file gets the mode any new file gets (0666 less the
+    umask), not the temporary file's private 0600."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.NamedTemporaryFile("wb", dir=path.parent, prefix=f".{path.name}.", suffix=".tmp",
                                      delete=False) as handle:
         try:
+            os.chmod(handle.name, 0o666 & ~umask())
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())
@@ -27,6 +29,13 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
             raise
     os.replace(handle.name, path)
     return path
+
+
+def umask() -> int:
+    """The process's umask (read by setting it and back: no call reads it alone)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def write_text_atomic(path: str | os.PathLike, text: str) -> Path:

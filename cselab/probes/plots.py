@@ -39,12 +39,17 @@ def plot_accuracies(accuracies: dict[str, float], path: str | os.PathLike, title
 
 
 def plot_geometry(geometry: dict[str, Any], path: str | os.PathLike, title: str = "") -> Path:
-    """Alignment/uniformity, inter-layer cosine, TokSim, STS-B by layer x pooler and STS after PCA, one panel each."""
+    """Alignment/uniformity, inter-layer cosine, TokSim, STS-B by layer x pooler and STS after PCA, one panel each,
+    in a grid of two rows that stays readable at a page's width (about 1,200 pixels)."""
     plt = _pyplot()
-    figure, axes = plt.subplots(1, 5, figsize=(24, 4.2), dpi=110)
+    figure, grid = plt.subplots(2, 3, figsize=(12, 7.6), dpi=100)
+    axes = grid.ravel()
+    axes[5].set_axis_off()
     au = geometry["alignment_uniformity"]
     axes[0].scatter([au["alignment"]], [au["uniformity"]], s=40)
-    axes[0].annotate(title, (au["alignment"], au["uniformity"]), fontsize=7)
+    axes[0].annotate(f"{au['alignment']:.3f}, {au['uniformity']:.3f}", (au["alignment"], au["uniformity"]),
+                     xytext=(8, 8), textcoords="offset points", fontsize=9)  # beside the point, not over it
+    axes[0].margins(0.3)
     axes[0].set(xlabel="alignment (lower is better)", ylabel="uniformity (lower is better)",
                 title="Alignment / uniformity (STS-B dev)")
     layers = geometry["layers"]
@@ -71,7 +76,8 @@ def plot_geometry(geometry: dict[str, Any], path: str | os.PathLike, title: str 
         dims = sorted(pca["dims"], key=int)
         axes[4].plot([int(d) for d in dims], [pca["dims"][d]["avg"] for d in dims], marker="o")
         axes[4].set(xlabel="dimensions kept (PCA)", ylabel="STS avg. Spearman x 100", title="STS after PCA")
-    for ax in axes:
+    for ax in axes[:5]:
         ax.grid(alpha=0.3)
+        ax.title.set_fontsize(11)
     figure.suptitle(title)
     return _save(figure, path)

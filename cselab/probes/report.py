@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import html
 import math
 import os
@@ -116,8 +117,35 @@ def markdown_report(payload: dict[str, Any], sections: Sequence[str], plots: dic
     return "\n\n".join(parts) + "\n"
 
 
-def html_report(markdown: str) -> str:
-    """The Markdown report as a standalone HTML page (headings, tables, images, paragraphs)."""
+NUMBER = re.compile(r"n/a|[-+≤<>±\s\d.,/%()\[\]e]*\d[-+≤<>±\s\d.,/%()\[\]e]*")
+
+
+def _html_table(lines: list[str]) -> str:
+    """A Markdown table as HTML: a column of figures right-aligned, any other (model names, tasks) left-aligned."""
+    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines if not set(line) <= set("|- ")]
+    width = len(rows[0])
+    cells = [[row[i] for row in rows[1:] if i < len(row) and row[i]] for i in range(width)]
+    numeric = [bool(column) and all(NUMBER.fullmatch(c) for c in column) for column in cells]
+
+    def row_html(row: list[str], tag: str) -> str:
+        return "<tr>" + "".join(f'<{tag} class="{"num" if numeric[i] else "text"}">{html.escape(c)}</{tag}>'
+                                for i, c in enumerate(row[:width])) + "</tr>"
+    body = "".join(row_html(row, "td") for row in rows[1:])
+    return f"<table><thead>{row_html(rows[0], 'th')}</thead><tbody>{body}</tbody></table>"
+
+
+def _image_source(name: str, folder: Path | None) -> str:
+    """An image's ``src``: the picture itself (a base64 data URI) when it is a PNG in ``folder``, else its name."""
+    path = folder / name if folder is not None else None
+    if path is not None and path.suffix == ".png" and path.is_file():
+        return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
+    return html.escape(name)
+
+
+def html_report(markdown: str, images: str | os.PathLike | None = None) -> str:
+    """The Markdown report as one HTML page (headings, tables, images, paragraphs); ``images``: the folder of its
+    pictures, which are then embedded, so that the page is complete on its own (moved, mailed, attached)."""
+    folder = Path(images) if images is not None else None
     body = []
     for block in markdown.strip().split("\n\n"):
         lines = block.splitlines()
@@ -127,18 +155,17 @@ def html_report(markdown: str) -> str:
             level = len(heading.group(1))
             body.append(f"<h{level}>{html.escape(heading.group(2))}</h{level}>")
         elif image:
-            body.append(f'<p><img src="{html.escape(image.group(2))}" alt="{html.escape(image.group(1))}" '
-                        'style="max-width:100%"></p>')
+            body.append(f'<figure><img src="{_image_source(image.group(2), folder)}" '
+                        f'alt="{html.escape(image.group(1))}"><figcaption>{html.escape(image.group(1))}'
+                        "</figcaption></figure>")
         elif lines[0].startswith("|"):
-            rows = [[html.escape(c.strip()) for c in line.strip("|").split("|")] for line in lines if
-                    not set(line) <= set("|- ")]
-            head = "".join(f"<th>{c}</th>" for c in rows[0])
-            cells = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in row) + "</tr>" for row in rows[1:])
-            body.append(f"<table><thead><tr>{head}</tr></thead><tbody>{cells}</tbody></table>")
+            body.append(_html_table(lines))
         else:
             body.append(f"<p>{html.escape(block)}</p>")
-    style = ("body{font-family:sans-serif;max-width:1200px;margin:2em auto}table{border-collapse:collapse;"
-             "margin:1em 0}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}th{background:#eee}")
+    style = ("body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}table{border-collapse:"
+             "collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:2px 8px}th{background:#eee}"
+             ".num{text-align:right}.text{text-align:left}figure{margin:1em 0}img{max-width:100%;height:auto}"
+             "figcaption{font-size:90%;color:#555}")
     return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>cselab probe report</title>"
             f"<style>{style}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")
 

@@ -195,4 +195,4 @@ def _stage_set(payload: dict[str, Any], out: Path, stage: Path) -> list[str]:
     markdown = markdown_report(payload, suite_sections(payload), plots)
     return [*(p.name for p in plots), *([f"{out.stem}.items.npz"] if arrays else []),
             write_text_atomic(staged.with_suffix(".md"), markdown).name,
-            write_text_atomic(staged.with_suffix(".html"), html_report(markdown)).name, out.name]
+            write_text_atomic(staged.with_suffix(".html"), html_report(markdown, stage)).name, out.name]
