@@ -7,6 +7,9 @@ from the built-in exception its case matches, so ``except ValueError`` keeps wor
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 
 class CselabError(Exception):
     """A mistake the user can fix: the message says what and where."""
@@ -30,3 +33,11 @@ class TrainingError(CselabError, RuntimeError):
 
 class ExternalToolError(CselabError, RuntimeError):
     """A tool or service cselab calls (apertium, the Hugging Face hub) failed."""
+
+
+def did_you_mean(word: object, choices: Iterable[str], n: int = 3) -> str:
+    """``" (did you mean 'x'?)"`` naming the ``n`` choices closest to ``word`` (difflib's close matches), or ``""``."""
+    close = difflib.get_close_matches(str(word), list(choices), n=n, cutoff=0.6)
+    if not close:
+        return ""
+    return f" (did you mean {' or '.join(repr(c) for c in close)}?)"

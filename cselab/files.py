@@ -9,9 +9,11 @@ to gigabytes), and no message repeats more than :data:`SHOWN` characters of a va
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -162,6 +164,22 @@ def remove_path(path: str | os.PathLike) -> None:
         path.unlink()
     elif path.is_dir():
         shutil.rmtree(path)
+
+
+@contextlib.contextmanager
+def kept_only_if_written(folder: str | os.PathLike) -> Iterator[None]:
+    """A folder that did not exist before the block is removed when the block fails having written no file into it
+    (a run refused before its first save leaves no empty folder behind); one holding any file is kept."""
+    folder = Path(folder)
+    existed = folder.exists() or folder.is_symlink()
+    try:
+        yield
+    except BaseException:
+        if not existed and folder.is_dir() and not folder.is_symlink() and all(
+                not files and all(not (Path(root) / d).is_symlink() for d in dirs)
+                for root, dirs, files in os.walk(folder)):
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
 
 
 def check_folder(path: str | os.PathLike, flag: str = "--out", file: bool = False,

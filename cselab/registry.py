@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any, ClassVar
 
-from cselab.errors import ConfigError
+from cselab.errors import ConfigError, did_you_mean
 from cselab.files import shown
 
 REQUIRED = object()  # a Param default: the key must be given
@@ -205,8 +205,8 @@ def get(kind: str, name: Any, where: str = "") -> Plugin:
     """The plug-in, or a ConfigError naming the valid ones."""
     if name not in _REGISTRY[kind]:
         label = kind.replace("_", " ")
-        raise ConfigError(f"{where + ': ' if where else ''}unknown {label} {shown(name)}; "
-                          f"known: {', '.join(sorted(_REGISTRY[kind]))}")
+        raise ConfigError(f"{where + ': ' if where else ''}unknown {label} {shown(name)}"
+                          f"{did_you_mean(name, _REGISTRY[kind])}; known: {', '.join(sorted(_REGISTRY[kind]))}")
     return _REGISTRY[kind][name]
 
 
@@ -219,7 +219,8 @@ def check(section: Any, schema: dict[str, Param], where: str) -> dict[str, Any]:
         raise ConfigError(f"{where or 'the file'}: expected a mapping of keys, got {shown(section)}")
     unknown = sorted(set(section) - set(schema))
     if unknown:
-        raise ConfigError(f"{_join(where, unknown[0])}: unknown key; known: {', '.join(sorted(schema))}")
+        raise ConfigError(f"{_join(where, unknown[0])}: unknown key{did_you_mean(unknown[0], schema)}; known: "
+                          f"{', '.join(sorted(schema))}")
     result = {}
     for key, param in schema.items():
         given = section.get(key)

@@ -177,10 +177,6 @@ def test_unknown_task_is_a_clear_error(data_dir, capsys):
     assert "Unknown STS task 'sts99'" in capsys.readouterr().err
 
 
-def test_data_list(data_dir, capsys):
-    assert main(["data", "list", "--data-dir", str(data_dir)]) == 0
-    out = capsys.readouterr().out
-    assert "sickr  SICKRelatedness  train 4500, trial 500, test 4927" in out
 
 
 def test_data_download_offline_says_what_failed(tmp_path, capsys):
@@ -243,3 +239,42 @@ def test_a_factorys_error_names_its_file_and_line_and_debug_shows_its_traceback(
         probe_main(["run", "--debug", "--model", "badfactory:factory"])  # --debug accepted by probe, anywhere
     shown = "".join(traceback.format_exception(raised.value))
     assert "badfactory.py\", line 5, in factory" in shown
+
+
+def test_a_mistyped_name_gets_the_closest_one_suggested(data_dir, tmp_path, capsys):
+    for argv, said in ((["train", "--method", "osscce", "--out", str(tmp_path / "a")],
+                        "Unknown method 'osscce' (did you mean 'osscse'?): not a YAML file nor one of the "),
+                       (["train", "--method", "osscse", "--set", "training.lrr=1", "--out", str(tmp_path / "a")],
+                        "osscse: training.lrr: unknown key (did you mean 'lr'?); known: "),
+                       (["train", "--method", "osscse", "--set", "losses.recal.gamma=1", "--out", str(tmp_path / "a")],
+                        "unknown loss 'recal' (did you mean 'recall'?)"),
+                       (["probe", "run", "--model", "bow", "--suite", "stss", "--data-dir", str(data_dir)],
+                        "Unknown suite 'stss' (did you mean 'sts'?)"),
+                       (["augment", "--corpus", "wiki1m", "--set", "backendd=none", "--out", str(tmp_path / "c")],
+                        "unknown key 'backendd' (did you mean 'backend'?)")):
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert said in err, err
+        assert "anchor-noise-neg" not in err  # with a suggestion, not the 39 presets
+
+
+def test_probe_errors_say_probe_and_its_command_with_the_option_meant(capsys):
+    from cselab.cli import probe_main
+
+    with pytest.raises(SystemExit) as stop:
+        probe_main(["run", "--model", "bow", "--suites", "sts"])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.startswith("usage: probe run [-h]")
+    assert "probe run: error: unrecognized arguments: --suites sts (did you mean '--suite'?)" in err
+    with pytest.raises(SystemExit):
+        main(["train", "--methd", "simcse"])
+    assert "cselab train: error: unrecognized arguments: --methd simcse (did you mean '--method'?)" in \
+        capsys.readouterr().err
+
+
+def test_a_run_refused_before_its_first_save_leaves_no_folder(data_dir, tmp_path, capsys):
+    out = tmp_path / "runs" / "osscse"
+    assert main(["train", "--method", "osscse", "--data", str(tmp_path / "no-cache"), "--data-dir", str(data_dir),
+                 "--out", str(out)]) == 2
+    assert "holds no finished augment cache" in capsys.readouterr().err
+    assert not out.exists()

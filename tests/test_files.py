@@ -62,3 +62,26 @@ def test_shown_values_are_bounded():
     assert shown("x" * 1000) == repr("x" * 1000)[:57] + "..."
     assert shown(list(range(10**6))) == "<list of 1000000 items>"
     assert shown(0.5) == "0.5"
+
+
+def test_a_folder_a_failed_block_made_and_left_empty_is_removed_and_any_other_kept(tmp_path):
+    from cselab.files import kept_only_if_written
+
+    made = tmp_path / "new"
+    with pytest.raises(RuntimeError), kept_only_if_written(made):
+        (made / "logs" / "tb").mkdir(parents=True)  # folders only: nothing written
+        raise RuntimeError
+    assert not made.exists()
+    with pytest.raises(RuntimeError), kept_only_if_written(made):
+        (made / "logs").mkdir(parents=True)
+        (made / "logs" / "log.jsonl").write_text("{}\n")  # a file: what was written is never lost
+        raise RuntimeError
+    assert (made / "logs" / "log.jsonl").is_file()
+    mine = tmp_path / "mine"
+    mine.mkdir()  # the user's own empty folder, there before
+    with pytest.raises(RuntimeError), kept_only_if_written(mine):
+        raise RuntimeError
+    assert mine.is_dir()
+    with kept_only_if_written(tmp_path / "ok"):  # no failure: whatever it is, it stays
+        (tmp_path / "ok").mkdir()
+    assert (tmp_path / "ok").is_dir()

@@ -43,7 +43,7 @@ from cselab.augment.negation import RULES_VERSION, Negator
 from cselab.augment.source import SourceLine, read_source
 from cselab.checksum import sha256
 from cselab.data.augmented import MANIFEST, data_files, damaged_files, file_record, read_manifest
-from cselab.errors import ConfigError, DataError, ModelError
+from cselab.errors import ConfigError, DataError, ModelError, did_you_mean
 from cselab.files import check_folder, read_json, shown
 from cselab.locking import FolderLock, alive
 from cselab.normalizers import NORMALIZERS
@@ -109,7 +109,8 @@ class AugmentConfig(Checked):
         known = {f.name for f in fields(cls)}
         for name in values:
             if name not in known:
-                raise ConfigError(f"--set {name}: unknown key {shown(name)}; known keys: {', '.join(sorted(known))}")
+                raise ConfigError(f"--set {name}: unknown key {shown(name)}{did_you_mean(name, known)}; known keys: "
+                                  f"{', '.join(sorted(known))}")
         return cls(**values)
 
     def resolved(self) -> AugmentConfig:

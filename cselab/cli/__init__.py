@@ -21,16 +21,27 @@ from pathlib import Path
 from cselab import __version__
 from cselab.atomic import disk_full
 from cselab.cli import augment, data, probe, sweep, train
-from cselab.errors import CselabError
+from cselab.errors import CselabError, did_you_mean
 from cselab.provenance import record_command
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="cselab",
-                                     description="Contrastive sentence embeddings: augment, train, probe.")
+def _top(prog: str, description: str) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     parser.add_argument("--version", action="version", version=f"cselab {__version__}")
     parser.add_argument("--debug", action="store_true", help="show the traceback of every error, a user's mistakes "
                                                              "included")
+    return parser
+
+
+def build_probe_parser() -> argparse.ArgumentParser:
+    """The ``probe`` command's parser: ``cselab probe``'s, under its own name (its usage and errors say ``probe``)."""
+    parser = _top("probe", "Score any encoder.")
+    probe.register(parser)
+    return parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _top("cselab", "Contrastive sentence embeddings: augment, train, probe.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     probe.register(commands.add_parser("probe", help="score encoders: STS, bias, transfer, probing, geometry",
                                             description="Score any encoder."))
@@ -89,10 +100,31 @@ def _refused(err: OSError) -> str:
             f"({what}); check its permissions, or give another path")
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """``argv`` parsed; an argument no command takes is refused by the command it was given to (its usage, its
+    name: ``probe run: error: ...``), with the closest option suggested."""
+    def mark(level: argparse.ArgumentParser) -> None:
+        for action in level._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    sub.set_defaults(parser_=sub)
+                    mark(sub)
+    mark(parser)
+    args, extras = parser.parse_known_args(argv)
+    if extras:
+        where = getattr(args, "parser_", parser)
+        options = [option for action in where._actions for option in action.option_strings]
+        hint = did_you_mean(extras[0].split("=")[0], options, 1) if extras[0].startswith("-") else ""
+        where.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
+    return args
+
+
+def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None,
+         command: list[str] | None = None) -> int:
+    """``cselab ...``; ``parser``: another command's (``probe``'s), ``command``: the cselab command line it is."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser().parse_args(argv)
-    record_command(["cselab", *argv])
+    args = parse(parser or build_parser(), argv)
+    record_command(command or ["cselab", *argv])
     terminate = signal.signal(signal.SIGTERM, _terminate) if threading.current_thread() is threading.main_thread() \
         else None
     try:
@@ -124,5 +156,5 @@ def main(argv: list[str] | None = None) -> int:
 def probe_main(argv: list[str] | None = None) -> int:
     """The ``probe`` command: ``probe run ...`` is ``cselab probe run ...`` (``--debug`` anywhere is cselab's)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    debug = ["--debug"] if "--debug" in argv else []
-    return main([*debug, "probe", *(arg for arg in argv if arg != "--debug")])
+    debug, rest = ["--debug"] if "--debug" in argv else [], [arg for arg in argv if arg != "--debug"]
+    return main([*debug, *rest], build_probe_parser(), ["cselab", *debug, "probe", *rest])

@@ -22,12 +22,12 @@ def register(data: argparse.ArgumentParser) -> None:
 
 
 def list_sets(args: argparse.Namespace) -> None:
-    from cselab.data import STS_TASKS, load_sts
+    from cselab.data.catalog import named_sets
 
-    for task in STS_TASKS.values():
-        sizes = ", ".join(f"{split} {sum(len(s) for s in load_sts(task.key, split, args.data_dir))}"
-                          for split in task.splits)
-        print(f"{task.key:6} {task.name:16} {sizes:34} {task.description}")
+    found = named_sets(args.data_dir)
+    key, kind, size = (max(len(getattr(s, field)) for s in found) for field in ("key", "kind", "size"))
+    for s in found:
+        print(f"{s.key:{key}}  {s.kind:{kind}}  {s.size:{min(size, 48)}}  {s.description}")
 
 
 def fetch_sets(args: argparse.Namespace) -> None:

@@ -18,7 +18,7 @@ from cselab.data.readers import (
     read_stsb_split,
 )
 from cselab.data.root import corpus_dir, data_root, senteval_dir
-from cselab.errors import ConfigError, DataError
+from cselab.errors import ConfigError, DataError, did_you_mean
 
 DataDir = str | os.PathLike | None
 
@@ -64,7 +64,8 @@ def sts_task(key: str) -> STSTask:
     try:
         return STS_TASKS[key.lower()]
     except KeyError:
-        raise ConfigError(f"Unknown STS task {key!r}; known: {', '.join(STS_TASKS)}") from None
+        raise ConfigError(f"Unknown STS task {key!r}{did_you_mean(key, STS_TASKS)}; known: {', '.join(STS_TASKS)}"
+                          ) from None
 
 
 def load_sts(key: str, split: str | None = None, data_dir: DataDir = None) -> list[STSPairs]:

@@ -16,7 +16,7 @@ import numpy as np
 from cselab.data.errors import DataFormatError
 from cselab.data.readers import read_lines
 from cselab.data.root import senteval_dir
-from cselab.errors import ConfigError
+from cselab.errors import ConfigError, did_you_mean
 
 TRANSFER_TASKS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
 # the binary tasks: (folder, file labelled 1, file labelled 0)
@@ -120,7 +120,8 @@ def load_transfer(task: str, data_dir: str | os.PathLike | None = None, limit: i
     ``train``/``test`` (TREC, MRPC); ``limit`` keeps the first N rows of each file (quick checks)."""
     key = task.upper().replace("-", "")
     if key not in TRANSFER_TASKS:
-        raise ConfigError(f"Unknown transfer task {task!r}; known: {', '.join(TRANSFER_TASKS)}")
+        raise ConfigError(f"Unknown transfer task {task!r}{did_you_mean(key, TRANSFER_TASKS)}; known: "
+                          f"{', '.join(TRANSFER_TASKS)}")
     root = senteval_dir(data_dir)
     if key in BINARY:
         return _binary(key, root, limit)

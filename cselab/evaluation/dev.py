@@ -26,7 +26,7 @@ from cselab.checksum import sha256
 from cselab.data import STSPairs, load_sts
 from cselab.data.transfer import TRANSFER_TASKS, load_transfer
 from cselab.encoders.base import Encoder
-from cselab.errors import ConfigError
+from cselab.errors import ConfigError, did_you_mean
 from cselab.evaluation.scoring import Scorer, Result
 from cselab.evaluation.transfer import NCLASSES, sentence_vectors, task_features
 from cselab.evaluation.validation import classifier_setup, dev_accuracy
@@ -44,7 +44,7 @@ BATCH_SIZE = 128
 
 def _known(name: str, table: dict) -> None:
     if name not in table:
-        raise ConfigError(f"dev scorer {name!r}: known: {', '.join(dev_names())}")
+        raise ConfigError(f"dev scorer {name!r}{did_you_mean(name, dev_names())}; known: {', '.join(dev_names())}")
 
 
 def _headline(scores: dict[str, float]) -> float:

@@ -21,6 +21,7 @@ config is checked before the first one trains.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import multiprocessing
@@ -38,7 +39,7 @@ from cselab.data import data_root, load_sts
 from cselab.encoders import load_encoder
 from cselab.errors import ConfigError, DataError, TrainingError
 from cselab.experiments.seed_stats import compare_methods, comparison_markdown
-from cselab.files import check_folder, read_json, shown
+from cselab.files import check_folder, kept_only_if_written, read_json, shown
 from cselab.probes.geometry import alignment_uniformity
 from cselab.probes.report import markdown_table
 from cselab.probes.significance import t_interval
@@ -220,7 +221,8 @@ def run_sweep(spec: SweepSpec, progress: bool = True, worker: tuple[int, int] | 
     configs = [load_method(run.method, [*spec.overrides, *run.grid, f"{SEED_KEY}={run.seed}"], spec.profile)
                for run in runs]
     mine = [number for number in range(1, len(runs) + 1) if worker is None or (number - 1) % worker[1] == worker[0]]
-    with Progress("sweep", len(mine), "run", enabled=progress) as bar:
+    with kept_only_if_written(out) if worker is None else contextlib.nullcontext(), \
+            Progress("sweep", len(mine), "run", enabled=progress) as bar:
         for number in mine:
             run, config = runs[number - 1], configs[number - 1]
             bar.note(f"[{number}/{len(runs)}] {run.label}, seed {run.seed}")

@@ -22,7 +22,7 @@ import numpy as np
 
 from cselab.data.transfer import TRANSFER_TASKS
 from cselab.encoders.base import Encoder
-from cselab.errors import ConfigError
+from cselab.errors import ConfigError, did_you_mean
 from cselab.evaluation.setups import CLASSIFIER_SETUPS
 from cselab.files import clipped
 from cselab.evaluation.scoring import Result
@@ -190,8 +190,8 @@ def suite_parts(suite: str) -> tuple[str, ...]:
     names = [name.strip() for name in suite.split(",")]
     unknown = [name for name in names if name not in known and name != "all"]
     if unknown:
-        raise ConfigError(f"Unknown suite {', '.join(map(repr, unknown))}; choose from {', '.join(known)}, all, or "
-                         "several joined by commas (sts,bias)")
+        raise ConfigError(f"Unknown suite {', '.join(map(repr, unknown))}{did_you_mean(unknown[0], [*known, 'all'])}; "
+                          f"choose from {', '.join(known)}, all, or several joined by commas (sts,bias)")
     return tuple(name for name, cls in known.items() if ("all" in names and cls.in_all) or name in names)
 
 

@@ -42,7 +42,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cselab.errors import ConfigError
+from cselab.errors import ConfigError, did_you_mean
 from cselab.files import read_yaml, shown
 from cselab.overrides import apply_override
 
@@ -66,8 +66,12 @@ def _read(name_or_path: str | os.PathLike, beside: Path | None = None) -> tuple[
         path = path.resolve()
     else:
         if str(name_or_path) not in preset_names():
+            names, hint = preset_names(), did_you_mean(name_or_path, preset_names())
+            if hint:  # the few names meant, not all of them
+                raise ConfigError(f"Unknown method {shown(str(name_or_path))}{hint}: not a YAML file nor one of the "
+                                  f"{len(names)} presets (cselab train --list-methods)")
             raise ConfigError(f"Unknown method {shown(str(name_or_path))}: not a YAML file, and the presets are "
-                             f"{', '.join(preset_names())}")
+                              f"{', '.join(names)}")
         path = Path(str(resources.files("cselab.train.config").joinpath("presets", f"{name_or_path}.yaml")))
     config = read_yaml(path, ConfigError)
     profiles = config.get("profiles", {})

@@ -36,7 +36,7 @@ from cselab.encoders.checkpoint import CheckpointInfo
 from cselab.encoders.transformer import TransformerEncoder
 from cselab.errors import TrainingError
 from cselab.evaluation.dev import NONE, log_key
-from cselab.files import check_folder
+from cselab.files import check_folder, kept_only_if_written
 from cselab.progress import Progress
 from cselab.train.config.method import MethodConfig
 from cselab.train.run import folder as run_folder
@@ -238,6 +238,16 @@ def train(method: MethodConfig, model: str, data: str | os.PathLike | None, out:
     if restart_from not in (None, *run_folder.RESTARTS):
         raise TrainingError(f"--restart-from {restart_from!r}: expected one of {', '.join(run_folder.RESTARTS)}")
     out = check_folder(out, inputs=(model, data))  # never the model's or the data's own folder
+    first = os.environ.get("RANK", "0") == "0"  # one process of several may remove OUT
+    with kept_only_if_written(out) if first else contextlib.nullcontext():  # refused before a save: no empty OUT
+        return _train(method, model, data, out, data_dir, eval_limit, log_every, progress, report_to, overwrite,
+                      restart_from, callbacks)
+
+
+def _train(method: MethodConfig, model: str, data: str | os.PathLike | None, out: Path,
+           data_dir: str | os.PathLike | None, eval_limit: int | None, log_every: int, progress: bool,
+           report_to: Sequence[str], overwrite: bool, restart_from: str | None, callbacks: Sequence[Callback]
+           ) -> dict[str, Any]:
     accelerator = launch(method.training, out, report_to)
     main = accelerator.is_main_process  # one process locks OUT (and overwrites it)
     with run_folder.RunLock(out) if main else contextlib.nullcontext():
