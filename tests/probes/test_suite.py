@@ -19,8 +19,8 @@ from cselab.probes.names import SUITES
 def test_the_registry_holds_the_suites_help_lists_in_their_order():
     assert list(suites()) == [*SUITES["all"], "mteb"] and set(SUITES) == {*SUITES["all"], "mteb", "all"}
     assert suite_parts("bias,sts") == ("sts", "bias") and suite_parts("all") == SUITES["all"]
-    with pytest.raises(ConfigError, match="Unknown suite 'stss'; choose from sts, bias, transfer, probing, geometry, "
-                                          "mteb"):
+    with pytest.raises(ConfigError, match=r"Unknown suite 'stss' \(did you mean 'sts'\?\); choose from sts, bias, "
+                                          "transfer, probing, geometry, mteb"):
         suite_parts("sts,stss")
 
 

@@ -15,19 +15,21 @@ NO_MODEL = "/nonexistent/backbone"  # were the model loaded, the error would nam
 
 
 MISTAKES = {  # (method, --set): what the one line says after "METHOD: KEY: "
-    ("input-noise", "views.positive.augment.sigmaa=0.5"): "unknown key; known: sigma",
+    ("input-noise", "views.positive.augment.sigmaa=0.5"): "unknown key (did you mean 'sigma'?); known: sigma",
     ("simcse", "training.lr=abc"): "'abc' is not valid; expected a number >= 0",
     ("simcse", "training.batch_size=0"): "0 is out of range; expected a whole number >= 1",
     ("simcse", "losses.info_nce.temperature=0"): "0.0 is out of range; expected a number > 0",
     ("input-dropout", "views.positive.augment.p=1.5"): "1.5 is out of range; expected a number >= 0 and < 1",
     ("simcse", "training.mixed_precision=fp8"): "'fp8' is not allowed; expected one of no, fp16, bf16",
-    ("input-noise", "views.positive.augment.kind=gaussian_nois"): "unknown input augment 'gaussian_nois'; known: "
-                                                                  "bernoulli_dropout, feature_dropout, fgsm",
-    ("noise-neg", "losses.info_nce.generated.kind=gausian"): "unknown negatives 'gausian'; known: anchor_noise",
-    ("sam", "hooks.weights.kind=sma"): "unknown weight hook 'sma'; known: awp, sam",
-    ("simcse", "losses.info_nce.kind=info_nse"): "unknown loss 'info_nse'; known: info_nce, mlm, nt_xent",
+    ("input-noise", "views.positive.augment.kind=gaussian_nois"):
+        "unknown input augment 'gaussian_nois' (did you mean 'gaussian_noise' or 'gaussian_dropout'?); known: "
+        "bernoulli_dropout, feature_dropout, fgsm",
+    ("noise-neg", "losses.info_nce.generated.kind=gausian"):
+        "unknown negatives 'gausian' (did you mean 'gaussian'?); known: ",
+    ("sam", "hooks.weights.kind=sma"): "unknown weight hook 'sma' (did you mean 'sam'?); known: awp, sam",
+    ("simcse", "losses.info_nce.kind=info_nse"): "unknown loss 'info_nse' (did you mean 'info_nce'?); known: ",
     ("simcse", "losses.info_nce.positive=positiv"): "'positiv' is not a view; views: anchor, positive",
-    ("simcse", "encoder.head=mpl"): "unknown head 'mpl'; known: mlp, projection",
+    ("simcse", "encoder.head=mpl"): "unknown head 'mpl' (did you mean 'mlp'?); known: mlp, projection",
     ("simcse", "training.optimizer=adam"): "'adam' is not allowed; expected one of adamw, adamw_legacy",
     ("simcse", "training.max_grad_norm=0"): "0.0 is out of range; expected a number > 0 or null",
     ("sg", "encoder.frozen_mode=on"): "'on' is not allowed; expected one of eval, train",
@@ -38,7 +40,8 @@ MISTAKES = {  # (method, --set): what the one line says after "METHOD: KEY: "
                                                   "losses.info_nce has no transform",
     ("byop-d", "losses.info_nce.transform.margin=-dynamic"): "'-dynamic' is not valid; expected a number or "
                                                              "'dynamic'",
-    ("ifm", "losses.info_nce.transform.kind=perturbb"): "unknown logit transform 'perturbb'; known: perturb",
+    ("ifm", "losses.info_nce.transform.kind=perturbb"):
+        "unknown logit transform 'perturbb' (did you mean 'perturb'?); known: perturb",
     # the keys of info_nce before the perturbation became a logit transform: refused with the new spelling
     ("ifm", "losses.info_nce.perturbation=p-n+"): "no longer a parameter of info_nce; write transform: {kind: "
                                                   "perturb, pattern: PATTERN, margin: MARGIN}",
