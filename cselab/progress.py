@@ -69,7 +69,7 @@ class Progress:
         self._phase_initial, self._planned = initial, 0
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._bar = self._timer = None
+        self._bar = None
         if not enabled:
             return
         if _terminal(self.stream):
@@ -79,8 +79,7 @@ class Progress:
         else:
             every = interval() if every is None else every
             self._write(f"{stage}: started" + (f", {self._count()}" if total else ""))
-            self._timer = threading.Thread(target=self._tick, args=(every,), name=f"progress {stage}", daemon=True)
-            self._timer.start()
+            threading.Thread(target=self._tick, args=(every,), name=f"progress {stage}", daemon=True).start()
 
     def __enter__(self) -> Progress:
         return self

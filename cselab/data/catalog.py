@@ -23,8 +23,8 @@ class NamedSet:
     description: str
 
 
-def _sizes(sizes: dict[str, int], unit: str = "") -> str:
-    return ", ".join(f"{name} {count:,}{unit}" for name, count in sizes.items())
+def _sizes(sizes: dict[str, int]) -> str:
+    return ", ".join(f"{name} {count:,}" for name, count in sizes.items())
 
 
 def _sts(key: str, data_dir: DataDir) -> str:

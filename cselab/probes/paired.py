@@ -129,14 +129,15 @@ def aligned(a: dict[str, np.ndarray], b: dict[str, np.ndarray], key: str) -> tup
 
 def _table(figures: dict[str, tuple[list[Stratum], float]], average: str | None, resamples: int, seed: int
            ) -> list[dict[str, Any]]:
-    """One row per figure, Holm across them; with ``average``, a last row of their mean (its own test)."""
+    """One row per figure, Holm across them; with ``average`` (:func:`_averaged`), a last row of their mean (its own
+    test)."""
     rows = []
     for name, (strata, scale) in figures.items():
         rows.append({"name": name, **compare(strata, scale, resamples, seed)})
         progress.advance()
     for row, adjusted in zip(rows, holm([r["p"] for r in rows])):
         row["p_holm"] = adjusted
-    if average and len(figures) > 1:
+    if _averaged(figures, average):
         strata = [Stratum(s.a, s.b, s.gold, s.weight / len(figures)) for group, _ in figures.values() for s in group]
         scale = next(iter(figures.values()))[1]
         rows.append({"name": average, **compare(strata, scale, resamples, seed)})
@@ -155,9 +156,14 @@ def paired_figures(a: dict[str, np.ndarray], b: dict[str, np.ndarray], skip: tup
     return {name: figures for name, figures in found.items() if figures is not None}
 
 
+def _averaged(figures: dict[str, Any], average: str | None) -> bool:
+    """Whether a table of ``figures`` gets a last row, their mean: when it names one and there are several."""
+    return bool(average) and len(figures) > 1
+
+
 def table_rows(figures: dict[str, PairedFigures]) -> int:
     """How many rows :func:`paired_tables` computes for ``figures`` (each an interval and a p-value)."""
-    return sum(len(found.figures) + bool(found.average and len(found.figures) > 1) for found in figures.values())
+    return sum(len(found.figures) + _averaged(found.figures, found.average) for found in figures.values())
 
 
 def paired_tables(a: dict[str, np.ndarray], b: dict[str, np.ndarray], resamples: int = RESAMPLES, seed: int = 0,

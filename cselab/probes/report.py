@@ -188,11 +188,16 @@ def result_names(paths: Sequence[str], payloads: Sequence[dict[str, Any]], label
     return names
 
 
+def _named(payloads: Sequence[dict[str, Any]], names: Sequence[str] | None) -> Sequence[str]:
+    """``names``, else each result's model spec."""
+    return names or [p["model"]["spec"] for p in payloads]
+
+
 def compare_table(payloads: Sequence[dict[str, Any]], names: Sequence[str] | None = None) -> str:
     """Models side by side: every suite's main scores (:attr:`Suite.main`), in suite order, for the suites any of
     the results has; then what each suite notes about comparing them (:meth:`Suite.compare_notes`). ``names``:
     the rows' (default: the model specs)."""
-    names = names or [p["model"]["spec"] for p in payloads]
+    names = _named(payloads, names)
     columns, notes = [], []
     for name, cls in suites().items():
         sections = [p[name] for p in payloads if isinstance(p.get(name), dict)]
@@ -229,7 +234,7 @@ def model_rows(title: str, tables: Sequence[str]) -> list[str]:
 def compare_report(payloads: Sequence[dict[str, Any]], names: Sequence[str] | None = None) -> str:
     """The summary table, then each suite's comparison of the results that have it
     (:meth:`Suite.compare_sections`); ``names`` as :func:`compare_table`'s."""
-    names = names or [p["model"]["spec"] for p in payloads]
+    names = _named(payloads, names)
     parts = [table] if (table := compare_table(payloads, names)) else []
     for name, cls in suites().items():
         having = [(shown_as, p[name]) for p, shown_as in zip(payloads, names) if isinstance(p.get(name), dict)]
@@ -248,7 +253,7 @@ def differences_report(paths: Sequence[str], payloads: Sequence[dict[str, Any]],
     warning naming what differs and both files; the tables above still show its aggregates. ``show``: progress of
     the resampling (:mod:`cselab.progress`); ``names`` as :func:`compare_table`'s."""
     items = [read_items(path, payload) for path, payload in zip(paths, payloads)]
-    names = names or [p["model"]["spec"] for p in payloads]
+    names = _named(payloads, names)
     name = names[baseline]
     files = [shown_as if path in shown_as else f"{shown_as} ({path})" for path, shown_as in zip(paths, names)]
     parts = [f"## Differences against {name}", "",

@@ -19,11 +19,11 @@ from cselab.checksum import sha256
 from cselab.data import DataNotFoundError, data_root
 from cselab.encoders import Encoder
 from cselab.errors import ConfigError, DataError
+from cselab.evaluation.scoring import Result
 from cselab.files import check_folder, read_json, remove_path
 from cselab.progress import Progress, current
 from cselab.probes.report import html_report, markdown_report
 from cselab.probes.results import checksums, data_key
-from cselab.evaluation.scoring import Result
 from cselab.probes.suite import ProbeOptions, Suite, suite_parts, suite_sections, suites
 from cselab.provenance import provenance
 from cselab.versions import package_versions

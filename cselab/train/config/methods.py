@@ -65,8 +65,9 @@ def _read(name_or_path: str | os.PathLike, beside: Path | None = None) -> tuple[
     if path.exists():
         path = path.resolve()
     else:
-        if str(name_or_path) not in preset_names():
-            names, hint = preset_names(), did_you_mean(name_or_path, preset_names())
+        names = preset_names()
+        if str(name_or_path) not in names:
+            hint = did_you_mean(name_or_path, names)
             if hint:  # the few names meant, not all of them
                 raise ConfigError(f"Unknown method {shown(str(name_or_path))}{hint}: not a YAML file nor one of the "
                                   f"{len(names)} presets (cselab train --list-methods)")
