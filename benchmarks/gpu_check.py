@@ -12,8 +12,9 @@ too. Sections (``--only`` picks some):
   sentences/s, tokens/s, peak memory, TFLOP/s and MFU against the device's dense bf16 peak. FLOPs per step =
   3 x forward, forward per sequence of S tokens = 2 N S + 4 L S^2 d (N: non-embedding parameters, L layers,
   width d), summed over the method's encoded views.
-- ``agreement``: 20 ``simcse`` steps from the same weights and data, dropout off, in fp32 and in bf16: each
-  step's losses within 5% (relative), none NaN.
+- ``agreement``: 20 ``simcse`` steps from the same weights and data, dropout off, in fp32, in bf16 and in fp16
+  (autocast with a gradient scaler, the official profiles' precision): each step's losses within 5% (relative)
+  of fp32's, none NaN.
 - ``run``: a whole ``cselab train`` (subprocess, bf16 on CUDA) with dev evaluation and best checkpoint, killed
   after its first evaluation and resumed to the end; then ``sam``, ``awp-fgsm`` and ``sg`` (frozen copy in
   bf16 on CUDA) for a few steps each.
@@ -201,9 +202,11 @@ class Stepper:
         return {"text": batch, "paraphrase": [" ".join(reversed(s.split())) for s in batch],
                 "negation": ["not " + s for s in batch]}
 
-    def step(self, step: int, bf16: bool) -> float:
+    def step(self, step: int, bf16: bool, fp16: bool = False) -> float:
         """One training step as the trainer takes it: the batch collated (tokenised), then forward, backward and
-        the optimizer; each phase is a ``record_function`` range, so that the profile section can part them."""
+        the optimizer; each phase is a ``record_function`` range, so that the profile section can part them.
+        ``fp16``: float16 autocast with a gradient scaler (the official profiles' precision, as accelerate runs
+        it: the loss scaled for backward, the gradients unscaled before clipping, a step skipped on overflow)."""
         from torch.profiler import record_function
 
         from cselab.train.run.loop import backward_pass
@@ -214,16 +217,29 @@ class Stepper:
         with record_function("collate"):
             batch = self.collate(self.rows(step))
 
+        kind = "cuda" if self.device.startswith("cuda") else "cpu"
+        if fp16 and not hasattr(self, "scaler"):
+            self.scaler = torch.amp.GradScaler(kind)
+
         def backward(value):
             with record_function("backward"):
-                value.backward()
+                (self.scaler.scale(value) if fp16 else value).backward()
 
-        kind = "cuda" if self.device.startswith("cuda") else "cpu"
-        with torch.autocast(kind, dtype=torch.bfloat16, enabled=bf16), record_function("forward"):
+        dtype = torch.float16 if fp16 else torch.bfloat16
+        with torch.autocast(kind, dtype=dtype, enabled=bf16 or fp16), record_function("forward"):
             loss, _ = backward_pass(self.encoder, self.objective, batch, backward, self.parts.initial_weights,
                                     self.trainable)
         with record_function("optimizer"):
-            clip_and_step(self.optimizer, self.schedule, self.trainable, self.method.training.max_grad_norm)
+            if fp16:
+                self.scaler.unscale_(self.optimizer)
+                if self.method.training.max_grad_norm is not None:
+                    torch.nn.utils.clip_grad_norm_(self.trainable, self.method.training.max_grad_norm)
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+                self.schedule.step()
+                self.optimizer.zero_grad()
+            else:
+                clip_and_step(self.optimizer, self.schedule, self.trainable, self.method.training.max_grad_norm)
         return float(loss.detach())
 
     def flops_per_step(self) -> float:
@@ -304,17 +320,21 @@ def measure_agreement(args, work: Path) -> dict:
                           attention_probs_dropout_prob=0.0)
     steps = 5 if args.tiny else 20
     losses = {}
-    for mode in ("fp32", "bf16"):
+    for mode in ("fp32", "bf16", "fp16"):
         torch.manual_seed(0)
         stepper = Stepper("simcse", model_dir, args.device, 16 if args.tiny else 64)
         bf16 = set_mode(mode)
-        losses[mode] = [stepper.step(step, bf16) for step in range(steps)]
+        losses[mode] = [stepper.step(step, bf16, fp16=mode == "fp16") for step in range(steps)]
     set_mode("fp32")
-    relative = [abs(a - b) / max(abs(a), 1e-8) for a, b in zip(losses["fp32"], losses["bf16"])]
-    finite = all(math.isfinite(v) for v in losses["fp32"] + losses["bf16"])
-    return {"steps": steps, "dropout": 0.0, "losses": losses, "first_step_relative_difference": relative[0],
-            "max_relative_difference": max(relative), "tolerance": 0.05,
-            "agree": finite and max(relative) <= 0.05, "finite": finite}
+    found = {"steps": steps, "dropout": 0.0, "losses": losses, "tolerance": 0.05}
+    for mode in ("bf16", "fp16"):  # bf16: what the GPU runs use; fp16: the official profiles' precision
+        relative = [abs(a - b) / max(abs(a), 1e-8) for a, b in zip(losses["fp32"], losses[mode])]
+        finite = all(math.isfinite(v) for v in losses["fp32"] + losses[mode])
+        found[mode] = {"first_step_relative_difference": relative[0], "max_relative_difference": max(relative),
+                       "finite": finite, "agree": finite and max(relative) <= 0.05}
+    found["agree"] = found["bf16"]["agree"] and found["fp16"]["agree"]
+    found["finite"] = found["bf16"]["finite"] and found["fp16"]["finite"]
+    return found
 
 
 def measure_profile(args, model_dir: Path) -> dict:

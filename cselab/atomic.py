@@ -38,6 +38,15 @@ def umask() -> int:
     return mask
 
 
+def with_umask(folder: str | os.PathLike) -> None:
+    """Give every file under ``folder`` the mode a new file gets (0666 less the umask): libraries that write through
+    a private temporary file (safetensors' save leaves 0600) would otherwise keep others from reading it."""
+    mode = 0o666 & ~umask()
+    for root, _, files in os.walk(folder):
+        for name in files:
+            os.chmod(os.path.join(root, name), mode)
+
+
 def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
     """Write ``text`` (UTF-8) atomically, as :func:`write_bytes_atomic`."""
     return write_bytes_atomic(path, text.encode("utf-8"))

@@ -13,3 +13,15 @@ def sha256(path: str | os.PathLike) -> str:
         for block in iter(lambda: handle.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()
+
+
+def folder_sha256(folder: str | os.PathLike) -> str:
+    """One sha256 over every file under ``folder``: its path relative to the folder and its own sha256, in sorted
+    order (links followed), so renaming, editing, adding or removing a file changes it."""
+    digest = hashlib.sha256()
+    for root, dirs, files in sorted(os.walk(folder, followlinks=True)):
+        dirs.sort()
+        for name in sorted(files):
+            path = os.path.join(root, name)
+            digest.update(f"{os.path.relpath(path, folder)}\0{sha256(path)}\n".encode())
+    return digest.hexdigest()

@@ -24,6 +24,7 @@ from cselab.errors import ConfigError
 
 EVERY_ENV = "CSELAB_PROGRESS_EVERY"
 DEFAULT_EVERY = 30.0
+MAX_EVERY = 7 * 24 * 3600.0
 
 
 def interval() -> float:
@@ -33,8 +34,9 @@ def interval() -> float:
         every = float(value) if value else DEFAULT_EVERY
     except ValueError:
         every = math.nan
-    if not math.isfinite(every) or every <= 0:
-        raise ConfigError(f"{EVERY_ENV}={value!r}: expected a number of seconds above 0")
+    if not math.isfinite(every) or not 0 < every <= MAX_EVERY:  # a timer cannot wait past the platform's time_t
+        raise ConfigError(f"{EVERY_ENV}={value!r}: expected a number of seconds above 0 and at most {MAX_EVERY:.0f} "
+                          "(a week)")
     return every
 
 

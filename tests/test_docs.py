@@ -11,6 +11,7 @@ import torch
 
 from cselab import registry
 from cselab.registry import build, get
+from cselab.train.config.method import with_data
 from cselab.train.config.methods import load_method
 from cselab.train.objective import Objective
 from cselab.train.run.trainer import train
@@ -61,7 +62,7 @@ def test_adding_a_method_is_one_module_and_one_yaml_that_train(tmp_path, monkeyp
     steps = [r for r in log if "loss" in r]
     assert all({"info_nce", "triplet"} <= set(r) and math.isfinite(r["triplet"]) for r in steps)
     assert all(r["loss"] == pytest.approx(r["info_nce"] + 0.5 * r["triplet"], rel=1e-5) for r in steps)
-    assert load_method(tmp_path / "run" / "config.yaml") == method  # the run's config repeats it
+    assert load_method(tmp_path / "run" / "config.yaml") == with_data(method, tiny_cache)  # it repeats the run
     assert (tmp_path / "run" / "best" / "model.safetensors").exists()
 
 

@@ -737,3 +737,279 @@ def test_an_augment_build_that_another_live_process_holds_is_refused_naming_it(t
         holder.wait()
     assert main(argv) == 0 and "taking over the lock" in caplog.text  # its holder is gone
     assert (folder / "manifest.json").exists() and not lock.exists()
+
+
+# --- the surfaces added since the last audit, class by class (issue 46) ----------------------------------------------
+
+def _table_train(tmp_path, tiny_bert_dir, data_dir, name: str, content: bytes, *extra: str) -> list[str]:
+    table = tmp_path / name
+    table.write_bytes(content)
+    return ["train", "--method", "simcse", "--model", str(tiny_bert_dir), "--data", str(table), "--out",
+            str(tmp_path / "run"), "--data-dir", str(data_dir), "--eval-limit", "20", *SETTINGS, *extra]
+
+
+TEXTS = "".join(f"The river number {i} flows to the sea.\n" for i in range(40)).encode()
+TABLES = {  # name -> (file, content, what the one line says)
+    "a header that repeats a column": ("t.csv", b"text,positive,text\n" + b"a,b,c\n" * 40,
+                                       "t.csv:1: the header repeats the column name(s) 'text'"),
+    "a cell over the csv module's limit": ("t.csv", b"text\n" + b"x" * 200_000 + b"\n" + TEXTS,
+                                           "t.csv:2: not a readable CSV row (field larger than field limit"),
+    "a .parquet that is not parquet": ("t.parquet", b"text\n" + TEXTS, "t.parquet: not a readable parquet file"),
+}
+
+
+@pytest.mark.parametrize("case", TABLES)
+def test_a_table_that_cannot_be_read_as_its_header_says_is_one_line(tmp_path, tiny_bert_dir, data_dir, capsys, case):
+    name, content, message = TABLES[case]
+    assert main(_table_train(tmp_path, tiny_bert_dir, data_dir, name, content)) == 2
+    assert message in one_line_error(capsys) and not (tmp_path / "run").exists()
+
+
+def test_hard_negatives_on_some_rows_only_train_to_the_end(tmp_path, tiny_bert_dir, data_dir):
+    """Most batches of 4 hold no hard negative: a step without one weighs none (it crashed, and so did every
+    retry)."""
+    rows = [{"text": f"Sentence {i} is here.", "positive": f"Sentence {i} is there.",
+             "hard_negative": "No sentence is anywhere." if i == 0 else ""} for i in range(32)]
+    content = "".join(json.dumps(row) + "\n" for row in rows).encode()
+    argv = _table_train(tmp_path, tiny_bert_dir, data_dir, "t.jsonl", content, "--method", "simcse-sup", "--set",
+                        "losses.info_nce.hard_negative_weight=1.0", "--set", "training.batch_size=4",
+                        "--set", "training.max_steps=8", "--set", "training.eval_steps=8")
+    assert main(argv) == 0
+    assert json.loads((tmp_path / "run" / "last" / "trainer_state.json").read_text())["step"] == 8
+
+
+def test_an_epoch_no_duplicates_cannot_fill_is_refused_before_the_first_step(tmp_path, tiny_bert_dir, data_dir,
+                                                                             capsys):
+    """Texts A, A, B, C in batches of 2: an epoch whose order ends with the two A's cannot be filled. A seed whose
+    first epoch fills and whose second does not: the run is refused before it trains (it trained the first epoch,
+    then failed at the second, and every retry failed there again)."""
+    from cselab.train.run.batches import EpochOrder, NoDuplicateBatches
+
+    texts = [("A",), ("A",), ("B",), ("C",)]
+
+    def fills(seed: int, epoch: int) -> bool:
+        order = EpochOrder(4, seed)
+        order.set_epoch(epoch)
+        try:
+            list(NoDuplicateBatches(order, 2, texts))
+        except Exception:
+            return False
+        return True
+    seed = next(s for s in range(200) if fills(s, 0) and not fills(s, 1))
+    content = "".join(json.dumps({"text": t}) + "\n" for (t,) in texts).encode()
+    argv = _table_train(tmp_path, tiny_bert_dir, data_dir, "t.jsonl", content, "--set", "training.batch_size=2",
+                        "--set", "training.sampler=no_duplicates", "--set", f"training.seed={seed}",
+                        "--set", "training.epochs=2", "--set", "training.max_steps=4")
+    assert main(argv) == 2
+    assert "no_duplicates: epoch 1 fills only" in one_line_error(capsys) and not (tmp_path / "run").exists()
+
+
+def _mteb_result(tmp_path, data_dir, folder=None) -> Path:
+    out = tmp_path / f"r{len(list(tmp_path.glob('r*.json')))}.json"
+    task = f"STSBenchmark={folder}" if folder else "CselabSTSB"
+    assert main(["probe", "run", "--model", "bow", "--suite", "mteb", "--mteb-tasks", task, "--limit", "20",
+                 "--data-dir", str(data_dir), "--out", str(out)]) == 0
+    return out
+
+
+MTEB_FOLDERS = {  # test.jsonl's rows -> the one line
+    "no score column": ([{"sentence1": "a b", "sentence2": "a c"}] * 3, "split 'test' has no column 'score'"),
+    "string scores": ([{"sentence1": "a b", "sentence2": "a c", "score": "high"}] * 3,
+                      "split 'test', row 1: score 'high' is not a finite number"),
+    "a single pair": ([{"sentence1": "a b", "sentence2": "a c", "score": 3.0}], "holds 1 pair; a correlation needs"),
+}
+
+
+@pytest.mark.parametrize("case", MTEB_FOLDERS)
+def test_an_mteb_folder_mteb_cannot_score_is_one_line(tmp_path, data_dir, capsys, case):
+    pytest.importorskip("mteb")
+    rows, message = MTEB_FOLDERS[case]
+    (tmp_path / "stsb").mkdir()
+    (tmp_path / "stsb" / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert main(["probe", "run", "--model", "bow", "--suite", "mteb", "--mteb-tasks",
+                 f"STSBenchmark={tmp_path / 'stsb'}", "--data-dir", str(data_dir),
+                 "--out", str(tmp_path / "r.json")]) == 2
+    assert message in one_line_error(capsys)
+
+
+def test_an_mteb_folder_edited_between_two_runs_is_not_paired_item_by_item(tmp_path, data_dir, capsys):
+    pytest.importorskip("mteb")
+    folder = tmp_path / "stsb"
+    folder.mkdir()
+    rows = [{"sentence1": f"a man plays {i}", "sentence2": f"a man sings {i % 7}", "score": float(i % 5)}
+            for i in range(30)]
+    (folder / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    first = _mteb_result(tmp_path, data_dir, folder)
+    rows[0]["score"] = 4.5  # edited in place: the same items, another gold score
+    (folder / "test.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    second = _mteb_result(tmp_path, data_dir, folder)
+    capsys.readouterr()
+    assert main(["probe", "compare", str(first), str(second), "--resamples", "200"]) == 0
+    printed = capsys.readouterr().out
+    assert "were not scored on the same items of the mteb suite" in printed and "dataset:STSBenchmark" in printed
+
+
+def _exported(tmp_path, results: Path, edit) -> Path:
+    payload = json.loads(results.read_text())
+    edit(payload["mteb"])
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(payload))
+    return path
+
+
+def _rename_task(section):
+    section["tasks"]["../../../escaped"] = section["tasks"].pop("CselabSTSB")
+
+
+EXPORTS = {  # how the results JSON is damaged -> the one line
+    "a revision that climbs out of OUT": (lambda s: s["model_meta"].update(revision="../../../../escaped"),
+                                          "mteb.model_meta.revision '../../../../escaped': not a name"),
+    "a task name that climbs out of OUT": (_rename_task, "the task name '../../../escaped': not a name"),
+    "a model name that climbs out of OUT": (lambda s: s["model_meta"].update(name="../x"),
+                                            "the model name's part '..': not a name"),
+    "no model_meta": (lambda s: s.pop("model_meta"), "mteb.model_meta is missing or not a mapping"),
+    "a task result that is no mapping": (lambda s: s["tasks"].update(CselabSTSB=[1, 2]),
+                                         "mteb.tasks.CselabSTSB: expected a mapping"),
+}
+
+
+@pytest.mark.parametrize("case", EXPORTS)
+def test_export_mteb_refuses_what_would_write_outside_out_or_cannot_be_written(tmp_path, data_dir, capsys, case):
+    pytest.importorskip("mteb")
+    edit, message = EXPORTS[case]
+    results = _exported(tmp_path, _mteb_result(tmp_path, data_dir), edit)
+    out = tmp_path / "deep" / "er" / "export"
+    before = {path for path in tmp_path.rglob("*")}
+    assert main(["probe", "export-mteb", str(results), str(out)]) == 2
+    assert message in one_line_error(capsys)
+    assert {path for path in tmp_path.rglob("*")} == before  # nothing written, inside OUT or out of it
+
+
+def test_export_mteb_to_an_out_that_is_a_file_or_read_only_is_one_line(tmp_path, data_dir, capsys):
+    pytest.importorskip("mteb")
+    results = _mteb_result(tmp_path, data_dir)
+    (tmp_path / "file").write_text("x")
+    assert main(["probe", "export-mteb", str(results), str(tmp_path / "file")]) == 2
+    assert "OUT " + str(tmp_path / "file") + ": a file, where a folder goes" in one_line_error(capsys)
+    mount = tmp_path / "read-only"
+    mount.mkdir()
+    command = shlex.join([sys.executable, "-m", "cselab.cli", "probe", "export-mteb", str(results), str(mount / "x")])
+    ran = _namespace(f'mount -t tmpfs -o ro,size=1m none "$1" || exit 99\nexec {command}', str(mount), timeout=120)
+    errors = [line for line in ran.stderr.splitlines() if line.startswith("error: ")]
+    assert ran.returncode == 2 and len(errors) == 1 and "Traceback" not in ran.stderr, ran.stderr[-2000:]
+    assert "cannot be written (a read-only file system)" in errors[0]
+
+
+def test_a_progress_interval_past_what_a_timer_can_wait_is_one_line(monkeypatch, data_dir, tmp_path, capsys):
+    monkeypatch.setenv("CSELAB_PROGRESS_EVERY", "1e300")
+    assert main(["probe", "run", "--model", "bow", "--limit", "20", "--data-dir", str(data_dir),
+                 "--out", str(tmp_path / "r.json")]) == 2
+    assert "CSELAB_PROGRESS_EVERY='1e300': expected a number of seconds above 0 and at most" in one_line_error(capsys)
+
+
+@pytest.mark.parametrize(("config", "environment", "outcome"), [
+    ("- data_dir: /somewhere\n", False, "expected a mapping of settings (data_dir: DIR), got a list"),
+    ("data_dir: [unclosed\n", True, None),  # the environment comes first: the broken file is never read
+])
+def test_the_user_config_is_read_in_its_documented_place_in_the_order(tmp_path, monkeypatch, data_dir, capsys,
+                                                                       config, environment, outcome):
+    (tmp_path / "config" / "cselab").mkdir(parents=True)
+    (tmp_path / "config" / "cselab" / "config.yaml").write_text(config)
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
+    if environment:
+        monkeypatch.setenv("CSELAB_DATA_DIR", str(data_dir))
+    else:
+        monkeypatch.delenv("CSELAB_DATA_DIR", raising=False)
+    code = main(["data", "list"])
+    if outcome is None:
+        assert code == 0 and "stsb" in capsys.readouterr().out
+    else:
+        assert code == 2 and outcome in one_line_error(capsys)
+
+
+def test_a_run_refused_for_a_folder_without_weights_runs_once_they_are_there(tmp_path, tiny_bert_dir, tiny_cache,
+                                                                             data_dir, capsys):
+    model = tmp_path / "model"
+    shutil.copytree(tiny_bert_dir, model)
+    weights = (model / "model.safetensors").read_bytes()
+    (model / "model.safetensors").unlink()
+    argv = train_args(model, tiny_cache, data_dir, tmp_path / "run")
+    assert main(argv) == 2
+    one_line_error(capsys)
+    assert not (tmp_path / "run" / "run.json").exists() and not (tmp_path / "run" / "config.yaml").exists()
+    (model / "model.safetensors").write_bytes(weights)
+    assert main(argv) == 0  # not "another run"
+
+
+def test_probe_compare_labels_that_would_be_lost_or_break_a_table(results_json, tmp_path, capsys):
+    copy = tmp_path / "b.json"
+    shutil.copy(results_json, copy)
+    shutil.copy(results_json.with_suffix(".items.npz"), tmp_path / results_json.with_suffix(".items.npz").name)
+    assert main(["probe", "compare", str(results_json), str(copy), "--label", "1=first", "--label",
+                 f"{results_json}=again"]) == 2
+    assert "is labelled twice, by its file (again) and by its position 1 (first)" in one_line_error(capsys)
+    assert main(["probe", "compare", str(results_json), str(copy), "--label", "1=a|b", "--label", "2=c"]) == 0
+    printed = capsys.readouterr().out
+    rows = [line for line in printed.splitlines() if line.startswith("| a\\|b")]
+    header = next(line for line in printed.splitlines() if line.startswith("| Model"))
+    assert rows and all(row.count(" | ") == header.count(" | ") for row in rows)
+    assert "{name}" not in printed and "{spec}" not in printed
+
+
+def test_data_list_names_a_set_it_cannot_read_on_its_own_line(tmp_path, data_dir, capsys):
+    root = tmp_path / "root"
+    shutil.copytree(data_dir / "senteval", root / "senteval")
+    shutil.copytree(data_dir / "wiki", root / "wiki")
+    (root / "senteval" / "downstream" / "SICK" / "SICK_train.txt").write_bytes(b"\xff\xfe\x80 x\n")
+    assert main(["data", "list", "--data-dir", str(root)]) == 0
+    listing = capsys.readouterr().out.splitlines()
+    table = next(line for line in listing if line.startswith("sick-entailment "))
+    assert "not available" in table and "SICK_train.txt:1: not UTF-8 text" in table  # it ended the listing
+    assert any(line.startswith("trec ") and "train" in line for line in listing)  # the sets after it still listed
+
+
+def test_a_broken_plugin_module_in_the_checkout_is_one_line(tmp_path):
+    import cselab.train.plugins as plugins
+
+    broken = Path(plugins.__path__[0]) / "zz_broken_for_a_test.py"
+    broken.write_text("def broken(:\n")
+    try:
+        ran = subprocess.run([sys.executable, "-m", "cselab.cli", "train", "--show-config"], capture_output=True,
+                             text=True, timeout=300)
+    finally:
+        broken.unlink()
+    assert ran.returncode == 2 and "Traceback" not in ran.stderr, ran.stderr[-2000:]
+    assert f"error: {broken}:1: the plug-in module cannot be imported (SyntaxError" in ran.stderr
+
+
+@pytest.mark.parametrize("case", ["OUT/tensorboard is a file", "a tracker that refuses to start"])
+def test_a_tracker_that_cannot_start_is_one_line_before_the_model_loads(tmp_path, tiny_bert_dir, tiny_cache,
+                                                                        data_dir, monkeypatch, capsys, case):
+    from cselab.train.run import setup
+
+    loaded = []
+    monkeypatch.setattr(setup, "build_encoder", lambda *a, **k: loaded.append(1))
+    out = tmp_path / "run"
+    if case == "OUT/tensorboard is a file":
+        out.mkdir()
+        (out / "tensorboard").write_text("x")
+        message = "--report-to tensorboard: its folder " + str(out / "tensorboard") + ": a file, where a folder goes"
+    else:
+        from accelerate.tracking import TensorBoardTracker
+
+        def refuse(self, *args, **kwargs):
+            raise ValueError("tracking URI file:/x is not supported")
+        monkeypatch.setattr(TensorBoardTracker, "store_init_configuration", refuse)
+        message = "--report-to tensorboard: the tracker could not start (ValueError: tracking URI file:/x"
+    assert main(train_args(tiny_bert_dir, tiny_cache, data_dir, out, "--report-to", "tensorboard")) == 2
+    assert message in one_line_error(capsys) and not loaded
+    assert not (out / "run.json").exists()
+
+
+def test_output_into_a_closed_pipe_ends_quietly():
+    for argv in (["train", "--list-methods"], ["probe", "run", "--help"]):
+        process = subprocess.Popen([sys.executable, "-m", "cselab.cli", *argv], stdout=subprocess.PIPE,
+                                   stderr=subprocess.PIPE)
+        process.stdout.close()  # the reader is gone before the command writes
+        err = process.stderr.read().decode()
+        assert process.wait(timeout=300) in (0, 141) and "Traceback" not in err and "Exception" not in err, err

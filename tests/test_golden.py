@@ -25,8 +25,7 @@ import pytest
 from sentence_transformers import SentenceTransformer
 
 from cselab.encoders import load_encoder
-from cselab.encoders.checkpoint import CHECKPOINT_FILE, read_checkpoint_info
-from cselab.encoders.st_module import needs_module
+from cselab.encoders.checkpoint import CHECKPOINT_FILE, needs_module, read_checkpoint_info
 from cselab.train.config.methods import preset_names
 from tests.golden_numbers import PINNED, PROBE_MODELS
 

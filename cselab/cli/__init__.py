@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import errno
+import os
 import shutil
 import signal
 import sys
@@ -100,6 +101,16 @@ def _refused(err: OSError) -> str:
             f"({what}); check its permissions, or give another path")
 
 
+def _closed_pipe() -> int:
+    """The reader of standard output went away (``cselab train --list-methods | head``): stop quietly, as a command
+    killed by SIGPIPE does (status 141), with standard output pointed at /dev/null so that the interpreter's last
+    flush raises nothing."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + signal.SIGPIPE
+
+
 def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
     """``argv`` parsed; an argument no command takes is refused by the command it was given to (its usage, its
     name: ``probe run: error: ...``), with the closest option suggested."""
@@ -122,6 +133,17 @@ def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespac
 def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None,
          command: list[str] | None = None) -> int:
     """``cselab ...``; ``parser``: another command's (``probe``'s), ``command``: the cselab command line it is."""
+    try:
+        try:
+            code = _main(argv, parser, command)
+        finally:  # also after --help (argparse's exit): a closed pipe is found here, not at the interpreter's exit
+            sys.stdout.flush()
+    except BrokenPipeError:
+        return _closed_pipe()
+    return code
+
+
+def _main(argv: list[str] | None, parser: argparse.ArgumentParser | None, command: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     args = parse(parser or build_parser(), argv)
     record_command(command or ["cselab", *argv])

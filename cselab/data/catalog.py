@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from cselab.data.errors import DataFormatError, DataNotFoundError
+from cselab.errors import DataError
 from cselab.data.registry import STS_TASKS, DataDir, load_cannot, load_corpus, load_sts
 from cselab.data.root import data_root
 from cselab.data.tables import DERIVED, load_table
@@ -47,7 +47,9 @@ def _entries() -> Iterator[tuple[str, str, str, Callable[[DataDir], str]]]:
         lambda d: f"{len(load_corpus('wiki1m', d)):,} sentences"
     for key, description in (("stsb-rows", "STS-B's train, dev and test sentences, both of every row, repeats "
                                            "kept (SG/SG-OPT's training text)"),
-                             ("stsb-sentences", "the same sentences, each once")):
+                             ("stsb-sentences", "the same sentences, each once"),
+                             ("stsb-raw-rows", "stsb-rows from STS-B's original release (sts_raw/STSBenchmark: cased, "
+                                               "untokenised; SG/SG-OPT's official profile)")):
         yield key, "corpus", description, lambda d, key=key: f"{len(load_corpus(key, d)):,} sentences"
     yield "cannot", "negation", "CANNOT negation pairs (contrast/cannot/*.tsv), per source; also a training table", \
         _cannot
@@ -65,7 +67,7 @@ def named_sets(data_dir: DataDir = None) -> list[NamedSet]:
     for key, kind, description, size in _entries():
         try:
             shown = size(data_dir)
-        except (DataNotFoundError, DataFormatError) as err:
+        except DataError as err:  # missing, malformed, not UTF-8, unreadable: said on the set's own line
             shown = f"not available: {err}"
         found.append(NamedSet(key, kind, shown, description))
     return found

@@ -7,11 +7,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from cselab.data.errors import DataNotFoundError
+from cselab.data.errors import DataFormatError, DataNotFoundError
 from cselab.data.readers import (
     NegationPairs,
     STSPairs,
     read_corpus,
+    read_lines,
     read_negation_pairs,
     read_sick_split,
     read_sts_subset,
@@ -55,8 +56,26 @@ STS_TASKS = {
 CORPORA = {"wiki1m": ("wiki1m_for_simcse.txt", "wiki1m_for_simcse.*.txt")}
 # Corpora made from other data sets, STS-B's train, dev and test sentences without their scores (the unlabelled
 # training text of BERT-flow and SG/SG-OPT, sg-opt.txt footnote 7): `stsb-rows` has both sentences of every row in
-# file order, repeats kept (the concatenation SG-BERT's training.py reads), `stsb-sentences` each sentence once.
-DERIVED_CORPORA = ("stsb-rows", "stsb-sentences")
+# file order, repeats kept (the concatenation SG-BERT's training.py reads), `stsb-sentences` each sentence once;
+# both from SentEval's lower-cased, tokenised copy. `stsb-raw-rows` is `stsb-rows` from the original release under
+# sts_raw/ (cased, untokenised: the text SG-BERT's stsbenchmark.tsv.gz holds).
+DERIVED_CORPORA = ("stsb-rows", "stsb-sentences", "stsb-raw-rows")
+RAW_STSB = Path("sts_raw") / "STSBenchmark"
+
+
+def _raw_stsb_rows(data_dir: DataDir) -> list[str]:
+    """Both sentences of every row of the original STS-B release (train, dev, test; fields 6 and 7 of each line,
+    the source columns some rows carry after them left out)."""
+    found = []
+    for name in STSB_FILES.values():
+        path = data_root(data_dir) / RAW_STSB / name
+        for number, line in enumerate(read_lines(path), start=1):
+            fields = line.split("\t")
+            if len(fields) < 7 or not fields[5].strip() or not fields[6].strip():
+                raise DataFormatError(path, number, f"expected genre, file, year, id, score, sentence1, sentence2 "
+                                                    f"(tab-separated); got {len(fields)} field(s)")
+            found += [fields[5].strip(), fields[6].strip()]
+    return found
 
 
 def sts_task(key: str) -> STSTask:
@@ -117,7 +136,9 @@ def corpus_path(name_or_path: str | os.PathLike, data_dir: DataDir = None) -> Pa
 
 def load_corpus(name_or_path: str | os.PathLike, data_dir: DataDir = None) -> list[str]:
     """The sentences of a corpus: a file's non-blank lines, or a derived corpus (``stsb-rows``,
-    ``stsb-sentences``)."""
+    ``stsb-sentences``, ``stsb-raw-rows``)."""
+    if str(name_or_path) == "stsb-raw-rows":
+        return _raw_stsb_rows(data_dir)
     if str(name_or_path) in DERIVED_CORPORA:
         pairs = [p for split in STSB_FILES for p in load_sts("stsb", split, data_dir)]
         if str(name_or_path) == "stsb-rows":

@@ -40,8 +40,13 @@ def _configured() -> str | None:
         return None
     from cselab.files import read_yaml
 
-    config = read_yaml(path, DataNotFoundError, expect=None) or {}
-    value = config.get("data_dir") if isinstance(config, dict) else None
+    config = read_yaml(path, DataNotFoundError, expect=None)
+    if config is None:  # an empty file
+        return None
+    if not isinstance(config, dict):
+        raise DataNotFoundError(f"{path}: expected a mapping of settings (data_dir: DIR), got a "
+                                f"{type(config).__name__}")
+    value = config.get("data_dir")
     if value is not None and not isinstance(value, str):
         raise DataNotFoundError(f"{path}: data_dir must be a path, got {value!r}")
     return value
@@ -55,9 +60,11 @@ def checkout_data() -> Path | None:
 
 
 def data_root(data_dir: str | os.PathLike | None = None) -> Path:
-    """The data root (see the module docstring); it must exist."""
-    for source, chosen in (("--data-dir", data_dir), (ENV_VAR, os.environ.get(ENV_VAR)),
-                           (str(config_file()), None if data_dir is not None else _configured())):
+    """The data root (see the module docstring); it must exist. Each place is read only when those before it give
+    nothing, so a broken user config does not stop a run whose root is given by the flag or the environment."""
+    for source, given in (("--data-dir", lambda: data_dir), (ENV_VAR, lambda: os.environ.get(ENV_VAR)),
+                          (str(config_file()), _configured)):
+        chosen = given()
         if chosen:
             root = Path(chosen).expanduser()
             if not root.is_dir():

@@ -23,7 +23,7 @@ from cselab.data.readers import json_object, read_lines
 from cselab.data.registry import DataDir, load_cannot
 from cselab.data.root import senteval_dir
 from cselab.errors import ConfigError, DataError
-from cselab.files import read_text
+from cselab.files import clipped, read_text
 
 SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
 HUB_PREFIX = "hf:"
@@ -66,12 +66,18 @@ def _text(value, path: Path, line: int, column: str) -> str:
 
 def _read_delimited(path: Path, delimiter: str) -> tuple[dict[str, list[str]], list[int]]:
     reader = csv.reader(io.StringIO(read_text(path, DataError), newline=""), delimiter=delimiter)
-    header = next(reader, None)
+    rows = _csv_rows(reader, path)
+    header = next(rows, None)
     if not header:
         raise DataFormatError(path, 1, "empty file: expected a header line naming the columns")
-    columns: dict[str, list[str]] = {name.strip(): [] for name in header}
+    names = [name.strip() for name in header]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise DataFormatError(path, 1, "the header repeats the column name(s) " + ", ".join(map(repr, repeated))
+                              + "; every column needs its own name")
+    columns: dict[str, list[str]] = {name: [] for name in names}
     lines = []
-    for row in reader:
+    for row in rows:
         if not any(cell.strip() for cell in row):
             continue
         if len(row) != len(header):
@@ -80,6 +86,19 @@ def _read_delimited(path: Path, delimiter: str) -> tuple[dict[str, list[str]], l
             columns[name].append(cell.strip())
         lines.append(reader.line_num)
     return columns, lines
+
+
+def _csv_rows(reader, path: Path):
+    """The reader's rows; what the csv module refuses (a field over its size limit, a NUL byte) is a DataFormatError
+    naming the line."""
+    while True:
+        try:
+            yield next(reader)
+        except StopIteration:
+            return
+        except csv.Error as err:
+            kind = "CSV" if reader.dialect.delimiter == "," else "TSV"
+            raise DataFormatError(path, reader.line_num, f"not a readable {kind} row ({err})") from None
 
 
 def _read_jsonl(path: Path) -> tuple[dict[str, list[str]], list[int]]:
@@ -96,7 +115,10 @@ def _read_jsonl(path: Path) -> tuple[dict[str, list[str]], list[int]]:
 def _read_parquet(path: Path) -> tuple[dict[str, list[str]], list[int]]:
     import pyarrow.parquet as pq
 
-    table = pq.read_table(path).to_pydict()
+    try:
+        table = pq.read_table(path).to_pydict()
+    except Exception as err:  # pyarrow's errors of a file that is not parquet, or a damaged one
+        raise DataError(f"{path}: not a readable parquet file ({type(err).__name__}: {clipped(err, 160)})") from None
     lines = list(range(1, len(next(iter(table.values()), [])) + 1))  # row numbers
     return {name: [_text(v, path, n, name) for v, n in zip(values, lines)] for name, values in table.items()}, lines
 

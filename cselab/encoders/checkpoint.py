@@ -5,7 +5,12 @@ needs no other flag::
 
     {"format": "cselab-checkpoint", "version": 1,
      "pooler": "cls_before_pooler", "prompt": null, "max_length": 32, "normalize": false,
-     "method": "simcse", "base_model": "bert-base-uncased", "config": {...}}
+     "method": "simcse", "base_model": "bert-base-uncased", "data": {"kind": "corpus", "name": "wiki1m", ...},
+     "config": {...}}
+
+``base_model`` is the base's hub name where it has one (:func:`cselab.encoders.specs.hub_name`), else its folder;
+``data`` describes what the run trained on (the ``--data`` given, else the method's own), as ``OUT/run.json``
+records it.
 
 The trainer writes it; :func:`write_checkpoint_info` is the one writer (atomic).
 """
@@ -38,10 +43,17 @@ class CheckpointInfo:
     normalize: bool = False
     method: str | None = None
     base_model: str | None = None
+    data: dict[str, Any] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self):
         get("pooler", self.pooler, "pooler")
+
+
+def needs_module(info: CheckpointInfo) -> bool:
+    """Whether sentence-transformers needs cselab's module (:mod:`cselab.encoders.st_module`, loaded with
+    ``trust_remote_code=True``) for the checkpoint: a prompt or a pooler its own Pooling lacks."""
+    return bool(info.prompt) or info.pooler not in ("cls_before_pooler", "avg")
 
 
 def write_checkpoint_info(folder: str | os.PathLike, info: CheckpointInfo) -> Path:
@@ -52,7 +64,7 @@ def write_checkpoint_info(folder: str | os.PathLike, info: CheckpointInfo) -> Pa
 INFO_SCHEMA = {"pooler": Param(str, "cls_before_pooler", choices="plugin:pooler"),
                "prompt": Param(str, None, nullable=True), "max_length": Param(int, 32, min=1),
                "normalize": Param(bool, False), "method": Param(str, None, nullable=True),
-               "base_model": Param(str, None, nullable=True), "config": Param(dict, {})}
+               "base_model": Param(str, None, nullable=True), "data": Param(dict, {}), "config": Param(dict, {})}
 
 
 def read_checkpoint_info(path: str | os.PathLike) -> CheckpointInfo:

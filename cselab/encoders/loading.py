@@ -84,6 +84,22 @@ def _read_json(spec: str, filename: str) -> Any:
     return None if path is None else read_json(path, ModelError, expect=None)
 
 
+def after_pooling(path: str) -> list[str]:
+    """The classes of a sentence-transformers model's modules after its Pooling (``["Normalize"]`` for
+    all-MiniLM-L6-v2, ``["Dense", "Normalize"]`` for some); for a cselab checkpoint, its ``normalize``; none for a
+    plain transformers folder."""
+    checkpoint = _model_file(path, CHECKPOINT_FILE)
+    if checkpoint is not None:
+        return ["Normalize"] if read_checkpoint_info(checkpoint).normalize else []
+    modules = _read_json(path, "modules.json") if _model_file(path, "modules.json") is not None else None
+    try:
+        classes = [module["type"].rsplit(".", 1)[-1] for module in modules or []]
+    except (KeyError, TypeError, AttributeError):
+        raise ModelError(f"{Path(path) / 'modules.json'}: not in the form sentence-transformers writes, a list of "
+                         "{idx, name, path, type}") from None
+    return classes[classes.index("Pooling") + 1:] if "Pooling" in classes else []
+
+
 def _lexical(spec: str, data_dir: str | os.PathLike | None) -> LexicalEncoder:
     if spec == "bow":
         return LexicalEncoder(spec=spec)

@@ -21,15 +21,15 @@ from mteb.models.model_meta import ModelMeta
 from cselab.encoders.base import Encoder
 from cselab.encoders.checkpoint import CHECKPOINT_FILE, read_checkpoint_info
 from cselab.encoders.loading import load_encoder
-from cselab.encoders.specs import ALIASES
+from cselab.encoders.specs import ALIAS_NAMES, ALIASES, hub_name
 from cselab.errors import ModelError
 from cselab.metrics import cosine_rows
 
-#: The hub names of cselab's aliases, as mteb's registry knows them.
-ALIAS_NAMES = {"minilm": "sentence-transformers/all-MiniLM-L6-v2"}
 #: cselab's training data that is (or is made from) an MTEB task's data.
-CORPUS_TASKS = {"stsb-rows": "STSBenchmark", "stsb-sentences": "STSBenchmark", "sick-entailment": "SICK-R"}
+CORPUS_TASKS = {"stsb-rows": "STSBenchmark", "stsb-sentences": "STSBenchmark", "stsb-raw-rows": "STSBenchmark",
+                "sick-entailment": "SICK-R"}
 LEXICAL = ("bow", "tfidf")
+LOADER_KEYS = ("device", "pooler", "prompt", "max_length")  # what meta.load_model() passes on to load_encoder
 
 
 def _registered(name: str | None) -> ModelMeta | None:
@@ -86,28 +86,44 @@ def _max_tokens(encoder: Encoder) -> int | None:
     return limit if limit is not None else getattr(getattr(encoder, "model", None), "max_seq_length", None)
 
 
+def trained_on(info) -> set[str]:
+    """The MTEB tasks whose data a checkpoint trained on: its run's data (``cselab.json``'s ``data``; a checkpoint
+    written before cselab recorded it: the method's own ``data``)."""
+    data = info.data.get("name") if info.data else info.config.get("data")
+    return {CORPUS_TASKS[data]} if data in CORPUS_TASKS else set()
+
+
+def _loader_settings(encoder: Encoder) -> dict[str, Any]:
+    """The settings ``load_encoder`` takes that made this encoder (pooler, prompt, max length), so that
+    ``meta.load_model()`` loads the same encoder, not the folder's defaults."""
+    described = encoder.describe()
+    return {key: described[key] for key in ("pooler", "prompt", "max_length") if described.get(key) is not None}
+
+
 def model_meta(encoder: Encoder, name: str | None = None) -> ModelMeta:
     """The ``ModelMeta`` MTEB records with every result of ``encoder`` (see the module docstring); ``name`` overrides
     the ``org/name`` cselab derives from the spec."""
     spec = encoder.spec or type(encoder).__name__
     info = _checkpoint(spec) if spec not in ALIASES else None
-    base_spec = info.base_model if info is not None else None
-    base = _registered(ALIAS_NAMES.get(base_spec, base_spec)) if info is not None else _registered(model_name(spec))
+    base_name = hub_name(info.base_model) if info is not None and info.base_model else None
+    base = _registered(base_name) if info is not None else _registered(model_name(spec))
     trained = set(base.training_datasets or ()) if base is not None else set()
     if info is not None:
-        data = info.config.get("data")
-        trained |= {CORPUS_TASKS[data]} if data in CORPUS_TASKS else set()
+        trained |= trained_on(info)
+    adapted = base.name if base is not None else base_name if base_name and not Path(base_name).is_absolute() \
+        else None
     transformer = _parameters(encoder) is not None
     return ModelMeta(
-        loader=load_mteb_model, loader_kwargs={"spec": spec}, name=name or model_name(spec),
-        revision=revision(encoder), release_date=base.release_date if base is not None and info is None else None,
+        loader=load_mteb_model, loader_kwargs={"spec": spec, **_loader_settings(encoder)},
+        name=name or model_name(spec), revision=revision(encoder),
+        release_date=base.release_date if base is not None and info is None else None,
         languages=["eng-Latn"] if info is not None or base is not None else None,
         n_parameters=_parameters(encoder), memory_usage_mb=None, max_tokens=_max_tokens(encoder),
         embed_dim=encoder.dim, license=base.license if base is not None and info is None else None,
         open_weights=True if transformer else None, public_training_code=None, public_training_data=None,
         framework=["PyTorch", "Sentence Transformers"] if transformer else ["NumPy"], reference=None,
         similarity_fn_name="cosine", use_instructions=False, training_datasets=trained or None,
-        adapted_from=base.name if base is not None and info is not None else None,
+        adapted_from=adapted if info is not None else None,
     )
 
 
@@ -138,9 +154,10 @@ def as_mteb(model: Encoder | str, name: str | None = None, **load: Any) -> MTEBE
 
 
 def load_mteb_model(model_name: str, revision: str | None = None, *, spec: str, **load: Any) -> MTEBEncoder:
-    """The ``ModelMeta``'s loader (``meta.load_model()``): the spec loaded again, under the same name; refused when
-    its weights are no longer those of ``revision``."""
-    model = as_mteb(spec, name=model_name, **{k: v for k, v in load.items() if k == "device"})
+    """The ``ModelMeta``'s loader (``meta.load_model()``): the spec loaded again with the settings it was loaded with
+    (pooler, prompt, max length), under the same name; refused when its weights are no longer those of
+    ``revision``."""
+    model = as_mteb(spec, name=model_name, **{k: v for k, v in load.items() if k in LOADER_KEYS})
     if revision is not None and model.mteb_model_meta.revision != revision:
         raise ModelError(f"{spec}: its weights changed since this ModelMeta was made (sha256 {revision[:12]}..., now "
                          f"{str(model.mteb_model_meta.revision)[:12]}...)")

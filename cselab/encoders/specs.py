@@ -28,6 +28,27 @@ def packaged_minilm() -> Path:
 
 
 ALIASES = {"minilm": packaged_minilm}
+#: The hub names of the aliases' models.
+ALIAS_NAMES = {"minilm": "sentence-transformers/all-MiniLM-L6-v2"}
+
+
+def hub_name(spec: str) -> str:
+    """The name a base model is known by outside this machine: an alias's hub name (also for its resolved folder),
+    ``org/name`` for a folder in the Hugging Face cache (``.../models--org--name/snapshots/...``), a hub id as it is;
+    any other local folder by its absolute path."""
+    if spec in ALIAS_NAMES:
+        return ALIAS_NAMES[spec]
+    path = Path(os.path.expanduser(spec))
+    if not path.exists():
+        return spec
+    for alias, folder in ALIASES.items():
+        try:
+            if os.path.samefile(path, folder()):
+                return ALIAS_NAMES[alias]
+        except (OSError, ModelError):  # the alias's package is not installed
+            continue
+    cached = next((part for part in path.resolve().parts if part.startswith("models--")), None)
+    return cached[len("models--"):].replace("--", "/", 1) if cached else str(path.resolve())
 
 
 def looks_like_path(spec: str) -> bool:

@@ -75,11 +75,6 @@ class CselabEncoder(InputModule):
         return cls(load_encoder(str(folder), device="cpu", dtype="float32", cache=False), info)
 
 
-def needs_module(info: CheckpointInfo) -> bool:
-    """Whether sentence-transformers needs this module for the checkpoint (its own Pooling does the rest)."""
-    return bool(info.prompt) or info.pooler not in ("cls_before_pooler", "avg")
-
-
 def save_with_module(folder: str | os.PathLike, encoder: TransformerEncoder, info: CheckpointInfo) -> None:
     """Write the checkpoint through sentence-transformers' own save: the module (weights, tokenizer,
     ``cselab.json``), a Normalize module when ``info.normalize``, ``modules.json`` and its config."""

@@ -48,7 +48,7 @@ from cselab.probes.runner import run_suite, write_items
 from cselab.probes.suite import ProbeOptions, suite_parts, suites as registered_suites
 from cselab.progress import Progress
 from cselab.registry import MAX_SEED, MAX_SEEDS
-from cselab.train.config.method import MethodConfig
+from cselab.train.config.method import MethodConfig, with_data
 from cselab.train.config.methods import load_method
 from cselab.train.run.data import data_source
 from cselab.train.run.folder import run_identity
@@ -236,6 +236,7 @@ def run_sweep(spec: SweepSpec, progress: bool = True, worker: tuple[int, int] | 
 def _sweep_run(spec: SweepSpec, out: Path, run: SweepRun, config: MethodConfig, suites: tuple[str, ...],
                progress: bool) -> None:
     """Train and score one run of a sweep into ``out``, unless its results are there already."""
+    config = with_data(config, spec.data)  # as train() records it
     source = data_source(config, spec.data, spec.data_dir)
     made_by = {"run": run_identity(config, spec.model, source, spec.data_dir, spec.eval_limit),
                "scoring": {"sts_limit": spec.sts_limit, "suites": list(suites)}}

@@ -22,7 +22,7 @@ import numpy as np
 from cselab.encoders import Encoder
 from cselab.errors import ConfigError, DataError
 from cselab.evaluation.scoring import Result
-from cselab.files import clipped
+from cselab.files import clipped, shown
 from cselab.data import DataNotFoundError
 from cselab.probes.paired import aligned
 from cselab.probes.report import markdown_table, model_rows
@@ -74,9 +74,20 @@ def resolve_task(spec: str, options: ProbeOptions):
     if folder:
         if not Path(folder).is_dir():
             raise DataNotFoundError(f"--mteb-tasks {spec}: no folder at {folder}")
+        from cselab.checksum import folder_sha256
+
+        try:
+            revision = folder_sha256(folder)  # what the folder holds now: an edit changes it
+        except OSError as err:
+            raise DataError(f"--mteb-tasks {spec}: cannot read {err.filename or folder} ({err.strerror})") from None
         task.metadata = task.metadata.model_copy(update={"dataset": {"path": str(Path(folder).resolve()),
-                                                                      "revision": "local"}})
+                                                                      "revision": revision}})
     return task
+
+
+def is_default(subset: str) -> bool:
+    """MTEB's one subset of a task: ``default``, or a cselab task's ``default-REVISION``."""
+    return subset.split("-")[0] == "default"
 
 
 def _load(task, spec: str) -> None:
@@ -92,9 +103,38 @@ def _load(task, spec: str) -> None:
                                 "cache here, or give NAME=FOLDER") from None
 
 
+def _split(task, subset: str, split: str):
+    return task.dataset[split] if subset not in task.dataset and is_default(subset) else task.dataset[subset][split]
+
+
+def check_pairs(task, spec: str) -> None:
+    """An STS-type task's loaded data, checked before mteb scores it: each split it evaluates has the columns
+    ``sentence1``, ``sentence2`` and ``score``, a finite number in every ``score`` and at least two pairs (one
+    DataError naming the task, its data and the split)."""
+    if task.metadata.type != "STS":
+        return
+    where = f"MTEB task {task.metadata.name} ({task.metadata.dataset.get('path')})"
+    for subset in task.hf_subsets or ["default"]:
+        for split in task.eval_splits:
+            try:
+                data = _split(task, subset, split)
+            except (KeyError, TypeError):
+                raise DataError(f"{where}: has no {split!r} split (subset {subset!r}) to score") from None
+            missing = [c for c in ("sentence1", "sentence2", "score") if c not in data.column_names]
+            if missing:
+                raise DataError(f"{where}: split {split!r} has no column {', '.join(map(repr, missing))} (it has "
+                                f"{', '.join(map(repr, data.column_names))})")
+            bad = next((i for i, v in enumerate(data["score"]) if isinstance(v, bool) or not isinstance(
+                v, (int, float)) or not np.isfinite(v)), None)
+            if bad is not None:
+                raise DataError(f"{where}: split {split!r}, row {bad + 1}: score {shown(data['score'][bad], 30)} "
+                                "is not a finite number")
+            if len(data) < 2:
+                raise DataError(f"{where}: split {split!r} holds {len(data)} pair; a correlation needs at least 2")
+
+
 def _gold(task, subset: str, split: str) -> np.ndarray:
-    data = task.dataset[split] if subset not in task.dataset and subset == "default" else task.dataset[subset][split]
-    return np.asarray(data["score"], dtype=np.float64)
+    return np.asarray(_split(task, subset, split)["score"], dtype=np.float64)
 
 
 def task_items(task, folder: Path) -> dict[str, np.ndarray]:
@@ -162,6 +202,7 @@ class MTEBSuite(Suite):
         with offline(), tempfile.TemporaryDirectory() as folder:
             for task, spec in zip(tasks, self.options.mteb_tasks):
                 _load(task, spec)
+                check_pairs(task, spec)
             found = mteb.evaluate(model, tasks, cache=None, prediction_folder=folder, show_progress_bar=False,
                                   encode_kwargs={"batch_size": self.options.batch_size})
             for task in tasks:
@@ -204,6 +245,6 @@ class MTEBSuite(Suite):
             if not any(key.startswith(prefix) for key in b):
                 continue
             _, task, subset, split, _ = prefix.split("/")
-            label = task if (subset, split) == ("default", "test") else f"{task} ({subset}, {split})"
+            label = task if is_default(subset) and split == "test" else f"{task} ({subset}, {split})"
             figures[label] = _figure(a, b, prefix)
         return PairedFigures(figures)

@@ -25,9 +25,16 @@ def cell(value: float | None, digits: int = 2) -> str:
     return "n/a" if value is None else f"{value:.{digits}f}"
 
 
+def table_cell(value: Any) -> str:
+    """A value as the text of a Markdown table cell: a ``|`` in it (a user's label) escaped, so that it stays in its
+    cell, and a line break as a space."""
+    return str(value).replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
 def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """A Markdown table whose columns are padded to line up in a terminal."""
-    widths = [max(len(str(line[i])) for line in [header, *rows]) for i in range(len(header))]
+    header, rows = [table_cell(c) for c in header], [[table_cell(c) for c in row] for row in rows]
+    widths = [max(len(line[i]) for line in [header, *rows]) for i in range(len(header))]
     lines = [header, ["-" * w for w in widths], *rows]
     return "\n".join("| " + " | ".join(str(cell).ljust(w) for cell, w in zip(line, widths)) + " |" for line in lines)
 
@@ -117,12 +124,15 @@ def markdown_report(payload: dict[str, Any], sections: Sequence[str], plots: dic
     return "\n\n".join(parts) + "\n"
 
 
+CELL_BORDER = re.compile(r"(?<!\\)\|")  # a | not escaped by table_cell (a border always follows a space)
+UNESCAPE = re.compile(r"\\([\\|])")
 NUMBER = re.compile(r"n/a|[-+≤<>±\s\d.,/%()\[\]e]*\d[-+≤<>±\s\d.,/%()\[\]e]*")
 
 
 def _html_table(lines: list[str]) -> str:
     """A Markdown table as HTML: a column of figures right-aligned, any other (model names, tasks) left-aligned."""
-    rows = [[c.strip() for c in line.strip().strip("|").split("|")] for line in lines if not set(line) <= set("|- ")]
+    rows = [[UNESCAPE.sub(r"\1", c.strip()) for c in CELL_BORDER.split(line.strip()[1:-1])] for line in lines
+            if not set(line) <= set("|- ")]
     width = len(rows[0])
     cells = [[row[i] for row in rows[1:] if i < len(row) and row[i]] for i in range(width)]
     numeric = [bool(column) and all(NUMBER.fullmatch(c) for c in column) for column in cells]
@@ -179,6 +189,11 @@ def result_names(paths: Sequence[str], payloads: Sequence[dict[str, Any]], label
     if unknown:
         raise ConfigError(f"--label {unknown[0]}={labels[unknown[0]]}: {unknown[0]} is neither a result given "
                           f"({', '.join(paths)}) nor its position (1 to {len(paths)})")
+    twice = next((path for i, path in enumerate(paths, 1) if path in labels and str(i) in labels), None)
+    if twice is not None:
+        i = str(paths.index(twice) + 1)
+        raise ConfigError(f"--label: {twice} is labelled twice, by its file ({labels[twice]}) and by its position {i} "
+                          f"({labels[i]}); give one label")
     specs = [p["model"]["spec"] for p in payloads]
     names = [labels.get(path, labels.get(str(i), spec if specs.count(spec) == 1 else f"{spec} ({path})"))
              for i, (path, spec) in enumerate(zip(paths, specs), 1)]
@@ -287,7 +302,7 @@ def differences_report(paths: Sequence[str], payloads: Sequence[dict[str, Any]],
         settings, provenance = setting_differences(payloads[baseline], payload)
         if settings:
             parts += ["", f"**Warning**: {files[index]} was scored with other settings than {files[baseline]}, "
-                          "so part of a difference may be theirs ({name} vs {spec}): "
+                          f"so part of a difference may be theirs ({name} vs {spec}): "
                           + "; ".join(settings) + "."]
         if provenance:
             parts += ["", f"Provenance ({name} vs {spec}): " + "; ".join(provenance) + "."]

@@ -24,8 +24,8 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from cselab.atomic import write_json_atomic
-from cselab.encoders.checkpoint import CheckpointInfo, write_checkpoint_info
+from cselab.atomic import with_umask, write_json_atomic
+from cselab.encoders.checkpoint import CheckpointInfo, needs_module, write_checkpoint_info
 from cselab.encoders.pretrained import load_pretrained
 from cselab.encoders.transformer import TransformerEncoder
 from cselab.errors import ConfigError
@@ -168,10 +168,11 @@ def save_checkpoint(folder: str | os.PathLike, encoder: TrainingEncoder, info: C
     """Write a self-describing checkpoint folder (see the module docstring); returns it."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    from cselab.encoders.st_module import needs_module, save_with_module  # sentence-transformers, when saving
+    from cselab.encoders.st_module import save_with_module  # sentence-transformers, when saving
 
     if needs_module(info):
         save_with_module(folder, encoder.view, info)
+        with_umask(folder)
         return folder
     encoder.backbone.save_pretrained(folder, safe_serialization=True)
     encoder.tokenizer.save_pretrained(folder)
@@ -189,5 +190,19 @@ def save_checkpoint(folder: str | os.PathLike, encoder: TrainingEncoder, info: C
     write_json_atomic(folder / "sentence_bert_config.json",
                       {"max_seq_length": info.max_length, "do_lower_case": False})
     write_json_atomic(folder / "modules.json", modules)
+    write_json_atomic(folder / "config_sentence_transformers.json", sentence_transformers_config())
     write_checkpoint_info(folder, info)
+    with_umask(folder)
     return folder
+
+
+def sentence_transformers_config() -> dict:
+    """``config_sentence_transformers.json`` as sentence-transformers writes it: the versions that saved the model
+    and its similarity function (cosine: what cselab trains and scores with)."""
+    import sentence_transformers
+    import transformers
+
+    return {"__version__": {"pytorch": torch.__version__, "sentence_transformers": sentence_transformers.__version__,
+                            "transformers": transformers.__version__},
+            "default_prompt_name": None, "model_type": "SentenceTransformer", "prompts": {},
+            "similarity_fn_name": "cosine"}

@@ -96,6 +96,7 @@ class Objective(nn.Module):
         self.forward_keys: list[Key] = list(dict.fromkeys((v.column, v.prompt) for v in self.views if not v.of))
         self.view_keys = {v.name: (v.column, v.prompt) for v in self.views if not v.of}  # a view's tokenisation
         self.shared_pass = shared_passes(self.views)
+        self.interleaved = method.training.view_rows == "interleaved"
         self.names = list(method.losses)
         self.weights = {name: params["weight"] for name, params in method.losses.items()}
         self.losses = nn.ModuleList(build(loss_plugin(name, params), params) for name, params in method.losses.items())
@@ -127,7 +128,7 @@ class Objective(nn.Module):
         processes' gradients in step). Views of the same column and prompt share one tokenization; those that
         also read the same layers of the same copy through no input augment share one forward pass over their
         rows repeated (SimCSE's two dropout views: one pass of 2N rows, as its released code), every row with its
-        own dropout masks. A view no row has is an empty tensor (other processes may still have rows of it).
+        own dropout masks; ``training.view_rows`` lays them out stacked or, as the released code, interleaved. A view no row has is an empty tensor (other processes may still have rows of it).
 
         Views whose augment needs the gradient (FGSM) take two calls: the first fills ``captured`` (view -> the
         tensor whose loss gradient is wanted), the second gets those gradients as ``directions`` and re-encodes only
@@ -143,7 +144,8 @@ class Objective(nn.Module):
                 base, present = out[view.of]
                 out[view.name] = (view.from_base(base, captured, directions), present)
             else:
-                out.update(_forward_views(model, encoder, self.shared_pass[view.name], batch, captured, directions))
+                out.update(_forward_views(model, encoder, self.shared_pass[view.name], batch, captured, directions,
+                                          self.interleaved))
         return out
 
     def losses_on(self, encoded: Encoded, initial_weights: Callable[[], tuple] | None = None, model=None,
@@ -194,19 +196,34 @@ def shared_passes(views: tuple[View, ...]) -> dict[str, list[View]]:
             for view in forward}
 
 
-def _forward_views(model, encoder, views: list[View], batch: Batch, captured, directions) -> dict[str, tuple]:
+def _copies(tensor: torch.Tensor, copies: int, interleaved: bool) -> torch.Tensor:
+    """Each row of ``tensor`` ``copies`` times: stacked (the block repeated) or interleaved (each row repeated)."""
+    return tensor.repeat_interleave(copies, dim=0) if interleaved else tensor.repeat(copies, *[1] * (tensor.dim() - 1))
+
+
+def _split(tensor: torch.Tensor, copies: int, interleaved: bool) -> tuple[torch.Tensor, ...]:
+    """The ``copies`` views' rows of a pass laid out by :func:`_copies`."""
+    if not interleaved:
+        return tensor.chunk(copies)
+    return tensor.unflatten(0, (-1, copies)).unbind(1)
+
+
+def _forward_views(model, encoder, views: list[View], batch: Batch, captured, directions,
+                   interleaved: bool = False) -> dict[str, tuple]:
     """The vectors of ``views`` (one column, prompt, layers and copy) from one forward pass: their rows repeated
-    once per view, each copy drawing its own dropout masks."""
+    once per view (stacked, or ``interleaved`` as SimCSE's released code lays them out), each copy drawing its own
+    dropout masks."""
     first, copies = views[0], len(views)
     present, input_ids, attention_mask = batch.tokens[first.column, first.prompt]
     if present:
         if copies > 1:
-            input_ids, attention_mask = input_ids.repeat(copies, 1), attention_mask.repeat(copies, 1)
+            input_ids, attention_mask = (_copies(t, copies, interleaved) for t in (input_ids, attention_mask))
         result = model(input_ids, attention_mask, prompt=first.prompt, layers=first.layers,
                        layer_pooler=first.layer_pooler, frozen=first.frozen,
                        input_augment=first.input_augment(captured, directions))
         vectors, layers = result if first.layers else (result, None)
-        vectors, layers = vectors.chunk(copies), [None] * copies if layers is None else layers.chunk(copies)
+        vectors = _split(vectors, copies, interleaved)
+        layers = [None] * copies if layers is None else _split(layers, copies, interleaved)
     else:
         empty = encoder.empty()
         vectors, layers = [empty] * copies, [empty.unsqueeze(1) if first.layers else None] * copies

@@ -19,7 +19,7 @@ def test_data_list_prints_every_set_docs_data_md_lists_and_no_other(data_dir, ca
     printed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
     assert printed == set_keys()
     assert sorted(printed) == sorted(documented_keys())
-    assert len(printed) == 19
+    assert len(printed) == 20
 
 
 def test_each_set_says_its_size_under_the_data_root(data_dir):
@@ -27,6 +27,7 @@ def test_each_set_says_its_size_under_the_data_root(data_dir):
     assert sizes["sickr"] == "train 4,500, trial 500, test 4,927"
     assert sizes["wiki1m"] == "11,913 sentences" and sizes["stsb-rows"] == "17,256 sentences"
     assert sizes["stsb-sentences"] == "15,437 sentences" and sizes["sick-entailment"] == "1,299 pairs"
+    assert sizes["stsb-raw-rows"] == "17,256 sentences"  # the original release: as many rows as SentEval's copy
     assert sizes["cannot"].startswith("glue_diagnostic 154, nan_nli 117, ")
     assert sizes["trec"] == "train 5,452, test 500"
 

@@ -1,7 +1,10 @@
 """cselab's bias benchmark as MTEB tasks, MTEB tasks in probe run with paired statistics, and the MTEB export."""
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -45,9 +48,10 @@ def test_bias_tasks_in_mteb_give_probe_runs_numbers(spec, data_dir):
 
 
 def test_the_dataset_revision_changes_with_the_data_and_the_settings(data_dir, tmp_path):
-    """MTEB's result cache is keyed by the dataset revision: each thing that changes the pairs changes it."""
+    """The revision is known when the task is built (before mteb looks in its cache) and names the task's subset:
+    each thing that changes the pairs changes both."""
     def revision(task):
-        task.load_data()
+        assert task.hf_subsets == [f"default-{task.metadata.revision[:16]}"]
         return task.metadata.revision
 
     base = revision(CselabCont(data_dir, 50))
@@ -64,6 +68,47 @@ def test_the_dataset_revision_changes_with_the_data_and_the_settings(data_dir, t
     assert revision(CselabSTSB(copy)) != stsb
 
 
+MTEB_DEFAULT_CACHE = """
+import json, sys
+import mteb
+from cselab.encoders.mteb_model import as_mteb
+from cselab.probes.mteb_bridge import CselabCont, CselabSTSB
+model, root = as_mteb("bow"), sys.argv[1]
+found = {}
+for name, task in [("20", CselabCont(root, 20)), ("30", CselabCont(root, 30)), ("20 again", CselabCont(root, 20)),
+                   ("stsb", CselabSTSB(root, 40))]:
+    (result,) = mteb.evaluate(model, task, show_progress_bar=False).task_results  # mteb's default cache, only-missing
+    found[name] = [result.get_score(), result.dataset_revision]
+print(json.dumps(found))
+"""
+
+
+def _default_cache_run(root, cache, edit=None) -> dict:
+    env = {**os.environ, "MTEB_CACHE": str(cache)}
+    done = subprocess.run([sys.executable, "-c", MTEB_DEFAULT_CACHE, str(root)], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def test_mteb_default_cache_never_serves_a_result_of_other_data(data_dir, tmp_path):
+    """Through mteb.evaluate's own default cache (MTEB_CACHE) and overwrite strategy: another limit, and a data
+    file edited in place, are computed afresh; the same task again is served its own result."""
+    root = tmp_path / "root"
+    shutil.copytree(data_dir / "senteval", root / "senteval")
+    cache = tmp_path / "mteb-cache"
+    first = _default_cache_run(root, cache)
+    assert first["30"][1] != first["20"][1] and first["30"][0] != first["20"][0]
+    assert first["20 again"] == first["20"]
+    assert any(cache.rglob("CselabCont.json"))  # the default cache was used
+    test = root / "senteval" / "downstream" / "STS" / "STSBenchmark" / "sts-test.csv"
+    text = test.read_text(encoding="utf-8")
+    test.write_text(text.replace("\t2.500\t", "\t0.100\t", 1), encoding="utf-8")  # the first pair's gold score
+    second = _default_cache_run(root, cache)
+    for name in ("20", "30", "stsb"):  # each reads STS-B's test file
+        assert second[name][1] != first[name][1] and second[name][0] != first[name][0], name
+
+
 def test_probe_run_mteb_compare_and_export(data_dir, tmp_path, capsys):
     """probe run --suite mteb keeps mteb's results and per-item outputs; probe compare gives paired intervals on
     them; probe export-mteb writes MTEB's layout, which mteb's own ResultCache reads back."""
@@ -74,8 +119,9 @@ def test_probe_run_mteb_compare_and_export(data_dir, tmp_path, capsys):
     assert list(payload["mteb"]["tasks"]) == TASKS.split(",")
     assert payload["mteb"]["model_meta"]["name"] == "cselab/bow"
     items = np.load(tmp_path / "bow.items.npz")
-    assert items["mteb/CselabCont/default/test/group"].max() == 15  # the paper's 16 subsets
-    assert len(items["mteb/CselabTransformations/default/test/hit"]) == 48
+    (group,) = [k for k in items if k.startswith("mteb/CselabCont/default-") and k.endswith("/test/group")]
+    assert items[group].max() == 15  # the paper's 16 subsets
+    assert len(items[next(k for k in items if k.startswith("mteb/CselabTransformations/"))]) == 48
     capsys.readouterr()
     assert main(["probe", "compare", str(tmp_path / "bow.json"), str(tmp_path / "tfidf.json"),
                  "--resamples", "200"]) == 0

@@ -93,3 +93,11 @@ def test_the_frozen_copy_has_dropout_only_in_train_mode(tiny_bert_dir, mode, dif
     assert (not torch.equal(first, second)) is differ and not first.requires_grad
     encoder.eval()  # at evaluation no view has dropout
     assert torch.equal(encoder.embed(SENTENCES, frozen=True), encoder.embed(SENTENCES, frozen=True))
+
+
+@pytest.mark.parametrize(("pooler", "trained"), [("cls_before_pooler", False), ("avg", False), ("cls", True)])
+def test_the_backbones_pooler_layer_is_frozen_unless_it_pools(tiny_bert_dir, pooler, trained):
+    """BERT's dense + tanh pooler trains only where it makes the sentence vector (pooler cls); elsewhere it is in no
+    loss, and frozen it takes no weight decay either (SG-BERT's released AdamW decays it: a ledger row)."""
+    encoder = TrainingEncoder.from_pretrained(str(tiny_bert_dir), 16, pooler=pooler)
+    assert all(p.requires_grad is trained for p in encoder.backbone.pooler.parameters())

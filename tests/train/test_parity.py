@@ -216,6 +216,37 @@ def test_simcse_official_matches_the_released_code(no_dropout_bert):
     compare(ours, pairs, lambda s: released_simcse_loss(bert, mlp, tokenizer, s), trainer)
 
 
+@pytest.mark.parametrize("method", ["simcse", "sscl-simcse"])
+def test_official_dropout_views_draw_the_released_masks(tmp_path_factory, method):
+    """Dropout ON: with the same seed, the official profile's first-batch loss equals the released loss to float
+    rounding, because its pass lays the two copies of each sentence side by side (x1, x1, x2, x2, ...) as cl_forward
+    does; the preset's stacked rows (x1..xN, x1..xN) draw other masks, and the loss moves by far more."""
+    folder = save_tiny_bert(tmp_path_factory.mktemp("bert-dropout"), BertModel, hidden=32, layers=2,
+                            initializer_range=0.2)  # BERT's dropout, 0.1 in both places
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+
+    def first_loss(resolved, seed):
+        torch.manual_seed(seed)
+        cselab = Cselab(resolved, str(folder))
+        released = copy.deepcopy(cselab.encoder.backbone).train(), copy.deepcopy(cselab.encoder.head)
+        torch.manual_seed(seed + 1)
+        mine = cselab.objective.total(cselab.objective(cselab.encoder, {"text": BATCHES[0]}))
+        torch.manual_seed(seed + 1)
+        if method == "simcse":
+            theirs = released_simcse_loss(released[0], released[1], tokenizer, BATCHES[0])
+        else:
+            theirs = released_sscl_loss(released[0], tokenizer, BATCHES[0])
+        return mine.detach(), theirs.detach()
+
+    assert official(method).training.view_rows == "interleaved"
+    stacked = official(method, "training.view_rows=stacked")
+    for seed in (0, 10, 20):
+        mine, theirs = first_loss(official(method), seed)
+        torch.testing.assert_close(mine, theirs, rtol=2e-6, atol=0)
+        other, theirs = first_loss(stacked, seed)
+        assert abs(other - theirs) > 1e-3 * abs(theirs)  # the planted layout is caught
+
+
 def test_sscl_official_matches_the_released_code(no_dropout_bert):
     method = official("sscl-simcse")
     ours = Cselab(method, no_dropout_bert)
@@ -229,7 +260,7 @@ def test_sscl_official_matches_the_released_code(no_dropout_bert):
 
 
 def test_sg_opt_official_matches_the_released_code(no_dropout_bert):
-    method = official("sg-opt")
+    method = official("sg-opt", "training.max_length=128")  # the tiny BERT has 128 positions (the profile: 131)
     ours = Cselab(method, no_dropout_bert)
     tuned, head = copy.deepcopy(ours.encoder.backbone), copy.deepcopy(ours.encoder.head)
     frozen = AutoModel.from_pretrained(no_dropout_bert).train()  # fit() leaves the frozen copy in train mode

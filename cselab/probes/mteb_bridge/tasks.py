@@ -3,9 +3,14 @@ bias benchmark (the Cont. and Oppn. splits, the transformation probe, the CANNOT
 
 Every task is an ``AbsTaskSTS`` over one ``default`` subset and a ``test`` split: mteb encodes both sides of every
 pair with the model's ``encode`` and computes the cosines (and writes them to its prediction folder); the task turns
-them into the same figures as ``probe run``, on MTEB's scale (a fraction, where ``probe run`` prints x 100). The
-dataset's revision is one sha256 over the files read and the settings that change the pairs, so MTEB's result
-cache never reuses a result of other data.
+them into the same figures as ``probe run``, on MTEB's scale (a fraction, where ``probe run`` prints x 100).
+
+A task reads its pairs when it is built, so its dataset revision (one sha256 over the files read and the settings
+that change the pairs) is known before ``mteb.evaluate`` looks in its result cache. mteb 2 reuses a cached result
+that holds every split and subset of a task without comparing dataset revisions, so each task's one subset is named
+after its revision (``default-`` and 16 hex digits, as the datasets library names a configuration built with other
+settings): a cached result of other data lacks this subset, is found not mergeable (its revision differs) and is
+computed again, never served.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ REFERENCE = "https://aclanthology.org/2023.emnlp-main.448"  # OssCSE (Shi et al.
 
 def _metadata(name: str, description: str, main_score: str) -> TaskMetadata:
     return TaskMetadata(
-        name=name, dataset={"path": f"cselab/{name}", "revision": "read-at-load"}, description=description,
+        name=name, dataset={"path": f"cselab/{name}", "revision": "read-when-built"}, description=description,
         reference=REFERENCE, type="STS", category="t2t", modalities=["text"], eval_splits=["test"],
         eval_langs=["eng-Latn"], main_score=main_score, date=None, domains=None, task_subtypes=None, license=None,
         annotations_creators="human-annotated", dialect=None, sample_creation="found", bibtex_citation="")
@@ -57,6 +62,12 @@ class PairTask(AbsTaskSTS):
         super().__init__(**{k: v for k, v in kwargs.items() if k not in self.own})
         for key in self.own:
             setattr(self, key, kwargs.get(key, getattr(type(self), key)))
+        self._pairs = self.pairs()  # the revision, and so the subset's name, before any cache lookup
+        revision = self.revision()
+        self.subset = f"default-{revision[:16]}"
+        self.metadata = self.metadata.model_copy(update={
+            "dataset": {**self.metadata.dataset, "revision": revision}, "eval_langs": {self.subset: ["eng-Latn"]}})
+        self.hf_subsets = [self.subset]
 
     @abstractmethod
     def pairs(self) -> tuple[list[str], list[str], list[float]]:
@@ -79,10 +90,8 @@ class PairTask(AbsTaskSTS):
     def load_data(self, num_proc: int | None = None, **kwargs: Any) -> None:
         if self.data_loaded:
             return
-        first, second, gold = self.pairs()
-        self.metadata = self.metadata.model_copy(update={"dataset": {**self.metadata.dataset,
-                                                                      "revision": self.revision()}})
-        self.dataset = {"default": DatasetDict({"test": Dataset.from_dict(
+        first, second, gold = self._pairs
+        self.dataset = {self.subset: DatasetDict({"test": Dataset.from_dict(
             {"sentence1": first, "sentence2": second, "score": [float(g) for g in gold]})})}
         self.data_loaded = True
 

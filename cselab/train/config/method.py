@@ -8,8 +8,11 @@ plug-ins' checked parameters. The plain dict appears only where a file is writte
 from __future__ import annotations
 
 import copy
+import dataclasses
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
@@ -72,3 +75,16 @@ class MethodConfig:
         """The resolved method as plain data (``method`` is its name; a key whose default is null is left out): what
         ``OUT/config.yaml`` holds and the run identity hashes."""
         return copy.deepcopy(self._resolved)
+
+
+def with_data(method: MethodConfig, data: str | os.PathLike | None) -> MethodConfig:
+    """``method`` with ``--data`` as its ``data`` (a file or folder by its absolute path, a name as it is), so that
+    ``OUT/config.yaml``, the run's identity and its model card record what the run trains on, and ``--method
+    OUT/config.yaml`` repeats it; ``method`` itself when no ``data`` is given."""
+    if data is None:
+        return method
+    path = Path(os.path.expanduser(str(data)))
+    value = str(path.resolve()) if path.exists() else str(data)
+    if value == method.data:
+        return method
+    return dataclasses.replace(method, data=value, _resolved={**method.to_dict(), "data": value})

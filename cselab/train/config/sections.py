@@ -77,6 +77,12 @@ class TrainingConfig(Checked):
     sampler: str = setting("random", str, "how rows form batches: random (the epoch's order drawn from the seed, as "
                            "the released code samples) or no_duplicates (the same order, a row whose text of a view "
                            "is already in the batch deferred to the next one)", choices=("random", "no_duplicates"))
+    view_rows: str = setting("stacked", str, "how views that share a forward pass lay out its rows, which decides "
+                             "the dropout mask each copy draws: stacked (x1..xN, x1..xN) or interleaved (x1, x1, x2, "
+                             "x2, ...: SimCSE's released cl_forward)", choices=("stacked", "interleaved"))
+    eval_at_end: bool = setting(True, bool, "evaluate at the last step too, when it is no multiple of eval_steps "
+                                "(false: the last step only saves OUT/last, as SimCSE's released Trainer, which "
+                                "evaluates every eval_steps only)")
     eval_at_start: bool = setting(False, bool, "score the initial weights before the first step: they are the best "
                                   "to beat (and OUT/best if nothing beats them)")
     dev: str = setting("stsb", str, "the dev score computed at each evaluation (OUT/best keeps the best score): stsb "

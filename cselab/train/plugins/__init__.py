@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import traceback
 from importlib.metadata import entry_points
+from pathlib import Path
 
 from cselab.errors import ConfigError
 from cselab.files import clipped, shown
@@ -34,11 +36,24 @@ def load_plugins(modules: list[str], where: str = "imports") -> None:
                               f"{clipped(err)}") from None
 
 
+def _import_own(name: str) -> None:
+    """Import a module of this folder; one that does not parse or raises (a user's module dropped here, a checkout
+    with a broken edit) is a ConfigError naming its file and line, as a broken entry point is."""
+    try:
+        importlib.import_module(f"{__name__}.{name}")
+    except Exception as err:
+        where = next((frame for frame in reversed(traceback.extract_tb(err.__traceback__))
+                      if frame.filename.startswith(__path__[0])), None)
+        line = getattr(err, "lineno", None) if isinstance(err, SyntaxError) else where.lineno if where else None
+        raise ConfigError(f"{Path(__path__[0]) / (name + '.py')}{f':{line}' if line else ''}: the plug-in module "
+                          f"cannot be imported ({type(err).__name__}: {clipped(err)}); fix or remove it") from None
+
+
 def discover() -> list[str]:
     """Import every module of this folder, then every module of the ``cselab.plugins`` entry points; returns the
     modules imported from entry points, each named in an error that says which package declared it."""
     for found in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{found.name}")
+        _import_own(found.name)
     loaded = []
     for entry in entry_points(group=ENTRY_POINTS):
         load_plugins([entry.value.split(":")[0]], f"entry point {entry.name} of "

@@ -72,7 +72,8 @@ class InfoNCE(Loss):
             negatives = None
         if not len(anchors):
             return anchors.sum(dim=1)
-        bias = None if not self.hard_negative_weight else self._hard_negative_bias(
+        # a batch whose rows have no hard negative (an empty field) gives no negatives view: no bias to add
+        bias = None if not self.hard_negative_weight or negatives is None else self._hard_negative_bias(
             context, len(anchors), len(positives), gathered[0][1], len(negatives))
         return L.info_nce(anchors, positives, self.temperature, negatives, offset, reduction="none",
                           transform=self.transform, multitask=self.multitask, label_smoothing=self.label_smoothing,

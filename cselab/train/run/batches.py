@@ -119,15 +119,20 @@ class NoDuplicateBatches(BatchSampler):
             yield batch
 
 
-def training_loader(rows, collator: Collator, config: TrainingConfig) -> DataLoader:
+def training_loader(rows, collator: Collator, config: TrainingConfig, epochs: int = 1) -> DataLoader:
     """Batches of ``training.batch_size`` rows in :class:`EpochOrder` (``sampler: no_duplicates``: through
     :class:`NoDuplicateBatches`), the last partial one dropped, collated by ``collator``; its own generator, so that
-    iterating draws nothing from the global RNG (dropout's)."""
+    iterating draws nothing from the global RNG (dropout's). ``epochs``: how many epochs the run reaches; with
+    ``no_duplicates`` each is drawn once here, so that an epoch the duplicates cannot fill is refused before the
+    first step, not when training reaches it."""
     order = EpochOrder(len(rows), config.seed)
     if config.sampler == "no_duplicates":
         batches = NoDuplicateBatches(order, config.batch_size, row_texts(rows, collator.keys))
-        for _ in batches:  # the first epoch drawn once: too many duplicates are refused before any step
-            pass
+        for epoch in range(epochs):
+            order.set_epoch(epoch)
+            for _ in batches:
+                pass
+        order.set_epoch(0)
         return DataLoader(RowsDataset(rows), batch_sampler=batches, collate_fn=collator, generator=torch.Generator())
     return DataLoader(RowsDataset(rows), batch_size=config.batch_size, sampler=order, drop_last=True,
                       collate_fn=collator, generator=torch.Generator())

@@ -71,15 +71,17 @@ class Callback:
 
 
 class Schedule(Callback):
-    """Log every ``log_every`` steps, evaluate every ``eval_steps``; both at the last step too."""
+    """Log every ``log_every`` steps, evaluate every ``eval_steps``; both at the last step too (with ``at_end``
+    false, the last step is logged and saved to ``OUT/last``, not evaluated)."""
 
-    def __init__(self, log_every: int, eval_steps: int):
-        self.log_every, self.eval_steps = log_every, eval_steps
+    def __init__(self, log_every: int, eval_steps: int, at_end: bool = True):
+        self.log_every, self.eval_steps, self.at_end = log_every, eval_steps, at_end
 
     def on_step(self, state: TrainerState, control: TrainerControl) -> None:
         last = state.step == state.total
         control.should_log |= state.step % self.log_every == 0 or last
-        control.should_evaluate |= state.step % self.eval_steps == 0 or last
+        control.should_evaluate |= state.step % self.eval_steps == 0 or (last and self.at_end)
+        control.should_save |= last
 
 
 def early_stop_count(rule: str, count: int, score: float | None, previous: float, improved: bool) -> int:

@@ -8,12 +8,13 @@ config, the provenance, and how to load it (sentence-transformers, cselab, MTEB)
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from cselab.encoders.checkpoint import CheckpointInfo
+from cselab.encoders.checkpoint import CheckpointInfo, needs_module
 from cselab.registry import plain
 from cselab.train import protocols
 from cselab.train.config.method import MethodConfig
@@ -54,29 +55,70 @@ def ledger_differences(method: MethodConfig) -> list[dict[str, Any]]:
     return found
 
 
-def _header(info: CheckpointInfo, method: MethodConfig) -> str:
+def base_license(folder: str | os.PathLike | None) -> str | None:
+    """The ``license`` a base model's card (its folder's ``README.md`` header) declares; None without one."""
+    if folder is None:
+        return None
+    readme = Path(folder) / "README.md"
+    try:
+        text = readme.read_text(encoding="utf-8")
+        header = yaml.safe_load(text.split("---", 2)[1]) if text.startswith("---") else None
+    except (OSError, UnicodeDecodeError, IndexError, yaml.YAMLError):
+        return None
+    value = header.get("license") if isinstance(header, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def _hub_name(info: CheckpointInfo) -> str | None:
+    """The base model's hub name (None for a local folder: its path means nothing on the hub)."""
+    return info.base_model if info.base_model and not Path(info.base_model).is_absolute() else None
+
+
+def _header(info: CheckpointInfo, method: MethodConfig, license: str | None) -> str:
     meta: dict[str, Any] = {"library_name": "sentence-transformers", "pipeline_tag": "sentence-similarity",
                             "tags": ["sentence-transformers", "sentence-similarity", "feature-extraction", "cselab",
                                      *method.name.split("+")]}
-    if info.base_model and not Path(info.base_model).exists():  # a hub name; a local folder means nothing there
-        meta["base_model"] = info.base_model
+    if _hub_name(info):
+        meta["base_model"] = _hub_name(info)
+    if license:
+        meta["license"] = license
     return "---\n" + yaml.safe_dump(meta, sort_keys=False) + "---"
+
+
+def _weights(facts: dict[str, Any]) -> str:
+    """Each base weight file's sha256, as ``sha256sum`` prints it."""
+    files = (facts.get("provenance") or {}).get("weights_sha256") or {}
+    return "<br>".join(f"`{digest}` {name}" for name, digest in sorted(files.items())) or "—"
+
+
+def _dev(method: MethodConfig, identity: dict[str, Any], score: float | None) -> str:
+    if score is None:
+        return "none (training.dev: none: the latest weights)"
+    limit = (identity.get("dev") or {}).get("limit")
+    return f"{score:.2f} on {method.training.dev}" + (f", its first {limit} pairs (--eval-limit)" if limit else "")
+
+
+def _use(info: CheckpointInfo) -> str:
+    """The loading snippet: cselab's own module needs ``trust_remote_code=True`` (its class is installed with
+    cselab; nothing is downloaded)."""
+    remote = ", trust_remote_code=True" if needs_module(info) else ""
+    return ("```python\nfrom sentence_transformers import SentenceTransformer\n\nmodel = SentenceTransformer(\"PATH\""
+            f"{remote})\nvectors = model.encode([\"A sentence.\"])\n```")
 
 
 def model_card(method: MethodConfig, info: CheckpointInfo, facts: dict[str, Any], step: int,
                score: float | None) -> str:
     """The card's Markdown; ``facts``: the run's ``identity`` and ``provenance`` (``OUT/run.json``) and its data
     ``source``; ``step`` and ``score``: where this checkpoint was saved (``score`` None without a dev set)."""
-    identity, source = facts["identity"], facts["source"]
-    dev = method.training.dev
+    identity, license = facts["identity"], facts.get("base_license")
     rows = [["method", method.name], ["profile", method.profile or "—"], ["base model", info.base_model],
-            ["base weights sha256", identity.get("base_weights_sha256") or "—"],
-            ["training data", json.dumps({k: v for k, v in source.items() if k != "path"})],
-            ["saved at step", str(step)], ["dev score", f"{score:.2f} on {dev}" if score is not None else
-                                           "none (training.dev: none: the latest weights)"],
-            ["pooler, prompt, max length", f"{info.pooler}, {info.prompt!r}, {info.max_length}"],
+            ["base weights sha256", _weights(facts)], ["base model's license", license or "—"],
+            ["training data", f"`{method.data}`: {json.dumps(info.data)}"],
+            ["saved at step", str(step)], ["dev score", _dev(method, identity, score)],
+            ["pooler, prompt, max length, normalized", f"{info.pooler}, {info.prompt!r}, {info.max_length}, "
+                                                       f"{info.normalize}"],
             ["cselab", identity.get("cselab")]]
-    parts = [_header(info, method), f"# {method.name}, trained with cselab", method.description or "",
+    parts = [_header(info, method, license), f"# {method.name}, trained with cselab", method.description or "",
              "| | |\n|---|---|\n" + "\n".join(f"| {name} | {value} |" for name, value in rows)]
     differences = ledger_differences(method)
     parts.append("## Where this run differs from the papers\n\nThe protocol ledger's rows (docs/protocols.md) whose "
@@ -86,8 +128,7 @@ def model_card(method: MethodConfig, info: CheckpointInfo, facts: dict[str, Any]
     parts.append("\n".join(["| paper | quantity | paper | released code | this run | why |",
                             "|---|---|---|---|---|---|", *table]) if table else
                  "None: the run keeps every ledgered setting, and none of them deviates from the paper or its code.")
-    parts += ["## Use", "```python\nfrom sentence_transformers import SentenceTransformer\n\nmodel = "
-              "SentenceTransformer(\"PATH\")\nvectors = model.encode([\"A sentence.\"])\n```",
+    parts += ["## Use", _use(info),
               "or `cselab.encoders.load_encoder(\"PATH\")`, or `probe run --model PATH` to score it; in MTEB 2, "
               "`mteb.evaluate(cselab.encoders.mteb_model.as_mteb(\"PATH\"), tasks)` (its ModelMeta lists what it was "
               "trained on).",

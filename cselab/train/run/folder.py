@@ -12,9 +12,11 @@ field that differs.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -106,6 +108,21 @@ def check_or_write(out: Path, mine: dict[str, Any], method: dict[str, Any], writ
                             + AFRESH)
     if write and provenance is not None:
         write_json_atomic(out / IDENTITY, {**theirs, "resumed": [*theirs.get("resumed", []), provenance]})
+
+
+@contextlib.contextmanager
+def forgotten_unless_saved(out: Path) -> Iterator[None]:
+    """A new run (no ``run.json`` in ``OUT`` yet) that ends in an error or an interrupt before its first save leaves
+    no ``config.yaml``, ``run.json`` or ``log.jsonl`` behind: they would record what was refused (a folder without
+    weights, say) and refuse the corrected retry as another run."""
+    fresh = not (out / IDENTITY).exists()
+    try:
+        yield
+    except BaseException:
+        if fresh and not any((out / name).exists() for name in ("best", "best.old", "last", "last.old")):
+            for name in (CONFIG, IDENTITY, "log.jsonl"):
+                remove_path(out / name)
+        raise
 
 
 def overwrite(out: Path) -> None:

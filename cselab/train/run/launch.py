@@ -17,6 +17,7 @@ from accelerate.tracking import GeneralTracker, TensorBoardTracker
 from accelerate.utils import DistributedDataParallelKwargs, DataLoaderConfiguration, GradientAccumulationPlugin
 
 from cselab.errors import TrainingError
+from cselab.files import check_folder, clipped
 from cselab.train.config.sections import TrainingConfig
 
 
@@ -38,8 +39,31 @@ def trackers(names: Sequence[str], out: Path) -> list[str | GeneralTracker]:
             extra = f"'cselab-toolkit[{name}]'" if name in EXTRAS else TRACKERS[name]
             raise TrainingError(f"--report-to {name}: the {TRACKERS[name]} package is not installed: pip install "
                                 f"{extra}")
-        found.append(TensorBoardTracker("tensorboard", out) if name == "tensorboard" else name)
+        if name == "tensorboard":
+            check_folder(out / "tensorboard", "--report-to tensorboard: its folder")
+            found.append(_started(name, lambda: TensorBoardTracker("tensorboard", out)))
+        else:
+            found.append(name)
     return found
+
+
+def _started(name: str, make):
+    """What ``make()`` returns; a tracker that cannot start (its service or settings refuse) is one line."""
+    try:
+        return make()
+    except Exception as err:  # each tracker's own errors: a refused URI, an unwritable folder, a login missing
+        raise TrainingError(f"--report-to {name}: the tracker could not start ({type(err).__name__}: "
+                            f"{clipped(err, 200)}); check its settings (environment variables) or leave it out"
+                            ) from None
+
+
+def start_trackers(accelerator: Accelerator, config: dict[str, Any], identity: dict[str, Any], out: Path) -> None:
+    """Start the run in every tracker (the project ``cselab``; the run named after ``OUT`` in W&B, MLflow and
+    trackio, the others by their own rule), with the config and identity as hyperparameters; before the model loads,
+    so that a tracker that refuses (a URI MLflow does not take, a missing login) stops the run in one line."""
+    names = {"wandb": {"name": out.name}, "mlflow": {"run_name": out.name}, "trackio": {"name": out.name}}
+    _started(", ".join(t if isinstance(t, str) else t.name for t in accelerator.log_with),
+             lambda: accelerator.init_trackers("cselab", tracker_config(config, identity), names))
 
 
 def tracker_config(config: dict[str, Any], identity: dict[str, Any]) -> dict[str, Any]:

@@ -99,6 +99,7 @@ def setup(method: MethodConfig, model: str, rows, where: str = "the training dat
     encoder = build_encoder(method, model)
     initial = initial_weights(encoder) if objective.needs_initial_weights else None
     optimizer = build_optimizer([(n, p) for n, p in encoder.named_parameters() if p.requires_grad], cfg)
-    loader = training_loader(rows, Collator(encoder, objective.forward_keys), cfg)
+    reached = -(-total * cfg.grad_accum // per_epoch)  # the epochs the run's steps reach (the last maybe in part)
+    loader = training_loader(rows, Collator(encoder, objective.forward_keys), cfg, reached)
     return TrainingSetup(cfg, objective, encoder, optimizer, build_scheduler(optimizer, cfg, total), loader,
                          dev_scorer(cfg.dev, data_dir, eval_limit), per_epoch, total, initial)

@@ -4,6 +4,7 @@ killed save left removed, ``OUT/last`` verified, and the parts set up (:func:`~c
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -11,13 +12,18 @@ from typing import Any
 
 from accelerate import Accelerator
 
+from cselab.encoders.loading import after_pooling, model_folder
 from cselab.encoders.pretrained import check_max_length, weight_files
 from cselab.provenance import provenance
 from cselab.train.config.method import MethodConfig
 from cselab.train.run import folder as run_folder
+from cselab.train.run.card import base_license
 from cselab.train.run.checkpoint import Checkpoints
+from cselab.train.run.launch import start_trackers
 from cselab.train.run.data import training_rows
 from cselab.train.run.setup import TrainingSetup, setup
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -30,23 +36,47 @@ class Started:
     last: Path | None  # OUT/last, verified; None: nothing to resume
     counters: dict[str, Any] | None
     facts: dict[str, Any]  # the run's identity and provenance (OUT/run.json) and its data source: the model card's
+    base_normalizes: bool = False  # the base model ends in Normalize: so does every checkpoint of the run
+
+
+def base_normalizes(model: str) -> bool:
+    """Whether the base model's vectors are normalised after pooling (its sentence-transformers Normalize module,
+    kept in the run's checkpoints: cosine is unchanged, a dot product sees unit vectors as with the base). Other
+    modules after pooling (a Dense) are not trained or kept; a warning names them."""
+    modules = after_pooling(model)
+    dropped = [name for name in modules if name != "Normalize"]
+    if dropped:
+        logger.warning("%s: its module(s) after pooling (%s) are not part of cselab's training; the run's "
+                       "checkpoints end at the pooler%s, so their vectors are not in the base model's output space",
+                       model, ", ".join(dropped), " and Normalize" if "Normalize" in modules else "")
+    return "Normalize" in modules
 
 
 def start(accelerator: Accelerator, method: MethodConfig, model: str, data, out: Path,
           data_dir: str | os.PathLike | None = None, eval_limit: int | None = None,
-          restart_from: str | None = None) -> Started:
+          restart_from: str | None = None, reporting: bool = False) -> Started:
     """Open ``out`` for a run of ``method`` from ``model`` on ``data``; a different run already there is refused
-    before a model loads."""
+    before a model loads, and so is a tracker (``reporting``) that cannot start."""
     out.mkdir(parents=True, exist_ok=True)
     rows, source = training_rows(method, data, data_dir)
     check_max_length(str(model), method.training.max_length, "training.max_length")  # before OUT records the run
     weights = weight_files(str(model))
+    normalizes = base_normalizes(str(model))
     mine = run_folder.run_identity(method, model, source, data_dir, eval_limit, weights)
     made = provenance(str(accelerator.device), weights)
     run_folder.check_or_write(out, mine, method.to_dict(), write=accelerator.is_main_process, provenance=made)
     checkpoints = Checkpoints(out, accelerator)
     checkpoints.remove_partials()
     last, counters = (None, None) if restart_from == "best" else checkpoints.verified_last()
-    parts = setup(method, str(model), rows, source.get("path") or source.get("name"), accelerator.num_processes,
-                  data_dir, eval_limit)
-    return Started(parts, source, checkpoints, last, counters, {"identity": mine, "provenance": made, "source": source})
+    if reporting:
+        start_trackers(accelerator, method.to_dict(), mine, out)
+    try:
+        parts = setup(method, str(model), rows, source.get("path") or source.get("name"), accelerator.num_processes,
+                      data_dir, eval_limit)
+    except BaseException:
+        if reporting:
+            accelerator.end_training()
+        raise
+    return Started(parts, source, checkpoints, last, counters, {"identity": mine, "provenance": made, "source": source,
+                                                               "base_license": base_license(model_folder(str(model)))},
+                   normalizes)

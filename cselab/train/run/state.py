@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from safetensors.torch import load_model, save_model
 
-from cselab.atomic import write_json_atomic
+from cselab.atomic import with_umask, write_json_atomic
 from cselab.checksum import sha256
 from cselab.errors import TrainingError
 from cselab.files import member, read_json
@@ -78,6 +78,7 @@ def save_shared_state(folder: Path, model: torch.nn.Module, optimizer, scheduler
 
 def write_manifest(folder: Path) -> Path:
     """The size and sha256 of every file in ``folder``; written last, atomically."""
+    with_umask(folder)  # safetensors' save leaves its file 0600
     files = {path.name: {"bytes": path.stat().st_size, "sha256": sha256(path)}
              for path in sorted(folder.iterdir()) if path.is_file() and path.name != MANIFEST}
     return write_json_atomic(folder / MANIFEST, {"format": FORMAT, "version": 1, "files": files})

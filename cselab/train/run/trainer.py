@@ -33,16 +33,17 @@ from accelerate import Accelerator
 from accelerate.utils import broadcast_object_list, set_seed
 
 from cselab.encoders.checkpoint import CheckpointInfo
+from cselab.encoders.specs import hub_name
 from cselab.encoders.transformer import TransformerEncoder
 from cselab.errors import TrainingError
 from cselab.evaluation.dev import NONE, log_key
 from cselab.files import check_folder, kept_only_if_written
 from cselab.progress import Progress
-from cselab.train.config.method import MethodConfig
+from cselab.train.config.method import MethodConfig, with_data
 from cselab.train.run import folder as run_folder
 from cselab.train.run.card import model_card
 from cselab.train.run.callbacks import Callback, EarlyStop, Schedule, TrainerControl, TrainerState, stateful
-from cselab.train.run.launch import launch, tracker_config
+from cselab.train.run.launch import launch
 from cselab.train.run.loop import Diverged, Loop
 from cselab.train.run.optim import set_schedule_step
 from cselab.train.run.start import Started, start
@@ -71,12 +72,13 @@ class Trainer:
         # training cuts sentences at training.max_length; the checkpoint encodes them whole (up to the model's
         # limit, at most 512 tokens), as SimCSE evaluates
         self.info = CheckpointInfo(pooler=method.encoder.pooler, prompt=method.encoder.prompt,
-                                   max_length=self.core.view.limit, method=method.name, base_model=str(model),
-                                   config=method.to_dict())
+                                   max_length=self.core.view.limit, normalize=started.base_normalizes,
+                                   method=method.name, base_model=hub_name(str(model)),
+                                   data=self.facts["identity"]["data"], config=method.to_dict())
         self.dev_view = TransformerEncoder(self.core.backbone, self.core.tokenizer, pooler=self.info.pooler,
                                            prompt=self.info.prompt, max_length=self.info.max_length)
         early_stop = [EarlyStop(self.cfg.early_stop, self.cfg.early_stop_rule)] if self.cfg.early_stop else []
-        self.callbacks = [Schedule(log_every, self.cfg.eval_steps), *early_stop, *callbacks]
+        self.callbacks = [Schedule(log_every, self.cfg.eval_steps, self.cfg.eval_at_end), *early_stop, *callbacks]
         self.own_callbacks, self.stateful = bool(callbacks), stateful(self.callbacks)
         self.best, self.dev, self.improved, self.dev_key = -math.inf, None, False, log_key(self.cfg.dev)
         self.shown: dict[str, str] = {}  # the progress bar's figures (the latest loss and dev score)
@@ -183,9 +185,6 @@ class Trainer:
     def run(self, progress: bool = True) -> dict[str, Any]:
         """Train to the end, or until a callback ends the run; returns the run's summary."""
         self.resume()
-        if self.reporting:  # the project "cselab", the run named as its folder
-            self.accelerator.init_trackers("cselab", tracker_config(self.method.to_dict(), self.facts["identity"]),
-                                           {"wandb": {"name": self.out.name}, "mlflow": {"run_name": self.out.name}})
         if self.cfg.eval_at_start and self.loop.step == 0 and self.parts.dev is not None:
             # SG-BERT's fit() scores the model before the first step: the best to beat, not an early-stop count
             self._evaluate({}, None)
@@ -238,6 +237,7 @@ def train(method: MethodConfig, model: str, data: str | os.PathLike | None, out:
     if restart_from not in (None, *run_folder.RESTARTS):
         raise TrainingError(f"--restart-from {restart_from!r}: expected one of {', '.join(run_folder.RESTARTS)}")
     out = check_folder(out, inputs=(model, data))  # never the model's or the data's own folder
+    method = with_data(method, data)  # OUT/config.yaml and the checkpoints say what the run trains on
     first = os.environ.get("RANK", "0") == "0"  # one process of several may remove OUT
     with kept_only_if_written(out) if first else contextlib.nullcontext():  # refused before a save: no empty OUT
         return _train(method, model, data, out, data_dir, eval_limit, log_every, progress, report_to, overwrite,
@@ -253,6 +253,9 @@ def _train(method: MethodConfig, model: str, data: str | os.PathLike | None, out
     with run_folder.RunLock(out) if main else contextlib.nullcontext():
         if overwrite and main:
             run_folder.overwrite(out)
-        started = start(accelerator, method, model, data, out, data_dir, eval_limit, restart_from)
-        trainer = Trainer(accelerator, method, model, out, started, bool(report_to), restart_from, log_every, callbacks)
-        return trainer.run(progress)
+        with run_folder.forgotten_unless_saved(out) if main else contextlib.nullcontext():
+            started = start(accelerator, method, model, data, out, data_dir, eval_limit, restart_from,
+                            bool(report_to))
+            trainer = Trainer(accelerator, method, model, out, started, bool(report_to), restart_from, log_every,
+                              callbacks)
+            return trainer.run(progress)

@@ -52,6 +52,27 @@ def test_short_cpu_run_writes_a_best_checkpoint_the_probe_loads(tiny_bert_dir, t
     assert encoder.encode(["a test sentence"]).shape == (1, 32)
 
 
+@pytest.mark.parametrize(("at_end", "evaluated"), [(True, [10, 20, 25]), (False, [10, 20])])
+def test_the_last_step_is_evaluated_unless_eval_at_end_is_off(tiny_bert_dir, tiny_cache, data_dir, tmp_path, at_end,
+                                                                evaluated):
+    """The presets score the last step too (25, no multiple of eval_steps 10); SimCSE's released Trainer, which the
+    official profiles follow, scores every eval_steps only: the last step is then saved to OUT/last, not scored."""
+    summary = train(small("simcse", max_steps=25, epochs=10, eval_at_end=at_end), str(tiny_bert_dir), tiny_cache,
+                    tmp_path / "run", data_dir, eval_limit=20, progress=False)
+    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log if "stsb_dev" in r] == evaluated and summary["steps"] == 25
+    assert json.loads((tmp_path / "run" / "last" / "trainer_state.json").read_text())["step"] == 25
+    assert load_method("simcse", profile="official").training.eval_at_end is False
+
+
+def test_a_pooler_set_alone_keeps_the_presets_training_head():
+    """encoder.head is its own key: --set encoder.pooler=avg keeps SimCSE's MLP in training (the released code builds
+    none for avg); the minilm profile drops both together."""
+    assert load_method("simcse", ["encoder.pooler=avg"]).encoder.head == {"kind": "mlp"}
+    assert load_method("simcse", ["encoder.pooler=avg", "encoder.head=null"]).encoder.head is None
+    assert load_method("simcse", profile="minilm").encoder.head is None
+
+
 @pytest.mark.parametrize("method", ["osscse", "sam"])  # sam: the weight hook's second pass resumes too
 def test_resume_after_a_kill_is_bit_identical_to_a_straight_run(tiny_bert_dir, tiny_cache, data_dir, tmp_path, method):
     overrides = ["--set", "training.batch_size=16", "--set", "training.max_length=24", "--set", "training.lr=1e-4",
