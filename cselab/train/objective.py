@@ -128,7 +128,8 @@ class Objective(nn.Module):
         processes' gradients in step). Views of the same column and prompt share one tokenization; those that
         also read the same layers of the same copy through no input augment share one forward pass over their
         rows repeated (SimCSE's two dropout views: one pass of 2N rows, as its released code), every row with its
-        own dropout masks; ``training.view_rows`` lays them out stacked or, as the released code, interleaved. A view no row has is an empty tensor (other processes may still have rows of it).
+        own dropout masks; ``training.view_rows`` lays them out stacked or, as the released code, interleaved. A
+        view no row has is an empty tensor (other processes may still have rows of it).
 
         Views whose augment needs the gradient (FGSM) take two calls: the first fills ``captured`` (view -> the
         tensor whose loss gradient is wanted), the second gets those gradients as ``directions`` and re-encodes only
