@@ -234,9 +234,11 @@ class Stepper:
                 self.scaler.unscale_(self.optimizer)
                 if self.method.training.max_grad_norm is not None:
                     torch.nn.utils.clip_grad_norm_(self.trainable, self.method.training.max_grad_norm)
+                scale = self.scaler.get_scale()
                 self.scaler.step(self.optimizer)
                 self.scaler.update()
-                self.schedule.step()
+                if self.scaler.get_scale() >= scale:  # a step skipped on overflow moves no schedule (accelerate's)
+                    self.schedule.step()
                 self.optimizer.zero_grad()
             else:
                 clip_and_step(self.optimizer, self.schedule, self.trainable, self.method.training.max_grad_norm)

@@ -17,11 +17,11 @@ def sha256(path: str | os.PathLike) -> str:
 
 def folder_sha256(folder: str | os.PathLike) -> str:
     """One sha256 over every file under ``folder``: its path relative to the folder and its own sha256, in sorted
-    order (links followed), so renaming, editing, adding or removing a file changes it."""
+    order (a linked file read through its link; linked folders not entered), so renaming, editing, adding or
+    removing a file changes it."""
+    files = sorted(os.path.relpath(os.path.join(root, name), folder)
+                   for root, _, names in os.walk(folder) for name in names)
     digest = hashlib.sha256()
-    for root, dirs, files in sorted(os.walk(folder, followlinks=True)):
-        dirs.sort()
-        for name in sorted(files):
-            path = os.path.join(root, name)
-            digest.update(f"{os.path.relpath(path, folder)}\0{sha256(path)}\n".encode())
+    for name in files:
+        digest.update(f"{name}\0{sha256(os.path.join(folder, name))}\n".encode())
     return digest.hexdigest()

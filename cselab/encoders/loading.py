@@ -161,22 +161,28 @@ def load_encoder(spec: str, pooler: str | None = None, prompt: str | None = None
     path = resolve_backbone(spec)
     overrides = {key: value for key, value in
                  {"pooler": pooler, "prompt": prompt, "max_length": max_length}.items() if value is not None}
-    checkpoint = _model_file(path, CHECKPOINT_FILE)  # a local path that is no folder stops here
+    _model_file(path, CHECKPOINT_FILE)  # a local path that is no folder stops here
     folder = model_folder(path)
     files = ModelFiles.read(folder) if folder is not None else None  # before any file of it is read
+    settings = folder_settings(path)
+    if settings is None and not overrides:
+        return _with_files(SentenceTransformerEncoder(path, device=device), files, cache)
+    return _with_files(_transformer(path, device, dtype, spec, **{**(settings or {}), **overrides}), files, cache)
+
+
+def folder_settings(path: str) -> dict[str, Any] | None:
+    """How :func:`load_encoder` encodes a model folder (or hub model) when given no setting: a checkpoint's
+    ``cselab.json``, a sentence-transformers stack cselab runs itself, else the default pooler; None for a
+    sentence-transformers stack that library runs (no weights are read)."""
+    checkpoint = _model_file(path, CHECKPOINT_FILE)
     if checkpoint is not None:
         info = read_checkpoint_info(checkpoint)
-        settings = {"pooler": info.pooler, "prompt": info.prompt, "max_length": info.max_length,
-                    "normalize": info.normalize}
-        return _with_files(_transformer(path, device, dtype, spec, **{**settings, **overrides}), files, cache)
-    if _model_file(path, "modules.json") is not None:
-        try:
-            settings = native_settings(lambda name: _read_json(path, name))
-        except (KeyError, TypeError, AttributeError, IndexError):
-            raise ModelError(f"{Path(path) / 'modules.json'} (or a module's config it names): not in the form "
-                             "sentence-transformers writes, a list of {idx, name, path, type}") from None
-        if settings is None and not overrides:
-            return _with_files(SentenceTransformerEncoder(path, device=device), files, cache)
-        return _with_files(_transformer(path, device, dtype, spec, **{**(settings or {}), **overrides}), files, cache)
-    return _with_files(_transformer(path, device, dtype, spec, **{"pooler": DEFAULT_POOLER, **overrides}), files,
-                       cache)
+        return {"pooler": info.pooler, "prompt": info.prompt, "max_length": info.max_length,
+                "normalize": info.normalize}
+    if _model_file(path, "modules.json") is None:
+        return {"pooler": DEFAULT_POOLER}
+    try:
+        return native_settings(lambda name: _read_json(path, name))
+    except (KeyError, TypeError, AttributeError, IndexError):
+        raise ModelError(f"{Path(path) / 'modules.json'} (or a module's config it names): not in the form "
+                         "sentence-transformers writes, a list of {idx, name, path, type}") from None

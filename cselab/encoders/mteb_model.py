@@ -20,8 +20,9 @@ from mteb.models.model_meta import ModelMeta
 
 from cselab.encoders.base import Encoder
 from cselab.encoders.checkpoint import CHECKPOINT_FILE, read_checkpoint_info
-from cselab.encoders.loading import load_encoder
-from cselab.encoders.specs import ALIAS_NAMES, ALIASES, hub_name
+from cselab.encoders.loading import DEFAULT_POOLER, folder_settings, load_encoder, resolve_backbone
+from cselab.encoders.specs import ALIAS_NAMES, ALIASES, hub_name, recorded_hub_name
+from cselab.encoders.transformer import TransformerEncoder
 from cselab.errors import ModelError
 from cselab.metrics import cosine_rows
 
@@ -93,11 +94,17 @@ def trained_on(info) -> set[str]:
     return {CORPUS_TASKS[data]} if data in CORPUS_TASKS else set()
 
 
-def _loader_settings(encoder: Encoder) -> dict[str, Any]:
-    """The settings ``load_encoder`` takes that made this encoder (pooler, prompt, max length), so that
-    ``meta.load_model()`` loads the same encoder, not the folder's defaults."""
+def settings_changed(encoder: Encoder) -> dict[str, Any]:
+    """The settings (pooler, prompt, max length) in which ``encoder`` differs from what ``load_encoder`` makes of its
+    spec alone: the ModelMeta's ``experiment_kwargs``, so that mteb's result cache keeps its results apart from the
+    spec's own and ``meta.load_model()`` loads this encoder again (mteb passes them to the loader)."""
+    if not isinstance(encoder, TransformerEncoder) or not encoder.spec:
+        return {}
+    defaults = folder_settings(resolve_backbone(encoder.spec)) or {}
     described = encoder.describe()
-    return {key: described[key] for key in ("pooler", "prompt", "max_length") if described.get(key) is not None}
+    wanted = {"pooler": defaults.get("pooler", DEFAULT_POOLER), "prompt": defaults.get("prompt"),
+              "max_length": defaults.get("max_length") or encoder.limit}
+    return {key: described[key] for key, value in wanted.items() if described[key] != value}
 
 
 def model_meta(encoder: Encoder, name: str | None = None) -> ModelMeta:
@@ -110,11 +117,13 @@ def model_meta(encoder: Encoder, name: str | None = None) -> ModelMeta:
     trained = set(base.training_datasets or ()) if base is not None else set()
     if info is not None:
         trained |= trained_on(info)
-    adapted = base.name if base is not None else base_name if base_name and not Path(base_name).is_absolute() \
+    # a hub name not in mteb's registry is trusted only where cselab recorded it as one (with the run's data): older
+    # checkpoints recorded the base's folder as typed, a relative path perhaps
+    adapted = base.name if base is not None else recorded_hub_name(base_name) if info is not None and info.data \
         else None
     transformer = _parameters(encoder) is not None
     return ModelMeta(
-        loader=load_mteb_model, loader_kwargs={"spec": spec, **_loader_settings(encoder)},
+        loader=load_mteb_model, loader_kwargs={"spec": spec}, experiment_kwargs=settings_changed(encoder) or None,
         name=name or model_name(spec), revision=revision(encoder),
         release_date=base.release_date if base is not None and info is None else None,
         languages=["eng-Latn"] if info is not None or base is not None else None,
@@ -154,9 +163,9 @@ def as_mteb(model: Encoder | str, name: str | None = None, **load: Any) -> MTEBE
 
 
 def load_mteb_model(model_name: str, revision: str | None = None, *, spec: str, **load: Any) -> MTEBEncoder:
-    """The ``ModelMeta``'s loader (``meta.load_model()``): the spec loaded again with the settings it was loaded with
-    (pooler, prompt, max length), under the same name; refused when its weights are no longer those of
-    ``revision``."""
+    """The ``ModelMeta``'s loader (``meta.load_model()``): the spec loaded again, with the settings it was loaded with
+    (pooler, prompt, max length: its ``experiment_kwargs``, which mteb passes here), under the same name; refused when
+    its weights are no longer those of ``revision``."""
     model = as_mteb(spec, name=model_name, **{k: v for k, v in load.items() if k in LOADER_KEYS})
     if revision is not None and model.mteb_model_meta.revision != revision:
         raise ModelError(f"{spec}: its weights changed since this ModelMeta was made (sha256 {revision[:12]}..., now "

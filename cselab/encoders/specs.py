@@ -51,6 +51,12 @@ def hub_name(spec: str) -> str:
     return cached[len("models--"):].replace("--", "/", 1) if cached else str(path.resolve())
 
 
+def recorded_hub_name(base_model: str | None) -> str | None:
+    """A checkpoint's recorded ``base_model`` (:func:`hub_name`'s) when it names a hub model; None for a local
+    folder, whose path means nothing elsewhere."""
+    return base_model if base_model and not Path(base_model).is_absolute() else None
+
+
 def looks_like_path(spec: str) -> bool:
     """Whether ``spec`` reads as a local path rather than a hub id (``org/name``): it starts like one (``/``, ``.``,
     ``~``), has a backslash or more than one ``/``, or its first part exists here (``runs/best`` beside ``runs/``)."""

@@ -237,14 +237,15 @@ def _sweep_run(spec: SweepSpec, out: Path, run: SweepRun, config: MethodConfig, 
                progress: bool) -> None:
     """Train and score one run of a sweep into ``out``, unless its results are there already."""
     config = with_data(config, spec.data)  # as train() records it
-    source = data_source(config, spec.data, spec.data_dir)
+    data = None if spec.data is None else config.data
+    source = data_source(config, data, spec.data_dir)
     made_by = {"run": run_identity(config, spec.model, source, spec.data_dir, spec.eval_limit),
                "scoring": {"sts_limit": spec.sts_limit, "suites": list(suites)}}
     result_path = out / "results" / f"{run.slug}.json"
     if _scored(result_path, made_by, spec.data_dir):
         return
     # a half-trained run resumes; a run folder holding another run (model, settings, data) is refused
-    summary = train(config, spec.model, spec.data, out / "runs" / run.slug, spec.data_dir, spec.eval_limit,
+    summary = train(config, spec.model, data, out / "runs" / run.slug, spec.data_dir, spec.eval_limit,
                     progress=progress)
     items: dict[str, np.ndarray] = {}
     files: list = []

@@ -157,7 +157,9 @@ def task_items(task, folder: Path) -> dict[str, np.ndarray]:
             gold = _gold(task, subset, split)
             arrays = task.paired_items(similarity, gold) if hasattr(task, "paired_items") else \
                 {"sim": similarity, "gold": gold}
-            prefix = f"mteb/{task.metadata.name}/{subset}/{split}/"
+            # a cselab task's subset (default-REVISION) is keyed as "default": results of two revisions are told
+            # apart by their dataset revisions (item_inputs), and keys of results written before still pair
+            prefix = f"mteb/{task.metadata.name}/{'default' if is_default(subset) else subset}/{split}/"
             items.update({prefix + key: value for key, value in arrays.items()})
     return items
 
@@ -245,6 +247,6 @@ class MTEBSuite(Suite):
             if not any(key.startswith(prefix) for key in b):
                 continue
             _, task, subset, split, _ = prefix.split("/")
-            label = task if is_default(subset) and split == "test" else f"{task} ({subset}, {split})"
+            label = task if (subset, split) == ("default", "test") else f"{task} ({subset}, {split})"
             figures[label] = _figure(a, b, prefix)
         return PairedFigures(figures)

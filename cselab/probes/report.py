@@ -131,8 +131,7 @@ NUMBER = re.compile(r"n/a|[-+≤<>±\s\d.,/%()\[\]e]*\d[-+≤<>±\s\d.,/%()\[\]e
 
 def _html_table(lines: list[str]) -> str:
     """A Markdown table as HTML: a column of figures right-aligned, any other (model names, tasks) left-aligned."""
-    rows = [[UNESCAPE.sub(r"\1", c.strip()) for c in CELL_BORDER.split(line.strip()[1:-1])] for line in lines
-            if not set(line) <= set("|- ")]
+    rows = [_cells(line) for line in lines if not set(line) <= set("|- ")]
     width = len(rows[0])
     cells = [[row[i] for row in rows[1:] if i < len(row) and row[i]] for i in range(width)]
     numeric = [bool(column) and all(NUMBER.fullmatch(c) for c in column) for column in cells]
@@ -231,8 +230,8 @@ def compare_table(payloads: Sequence[dict[str, Any]], names: Sequence[str] | Non
 
 
 def _cells(line: str) -> list[str]:
-    """The cells of one Markdown table row."""
-    return [cell.strip() for cell in line.strip().strip("|").split("|")]
+    """The cells of one row of a :func:`markdown_table`, their text as given (``|`` and ``\\`` unescaped)."""
+    return [UNESCAPE.sub(r"\1", cell.strip()) for cell in CELL_BORDER.split(line.strip()[1:-1])]
 
 
 def model_rows(title: str, tables: Sequence[str]) -> list[str]:

@@ -244,7 +244,7 @@ def test_official_dropout_views_draw_the_released_masks(tmp_path_factory, method
         mine, theirs = first_loss(official(method), seed)
         torch.testing.assert_close(mine, theirs, rtol=2e-6, atol=0)
         other, theirs = first_loss(stacked, seed)
-        assert abs(other - theirs) > 1e-3 * abs(theirs)  # the planted layout is caught
+        assert abs(other - theirs) > 0.05 * abs(theirs)  # the stacked layout: 7.7-29% off on these seeds
 
 
 def test_sscl_official_matches_the_released_code(no_dropout_bert):

@@ -4,8 +4,8 @@ own ``ResultCache`` (so ``mteb.ResultCache(OUT).load_results()`` reads it back).
 results repository (github.com/embeddings-benchmark/results) takes under its ``results/``.
 
 The names that become parts of a path (the model's org and name, its revision, each task's name) come from a file
-and are checked first: letters, digits, ``.``, ``_`` and ``-`` only, never ``.`` or ``..``; every path written is
-checked to lie inside ``OUT`` before anything is written.
+and are checked first: no ``/``, ``\\`` or control character, never ``.`` or ``..``; every path written is checked
+to lie inside ``OUT`` (links resolved) before anything is written.
 """
 
 from __future__ import annotations
@@ -23,14 +23,15 @@ from cselab.errors import ConfigError, DataError
 from cselab.files import check_folder, clipped, read_json, shown
 
 META_DERIVED = ("loader", "is_cross_encoder")  # written by ModelMeta.to_dict, not fields it reads back
-PATH_PART = re.compile(r"[A-Za-z0-9_.-]{1,200}")
+NO_REVISION = "no_revision_available"
+PATH_PART = re.compile(r"[^/\\\x00-\x1f]{1,200}")  # one folder or file name: no separator, no control character
 
 
 def path_part(value: Any, what: str) -> str:
     """``value`` when it can be one part of a path (see the module docstring); else a DataError naming ``what``."""
     if not isinstance(value, str) or not PATH_PART.fullmatch(value) or value in (".", ".."):
-        raise DataError(f"{what} {shown(value, 60)}: not a name that can be part of a path (letters, digits, '.', "
-                        "'_', '-')")
+        raise DataError(f"{what} {shown(value, 60)}: not a name that can be one part of a path (no '/', '\\' or "
+                        "control character, not '.' or '..')")
     return value
 
 
@@ -41,14 +42,16 @@ def _meta(results: str | os.PathLike, section: dict[str, Any], name: str | None)
                         "probe run --suite mteb")
     fields = {key: value for key, value in recorded.items() if key not in META_DERIVED}
     fields["training_datasets"] = set(fields["training_datasets"]) if fields.get("training_datasets") else None
+    # no weights to name (a lexical baseline): mteb's own folder name for that, said explicitly; left None, mteb
+    # would write into the newest revision folder it finds under OUT, another model's results perhaps
+    fields["revision"] = fields.get("revision") or NO_REVISION
     try:
         meta = ModelMeta(loader=None, **{**fields, **({"name": name} if name else {})})
     except Exception as err:  # pydantic's validation of the recorded fields
         raise DataError(f"{results}: mteb.model_meta is not a ModelMeta ({clipped(err, 200)})") from None
     for part in str(meta.name).split("/"):
         path_part(part, f"{results}: the model name's part")
-    if meta.revision is not None:  # none (a lexical baseline): mteb's own folder name for it
-        path_part(meta.revision, f"{results}: mteb.model_meta.revision")
+    path_part(meta.revision, f"{results}: mteb.model_meta.revision")
     return meta
 
 
@@ -77,8 +80,9 @@ def export_mteb(results: str | os.PathLike, out: str | os.PathLike, name: str | 
     section = payload.get("mteb")
     if not isinstance(section, dict) or not isinstance(section.get("tasks"), dict) or not section["tasks"]:
         raise ConfigError(f"{results}: holds no MTEB tasks; make it with probe run --suite mteb --mteb-tasks NAME,...")
-    if name is not None and (name.count("/") != 1 or not all(PATH_PART.fullmatch(p) for p in name.split("/"))):
-        raise ConfigError(f"--name {name}: expected ORG/NAME (letters, digits, '.', '_', '-')")
+    if name is not None and (name.count("/") != 1 or not all(PATH_PART.fullmatch(p) and p not in (".", "..")
+                                                              for p in name.split("/"))):
+        raise ConfigError(f"--name {name}: expected ORG/NAME, each a name that can be one part of a path")
     meta, tasks = _meta(results, section, name), _results(results, section)
     cache = ResultCache(out)
     paths = {task: cache.get_task_result_path(task_name=task, model_name=meta) for task in tasks}

@@ -72,7 +72,8 @@ class Callback:
 
 class Schedule(Callback):
     """Log every ``log_every`` steps, evaluate every ``eval_steps``; both at the last step too (with ``at_end``
-    false, the last step is logged and saved to ``OUT/last``, not evaluated)."""
+    false, the last step is logged and saved to ``OUT/last``, not evaluated, unless the run is shorter than
+    ``eval_steps``: then it is its only evaluation, so that ``OUT/best`` exists)."""
 
     def __init__(self, log_every: int, eval_steps: int, at_end: bool = True):
         self.log_every, self.eval_steps, self.at_end = log_every, eval_steps, at_end
@@ -80,7 +81,8 @@ class Schedule(Callback):
     def on_step(self, state: TrainerState, control: TrainerControl) -> None:
         last = state.step == state.total
         control.should_log |= state.step % self.log_every == 0 or last
-        control.should_evaluate |= state.step % self.eval_steps == 0 or (last and self.at_end)
+        control.should_evaluate |= state.step % self.eval_steps == 0 or (
+            last and (self.at_end or state.step < self.eval_steps))
         control.should_save |= last
 
 

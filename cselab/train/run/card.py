@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from cselab.encoders.checkpoint import CheckpointInfo, needs_module
+from cselab.encoders.specs import recorded_hub_name
 from cselab.registry import plain
 from cselab.train import protocols
 from cselab.train.config.method import MethodConfig
@@ -69,17 +70,12 @@ def base_license(folder: str | os.PathLike | None) -> str | None:
     return value if isinstance(value, str) else None
 
 
-def _hub_name(info: CheckpointInfo) -> str | None:
-    """The base model's hub name (None for a local folder: its path means nothing on the hub)."""
-    return info.base_model if info.base_model and not Path(info.base_model).is_absolute() else None
-
-
 def _header(info: CheckpointInfo, method: MethodConfig, license: str | None) -> str:
     meta: dict[str, Any] = {"library_name": "sentence-transformers", "pipeline_tag": "sentence-similarity",
                             "tags": ["sentence-transformers", "sentence-similarity", "feature-extraction", "cselab",
                                      *method.name.split("+")]}
-    if _hub_name(info):
-        meta["base_model"] = _hub_name(info)
+    if recorded_hub_name(info.base_model):
+        meta["base_model"] = info.base_model
     if license:
         meta["license"] = license
     return "---\n" + yaml.safe_dump(meta, sort_keys=False) + "---"

@@ -24,7 +24,7 @@ import yaml
 
 from cselab import __version__
 from cselab.atomic import write_json_atomic, write_text_atomic
-from cselab.errors import TrainingError
+from cselab.errors import CselabError, TrainingError
 from cselab.files import read_json, read_yaml, remove_path
 from cselab.locking import FolderLock
 
@@ -43,7 +43,32 @@ AFRESH = "start afresh with --overwrite (deletes this run's files), or give anot
 
 
 def config_sha256(method: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(method, sort_keys=True).encode()).hexdigest()
+    """The sha256 of the resolved config, its ``data`` left out: what the run trains on is the identity's ``data``,
+    by content, not by where it lies."""
+    return hashlib.sha256(json.dumps(_settings(method), sort_keys=True).encode()).hexdigest()
+
+
+def _settings(method: dict[str, Any]) -> dict[str, Any]:
+    return {key: value for key, value in method.items() if key != "data"}
+
+
+def _content(data: Any) -> Any:
+    """The data's description as a run compares it: by content where it has a sha256 (its name, a path as it was
+    typed or resolved, left out)."""
+    if isinstance(data, dict) and data.get("sha256"):
+        return {key: value for key, value in data.items() if key != "name"}
+    return data
+
+
+def _written_settings(out: Path, written: dict[str, Any]) -> dict[str, Any]:
+    """``OUT/config.yaml`` resolved by this cselab (keys added since it was written take their defaults), so that a
+    run begun before a new key existed is still its own run; as written when it no longer resolves."""
+    from cselab.train.config.methods import load_method
+
+    try:
+        return _settings(load_method(out / CONFIG).to_dict())
+    except CselabError:
+        return _settings(written)
 
 
 def identity(method: dict[str, Any], base_model: str, data: dict[str, Any], base_weights: str | None = None,
@@ -98,8 +123,14 @@ def check_or_write(out: Path, mine: dict[str, Any], method: dict[str, Any], writ
         raise TrainingError(f"{err}; {AFRESH}") from None
     changed = []
     if theirs.get("config_sha256") != mine["config_sha256"]:
-        changed = _differences(written, method) or [f"{CONFIG} (edited since the run began)"]
-    for field in ("data", "base_model", "base_weights_sha256", "dev", "cselab", "version"):
+        # config.yaml as the run wrote it (hashed now, or as cselab hashed it before data left the hash): compared as
+        # this cselab resolves it, so keys added since take their defaults; an edited config.yaml is refused
+        legacy = hashlib.sha256(json.dumps(written, sort_keys=True).encode()).hexdigest()
+        changed = _differences(_written_settings(out, written), _settings(method))
+        if not changed and theirs.get("config_sha256") not in (config_sha256(written), legacy):
+            changed = [f"{CONFIG} (edited since the run began)"]
+    changed += _differences({"data": _content(theirs.get("data"))}, {"data": _content(mine["data"])})
+    for field in ("base_model", "base_weights_sha256", "dev", "cselab", "version"):
         changed += _differences({field: theirs.get(field)}, {field: mine[field]})
     if changed:
         raise TrainingError(f"{out}: a different run: {changed[0]}" + (f" and {len(changed) - 1} more"

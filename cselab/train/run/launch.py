@@ -62,7 +62,7 @@ def start_trackers(accelerator: Accelerator, config: dict[str, Any], identity: d
     trackio, the others by their own rule), with the config and identity as hyperparameters; before the model loads,
     so that a tracker that refuses (a URI MLflow does not take, a missing login) stops the run in one line."""
     names = {"wandb": {"name": out.name}, "mlflow": {"run_name": out.name}, "trackio": {"name": out.name}}
-    _started(", ".join(t if isinstance(t, str) else t.name for t in accelerator.log_with),
+    _started(", ".join(t.name if isinstance(t, GeneralTracker) else str(t) for t in accelerator.log_with),
              lambda: accelerator.init_trackers("cselab", tracker_config(config, identity), names))
 
 

@@ -183,15 +183,17 @@ class Trainer:
         self.accelerator.log({k: v for k, v in values.items() if k not in NOT_LOGGED}, step=self.loop.step)
 
     def run(self, progress: bool = True) -> dict[str, Any]:
-        """Train to the end, or until a callback ends the run; returns the run's summary."""
-        self.resume()
-        if self.cfg.eval_at_start and self.loop.step == 0 and self.parts.dev is not None:
-            # SG-BERT's fit() scores the model before the first step: the best to beat, not an early-stop count
-            self._evaluate({}, None)
-            self.record({self.dev_key: self.best, "best": self.best, "initial": True})
-        stopped_by, self.clock = None, time.perf_counter()
-        self.core.train()
+        """Train to the end, or until a callback ends the run; returns the run's summary. The trackers (started
+        before the model loaded) end with the run, whatever ends it."""
+        stopped_by = None
         try:
+            self.resume()
+            if self.cfg.eval_at_start and self.loop.step == 0 and self.parts.dev is not None:
+                # SG-BERT's fit() scores the model before the first step: the best to beat, not an early-stop count
+                self._evaluate({}, None)
+                self.record({self.dev_key: self.best, "best": self.best, "initial": True})
+            self.clock = time.perf_counter()
+            self.core.train()
             with Progress(f"train {self.method.name}", self.parts.total, "step", self.loop.step,
                           enabled=progress and self.main) as bar:
                 for losses in self.loop.steps():
@@ -238,6 +240,7 @@ def train(method: MethodConfig, model: str, data: str | os.PathLike | None, out:
         raise TrainingError(f"--restart-from {restart_from!r}: expected one of {', '.join(run_folder.RESTARTS)}")
     out = check_folder(out, inputs=(model, data))  # never the model's or the data's own folder
     method = with_data(method, data)  # OUT/config.yaml and the checkpoints say what the run trains on
+    data = None if data is None else method.data  # as OUT/config.yaml has it: --method OUT/config.yaml is this run
     first = os.environ.get("RANK", "0") == "0"  # one process of several may remove OUT
     with kept_only_if_written(out) if first else contextlib.nullcontext():  # refused before a save: no empty OUT
         return _train(method, model, data, out, data_dir, eval_limit, log_every, progress, report_to, overwrite,
@@ -253,9 +256,14 @@ def _train(method: MethodConfig, model: str, data: str | os.PathLike | None, out
     with run_folder.RunLock(out) if main else contextlib.nullcontext():
         if overwrite and main:
             run_folder.overwrite(out)
-        with run_folder.forgotten_unless_saved(out) if main else contextlib.nullcontext():
+        with run_folder.forgotten_unless_saved(out) if main else contextlib.nullcontext():  # refused before a step
             started = start(accelerator, method, model, data, out, data_dir, eval_limit, restart_from,
                             bool(report_to))
-            trainer = Trainer(accelerator, method, model, out, started, bool(report_to), restart_from, log_every,
-                              callbacks)
-            return trainer.run(progress)
+            try:
+                trainer = Trainer(accelerator, method, model, out, started, bool(report_to), restart_from,
+                                  log_every, callbacks)
+            except BaseException:
+                if report_to:  # started by start(); the run ends them once it runs
+                    accelerator.end_training()
+                raise
+        return trainer.run(progress)

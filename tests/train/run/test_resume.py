@@ -9,6 +9,7 @@ import shutil
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from safetensors.torch import load_file
@@ -42,6 +43,47 @@ def test_resuming_the_same_run_gives_the_weights_of_a_straight_run(finished_run,
     resumed, straight = (load_file(str(p / "last" / "model.safetensors")) for p in (out, finished_run / "full"))
     assert resumed.keys() == straight.keys()
     assert all((resumed[k] - straight[k]).abs().max() < 1e-5 for k in resumed)
+
+
+def test_a_run_begun_before_its_config_had_a_key_resumes_and_an_edited_config_does_not(
+        finished_run, tmp_path, tiny_bert_dir, tiny_cache, data_dir, capsys):
+    """OUT/config.yaml of an older cselab: no training.view_rows or eval_at_end yet, the cache path as data, the
+    config hashed with its data. It is the same run as resolved now (the new keys take their defaults); the same
+    file edited since the run began is refused."""
+    import hashlib
+
+    import yaml
+
+    out = copy_of(finished_run, tmp_path)
+    config = yaml.safe_load((out / "config.yaml").read_text())
+    for key in ("view_rows", "eval_at_end"):
+        config["training"].pop(key)
+    config.pop("data")
+    (out / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    identity = json.loads((out / "run.json").read_text())
+    identity["config_sha256"] = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
+    (out / "run.json").write_text(json.dumps(identity))
+    assert main(train_args(tiny_bert_dir, tiny_cache, data_dir, out)) == 0
+    assert json.loads((out / "last" / "trainer_state.json").read_text())["step"] == 4
+    config["training"]["lr"] = 0.5  # edited by hand since
+    (out / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    assert main(["train", "--method", str(out / "config.yaml"), "--model", str(tiny_bert_dir), "--data",
+                 str(tiny_cache), "--data-dir", str(data_dir), "--eval-limit", "20", "--out", str(out)]) == 2
+    assert "config.yaml (edited since the run began)" in one_line_error(capsys)
+
+
+def test_a_run_on_a_relative_data_path_is_repeated_by_its_own_config(tmp_path, tiny_bert_dir, data_dir,
+                                                                     monkeypatch):
+    """--data t.jsonl from one folder: OUT/config.yaml records it absolute, so --method OUT/config.yaml (no --data)
+    continues the same run from anywhere, and the run's data is compared by content."""
+    monkeypatch.chdir(tmp_path)
+    Path("t.jsonl").write_text("".join(json.dumps({"text": f"Line {i} of the table."}) + "\n" for i in range(40)))
+    first = ["train", "--model", str(tiny_bert_dir), "--data-dir", str(data_dir), "--eval-limit", "20",
+             "--out", "run", *SETTINGS, "--set", "training.max_steps=2"]
+    assert main([*first, "--method", "simcse", "--data", "t.jsonl"]) == 0
+    monkeypatch.chdir(tmp_path / "run")
+    assert main(["train", "--method", "config.yaml", "--model", str(tiny_bert_dir), "--data-dir", str(data_dir),
+                 "--eval-limit", "20", "--out", "."]) == 0
 
 
 @pytest.mark.parametrize("name", ["rng-0.pt", "model.safetensors", "optimizer.pt", "scheduler.pt",

@@ -63,6 +63,9 @@ def test_the_last_step_is_evaluated_unless_eval_at_end_is_off(tiny_bert_dir, tin
     assert [r["step"] for r in log if "stsb_dev" in r] == evaluated and summary["steps"] == 25
     assert json.loads((tmp_path / "run" / "last" / "trainer_state.json").read_text())["step"] == 25
     assert load_method("simcse", profile="official").training.eval_at_end is False
+    short = train(small("simcse", max_steps=5, epochs=10, eval_at_end=False), str(tiny_bert_dir), tiny_cache,
+                  tmp_path / "short", data_dir, eval_limit=20, progress=False)
+    assert (tmp_path / "short" / "best").is_dir() and short["best_dev"] is not None  # shorter than eval_steps
 
 
 def test_a_pooler_set_alone_keeps_the_presets_training_head():
