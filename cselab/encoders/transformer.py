@@ -61,7 +61,7 @@ class TransformerEncoder(Encoder):
     """
 
     def __init__(self, model, tokenizer, pooler: str = "avg", prompt: str | None = None,
-                 max_length: int | None = None, normalize: bool = False, spec: str = ""):
+                 max_length: int | None = None, normalize: bool = False, spec: str = "", denoise: bool = False):
         self._pool = build(get("pooler", pooler, "pooler"), {})
         if pooler == "mask" and not prompt:
             raise ConfigError("pooler 'mask' needs a prompt template, e.g. 'This sentence : \"{}\" means [MASK] .'")
@@ -76,6 +76,10 @@ class TransformerEncoder(Encoder):
                               f"takes (its position embeddings or tokenizer limit); give at most {self.limit}")
         self.max_length = max_length or self.limit
         self.prompt = self._check_prompt(prompt) if prompt else None
+        if denoise and (pooler != "mask" or not self.prompt):
+            raise ConfigError("template denoising subtracts the template's own [MASK] vector: it needs pooler 'mask' "
+                              "and a prompt")
+        self.denoise = denoise
 
     def _check_prompt(self, prompt: str) -> str:
         if prompt.count("{}") != 1:
@@ -205,12 +209,33 @@ class TransformerEncoder(Encoder):
             if hook is not None:
                 hook.remove()
         vectors = self._pool(outputs, attention_mask, positions)
+        if self.denoise:
+            vectors = vectors - self.template_vectors(model, attention_mask.sum(dim=1) - len(self.template_ids))
         if layers is None:
             return vectors
         hidden = outputs.hidden_states
         kind = layer_pooler or self._pool.layer_pooler
         chosen = range(len(hidden)) if layers == "all" else layers
         return vectors, torch.stack([pool_states(hidden[k], attention_mask, kind, positions) for k in chosen], dim=1)
+
+    @property
+    def template_ids(self) -> list[int]:
+        """The filled template without its sentence, special tokens included (``[CLS] this sentence : " " means
+        [MASK] . [SEP]``)."""
+        return self.tokenizer(self.prompt.replace("{}", ""))["input_ids"]
+
+    def template_vectors(self, model, lengths: torch.Tensor) -> torch.Tensor:
+        """PromptBERT's template denoising: for each row, the [MASK] vector of the template encoded alone, its
+        tokens after the sentence at the positions they have in a row whose sentence is ``lengths[i]`` word-pieces
+        long (one pass over the distinct lengths, in the model's mode: with its gradient and dropout in training)."""
+        ids = torch.tensor(self.template_ids, device=lengths.device)
+        before = len(self.tokenizer(self.prompt.split("{}")[0])["input_ids"]) - 1  # [CLS] and the words before {}
+        distinct, row_of = torch.unique(lengths, return_inverse=True)
+        positions = torch.arange(len(ids), device=lengths.device).repeat(len(distinct), 1)
+        positions[:, before:] += distinct.unsqueeze(1)
+        outputs = model(input_ids=ids.repeat(len(distinct), 1), position_ids=positions)
+        mask = self.mask_positions(ids.unsqueeze(0))[0]
+        return outputs.last_hidden_state[:, mask][row_of]
 
     def _encode_unique(self, sentences: list[str], batch_size: int, show_progress_bar: bool | None) -> np.ndarray:
         return self.encode_ids(self.tokenize(sentences), batch_size, show_progress_bar)

@@ -51,7 +51,7 @@ class TrainingEncoder(nn.Module):
         self.backbone = backbone
         self.lm_head = lm_head  # the model's own masked-LM head (the mlm loss's), trained and saved in OUT/last
         self.view = TransformerEncoder(backbone, tokenizer, pooler=config.pooler, prompt=config.prompt,
-                                       max_length=max_length)
+                                       max_length=max_length, denoise=config.denoise)
         self.prompt = config.prompt
         self._views = {self.prompt: self.view}  # by template as given, before [MASK] becomes the tokenizer's token
         self.head = build_head(config.head, config.head_init, backbone.config)
@@ -85,7 +85,8 @@ class TrainingEncoder(nn.Module):
         prompt = self.prompt if prompt is None else prompt
         if prompt not in self._views:
             self._views[prompt] = TransformerEncoder(self.backbone, self.tokenizer, pooler=self.view.pooler,
-                                                     prompt=prompt, max_length=self.view.max_length)
+                                                     prompt=prompt, max_length=self.view.max_length,
+                                                     denoise=self.view.denoise)
         return self._views[prompt]
 
     def tokenize(self, sentences: list[str], prompt: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:

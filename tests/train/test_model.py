@@ -101,3 +101,27 @@ def test_the_backbones_pooler_layer_is_frozen_unless_it_pools(tiny_bert_dir, poo
     loss, and frozen it takes no weight decay either (SG-BERT's released AdamW decays it: a ledger row)."""
     encoder = TrainingEncoder.from_pretrained(str(tiny_bert_dir), 16, pooler=pooler)
     assert all(p.requires_grad is trained for p in encoder.backbone.pooler.parameters())
+
+
+def test_template_denoising_subtracts_the_templates_mask_state_at_the_sentences_positions(tiny_bert_dir):
+    """By hand: a row's [MASK] state less the [MASK] state of its template encoded alone, the tokens after the
+    sentence at the position ids they have in the row (moved on by the sentence's word-pieces)."""
+    from transformers import AutoModel, AutoTokenizer
+
+    from cselab.encoders.transformer import TransformerEncoder
+
+    model, tokenizer = AutoModel.from_pretrained(tiny_bert_dir).eval(), AutoTokenizer.from_pretrained(tiny_bert_dir)
+    plain = TransformerEncoder(model, tokenizer, pooler="mask", prompt=PROMPT_B)
+    denoised = TransformerEncoder(model, tokenizer, pooler="mask", prompt=PROMPT_B, denoise=True)
+    ids, mask = plain.pad(plain.tokenize(SENTENCES))
+    template = tokenizer(PROMPT_B.replace("{}", "").replace("[MASK]", tokenizer.mask_token))["input_ids"]
+    with torch.no_grad():
+        expected = []
+        for row, length in zip(plain.forward_batch(ids, mask), mask.sum(1) - len(template)):
+            positions = torch.arange(len(template))
+            positions[5:] += length  # [CLS] this sentence of " | the template's tokens after the sentence
+            alone = model(input_ids=torch.tensor([template]), position_ids=positions.unsqueeze(0)).last_hidden_state
+            expected.append(row - alone[0, template.index(tokenizer.mask_token_id)])
+        torch.testing.assert_close(denoised.forward_batch(ids, mask), torch.stack(expected), rtol=1e-5, atol=1e-6)
+    with pytest.raises(Exception, match="needs pooler 'mask' and a prompt"):
+        TransformerEncoder(model, tokenizer, pooler="avg", denoise=True)

@@ -103,6 +103,35 @@ def released_sg_opt_loss(tuned, frozen, head, tokenizer, sentences, temp=0.01, l
     return loss + lamb * distance
 
 
+def released_promptbert_loss(bert, mlp, tokenizer, sentences, temp=0.05, max_length=32, rows=50):
+    """kongds/Prompt-BERT at 690ba6e, unsupervised (run.sh unsup-bert: --mask_embedding_sentence, two templates,
+    --mask_embedding_sentence_delta, --mlp_only_train): each template split at its sentence into a prefix with
+    [CLS] and a suffix with [SEP] (train.py 621-641, 674-690), the sentence's word-pieces cut at max_length between
+    them, both views of a sentence side by side in one pass (train.py 715, models.py 124); the [MASK] state of each
+    row (models.py 160) less the [MASK] state of its template encoded alone, the suffix's position ids moved on by
+    the sentence's length, rows for lengths 0..49 with the gradient (models.py 78-113, 166-172); the MLP; cosine /
+    temp, cross-entropy against the diagonal (models.py 191-258)."""
+    templates = [(' This sentence of "', '" means[MASK].'), (' This sentence : "', '" means[MASK].')]
+    parts = [(tokenizer.encode(b)[:-1], tokenizer.encode(e)[1:]) for b, e in templates]
+    pieces = [tokenizer.encode(s, add_special_tokens=False)[:max_length] for s in sentences]
+    batch = tokenizer.pad({"input_ids": [b + s + e for s in pieces for b, e in parts]}, return_tensors="pt")
+    states = bert(**batch).last_hidden_state
+    pooled = states[batch["input_ids"] == tokenizer.mask_token_id].view(len(sentences), 2, -1)
+    denoised = []
+    for view, (b, e) in enumerate(parts):
+        template = torch.tensor(tokenizer.encode(templates[view][0] + templates[view][1])).repeat(rows, 1)
+        positions = torch.arange(template.shape[1]).repeat(rows, 1)
+        positions[:, len(tokenizer.encode(templates[view][0], add_special_tokens=False)) + 1:] += \
+            torch.arange(rows).unsqueeze(-1)
+        delta = bert(input_ids=template, position_ids=positions).last_hidden_state[
+            template == tokenizer.mask_token_id]
+        length = batch["attention_mask"].view(len(sentences), 2, -1)[:, view].sum(-1) - template.shape[1]
+        denoised.append(pooled[:, view] - delta[length])
+    z1, z2 = mlp(denoised[0]), mlp(denoised[1])
+    logits = F.cosine_similarity(z1.unsqueeze(1), z2.unsqueeze(0), dim=-1) / temp
+    return F.cross_entropy(logits, torch.arange(len(sentences)))
+
+
 class ReleasedTrainer:
     """One step as the released trainers take it: clip the total gradient norm of every parameter, then
     transformers 4.x's AdamW (``m/(sqrt(v) + eps)`` scaled by ``lr sqrt(1 - b2^t) / (1 - b1^t)``, then the decay
@@ -179,8 +208,9 @@ def paired(ours: Cselab, modules: dict[str, torch.nn.Module]) -> dict[str, tuple
 ROUNDING_ONLY = "attention.self.key.bias"
 
 
-def compare(ours: Cselab, pairs, released_loss, trainer: ReleasedTrainer):
-    """The first batch's loss and gradients, then every parameter after three clipped steps."""
+def compare(ours: Cselab, pairs, released_loss, trainer: ReleasedTrainer, rounding_only=(ROUNDING_ONLY,)):
+    """The first batch's loss and gradients, then every parameter after three clipped steps (those ending in one of
+    ``rounding_only`` by gradient only)."""
     initial = {name: a.detach().clone() for name, (a, _) in pairs.items()}
     norms = []
     for step, sentences in enumerate(BATCHES):
@@ -196,7 +226,7 @@ def compare(ours: Cselab, pairs, released_loss, trainer: ReleasedTrainer):
     assert [a for a, _ in norms] == pytest.approx([b for _, b in norms], rel=1e-5)
     assert max(a for a, _ in norms) > trainer.max_norm  # the clipping acted
     for name, (a, b) in pairs.items():  # per tensor, in norm: the weights to 1e-5, their moves to 1e-4
-        if name.endswith(ROUNDING_ONLY):
+        if name.endswith(rounding_only):
             continue
         moved = torch.linalg.vector_norm(b - initial[name])
         assert torch.linalg.vector_norm(a - b) <= 1e-5 * torch.linalg.vector_norm(b), name
@@ -245,6 +275,36 @@ def test_official_dropout_views_draw_the_released_masks(tmp_path_factory, method
         torch.testing.assert_close(mine, theirs, rtol=2e-6, atol=0)
         other, theirs = first_loss(stacked, seed)
         assert abs(other - theirs) > 0.05 * abs(theirs)  # the stacked layout: 7.7-29% off on these seeds
+
+
+def test_promptbert_official_matches_the_released_code(no_dropout_bert):
+    method = official("promptbert")
+    ours = Cselab(method, no_dropout_bert)
+    assert method.encoder.denoise and method.encoder.head == {"kind": "mlp"}
+    bert, mlp = copy.deepcopy(ours.encoder.backbone), copy.deepcopy(ours.encoder.head)
+    tokenizer = AutoTokenizer.from_pretrained(no_dropout_bert)
+    pairs = paired(ours, {"backbone": bert, "head": mlp})
+    named = [(n, p) for n, p in [*bert.named_parameters(), *mlp.named_parameters()] if p.requires_grad]
+    trainer = ReleasedTrainer(named, 1e-3, (0.9, 0.999), 1e-8, 0.0, 0, TOTAL)
+    # denoising subtracts two [MASK] states of the same last layer, so that layer's LayerNorm bias cancels: its
+    # gradient is rounding, which Adam turns into steps of up to lr (as the attention keys' bias)
+    last_bias = f"encoder.layer.{bert.config.num_hidden_layers - 1}.output.LayerNorm.bias"
+    compare(ours, pairs, lambda s: released_promptbert_loss(bert, mlp, tokenizer, s), trainer,
+            (ROUNDING_ONLY, last_bias))
+
+
+@pytest.mark.parametrize(("overrides", "same"), [((), True), (("encoder.denoise=false",), False),
+                                                 (("losses.info_nce.temperature=0.06",), False),
+                                                 (("views.positive.prompt='This sentence of \"{}\" means [MASK] .'",),
+                                                  False)])
+def test_promptbert_parity_sees_a_planted_change(no_dropout_bert, overrides, same):
+    """The first loss against the released one: equal as the profile stands; no denoising, another temperature or
+    the first template twice each move it by more than 1e-3 of itself (what the parity test above would catch)."""
+    ours = Cselab(official("promptbert", *overrides), no_dropout_bert)
+    bert, mlp = copy.deepcopy(ours.encoder.backbone), copy.deepcopy(ours.encoder.head)
+    mine = ours.backward(BATCHES[0])
+    theirs = released_promptbert_loss(bert, mlp, AutoTokenizer.from_pretrained(no_dropout_bert), BATCHES[0]).detach()
+    assert (abs(mine - theirs) <= 1e-5 * abs(theirs)) if same else (abs(mine - theirs) > 1e-3 * abs(theirs))
 
 
 def test_sscl_official_matches_the_released_code(no_dropout_bert):

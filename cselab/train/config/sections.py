@@ -34,6 +34,13 @@ class EncoderConfig(Checked):
     frozen_mode: str = setting("eval", str, "the frozen copy's mode in training: eval (no dropout) or train "
                                "(dropout on)", choices=("eval", "train"))
     freeze_embeddings: bool = setting(False, bool, "do not train the embedding layer")
+    denoise: bool = setting(False, bool, "PromptBERT's template denoising in training and dev scoring: each prompt "
+                            "view's [MASK] vector less that of its template encoded alone, at the positions the "
+                            "template has around a sentence of that length (pooler mask); checkpoints encode without")
+
+    def rules(self) -> None:
+        if self.denoise and (self.pooler != "mask" or not self.prompt):
+            raise ConfigError("encoder.denoise: template denoising needs encoder.pooler mask and an encoder.prompt")
 
     def __post_init__(self) -> None:
         if isinstance(self.head, str):  # `head: mlp` is {kind: mlp}

@@ -76,7 +76,8 @@ class Trainer:
                                    method=method.name, base_model=hub_name(str(model)),
                                    data=self.facts["identity"]["data"], config=method.to_dict())
         self.dev_view = TransformerEncoder(self.core.backbone, self.core.tokenizer, pooler=self.info.pooler,
-                                           prompt=self.info.prompt, max_length=self.info.max_length)
+                                           prompt=self.info.prompt, max_length=self.info.max_length,
+                                           denoise=method.encoder.denoise)  # as PromptBERT's dev scoring
         early_stop = [EarlyStop(self.cfg.early_stop, self.cfg.early_stop_rule)] if self.cfg.early_stop else []
         self.callbacks = [Schedule(log_every, self.cfg.eval_steps, self.cfg.eval_at_end), *early_stop, *callbacks]
         self.own_callbacks, self.stateful = bool(callbacks), stateful(self.callbacks)

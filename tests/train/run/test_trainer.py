@@ -76,6 +76,24 @@ def test_a_pooler_set_alone_keeps_the_presets_training_head():
     assert load_method("simcse", profile="minilm").encoder.head is None
 
 
+def test_promptbert_denoises_in_training_and_dev_scoring_and_its_checkpoint_does_not(tiny_bert_dir, tiny_cache,
+                                                                                     data_dir, tmp_path, monkeypatch):
+    """As the released code: --mask_embedding_sentence_delta in training and in the trainer's dev scoring; its
+    evaluation.py encodes with the first template and no denoising, which is what the checkpoint does."""
+    seen = {}
+    build = Trainer.__init__
+
+    def keep(self, *args, **kwargs):
+        build(self, *args, **kwargs)
+        seen["train"], seen["dev"] = self.core.view.denoise, self.dev_view.denoise
+    monkeypatch.setattr(Trainer, "__init__", keep)
+    train(small("promptbert", max_steps=2, eval_steps=2), str(tiny_bert_dir), tiny_cache, tmp_path / "run", data_dir,
+          eval_limit=20, progress=False)
+    best = load_encoder(str(tmp_path / "run" / "best"), cache=False)
+    assert seen == {"train": True, "dev": True} and not best.denoise
+    assert best.prompt.startswith('This sentence of "') and best.pooler == "mask"
+
+
 @pytest.mark.parametrize("method", ["osscse", "sam"])  # sam: the weight hook's second pass resumes too
 def test_resume_after_a_kill_is_bit_identical_to_a_straight_run(tiny_bert_dir, tiny_cache, data_dir, tmp_path, method):
     overrides = ["--set", "training.batch_size=16", "--set", "training.max_length=24", "--set", "training.lr=1e-4",
