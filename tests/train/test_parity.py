@@ -118,11 +118,10 @@ def released_promptbert_loss(bert, mlp, tokenizer, sentences, temp=0.05, max_len
     states = bert(**batch).last_hidden_state
     pooled = states[batch["input_ids"] == tokenizer.mask_token_id].view(len(sentences), 2, -1)
     denoised = []
-    for view, (b, e) in enumerate(parts):
-        template = torch.tensor(tokenizer.encode(templates[view][0] + templates[view][1])).repeat(rows, 1)
+    for view, (before, after) in enumerate(templates):
+        template = torch.tensor(tokenizer.encode(before + after)).repeat(rows, 1)
         positions = torch.arange(template.shape[1]).repeat(rows, 1)
-        positions[:, len(tokenizer.encode(templates[view][0], add_special_tokens=False)) + 1:] += \
-            torch.arange(rows).unsqueeze(-1)
+        positions[:, len(tokenizer.encode(before, add_special_tokens=False)) + 1:] += torch.arange(rows).unsqueeze(-1)
         delta = bert(input_ids=template, position_ids=positions).last_hidden_state[
             template == tokenizer.mask_token_id]
         length = batch["attention_mask"].view(len(sentences), 2, -1)[:, view].sum(-1) - template.shape[1]
