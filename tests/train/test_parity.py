@@ -131,6 +131,34 @@ def released_promptbert_loss(bert, mlp, tokenizer, sentences, temp=0.05, max_len
     return F.cross_entropy(logits, torch.arange(len(sentences)))
 
 
+def negated(sentences):
+    """The test's soft negatives: any text of its own per sentence will do for the comparison."""
+    return [f"it is not true that {s}" for s in sentences]
+
+
+def released_sncse_loss(bert, mlp, tokenizer, sentences, temp=0.05, alpha=0.1, beta=0.3, weight=1e-3, max_length=32):
+    """Sense-GVT/SNCSE at faa013e (train_SNCSE.py 490-536, simcse/models.py 112-159): three rows a sentence, side by
+    side in one pass: the sentence in 'This sentence : "..." means [MASK] .', in 'This sentence of "..." means
+    [MASK] .', and its negation in the second; each row cut so that the whole fits max_length (the sentence keeps
+    max_length - prefix - suffix - 2 word-pieces); the [MASK] states through the MLP; cosine / temp of z1 against
+    z2 with cross-entropy on the diagonal (the soft negative no column), plus weight times the mean of
+    relu(delta + alpha) + relu(-delta - beta), delta = cos(z1, z3) - cos(z1, z2)."""
+    first, second = ('This sentence : "', '" means [MASK] .'), ('This sentence of "', '" means [MASK] .')
+
+    def row(template, text):
+        before, after = (tokenizer.encode(part, add_special_tokens=False) for part in template)
+        words = tokenizer.encode(text, add_special_tokens=False)[:max_length - len(before) - len(after) - 2]
+        return [tokenizer.cls_token_id, *before, *words, *after, tokenizer.sep_token_id]
+    rows = [r for s, n in zip(sentences, negated(sentences)) for r in (row(first, s), row(second, s), row(second, n))]
+    batch = tokenizer.pad({"input_ids": rows}, return_tensors="pt")
+    states = bert(**batch).last_hidden_state
+    z1, z2, z3 = mlp(states[batch["input_ids"] == tokenizer.mask_token_id]).view(len(sentences), 3, -1).unbind(1)
+    logits = F.cosine_similarity(z1.unsqueeze(1), z2.unsqueeze(0), dim=-1) / temp
+    delta = F.cosine_similarity(z1, z3, dim=1) - F.cosine_similarity(z1, z2, dim=1)
+    margin = (F.relu(delta + alpha) + F.relu(-delta - beta)).mean()
+    return F.cross_entropy(logits, torch.arange(len(sentences))) + weight * margin
+
+
 class ReleasedTrainer:
     """One step as the released trainers take it: clip the total gradient norm of every parameter, then
     transformers 4.x's AdamW (``m/(sqrt(v) + eps)`` scaled by ``lr sqrt(1 - b2^t) / (1 - b1^t)``, then the decay
@@ -185,9 +213,11 @@ class Cselab:
         initial = initial_weights(self.encoder)
         self.weights = lambda: (list(self.encoder.backbone.parameters()), initial)
 
+    more = staticmethod(lambda sentences: {})  # a method's other columns of a batch of sentences
+
     def backward(self, sentences) -> torch.Tensor:
-        loss, _ = backward_pass(self.encoder, self.objective, {"text": sentences}, lambda value: value.backward(),
-                                self.weights, self.trainable)
+        loss, _ = backward_pass(self.encoder, self.objective, {"text": sentences, **self.more(sentences)},
+                                lambda value: value.backward(), self.weights, self.trainable)
         return loss.detach()
 
     def step(self) -> float:
@@ -303,6 +333,34 @@ def test_promptbert_parity_sees_a_planted_change(no_dropout_bert, overrides, sam
     bert, mlp = copy.deepcopy(ours.encoder.backbone), copy.deepcopy(ours.encoder.head)
     mine = ours.backward(BATCHES[0])
     theirs = released_promptbert_loss(bert, mlp, AutoTokenizer.from_pretrained(no_dropout_bert), BATCHES[0]).detach()
+    assert (abs(mine - theirs) <= 1e-5 * abs(theirs)) if same else (abs(mine - theirs) > 1e-3 * abs(theirs))
+
+
+def test_sncse_official_matches_the_released_code(no_dropout_bert):
+    method = official("sncse")
+    ours = Cselab(method, no_dropout_bert)
+    ours.more = lambda sentences: {"negation": negated(sentences)}
+    bert, mlp = copy.deepcopy(ours.encoder.backbone), copy.deepcopy(ours.encoder.head)
+    tokenizer = AutoTokenizer.from_pretrained(no_dropout_bert)
+    pairs = paired(ours, {"backbone": bert, "head": mlp})
+    named = [(n, p) for n, p in [*bert.named_parameters(), *mlp.named_parameters()] if p.requires_grad]
+    trainer = ReleasedTrainer(named, 1e-3, (0.9, 0.999), 1e-8, 0.0, 0, TOTAL)
+    compare(ours, pairs, lambda s: released_sncse_loss(bert, mlp, tokenizer, s), trainer)
+
+
+@pytest.mark.parametrize(("overrides", "same"), [((), True), (("losses.two_way_margin.alpha=0.2",), False),
+                                                 (("losses.two_way_margin.weight=0",), False),
+                                                 (("losses.two_way_margin.beta=0.05",), False)])
+def test_sncse_parity_sees_a_planted_change(no_dropout_bert, overrides, same):
+    """The first loss against the released one with its margins weighed up (the released 1e-3 leaves the margin's
+    share near float rounding on a tiny model): equal as configured; another alpha, beta or no margin moves it by
+    more than 1e-3 of itself."""
+    ours = Cselab(official("sncse", "losses.two_way_margin.weight=1.0", *overrides), no_dropout_bert)
+    ours.more = lambda sentences: {"negation": negated(sentences)}
+    bert, mlp = copy.deepcopy(ours.encoder.backbone), copy.deepcopy(ours.encoder.head)
+    mine = ours.backward(BATCHES[0])
+    theirs = released_sncse_loss(bert, mlp, AutoTokenizer.from_pretrained(no_dropout_bert), BATCHES[0],
+                                 weight=1.0).detach()
     assert (abs(mine - theirs) <= 1e-5 * abs(theirs)) if same else (abs(mine - theirs) > 1e-3 * abs(theirs))
 
 
