@@ -80,6 +80,9 @@ class TransformerEncoder(Encoder):
             raise ConfigError("template denoising subtracts the template's own [MASK] vector: it needs pooler 'mask' "
                               "and a prompt")
         self.denoise = denoise
+        if denoise:  # the template alone, and how many of its tokens come before the sentence: once, not per batch
+            self.template_ids = self.tokenizer(self.prompt.replace("{}", ""))["input_ids"]
+            self._before_sentence = len(self.tokenizer(self.prompt.split("{}")[0])["input_ids"]) - 1
 
     def _check_prompt(self, prompt: str) -> str:
         if prompt.count("{}") != 1:
@@ -218,18 +221,12 @@ class TransformerEncoder(Encoder):
         chosen = range(len(hidden)) if layers == "all" else layers
         return vectors, torch.stack([pool_states(hidden[k], attention_mask, kind, positions) for k in chosen], dim=1)
 
-    @property
-    def template_ids(self) -> list[int]:
-        """The filled template without its sentence, special tokens included (``[CLS] this sentence : " " means
-        [MASK] . [SEP]``)."""
-        return self.tokenizer(self.prompt.replace("{}", ""))["input_ids"]
-
     def template_vectors(self, model, lengths: torch.Tensor) -> torch.Tensor:
         """PromptBERT's template denoising: for each row, the [MASK] vector of the template encoded alone, its
         tokens after the sentence at the positions they have in a row whose sentence is ``lengths[i]`` word-pieces
         long (one pass over the distinct lengths, in the model's mode: with its gradient and dropout in training)."""
-        ids = torch.tensor(self.template_ids, device=lengths.device)
-        before = len(self.tokenizer(self.prompt.split("{}")[0])["input_ids"]) - 1  # [CLS] and the words before {}
+        ids = torch.tensor(self.template_ids, device=lengths.device)  # [CLS] this sentence : " " means [MASK] . [SEP]
+        before = self._before_sentence  # [CLS] and the template's tokens before {}
         distinct, row_of = torch.unique(lengths, return_inverse=True)
         positions = torch.arange(len(ids), device=lengths.device).repeat(len(distinct), 1)
         positions[:, before:] += distinct.unsqueeze(1)
