@@ -11,7 +11,8 @@ too. Sections (``--only`` picks some):
   and bf16 under ``torch.compile`` (``--compile-all``: every mode; ``--compile-only``: no eager rows): steps/s,
   sentences/s, tokens/s, peak memory, TFLOP/s and MFU against the device's dense bf16 peak. FLOPs per step =
   3 x forward, forward per sequence of S tokens = 2 N S + 4 L S^2 d (N: non-embedding parameters, L layers,
-  width d), summed over the method's encoded views.
+  width d), summed over the method's encoded views. Then the SimCSE family (``--family``: ``promptbert``,
+  ``sncse``, ``esimcse`` by default) at batch 64 in bf16, eager: one row each.
 - ``agreement``: 20 ``simcse`` steps from the same weights and data, dropout off, in fp32, in bf16 and in fp16
   (autocast with a gradient scaler, the official profiles' precision): each step's losses within 5% (relative)
   of fp32's, none NaN.
@@ -214,6 +215,7 @@ class Stepper:
 
         torch = self.torch
         self.objective.new_batch()
+        self.encoder.new_batch()  # a momentum copy follows the weights (ESimCSE), as the trainer's loop
         with record_function("collate"):
             batch = self.collate(self.rows(step))
 
@@ -280,6 +282,7 @@ def measure_steps(args, model_dir: Path, peak: float | None) -> list[dict]:
     if not args.no_compile:
         plan += [(m, b, mode, True) for m in methods for b in batches
                  for mode in (modes if args.compile_all else ["bf16"])]
+    plan += [(m, batches[0] if args.tiny else 64, "bf16", False) for m in args.family.split(",") if m]
     rows = []
     for method, batch, mode, compiled in plan:
         import torch
@@ -567,6 +570,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
     parser.add_argument("--compile-only", action="store_true", help="steps: only the torch.compile rows")
     parser.add_argument("--methods", default="simcse,osscse", help="steps: the methods timed (default: simcse,osscse)")
+    parser.add_argument("--family", default="promptbert,sncse,esimcse",
+                        help="steps: methods timed once each at batch 64 in bf16, eager (empty: none)")
     parser.add_argument("--compile-all", action="store_true", help="torch.compile in every mode, not only bf16")
     parser.add_argument("--peak-tflops", type=float, help="the device's dense bf16 peak, for MFU (default: "
                                                           "known for H100, H200, A100, L40S, A10)")

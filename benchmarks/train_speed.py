@@ -47,6 +47,7 @@ def run(variant: str, model: str, batch_size: int, steps: int, max_length: int) 
     def ours(batch):  # the trainer's own step: views, losses, FGSM/SAM/AWP passes, generated negatives
         rows = {"text": batch, "paraphrase": [s[::-1] for s in batch], "negation": ["not " + s for s in batch]}
         objective.new_batch()
+        encoder.new_batch()  # a momentum copy follows the weights (ESimCSE), as the trainer's loop
         backward_pass(encoder, objective, rows, lambda loss: loss.backward(),
                       lambda: (list(encoder.backbone.parameters()), initial), trainable)
 

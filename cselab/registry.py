@@ -9,10 +9,11 @@ class (the kind's contract: :mod:`cselab.train.plugins.kinds`, :class:`cselab.en
         roles = ("anchor", "positive", "negative")
         ...
 
-Kinds (the modules that register them): ``loss`` (:mod:`cselab.train.plugins.losses`), ``input_augment`` and
-``output_augment`` (:mod:`cselab.train.plugins.augmentations`), ``negatives`` (:mod:`cselab.train.plugins.negatives`),
-``logit_transform`` (:mod:`cselab.train.plugins.transforms`), ``weight_hook`` (:mod:`cselab.train.plugins.hooks`),
-``head`` (:mod:`cselab.train.plugins.heads`), ``pooler`` and ``layer_pooler`` (:mod:`cselab.encoders.pooling`).
+Kinds (the modules that register them): ``loss`` (:mod:`cselab.train.plugins.losses`), ``input_augment``,
+``output_augment`` and ``token_augment`` (:mod:`cselab.train.plugins.augmentations`), ``negatives``
+(:mod:`cselab.train.plugins.negatives`), ``logit_transform`` (:mod:`cselab.train.plugins.transforms`),
+``weight_hook`` (:mod:`cselab.train.plugins.hooks`), ``head`` (:mod:`cselab.train.plugins.heads`), ``pooler`` and
+``layer_pooler`` (:mod:`cselab.encoders.pooling`).
 :func:`check` validates a config section against a schema: every key known, every value type-checked, coerced and
 range-checked, defaults filled in; a mistake is a :class:`~cselab.errors.ConfigError` naming the key and what is
 allowed.
@@ -35,8 +36,8 @@ REQUIRED = object()  # a Param default: the key must be given
 NAME = re.compile(r"[a-z0-9_-]+")  # the names of plug-ins, views and losses
 MAX_SEED = 2**32 - 1  # the largest seed numpy, scikit-learn and torch all take
 MAX_SEEDS = 1000  # seeds of one sweep (`cselab sweep --seeds`): each is a training run
-KINDS = ("loss", "input_augment", "output_augment", "negatives", "logit_transform", "weight_hook", "head", "pooler",
-         "layer_pooler")
+KINDS = ("loss", "input_augment", "output_augment", "token_augment", "negatives", "logit_transform", "weight_hook",
+         "head", "pooler", "layer_pooler")
 
 
 def _bound(value: float) -> str:

@@ -79,7 +79,7 @@ def test_a_source_of_negatives_is_one_module_and_one_yaml_that_train(tmp_path, m
     with pytest.raises(ValueError, match="generated.count: 0 is out of range; expected a whole number >= 1"):
         load_method(tmp_path / "simcse-sphere.yaml", ["losses.info_nce.generated.count=0"])
     summary = train(method, str(tiny_bert_dir), tiny_cache, tmp_path / "run", progress=False)
-    assert summary["steps"] == 2 and (tmp_path / "run" / "last" / "objective.pt").exists()
+    assert summary["steps"] == 2 and (tmp_path / "run" / "last" / "objective-0.pt").exists()
 
 
 def test_a_logit_transform_is_one_module_and_one_yaml_that_train(tmp_path, monkeypatch, tiny_bert_dir, tiny_cache):

@@ -43,8 +43,9 @@ class TrainingEncoder(nn.Module):
     ``head``: ``{"kind": "mlp"}`` (SimCSE), ``{"kind": "projection", ...}`` (SG-OPT), applied to every view in
     training, its weights started as ``head_init`` says. ``frozen``: a dtype name (``"float32"``, ``"bfloat16"``,
     ``"float16"``) to keep a frozen copy of the initial backbone (no gradient; SG-OPT's BERT_F); ``frozen_mode``
-    ``"eval"`` runs it without dropout, ``"train"`` with (as SG-BERT's released code does). ``freeze_embeddings``
-    stops the embedding layer (layer 0) from training."""
+    ``"eval"`` runs it without dropout, ``"train"`` with (as SG-BERT's released code does); with ``momentum`` the copy
+    follows the backbone (:meth:`new_batch`), a momentum encoder whose weights are training state (``OUT/last``).
+    ``freeze_embeddings`` stops the embedding layer (layer 0) from training."""
 
     def __init__(self, backbone, tokenizer, config: EncoderConfig, max_length: int, lm_head: nn.Module | None = None):
         super().__init__()
@@ -58,13 +59,22 @@ class TrainingEncoder(nn.Module):
         # not a submodule: outside the optimizer, DDP and the saved state (it is rebuilt from the base model)
         self.__dict__["frozen"] = (copy.deepcopy(backbone).to(getattr(torch, config.frozen)).eval()
                                    .requires_grad_(False) if config.frozen else None)
-        self.frozen_mode = config.frozen_mode
+        self.frozen_mode, self.momentum = config.frozen_mode, config.momentum
         if config.pooler != "cls" and getattr(backbone, "pooler", None) is not None:
             # the backbone's pooler layer gets no gradient; frozen, DDP does not wait for one
             backbone.pooler.requires_grad_(False)
         if config.freeze_embeddings:
             (getattr(backbone, "embeddings", None) or backbone.get_input_embeddings()).requires_grad_(False)
         self.train()
+
+    @torch.no_grad()
+    def new_batch(self) -> None:
+        """A new batch begins: a momentum copy moves to ``momentum * m + (1 - momentum) * theta`` (every parameter
+        of the backbone, as ESimCSE's cl_forward); nothing otherwise."""
+        if self.momentum is None:
+            return
+        for theta, m in zip(self.backbone.parameters(), self.frozen.parameters(), strict=True):
+            m.mul_(self.momentum).add_(theta.detach().to(m.device), alpha=1.0 - self.momentum)
 
     @classmethod
     def from_pretrained(cls, name_or_path: str | os.PathLike, max_length: int, lm_head: bool = False,

@@ -19,7 +19,7 @@ from cselab.registry import build, build_plugin
 from cselab.train import plugins  # noqa: F401  (every plug-in registered)
 from cselab.train.run.batches import Batch, Collator, Key
 from cselab.train.run.distributed import gather_rows, global_count, global_mean
-from cselab.train.plugins.kinds import Augment, Loss, LossContext, NegativeSource
+from cselab.train.plugins.kinds import Augment, Loss, LossContext, NegativeSource, TokenAugment
 from cselab.train.config.method import MethodConfig, ViewConfig
 from cselab.train.config.schema import loss_plugin
 
@@ -29,8 +29,8 @@ Encoded = dict[str, tuple[torch.Tensor, list[int]]]
 @dataclass(frozen=True)
 class View:
     """One view of a method (``views.NAME``): a forward pass over ``column`` (with its ``prompt``, pooled
-    ``layers``, on the ``frozen`` copy, its input embeddings through ``augment``), or vectors made ``of`` another
-    view through an output ``augment``."""
+    ``layers``, on the ``frozen`` copy, its token ids through ``tokens``, its input embeddings through ``augment``),
+    or vectors made ``of`` another view through an output ``augment``."""
 
     name: str
     column: str | None = None
@@ -40,12 +40,14 @@ class View:
     layer_pooler: str | None = None
     frozen: bool = False
     augment: Augment | None = None
+    tokens: TokenAugment | None = None
 
     @classmethod
     def from_config(cls, name: str, view: ViewConfig) -> View:
         augment = build_plugin("output_augment" if view.of else "input_augment", view.augment)
         return cls(name, column=view.column, of=view.of, prompt=view.prompt, layers=view.layers,
-                   layer_pooler=view.layer_pooler, frozen=view.frozen, augment=augment)
+                   layer_pooler=view.layer_pooler, frozen=view.frozen, augment=augment,
+                   tokens=build_plugin("token_augment", view.tokens))
 
     @property
     def needs_gradient(self) -> bool:
@@ -186,14 +188,17 @@ class Objective(nn.Module):
 
 def shared_passes(views: tuple[View, ...]) -> dict[str, list[View]]:
     """Each forward view's name -> the views encoded in its pass, itself first: the views of the same column,
-    prompt, layers, layer pooler and copy with no input augment share one; a view with an augment has its own."""
+    prompt, layers, layer pooler and copy with no input or token augment share one; a view with one has its own."""
     def key(view: View):
         layers = tuple(view.layers) if isinstance(view.layers, (list, tuple)) else view.layers
         return (view.column, view.prompt, layers, view.layer_pooler, view.frozen)
 
+    def alone(view: View) -> bool:
+        return view.augment is not None or view.tokens is not None
+
     forward = [v for v in views if not v.of]
-    return {view.name: [view] if view.augment is not None else
-            [view, *(v for v in forward if v is not view and v.augment is None and key(v) == key(view))]
+    return {view.name: [view] if alone(view) else
+            [view, *(v for v in forward if v is not view and not alone(v) and key(v) == key(view))]
             for view in forward}
 
 
@@ -217,6 +222,8 @@ def _forward_views(model, encoder, views: list[View], batch: Batch, captured, di
     first, copies = views[0], len(views)
     present, input_ids, attention_mask = batch.tokens[first.column, first.prompt]
     if present:
+        if first.tokens is not None:
+            input_ids, attention_mask = first.tokens(input_ids, attention_mask, encoder.tokenizer.pad_token_id or 0)
         if copies > 1:
             input_ids, attention_mask = (_copies(t, copies, interleaved) for t in (input_ids, attention_mask))
         result = model(input_ids, attention_mask, prompt=first.prompt, layers=first.layers,

@@ -3,15 +3,15 @@
 
 Each ``released_*`` function below restates, in this file's own words, what the cited lines of the released code
 compute: princeton-nlp/SimCSE at 49fa580 (``simcse/models.py`` ``cl_forward``, ``simcse/trainers.py`` 472-499 and
-transformers 4.2.1's Trainer and AdamW), galsang/SG-BERT at 23d5ebe (``loss.py`` ``Loss`` and ``NTXentLoss``,
-``modules.py`` ``fit``) and nuochenpku/SSCL at 1a7e75f (``sscl/models.py`` ``cl_forward`` and
-``construct_negtives``). cselab's side runs its own functions, the ones the trainer runs: ``build_encoder``,
-``build_optimizer``, ``build_scheduler``, ``backward_pass`` and ``clip_and_step``. The first batch's loss must agree
-to 1e-5 (relative), all its gradients as one vector to 1e-5 of that vector's norm, and every parameter after three
-optimizer steps with the gradient norm clipped (an attention key's bias aside, see ROUNDING_ONLY): each tensor to
-1e-5 of its norm, and its move over the three steps to 1e-4 of that move (Adam's steps hardly depend on a gradient's
-scale, so a wrong optimizer, epsilon, schedule or clipping shows in the moves: each such change, planted, moved them
-by 4e-3 to 0.7 of themselves; the objective shows in the loss).
+transformers 4.2.1's Trainer and AdamW), caskcsg/sentemb at 5eeec55 (ESimCSE), galsang/SG-BERT at 23d5ebe (``loss.py``
+``Loss`` and ``NTXentLoss``, ``modules.py`` ``fit``) and nuochenpku/SSCL at 1a7e75f (``sscl/models.py`` ``cl_forward``
+and ``construct_negtives``). cselab's side runs its own functions, the ones the trainer runs: ``build_encoder``,
+``build_optimizer``, ``build_scheduler``, ``backward_pass`` and ``clip_and_step``. The first batch's loss must agree to
+1e-5 (relative), all its gradients as one vector to 1e-5 of that vector's norm, and every parameter after three
+optimizer steps with the gradient norm clipped (an attention key's bias aside, see ROUNDING_ONLY): each tensor to 1e-5
+of its norm, and its move over the three steps to 1e-4 of that move (Adam's steps hardly depend on a gradient's scale,
+so a wrong optimizer, epsilon, schedule or clipping shows in the moves: each such change, planted, moved them by 4e-3 to
+0.7 of themselves; the objective shows in the loss).
 """
 
 import copy
@@ -159,6 +159,47 @@ def released_sncse_loss(bert, mlp, tokenizer, sentences, temp=0.05, alpha=0.1, b
     return F.cross_entropy(logits, torch.arange(len(sentences))) + weight * margin
 
 
+class ReleasedESimCSE:
+    """caskcsg/sentemb at 5eeec55, ESimCSE/ (run.sh: --pooler_type cls --mlp_only_train, dup_type bpe, neg_size 160,
+    momentum 0.995): the momentum encoder a copy of the BERT without gradient (models.py 346-350); each batch
+    tokenized at max_seq_length, the second view's word-pieces at the drawn positions written twice (train.py
+    516-524), both views of a sentence side by side in one pass (models.py 143-160); then every parameter of the
+    momentum copy moved to m * momentum + theta * (1 - momentum) (models.py 161-163); [CLS] through the MLP,
+    cosine / temp of z1 against z2 and against the queue, cross-entropy on the diagonal (models.py 231-248); after
+    the loss, the momentum copy encodes the first view without dropout, through the same MLP, and its vectors join
+    the queue, of which the newest neg_size are kept (trainers.py 619-636).
+
+    ``positions`` are the rows' repeated positions as cselab drew them (the test's draw: the two sides' generators
+    differ), each a sample of range(1, L - 1) as the released one."""
+
+    def __init__(self, bert, mlp, tokenizer, temp=0.05, neg_size=160, momentum=0.995, max_length=32):
+        self.bert, self.mlp, self.tokenizer, self.temp = bert, mlp, tokenizer, temp
+        self.neg_size, self.momentum, self.max_length = neg_size, momentum, max_length
+        self.momentum_model = copy.deepcopy(bert).requires_grad_(False)
+        self.pre_z1 = None
+
+    def loss(self, sentences, positions):
+        ids = self.tokenizer(sentences, max_length=self.max_length, truncation=True)["input_ids"]
+        repeated = [[t for i, t in enumerate(row) for _ in range(2 if i in chosen else 1)]
+                    for row, chosen in zip(ids, positions, strict=True)]
+        batch = self.tokenizer.pad({"input_ids": [r for pair in zip(ids, repeated) for r in pair]},
+                                   return_tensors="pt")
+        z1, z2 = self.mlp(self.bert(**batch).last_hidden_state[:, 0]).view(len(sentences), 2, -1).unbind(1)
+        with torch.no_grad():
+            for param, param_m in zip(self.bert.parameters(), self.momentum_model.parameters(), strict=True):
+                param_m.data = param_m.data * self.momentum + param.data * (1.0 - self.momentum)
+        logits = F.cosine_similarity(z1.unsqueeze(1), z2.unsqueeze(0), dim=-1) / self.temp
+        if self.pre_z1 is not None:
+            queued = F.cosine_similarity(z1.unsqueeze(1), self.pre_z1.unsqueeze(0), dim=-1) / self.temp
+            logits = torch.cat([logits, queued], dim=1)
+        loss = F.cross_entropy(logits, torch.arange(len(sentences)))
+        with torch.no_grad():
+            first = {key: value[0::2] for key, value in batch.items()}
+            eval_z = self.mlp(self.momentum_model.eval()(**first).last_hidden_state[:, 0])
+        self.pre_z1 = eval_z if self.pre_z1 is None else torch.cat([self.pre_z1, eval_z])[-self.neg_size:]
+        return loss
+
+
 class ReleasedTrainer:
     """One step as the released trainers take it: clip the total gradient norm of every parameter, then
     transformers 4.x's AdamW (``m/(sqrt(v) + eps)`` scaled by ``lr sqrt(1 - b2^t) / (1 - b1^t)``, then the decay
@@ -216,6 +257,8 @@ class Cselab:
     more = staticmethod(lambda sentences: {})  # a method's other columns of a batch of sentences
 
     def backward(self, sentences) -> torch.Tensor:
+        self.objective.new_batch()  # as the trainer's loop, before each batch
+        self.encoder.new_batch()
         loss, _ = backward_pass(self.encoder, self.objective, {"text": sentences, **self.more(sentences)},
                                 lambda value: value.backward(), self.weights, self.trainable)
         return loss.detach()
@@ -237,15 +280,16 @@ def paired(ours: Cselab, modules: dict[str, torch.nn.Module]) -> dict[str, tuple
 ROUNDING_ONLY = "attention.self.key.bias"
 
 
-def compare(ours: Cselab, pairs, released_loss, trainer: ReleasedTrainer, rounding_only=(ROUNDING_ONLY,)):
-    """The first batch's loss and gradients, then every parameter after three clipped steps (those ending in one of
-    ``rounding_only`` by gradient only)."""
+def compare(ours: Cselab, pairs, released_loss, trainer: ReleasedTrainer, rounding_only=(ROUNDING_ONLY,),
+            batches=BATCHES, every_loss=False):
+    """The first batch's loss and gradients (``every_loss``: each batch's), then every parameter after
+    the clipped steps of ``batches`` (those ending in one of ``rounding_only`` by gradient only)."""
     initial = {name: a.detach().clone() for name, (a, _) in pairs.items()}
     norms = []
-    for step, sentences in enumerate(BATCHES):
+    for step, sentences in enumerate(batches):
         mine, theirs = ours.backward(sentences), released_loss(sentences)
         theirs.backward()
-        if step == 0:
+        if step == 0 or every_loss:
             torch.testing.assert_close(mine, theirs.detach(), rtol=1e-5, atol=0)
             # every gradient as one vector, relative to its norm (one pass of 2N rows sums in another order than
             # two passes of N, which moves the entries that are 0 up to rounding by more than 1e-5 of themselves)
@@ -362,6 +406,68 @@ def test_sncse_parity_sees_a_planted_change(no_dropout_bert, overrides, same):
     theirs = released_sncse_loss(bert, mlp, AutoTokenizer.from_pretrained(no_dropout_bert), BATCHES[0],
                                  weight=1.0).detach()
     assert (abs(mine - theirs) <= 1e-5 * abs(theirs)) if same else (abs(mine - theirs) > 1e-3 * abs(theirs))
+
+
+# ESimCSE's batches: four, so that the queue holds three batches' vectors, moved by the momentum copy's average
+ESIMCSE_BATCHES = [[f"the {k}th sentence of batch {b} tells of {topic} and {topic}" for k, topic in
+                    enumerate(["music", "dogs", "markets", "rivers", "trains", "bread", "snow", "chess"])]
+                   for b in range(4)]
+
+
+def esimcse_sides(no_dropout_bert, *overrides, **released):
+    """cselab's official ESimCSE and the released objective on copies of the same weights; the released side reads
+    the positions cselab's word repetition draws."""
+    ours = Cselab(official("esimcse", *overrides), no_dropout_bert)
+    bert, mlp = copy.deepcopy(ours.encoder.backbone), copy.deepcopy(ours.encoder.head)
+    theirs = ReleasedESimCSE(bert, mlp, AutoTokenizer.from_pretrained(no_dropout_bert), **released)
+    return ours, theirs, bert, mlp
+
+
+def drawn_positions(monkeypatch) -> list:
+    """The word repetition's draws as cselab makes them, newest last."""
+    from cselab.train.plugins import augmentations
+
+    drawn, draw = [], augmentations.repetition_positions
+    monkeypatch.setattr(augmentations, "repetition_positions", lambda *args: drawn.append(draw(*args)) or drawn[-1])
+    return drawn
+
+
+def test_esimcse_official_matches_the_released_code(no_dropout_bert, monkeypatch):
+    ours, released, bert, mlp = esimcse_sides(no_dropout_bert)
+    assert ours.encoder.momentum == 0.995 and ours.objective.losses[0].generated.size == 160
+    drawn = drawn_positions(monkeypatch)
+    pairs = paired(ours, {"backbone": bert, "head": mlp})
+    named = [(n, p) for n, p in [*bert.named_parameters(), *mlp.named_parameters()] if p.requires_grad]
+    trainer = ReleasedTrainer(named, 1e-3, (0.9, 0.999), 1e-8, 0.0, 0, TOTAL)
+    compare(ours, pairs, lambda s: released.loss(s, drawn[-1]), trainer, batches=ESIMCSE_BATCHES, every_loss=True)
+    assert sum(len(p) for p in drawn[-1]) > 0 and len(released.pre_z1) == 32  # words repeated; the queue filled
+    # the momentum copy and the queue, each tensor to 1e-5 of its norm (the keys' bias aside, as in compare)
+    copies = zip(ours.encoder.frozen.named_parameters(), released.momentum_model.parameters(), strict=True)
+    for a, b in [(a, b) for (name, a), b in copies if not name.endswith(ROUNDING_ONLY)] + \
+            [(ours.objective.losses[0].generated.memory[0], released.pre_z1)]:
+        assert torch.linalg.vector_norm(a - b) <= 1e-5 * torch.linalg.vector_norm(b)
+
+
+@pytest.mark.parametrize(("overrides", "same"), [((), True), (("losses.info_nce.generated.size=12",), False),
+                                                 (("encoder.momentum=0.9",), False),
+                                                 (("losses.info_nce.generated.view=anchor",), False)])
+def test_esimcse_parity_sees_a_planted_change(no_dropout_bert, monkeypatch, overrides, same):
+    """Each batch's loss against the released one over four batches: equal as the profile stands; a shorter queue,
+    another momentum or the trained encoder's vectors queued move the last losses by more than 1e-3 of themselves."""
+    ours, released, *_ = esimcse_sides(no_dropout_bert, *overrides)
+    drawn = drawn_positions(monkeypatch)
+    gaps = []
+    for sentences in ESIMCSE_BATCHES:
+        mine = ours.backward(sentences)
+        theirs = released.loss(sentences, drawn[-1]).detach()
+        gaps.append(abs(mine - theirs) / abs(theirs))
+        ours.step()  # released's weights are not stepped: both sides' encoders stay where cselab's are
+        with torch.no_grad():
+            for a, b in zip(ours.encoder.backbone.parameters(), released.bert.parameters(), strict=True):
+                b.copy_(a)
+            for a, b in zip(ours.encoder.head.parameters(), released.mlp.parameters(), strict=True):
+                b.copy_(a)
+    assert max(gaps) <= 1e-5 if same else max(gaps) > 1e-3  # measured: <= 3.3e-7 equal, >= 8.8e-3 planted
 
 
 def test_sscl_official_matches_the_released_code(no_dropout_bert):

@@ -171,7 +171,7 @@ def test_a_sources_state_resumes_from_the_objectives_saved_state_dict(preset, tm
     for _ in range(3):
         objective.new_batch()
         objective.losses[0].generated(torch.randn(8, 5))
-    torch.save(objective.state_dict(), tmp_path / "objective.pt")  # as OUT/last/objective.pt
+    torch.save(objective.state_dict(), tmp_path / "objective.pt")  # as OUT/last/objective-0.pt
     restored = Objective(method)
     restored.load_state_dict(torch.load(tmp_path / "objective.pt", weights_only=True))
     anchors = torch.randn(8, 5)

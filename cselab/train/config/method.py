@@ -31,7 +31,8 @@ def frozen(value: Any) -> Any:
 @dataclass(frozen=True)
 class ViewConfig:
     """A view (``views.NAME``): the cache ``column`` encoded, or the view it is made ``of``; its ``prompt``, pooled
-    ``layers`` (and their ``layer_pooler``), whether the ``frozen`` copy encodes it, and its ``augment`` plug-in."""
+    ``layers`` (and their ``layer_pooler``), whether the ``frozen`` copy encodes it, its ``augment`` plug-in and its
+    token augmentation (``tokens``)."""
 
     column: str | None = None
     of: str | None = None
@@ -40,6 +41,7 @@ class ViewConfig:
     layer_pooler: str | None = None
     frozen: bool = False
     augment: Mapping[str, Any] | None = None
+    tokens: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -3,14 +3,16 @@
 A method (``cselab/train/config/presets/*.yaml``, or any path) has:
 
 - ``encoder``: pooler, prompt, training-only ``head`` (``mlp``, ``projection``), a ``frozen`` copy
-  of the initial backbone (its dtype) and ``freeze_embeddings``;
+  of the initial backbone (its dtype; with ``momentum`` it follows the backbone, a momentum encoder) and
+  ``freeze_embeddings``;
 - ``views``: name -> the cache column encoded, with an optional prompt, ``layers`` (pooled
   hidden layers of the same forward pass, available to losses as ``NAME.layers``; pooled with
   ``layer_pooler``) and ``frozen`` (encode with the frozen copy). Views of one column, prompt,
   layers and copy with no input augment share one forward pass over the rows repeated once per
   view (SimCSE's released code: one pass of 2N rows), so they differ by their dropout masks;
   A view ``of`` another (no forward pass) is made from its vectors by an output ``augment``; a
-  forward view's ``augment`` acts on its input embeddings (:mod:`cselab.train.plugins.augmentations`);
+  forward view's ``augment`` acts on its input embeddings and its ``tokens`` on its token ids
+  (:mod:`cselab.train.plugins.augmentations`);
 - ``losses``: name -> parameters (``kind`` when the name is not the loss's, ``weight``), see
   :mod:`cselab.train.plugins.losses` and ``docs/presets.md``;
 - ``hooks``: ``weights: {kind: sam|awp, size}`` perturbs the weights for a second pass each

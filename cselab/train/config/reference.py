@@ -16,6 +16,7 @@ from cselab.train.config.schema import ENCODER, TRAINING, VIEW, loss_plugin
 
 KIND_TITLES = {"loss": "Losses", "input_augment": "Input augmentations (a forward view's `augment`)",
                "output_augment": "Output augmentations (the `augment` of a view `of` another)",
+               "token_augment": "Token augmentations (a forward view's `tokens`)",
                "negatives": "Generated negatives (`losses.NAME.generated`)",
                "logit_transform": "Logit transforms (`losses.NAME.transform`)", "weight_hook": "Weight hooks "
                "(`hooks.weights`)", "head": "Training heads (`encoder.head`)", "pooler": "Poolers (`encoder.pooler`)",

@@ -39,6 +39,8 @@ VIEW = {
     "layer_pooler": Param(str, None, "how each layer is pooled", choices=LAYER_POOLERS, nullable=True),
     "frozen": Param(bool, False, "encode with the frozen copy"),
     "augment": Param(dict, None, "an input augmentation, or an output one for a view of another", nullable=True),
+    "tokens": Param(dict, None, "a token-level augmentation of a forward view's input (word_repetition)",
+                    nullable=True, plugin="token_augment"),
 }
 LOSS = {"kind": Param(str, None, "the plug-in, when the loss's name is not", nullable=True),
         "weight": Param(float, 1.0, "factor in the total loss", min=0.0)}
@@ -100,6 +102,9 @@ def _views(views: Any) -> dict[str, dict[str, Any]]:
             raise ConfigError(f"{where}.of: {shown(resolved['of'])} is not a view; views: {', '.join(views)}")
         if "of" in resolved and "augment" not in resolved:
             raise ConfigError(f"{where}: is made of {shown(resolved['of'])} but has no augment")
+        if "tokens" in resolved and ("of" in resolved or "prompt" in resolved):
+            raise ConfigError(f"{where}.tokens: a token augmentation changes a sentence's own tokens: it needs a "
+                              "column and no prompt (it would repeat the template's, [MASK] included)")
         if "augment" in resolved:
             kind = "output_augment" if "of" in resolved else "input_augment"
             resolved["augment"] = check_plugin(kind, resolved["augment"], f"{where}.augment")
@@ -125,6 +130,11 @@ def _losses(losses: Any, views: dict[str, dict[str, Any]]) -> dict[str, dict[str
                 if view not in available:
                     raise ConfigError(f"{where}.{key}: {shown(view)} is not a view; views: "
                                       f"{', '.join(sorted(available))}")
+        generated = resolved.get("generated")
+        for key in get("negatives", generated["kind"]).cls.view_params if generated else ():
+            if generated[key] not in views:
+                raise ConfigError(f"{where}.generated.{key}: {shown(generated[key])} is not a view; views: "
+                                  f"{', '.join(sorted(views))}")
         result[name] = resolved
     return result
 
@@ -146,6 +156,14 @@ def _training(training: Any) -> dict[str, Any]:
     resolved = check(training, TRAINING, "training")
     TrainingConfig(**resolved)  # the rules across keys (warm-up)
     return resolved
+
+
+def _copies_exist(resolved: dict[str, Any]) -> None:
+    """A view encoded by the frozen copy needs ``encoder.frozen`` (a momentum copy is that copy too)."""
+    for name, view in resolved["views"].items():
+        if view.get("frozen") and not resolved["encoder"].get("frozen"):
+            raise ConfigError(f"views.{name}.frozen: encodes with the frozen copy, and the method keeps none: set "
+                              "encoder.frozen (its dtype, e.g. float32)")
 
 
 def check_cacheable(resolved: dict[str, Any]) -> None:
@@ -182,6 +200,7 @@ def resolve(config: dict[str, Any], source: str) -> MethodConfig:
             resolved["data_columns"] = _data_columns(top["data_columns"])
         resolved["encoder"] = _encoder(top["encoder"])
         resolved["views"] = _views(top["views"])
+        _copies_exist(resolved)
         resolved["losses"] = _losses(top["losses"], resolved["views"])
         resolved["hooks"] = check(top["hooks"] or {}, HOOKS, "hooks")
         resolved["training"] = _training(top["training"])

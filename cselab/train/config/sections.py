@@ -31,6 +31,10 @@ class EncoderConfig(Checked):
                              "initializer_range), biases 0) or torch (PyTorch's default)", choices=("bert", "torch"))
     frozen: str | None = setting(None, str, "dtype of a frozen copy of the initial backbone", choices=DTYPES,
                                  nullable=True)
+    momentum: float | None = setting(None, float, "the frozen copy follows the backbone as a momentum encoder: m = "
+                                     "momentum * m + (1 - momentum) * theta at each batch, before its views are "
+                                     "encoded (ESimCSE; null: the copy stays the initial backbone)", min=0.0, max=1.0,
+                                     below=True, nullable=True)
     frozen_mode: str = setting("eval", str, "the frozen copy's mode in training: eval (no dropout) or train "
                                "(dropout on)", choices=("eval", "train"))
     freeze_embeddings: bool = setting(False, bool, "do not train the embedding layer")
@@ -39,6 +43,10 @@ class EncoderConfig(Checked):
                             "template has around a sentence of that length (pooler mask); checkpoints encode without")
 
     def rules(self) -> None:
+        if self.momentum is not None and self.frozen != "float32":
+            raise ConfigError(f"encoder.momentum: a momentum encoder is the frozen copy kept in float32 (steps of "
+                              f"{1 - self.momentum:g} of a weight vanish in half precision); set encoder.frozen: "
+                              f"float32 (now {self.frozen})")
         if self.denoise and (self.pooler != "mask" or not self.prompt):
             raise ConfigError("encoder.denoise: template denoising needs encoder.pooler mask and an encoder.prompt")
 

@@ -5,6 +5,8 @@
 positions are added); ``output_augment`` kinds make a view from another view's vectors without another
 pass. ``fgsm`` (both kinds) moves a tensor by epsilon times the sign of the loss gradient (the direction that
 increases the loss); it ``needs_gradient``, so the objective encodes such views twice per step.
+
+``token_augment`` kinds change a forward view's token ids before its pass: ``word_repetition`` (ESimCSE).
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import torch
 import torch.nn.functional as F
 
 from cselab.registry import Param, register
-from cselab.train.plugins.kinds import Augment
+from cselab.train.plugins.kinds import Augment, TokenAugment
 
 SIGMA = Param(float, 0.001, "standard deviation of the noise", min=0.0)
 RATE = Param(float, 0.1, "rate", min=0.0, max=1.0, below=True)
@@ -120,3 +122,51 @@ class FGSM(Augment):
 
     def forward(self, values, gradient=None):
         return values + self.epsilon * gradient.sign()
+
+
+def repetition_positions(lengths: list[int], rate: float, most: int) -> list[list[int]]:
+    """ESimCSE's draw of the word-pieces to repeat (caskcsg/sentemb ESimCSE/train.py 516-518, ``dup_type bpe``), for
+    rows of ``lengths`` tokens (special tokens included): a row of L tokens with ``int(rate * L) > 0`` repeats k of its
+    inner tokens (never the first or the last), k uniform in ``0 .. min(most, int(rate * L)) - 1``, the k positions
+    a uniform sample without replacement, sorted; other rows repeat none. Draws from torch's generator."""
+    chosen = []
+    for length in lengths:
+        top = min(most, int(rate * length))
+        count = int(torch.randint(top, ())) if top > 0 else 0
+        chosen.append(sorted((torch.randperm(length - 2)[:count] + 1).tolist()) if count else [])
+    return chosen
+
+
+def repeat_tokens(input_ids: torch.Tensor, attention_mask: torch.Tensor, positions: list[list[int]], pad_id: int
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row's tokens with the token at each of its ``positions`` written twice in a row, right-padded with
+    ``pad_id`` to the longest row."""
+    rows = []
+    for ids, mask, repeated in zip(input_ids, attention_mask, positions, strict=True):
+        tokens = ids[mask.bool()]
+        counts = torch.ones_like(tokens)
+        counts[repeated] = 2
+        rows.append(tokens.repeat_interleave(counts))
+    width = max(len(row) for row in rows)
+    new_ids = input_ids.new_full((len(rows), width), pad_id)
+    new_mask = attention_mask.new_zeros((len(rows), width))
+    for r, row in enumerate(rows):
+        new_ids[r, :len(row)], new_mask[r, :len(row)] = row, 1
+    return new_ids, new_mask
+
+
+@register("token_augment", "word_repetition", params={
+    "rate": Param(float, 0.32, "dup_rate: a row of L tokens repeats fewer than min(most, int(rate * L)) of them",
+                  min=0.0, max=1.0),
+    "most": Param(int, 10, "the cap on the tokens a row repeats (the released code's 10)", min=1)})
+class WordRepetition(TokenAugment):
+    """ESimCSE's word repetition: some word-pieces of each sentence written twice (:func:`repetition_positions`),
+    a positive that differs from its anchor in length but hardly in meaning."""
+
+    def __init__(self, rate: float, most: int):
+        super().__init__()
+        self.rate, self.most = rate, most
+
+    def forward(self, input_ids, attention_mask, pad_id):
+        positions = repetition_positions(attention_mask.sum(dim=1).tolist(), self.rate, self.most)
+        return repeat_tokens(input_ids, attention_mask, positions, pad_id)

@@ -1,10 +1,11 @@
-"""The contracts of the training plug-in kinds, one base class each: a loss is a :class:`Loss`, a source of
-generated negatives a :class:`NegativeSource`, a change of a loss's similarities a :class:`LogitTransform`, a view's
-input or output augmentation an :class:`Augment`, a step's weight perturbation a :class:`WeightHook`, a training head
-a :class:`Head`. Each is built once per run from its validated parameters (each parameter of the schema is a keyword
-of the constructor; a head's first argument is the backbone's hidden size), so a plug-in owns its settings and its
-state; the module kinds' ``state_dict`` (extra state included) is saved with the run and restored on resume.
-(Poolers, used by inference encoders too, have theirs in :mod:`cselab.encoders.pooling`.)
+"""The contracts of the training plug-in kinds, one base class each: a loss is a :class:`Loss`, a source of generated
+negatives a :class:`NegativeSource`, a change of a loss's similarities a :class:`LogitTransform`, a view's input or
+output augmentation an :class:`Augment`, a view's token-level augmentation a :class:`TokenAugment`, a step's weight
+perturbation a :class:`WeightHook`, a training head a :class:`Head`. Each is built once per run from its validated
+parameters (each parameter of the schema is a keyword of the constructor; a head's first argument is the backbone's
+hidden size), so a plug-in owns its settings and its state; the module kinds' ``state_dict`` (extra state included) is
+saved with the run and restored on resume. (Poolers, used by inference encoders too, have theirs in
+:mod:`cselab.encoders.pooling`.)
 
 :func:`cselab.registry.register` refuses a plug-in that is not a subclass of its kind's base class.
 """
@@ -92,9 +93,14 @@ class NegativeSource(nn.Module):
     detached (points to push away from, not paths for the gradient).
 
     A subclass implements :meth:`generate` and, to use past batches, :meth:`remember`; whatever it keeps in
-    ``self.memory`` (tensors, newest last) resumes with the run. Within one step the source gives one set of
-    negatives however often it is called (a step that encodes its batch twice, as FGSM, SAM and AWP do, sees one
-    set); :meth:`new_batch` starts the next step."""
+    ``self.memory`` (tensors, newest last) resumes with the run (each process its own). What it remembers is the
+    anchors, or, for a source whose parameter ``view`` (declared in ``view_params``) names a view, that view's
+    vectors (a momentum encoder's, ESimCSE's queue). Within one step the source gives one set of negatives however
+    often it is called (a step that encodes its batch twice, as FGSM, SAM and AWP do, sees one set);
+    :meth:`new_batch` starts the next step."""
+
+    #: parameters that name a view (checked against the method's views when the config resolves)
+    view_params: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self):
         super().__init__()
@@ -112,12 +118,16 @@ class NegativeSource(nn.Module):
     def new_batch(self) -> None:
         self._batch = None
 
-    def forward(self, anchors: torch.Tensor) -> torch.Tensor | None:
+    def kept(self, anchors: torch.Tensor, context: LossContext | None) -> torch.Tensor:
+        """What :meth:`remember` is given: the anchors by default."""
+        return anchors
+
+    def forward(self, anchors: torch.Tensor, context: LossContext | None = None) -> torch.Tensor | None:
         if self._batch is None:
             anchors = anchors.detach()
             past = torch.cat(self.memory).to(anchors.device) if self.memory else None
             self._batch = (self.generate(anchors, past),)
-            self.remember(anchors)
+            self.remember(self.kept(anchors, context).detach())
         return self._batch[0]
 
     def get_extra_state(self) -> dict[str, Any]:
@@ -149,6 +159,16 @@ class Augment(nn.Module):
         raise NotImplementedError
 
 
+class TokenAugment(nn.Module):
+    """A token-level augmentation of a forward view (kind ``token_augment``, ESimCSE's word repetition):
+    :meth:`forward` maps a right-padded batch's token ids and attention mask (and the tokenizer's padding id) to
+    new ones, of any length; the view then has a forward pass of its own."""
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, pad_id: int
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
+
+
 class WeightHook(nn.Module):
     """A perturbation of the weights before a step's second forward-backward pass (kind ``weight_hook``, SAM/AWP):
     called with the trainable tensors that have a gradient, its ``forward`` moves them in place (under
@@ -173,5 +193,6 @@ contract("negatives", NegativeSource)
 contract("logit_transform", LogitTransform)
 contract("input_augment", Augment)
 contract("output_augment", Augment)
+contract("token_augment", TokenAugment)
 contract("weight_hook", WeightHook)
 contract("head", Head)

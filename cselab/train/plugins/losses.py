@@ -64,7 +64,7 @@ class InfoNCE(Loss):
         positives, offset = gather_rows(positives)
         gathered = [gather_rows(context.encoded[v][0].flatten(0, -2)) for v in self.views["negatives"]]
         columns = [vectors for vectors, _ in gathered]
-        generated = self.generated(anchors) if self.generated is not None and len(anchors) else None
+        generated = self.generated(anchors, context) if self.generated is not None and len(anchors) else None
         if generated is not None:
             columns.append(generated)
         negatives = torch.cat(columns) if columns else None

@@ -70,6 +70,30 @@ class MemoryBank(NegativeSource):
             self.memory.pop(0)
 
 
+@register("negatives", "queue", params={
+    "size": Param(int, 160, "vectors kept: the newest, across batches (ESimCSE's neg_size)", min=1),
+    "view": Param(str, help="the view whose vectors are queued (a momentum view: views.NAME.frozen with "
+                  "encoder.momentum)")})
+class Queue(NegativeSource):
+    """A FIFO queue of the ``size`` newest vectors of ``view`` from earlier batches (ESimCSE's momentum contrast):
+    this batch's are queued after its loss, the oldest dropped. Each process queues its own rows."""
+
+    view_params = ("view",)
+
+    def __init__(self, size: int, view: str):
+        super().__init__()
+        self.size, self.view = size, view
+
+    def kept(self, anchors, context):
+        return context.encoded[self.view][0]
+
+    def generate(self, anchors, past):
+        return past
+
+    def remember(self, vectors):
+        self.memory = [torch.cat([*self.memory, vectors.cpu()])[-self.size:]]
+
+
 @register("negatives", "anchor_noise")
 class AnchorNoise(NegativeSource):
     """Each anchor plus N(0, the batch's per-dimension std)."""

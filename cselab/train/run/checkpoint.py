@@ -88,19 +88,18 @@ class Checkpoints:
             shutil.rmtree(self.out / name, ignore_errors=True)
         return saved
 
-    def begin(self) -> None:
-        """Start a save of ``OUT/last``: every process's random generators into ``last.tmp``."""
+    def begin(self, objective) -> None:
+        """Start a save of ``OUT/last``: every process's random generators and objective state into ``last.tmp``."""
         if self.main:
             shutil.rmtree(self.tmp, ignore_errors=True)  # left by a killed run
         self.accelerator.wait_for_everyone()
-        state.save_process_state(self.tmp, self.accelerator.process_index)
-        self.accelerator.wait_for_everyone()  # every process's RNG state is in last.tmp before it is renamed
+        state.save_process_state(self.tmp, self.accelerator.process_index, objective)
+        self.accelerator.wait_for_everyone()  # every process's own state is in last.tmp before it is renamed
 
-    def commit(self, core: TrainingEncoder, optimizer, scheduler, objective, counters: dict[str, Any]) -> None:
+    def commit(self, core: TrainingEncoder, optimizer, scheduler, counters: dict[str, Any]) -> None:
         """End the save: the shared state and the manifest into ``last.tmp``, renamed to ``OUT/last``."""
         if self.main:
-            state.save_shared_state(self.tmp, core, optimizer, scheduler, self.accelerator.scaler, objective,
-                                    counters)
+            state.save_shared_state(self.tmp, core, optimizer, scheduler, self.accelerator.scaler, counters)
             state.write_manifest(self.tmp)
             replace_folder(self.tmp, self.out / "last")
         self.accelerator.wait_for_everyone()

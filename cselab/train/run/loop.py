@@ -81,6 +81,7 @@ class Loop:
         for _ in range(accum):
             local = next(self.batches)
             objective.new_batch()
+            self.parts.encoder.new_batch()  # a momentum copy follows the weights this batch is encoded at
             with self.accelerator.accumulate(self.encoder):  # gradients synchronised at the step's last batch
                 loss, parts = backward_pass(self.encoder, objective, local, self.accelerator.backward,
                                             self.parts.initial_weights, self.trainable, self.cfg.mini_batch_size)

@@ -34,9 +34,10 @@ def build_encoder(method: MethodConfig, model: str) -> TrainingEncoder:
 
 
 def initial_weights(encoder: TrainingEncoder) -> list[torch.Tensor]:
-    """The backbone's initial weights for ``recall``: the frozen copy's when it has full precision (no second
-    copy), else a snapshot."""
-    if encoder.frozen is not None and next(encoder.frozen.parameters()).dtype == torch.float32:
+    """The backbone's initial weights for ``recall``: the frozen copy's when it has full precision and stays the
+    initial backbone (no momentum; no second copy), else a snapshot."""
+    if encoder.frozen is not None and encoder.momentum is None and \
+            next(encoder.frozen.parameters()).dtype == torch.float32:
         return list(encoder.frozen.parameters())
     return [p.detach().clone() for p in encoder.backbone.parameters()]
 

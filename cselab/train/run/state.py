@@ -1,8 +1,10 @@
 """The training state a run leaves in ``OUT/last``, written and read by cselab, with no pickle that can hold code.
 
-Files: ``model.safetensors`` (the training encoder: backbone and head), ``optimizer.pt``, ``scheduler.pt``,
-``scaler.pt`` (fp16 only), ``rng-RANK.pt`` (each process's Python, NumPy, torch and CUDA generators),
-``objective.pt`` (the objective's ``state_dict``: its losses' own state, e.g. a memory bank),
+Files: ``model.safetensors`` (the training encoder: backbone and head), ``momentum.safetensors`` (a momentum
+encoder's weights, when the method has one), ``optimizer.pt``, ``scheduler.pt``, ``scaler.pt`` (fp16 only),
+``rng-RANK.pt`` (each process's Python, NumPy, torch and CUDA generators), ``objective-RANK.pt`` (each process's
+objective ``state_dict``: its losses' own state, e.g. a memory bank or a queue of that process's rows; a state saved
+before per-process objectives has one ``objective.pt``, the main process's),
 ``trainer_state.json`` (the step, the best score and the state of each callback that has one, e.g. the early stop's
 count) and
 ``MANIFEST.json``, written last: the size and sha256 of every other file. The ``.pt`` files are ``torch.save`` of
@@ -30,7 +32,9 @@ from cselab.files import member, read_json
 
 MANIFEST = "MANIFEST.json"
 STATE_FILE = "trainer_state.json"
-OBJECTIVE_FILE = "objective.pt"
+OBJECTIVE_FILE = "objective-{rank}.pt"
+SHARED_OBJECTIVE_FILE = "objective.pt"  # a state saved before each process kept its own
+MOMENTUM_FILE = "momentum.safetensors"
 FORMAT = "cselab-training-state"
 
 
@@ -57,22 +61,24 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def save_process_state(folder: Path, rank: int) -> None:
-    """Every process's own part: its random generators."""
+def save_process_state(folder: Path, rank: int, objective: torch.nn.Module) -> None:
+    """Every process's own part: its random generators and its objective's state."""
     folder.mkdir(parents=True, exist_ok=True)
     torch.save(rng_state(), folder / f"rng-{rank}.pt")
+    torch.save(objective.state_dict(), folder / OBJECTIVE_FILE.format(rank=rank))
 
 
 def save_shared_state(folder: Path, model: torch.nn.Module, optimizer, scheduler, scaler,
-                      objective: torch.nn.Module, trainer: dict[str, Any]) -> None:
-    """The main process's part: weights, optimizer, schedule, the objective's state and the trainer's counters."""
+                      trainer: dict[str, Any]) -> None:
+    """The main process's part: weights (a momentum copy's too), optimizer, schedule and the trainer's counters."""
     folder.mkdir(parents=True, exist_ok=True)
     save_model(model, str(folder / "model.safetensors"))
+    if getattr(model, "momentum", None) is not None:
+        save_model(model.frozen, str(folder / MOMENTUM_FILE))
     torch.save(optimizer.state_dict(), folder / "optimizer.pt")
     torch.save(scheduler.state_dict(), folder / "scheduler.pt")
     if scaler is not None:
         torch.save(scaler.state_dict(), folder / "scaler.pt")
-    torch.save(objective.state_dict(), folder / OBJECTIVE_FILE)
     (folder / STATE_FILE).write_text(json.dumps(trainer), encoding="utf-8")
 
 
@@ -126,21 +132,29 @@ def load_state(folder: Path, rank: int, model: torch.nn.Module, optimizer, sched
     path = folder / f"rng-{rank}.pt"
     if not path.is_file():
         raise StateError(f"{path}: missing: the state was saved by a run with fewer processes")
-    try:
-        load_model(model, str(folder / "model.safetensors"), device=str(next(model.parameters()).device))
-    except Exception as err:
-        raise StateError(f"{folder / 'model.safetensors'}: does not fit the model ({type(err).__name__}: "
-                         f"{err})") from None
+    device = str(next(model.parameters()).device)
+    weights = [(model, "model.safetensors")]
+    if getattr(model, "momentum", None) is not None:
+        weights.append((model.frozen, MOMENTUM_FILE))
+    for module, name in weights:
+        if not (folder / name).is_file():
+            raise StateError(f"{folder / name}: missing: the state was saved by a run without a momentum encoder")
+        try:
+            load_model(module, str(folder / name), device=device)
+        except Exception as err:
+            raise StateError(f"{folder / name}: does not fit the model ({type(err).__name__}: {err})") from None
     optimizer.load_state_dict(_load(folder / "optimizer.pt"))
     scheduler.load_state_dict(_load(folder / "scheduler.pt"))
     if scaler is not None:
         scaler.load_state_dict(_load(folder / "scaler.pt"))
-    saved = _load(folder / OBJECTIVE_FILE)
+    own = folder / OBJECTIVE_FILE.format(rank=rank)
+    saved = own if own.is_file() or not (folder / SHARED_OBJECTIVE_FILE).is_file() else folder / SHARED_OBJECTIVE_FILE
     try:
-        objective.load_state_dict(saved)
+        objective.load_state_dict(_load(saved))
+    except StateError:
+        raise
     except Exception as err:
-        raise StateError(f"{folder / OBJECTIVE_FILE}: does not fit the method's objective ({type(err).__name__}: "
-                         f"{err})") from None
+        raise StateError(f"{saved}: does not fit the method's objective ({type(err).__name__}: {err})") from None
     rng = _load(path)
     try:
         set_rng_state(rng)

@@ -146,13 +146,12 @@ class Trainer:
         class name of the callback that ended the run then, if one did."""
         stopped_by = None
         with self.checkpoints.disk_guard(self.core):
-            self.checkpoints.begin()
+            self.checkpoints.begin(self.parts.objective)
             if control.should_evaluate:
                 stopped_by = self._evaluate(losses, control)
             counters = {"step": self.loop.step, "best": self.best,
                         "callbacks": {name: callback.state_dict() for name, callback in self.stateful.items()}}
-            self.checkpoints.commit(self.core, self.loop.optimizer, self.parts.scheduler, self.parts.objective,
-                                    counters)
+            self.checkpoints.commit(self.core, self.loop.optimizer, self.parts.scheduler, counters)
         if not control.should_evaluate:
             self.record({"saved": "last"})
         else:
