@@ -12,7 +12,8 @@ endif
 
 SYSTEM_PACKAGES := apertium apertium-eng-spa wordnet-base
 
-# make train METHOD=osscse [MODEL=...] [DATA=...] [PROFILE=...] [STEPS=...]: a short CPU run by default.
+# make train METHOD=osscse [MODEL=...] [DATA=...] [PROFILE=...] [STEPS=...] [SET="key=value ..."]: a short CPU run
+# by default; SET's settings go to --set (e.g. SET=losses.rtd.generator=PATH, the masked LM diffcse needs).
 comma := ,
 METHOD ?= simcse
 MODEL ?= minilm
@@ -21,7 +22,8 @@ DATA ?=
 # On the packaged MiniLM the presets' `minilm` profile keeps its mean pooling and drops prompts (docs/train.md);
 # PROFILE= (empty) trains with the paper's pooler and prompt instead.
 PROFILE ?= $(if $(filter minilm,$(MODEL)),minilm,)
-TRAIN_OPTIONS = $(if $(DATA),--data $(DATA)) $(if $(PROFILE),--profile $(PROFILE))
+SET ?=
+TRAIN_OPTIONS = $(if $(DATA),--data $(DATA)) $(if $(PROFILE),--profile $(PROFILE)) $(foreach s,$(SET),--set $(s))
 STEPS ?= 50
 EVAL_STEPS ?= 25
 # make sweep METHODS=simcse,noise-neg,awp-fgsm [SEEDS=3] [STEPS=...]: mean ± std over seeds, in sweeps/.

@@ -12,7 +12,8 @@ too. Sections (``--only`` picks some):
   sentences/s, tokens/s, peak memory, TFLOP/s and MFU against the device's dense bf16 peak. FLOPs per step =
   3 x forward, forward per sequence of S tokens = 2 N S + 4 L S^2 d (N: non-embedding parameters, L layers,
   width d), summed over the method's encoded views. Then the SimCSE family (``--family``: ``promptbert``,
-  ``sncse``, ``esimcse`` by default) at batch 64 in bf16, eager: one row each.
+  ``sncse``, ``esimcse``, ``diffcse``, ``rankcse`` by default) at batch 64 in bf16, eager: one row each, the models
+  their losses name being random stand-ins of the released ones' sizes (``benchmarks/stand_ins.py``).
 - ``agreement``: 20 ``simcse`` steps from the same weights and data, dropout off, in fp32, in bf16 and in fp16
   (autocast with a gradient scaler, the official profiles' precision): each step's losses within 5% (relative)
   of fp32's, none NaN.
@@ -56,6 +57,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from stand_ins import stand_in_models  # noqa: E402  (benchmarks/ is not a package)
 NEEDED = {"torch": "all", "transformers": "all", "accelerate": "run", "numpy": "all", "scipy": "probes",
           "sklearn": "probes", "yaml": "all", "safetensors": "run", "tqdm": "all", "rapidfuzz": "augment"}
 SECTIONS = ("steps", "agreement", "run", "augment", "probes", "profile")
@@ -290,7 +293,8 @@ def measure_steps(args, model_dir: Path, peak: float | None) -> list[dict]:
         reset_peak(args.device)
         row = {"method": method, "batch": batch, "mode": mode, "compile": compiled}
         try:
-            stepper = Stepper(method, model_dir, args.device, batch)
+            stepper = Stepper(method, model_dir, args.device, batch,
+                              stand_in_models(method, str(model_dir), model_dir.parent, args.tiny))
             if compiled:
                 stepper.encoder.backbone = torch.compile(stepper.encoder.backbone)
             bf16 = set_mode(mode)
@@ -570,7 +574,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
     parser.add_argument("--compile-only", action="store_true", help="steps: only the torch.compile rows")
     parser.add_argument("--methods", default="simcse,osscse", help="steps: the methods timed (default: simcse,osscse)")
-    parser.add_argument("--family", default="promptbert,sncse,esimcse",
+    parser.add_argument("--family", default="promptbert,sncse,esimcse,diffcse,rankcse",
                         help="steps: methods timed once each at batch 64 in bf16, eager (empty: none)")
     parser.add_argument("--compile-all", action="store_true", help="torch.compile in every mode, not only bf16")
     parser.add_argument("--peak-tflops", type=float, help="the device's dense bf16 peak, for MFU (default: "

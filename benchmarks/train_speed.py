@@ -4,7 +4,9 @@ The reference is the textbook SimCSE step written here from scratch: tokenize th
 two forward passes (two dropout masks), [CLS] through an MLP head, InfoNCE, backward, AdamW
 step. cselab's steps are the presets through the trainer's own `backward_pass`. Same model,
 batch and length; each variant runs in its own process so that its peak memory (max RSS on CPU,
-peak allocated on CUDA) is its own.
+peak allocated on CUDA) is its own. A method whose losses name models (DiffCSE's generator, RankCSE's teachers)
+gets random-weight stand-ins of the released models' sizes (benchmarks/stand_ins.py), and an embedding cache of its
+own, so that no teacher's vector is served from an earlier run.
 
     python benchmarks/train_speed.py [--model minilm] [--batch-size 64] [--steps 10] [--methods all]
 """
@@ -13,12 +15,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from stand_ins import stand_in_models  # noqa: E402  (benchmarks/ is not a package)
 
 
 def run(variant: str, model: str, batch_size: int, steps: int, max_length: int) -> dict:
@@ -28,20 +36,26 @@ def run(variant: str, model: str, batch_size: int, steps: int, max_length: int) 
     from cselab.train.config.methods import load_method
     from cselab.train.objective import Objective
     from cselab.train.run.loop import backward_pass
-    from cselab.train.run.setup import build_encoder, initial_weights
+    from cselab.train.run.setup import attach_auxiliary, build_encoder, initial_weights
 
     torch.manual_seed(0)
     path = str(ALIASES[model]()) if model in ALIASES else model
     device = "cuda" if torch.cuda.is_available() else "cpu"
     sentences = load_corpus("wiki1m")[: batch_size * (steps + 2)]
     batches = [sentences[i * batch_size:(i + 1) * batch_size] for i in range(steps + 2)]
-    method = load_method("simcse" if variant == "reference" else variant, [f"training.max_length={max_length}"])
-    encoder = build_encoder(method, path).to(device)
+    folder = Path(tempfile.mkdtemp(prefix="train-speed-"))
+    os.environ["CSELAB_CACHE_DIR"] = str(folder / "embeddings")
+    models = [] if variant == "reference" else stand_in_models(variant, path, folder)
+    method = load_method("simcse" if variant == "reference" else variant, [f"training.max_length={max_length}",
+                                                                           *models])
+    objective = Objective(method)
+    encoder = build_encoder(method, path)
+    attach_auxiliary(encoder, objective)
+    encoder.to(device)
     optimizer = torch.optim.AdamW([p for p in encoder.parameters() if p.requires_grad], lr=1e-5)
     initial = initial_weights(encoder)
     tokenizer = encoder.tokenizer
 
-    objective = Objective(method)
     trainable = [p for p in encoder.parameters() if p.requires_grad]
 
     def ours(batch):  # the trainer's own step: views, losses, FGSM/SAM/AWP passes, generated negatives

@@ -19,6 +19,29 @@ def data_for(preset: str, cache):
     return None if own and is_table(own) else cache
 
 
+def models_for(preset: str, folder: Path) -> list[str]:
+    """The ``--set`` overrides that give ``preset``'s losses the models they name: a tiny random masked LM for a
+    generator (DiffCSE), a tiny random BERT for a teacher (RankCSE), each with the tiny BERT's vocabulary and written
+    in ``folder`` once."""
+    from cselab.train.config.methods import load_method
+    from cselab.train.run.folder import loss_models
+
+    return [f"{key}={tiny_model(folder / key.rsplit('.', 1)[1], key.endswith('generator'))}"
+            for key in loss_models(load_method(preset))]
+
+
+def tiny_model(folder: Path, masked_lm: bool) -> Path:
+    """A random one-layer BERT (hidden 32; a masked LM or an encoder) with bert-base-uncased's vocabulary, saved in
+    ``folder`` once."""
+    if not (folder / "config.json").exists():
+        from transformers import BertForMaskedLM, BertModel
+
+        from tests.conftest import save_tiny_bert
+
+        save_tiny_bert(folder, BertForMaskedLM if masked_lm else BertModel, hidden=32, layers=1)
+    return folder
+
+
 def train_args(model, cache, data_dir, out, *extra):
     return ["train", "--method", "simcse", "--model", str(model), "--data", str(cache), "--data-dir", str(data_dir),
             "--eval-limit", "20", "--out", str(out), *SETTINGS, *extra]

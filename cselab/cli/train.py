@@ -66,6 +66,7 @@ def run(args: argparse.Namespace) -> None:
     from cselab.encoders.specs import check_spec
 
     check_spec(args.model)  # a mistyped folder or an offline hub id: one line, before any model library loads
+    check_loss_models(method)
     from transformers.utils import logging as transformers_logging
 
     from cselab.encoders.loading import resolve_backbone
@@ -75,6 +76,20 @@ def run(args: argparse.Namespace) -> None:
     summary = train(method, resolve_backbone(args.model), args.data, args.out, args.data_dir, args.eval_limit,
                     report_to=reports(args), overwrite=args.overwrite, restart_from=args.restart_from)
     print(json.dumps(summary, indent=2))
+
+
+def check_loss_models(method) -> None:
+    """The models the method's losses name (DiffCSE's generator), checked as ``--model`` is: one line naming the
+    key and how to give one, before any model library loads."""
+    from cselab.encoders.specs import EncoderNotFoundError, check_spec
+    from cselab.train.run.folder import loss_models
+
+    for key, spec in loss_models(method).items():
+        try:
+            check_spec(spec)
+        except EncoderNotFoundError as err:
+            raise ConfigError(f"{key}: {err}; give a local one (--set {key}=PATH) or fetch {spec} where the hub "
+                              "answers") from None
 
 
 def reports(args: argparse.Namespace) -> list[str]:

@@ -4,8 +4,9 @@
 :class:`~cselab.encoders.TransformerEncoder` (tokenisation, padding and pooling are that
 class's, so training and probing see sentences the same way) and, when a method asks for them,
 a head used in training only (SimCSE's dense + tanh, SG-OPT's projection), pooled
-intermediate layers (SSCL's negatives, SG-OPT's views) and a frozen copy of the initial
-backbone (SG-OPT's BERT_F).
+intermediate layers (SSCL's negatives, SG-OPT's views), a frozen copy of the initial
+backbone (SG-OPT's BERT_F) or a momentum copy that follows it (ESimCSE), and the trained auxiliary
+models of its losses (DiffCSE's discriminator), which checkpoints leave out.
 
 :func:`save_checkpoint` writes a folder that ``probe run --model FOLDER`` reads as it is
 (weights in safetensors, tokenizer, ``cselab.json``) and that sentence-transformers loads with the same
@@ -29,6 +30,7 @@ from cselab.encoders.checkpoint import CheckpointInfo, needs_module, write_check
 from cselab.encoders.pretrained import load_pretrained
 from cselab.encoders.transformer import TransformerEncoder
 from cselab.errors import ConfigError
+from cselab.files import clipped
 from cselab.train.config.sections import EncoderConfig
 from cselab.train.plugins.heads import build_head
 
@@ -60,6 +62,9 @@ class TrainingEncoder(nn.Module):
         self.__dict__["frozen"] = (copy.deepcopy(backbone).to(getattr(torch, config.frozen)).eval()
                                    .requires_grad_(False) if config.frozen else None)
         self.frozen_mode, self.momentum = config.frozen_mode, config.momentum
+        # trained auxiliary models of the method's losses (DiffCSE's discriminator): in the optimizer, DDP and OUT/last,
+        # never in a checkpoint (attach_auxiliary)
+        self.auxiliary = nn.ModuleDict()
         if config.pooler != "cls" and getattr(backbone, "pooler", None) is not None:
             # the backbone's pooler layer gets no gradient; frozen, DDP does not wait for one
             backbone.pooler.requires_grad_(False)
@@ -106,7 +111,8 @@ class TrainingEncoder(nn.Module):
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, prompt: str | None = None,
                 use_head: bool = True, layers: list[int] | str | None = None, layer_pooler: str | None = None,
-                frozen: bool = False, input_augment=None, mlm: bool = False):
+                frozen: bool = False, input_augment=None, mlm: bool = False, auxiliary: str | None = None,
+                condition: torch.Tensor | None = None):
         """Pooled vectors of a tokenized batch (through the head in training when there is one). Training calls
         this through the accelerate/DDP wrapper, so that gradients are synchronised across processes.
 
@@ -114,7 +120,11 @@ class TrainingEncoder(nn.Module):
         ``(vectors, layer_vectors)``, the second of shape (batch, layers, dim), each layer pooled with
         ``layer_pooler`` (by default the one matching the encoder's pooler). ``frozen`` runs the frozen copy.
         ``input_augment`` maps the word embeddings (batch, tokens, dim) to what the encoder reads instead. ``mlm``
-        returns the masked-LM head's logits of every token instead (batch, tokens, vocabulary)."""
+        returns the masked-LM head's logits of every token instead (batch, tokens, vocabulary); ``auxiliary`` runs that
+        auxiliary model instead, on the tokens and the sentence vectors ``condition``."""
+        if auxiliary is not None:
+            device = next(self.backbone.parameters()).device
+            return self.auxiliary[auxiliary](input_ids.to(device), attention_mask.to(device), condition)
         if mlm:
             device = next(self.backbone.parameters()).device
             states = self.backbone(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device))
@@ -147,10 +157,10 @@ class TrainingEncoder(nn.Module):
         return self(*self.tokenize(sentences, prompt), prompt=prompt, use_head=use_head, **options)
 
 
-def load_lm_head(name_or_path: str, backbone) -> nn.Module:
-    """The masked-LM head of ``name_or_path`` (the module of ``AutoModelForMaskedLM`` beside its base model, e.g.
-    BERT's ``cls``, RoBERTa's ``lm_head``) with its trained weights, its decoder tied to ``backbone``'s word
-    embeddings where the model ties them; a ConfigError when the model has no such weights (the packaged MiniLM)."""
+def load_masked_lm(name_or_path: str, user: str, use: str):
+    """``AutoModelForMaskedLM`` of ``name_or_path`` with its masked-LM head's trained weights; a ConfigError naming
+    the ``user`` (a loss) and what it needs them for (``use``) when transformers cannot build one or the weights lack
+    the head (the packaged MiniLM)."""
     from transformers import AutoModelForMaskedLM
     from transformers.utils import logging as transformers_logging
 
@@ -158,17 +168,26 @@ def load_lm_head(name_or_path: str, backbone) -> nn.Module:
     transformers_logging.set_verbosity_error()  # the missing head is reported here, in one line
     try:
         masked, info = AutoModelForMaskedLM.from_pretrained(name_or_path, output_loading_info=True)
-    except Exception as err:  # an architecture without a masked-LM class, an unreadable folder
-        raise ConfigError(f"{name_or_path}: the mlm loss needs the model's masked-LM head, and transformers cannot "
-                          f"build one for it ({type(err).__name__}: {err})") from None
+    except Exception as err:  # an architecture without a masked-LM class, an unreadable folder, offline
+        raise ConfigError(f"{name_or_path}: {user} needs a masked-LM, and transformers cannot build one from it "
+                          f"({type(err).__name__}: {clipped(err)})") from None
     finally:
         transformers_logging.set_verbosity(verbosity)
     prefix = masked.base_model_prefix
     missing = [key for key in info["missing_keys"] if not key.startswith(prefix + ".")]
     if missing:
         raise ConfigError(f"{name_or_path}: has no masked-LM head weights ({missing[0]} and {len(missing) - 1} more "
-                          "missing), which the mlm loss trains with; use a model that has them (bert-base-uncased, "
-                          "roberta-base), or drop the loss")
+                          f"missing), which {user} {use}; use a model that has them (bert-base-uncased, "
+                          "roberta-base, distilbert-base-uncased)")
+    return masked
+
+
+def load_lm_head(name_or_path: str, backbone) -> nn.Module:
+    """The masked-LM head of ``name_or_path`` (the module of ``AutoModelForMaskedLM`` beside its base model, e.g.
+    BERT's ``cls``, RoBERTa's ``lm_head``) with its trained weights, its decoder tied to ``backbone``'s word
+    embeddings where the model ties them; a ConfigError when the model has no such weights (the packaged MiniLM)."""
+    masked = load_masked_lm(name_or_path, "the mlm loss", "trains with (or drop the loss)")
+    prefix = masked.base_model_prefix
     head = next(module for name, module in masked.named_children() if name != prefix)
     if getattr(masked.config, "tie_word_embeddings", False):
         masked.get_output_embeddings().weight = backbone.get_input_embeddings().weight

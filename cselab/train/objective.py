@@ -157,7 +157,9 @@ class Objective(nn.Module):
         out. ``initial_weights()`` gives the current and initial parameters, ``model`` and ``batch`` a view's tokens
         and the encoder (for losses that need them)."""
         tokens = None if batch is None else (lambda name: batch.tokens[self.view_keys[name]])
-        context = LossContext(encoded, initial_weights, tokens, model)
+        texts = None if batch is None else (lambda name: [batch.rows[self.view_keys[name][0]][row]
+                                                          for row in batch.tokens[self.view_keys[name]][0]])
+        context = LossContext(encoded, initial_weights, tokens, model, texts)
         result = {}
         for name, loss in zip(self.names, self.losses, strict=True):
             value = apply_loss(loss, context)

@@ -12,12 +12,16 @@
 - :func:`nt_xent`, :func:`sg_opt`: SG's and SG-OPT's losses (Kim et al., 2021, section 3).
 - :func:`mask_tokens`, :func:`masked_lm`: BERT's masking (a share of the tokens; 80% of those become the mask
   token, 10% a random token, 10% stay) and the cross-entropy on the masked tokens (SimCSE's MLM auxiliary).
+- :func:`replaced_token_detection`: DiffCSE's conditional ELECTRA loss, per row.
+- :func:`list_mle`, :func:`list_net`, :func:`jensen_shannon`, :func:`released_rank_consistency`: RankCSE's ranking
+  distillation and consistency, per row.
 
 ``sim`` is the cosine similarity; each loss is averaged over the rows it has.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable
 
@@ -156,3 +160,56 @@ def masked_lm(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     if not (labels != -100).any():
         return logits.sum() * 0.0
     return F.cross_entropy(logits.flatten(0, -2).float(), labels.flatten(), ignore_index=-100)
+
+
+def replaced_token_detection(logits: torch.Tensor, replaced: torch.Tensor) -> torch.Tensor:
+    """ELECTRA's replaced-token detection as DiffCSE's released code scores it: each position's two-way logits
+    (rows, tokens, 2) against whether its token was replaced (rows, tokens; 0 at padding and at the first token),
+    cross-entropy averaged over every position of a row, padding included (the released code's mean over the
+    whole padded batch); one value per row."""
+    losses = F.cross_entropy(logits.float().flatten(0, 1), replaced.long().flatten(), reduction="none")
+    return losses.view(replaced.shape).mean(dim=1)
+
+
+def list_mle(student: torch.Tensor, teacher: torch.Tensor, eps: float = 1e-7) -> torch.Tensor:
+    """ListMLE (RankCSE's ranking distillation, perceptiveshawty/RankCSE ``models.py`` 79-109): the negative
+    log-likelihood of the teacher's ranking of each row under the student's scores (Plackett-Luce), columns shuffled
+    first so that ties in the teacher's scores are broken at random; one value per row (the released loss is their
+    mean). A teacher score of exactly -1 marks a column left out, as released."""
+    shuffle = torch.randperm(student.shape[-1], device=student.device)
+    student, teacher = student[:, shuffle], teacher[:, shuffle]
+    teacher_sorted, order = teacher.sort(descending=True, dim=-1)
+    left_out = teacher_sorted == -1
+    scores = torch.gather(student, 1, order).masked_fill(left_out, float("-inf"))
+    scores = scores - scores.max(dim=1, keepdim=True).values
+    tails = torch.cumsum(scores.exp().flip(dims=[1]), dim=1).flip(dims=[1])
+    return (torch.log(tails + eps) - scores).masked_fill(left_out, 0.0).sum(dim=1)
+
+
+def list_net(student: torch.Tensor, teacher: torch.Tensor, own: torch.Tensor) -> torch.Tensor:
+    """ListNet (RankCSE's other distillation, ``models.py`` 63-77): the cross-entropy of the student's top-one
+    distribution (softmax of its row) against the teacher's, each row's ``own`` column (its positive) left out of
+    both; one value per row (the released loss is their mean)."""
+    rows = torch.arange(len(student), device=student.device)
+    student = student.float().index_put((rows, own), torch.tensor(float("-inf"), device=student.device))
+    teacher = teacher.float().index_put((rows, own), torch.tensor(float("-inf"), device=student.device))
+    log_p, q = F.log_softmax(student, dim=-1), F.softmax(teacher, dim=-1)
+    return -(q * log_p).nansum(dim=1) / q.nansum(dim=1)
+
+
+def jensen_shannon(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+    """The Jensen-Shannon divergence between the softmax distributions of two rows of logits, one value per row
+    (RankCSE's ranking consistency between the two dropout views' similarity lists, its paper's form)."""
+    log_p, log_q = F.log_softmax(first.float(), dim=-1), F.log_softmax(second.float(), dim=-1)
+    log_m = torch.logsumexp(torch.stack([log_p, log_q]), dim=0) - math.log(2.0)
+    return 0.5 * ((log_p.exp() * (log_p - log_m)).sum(dim=1) + (log_q.exp() * (log_q - log_m)).sum(dim=1))
+
+
+def released_rank_consistency(first: torch.Tensor, second: torch.Tensor, eps: float = 1e-7) -> torch.Tensor:
+    """RankCSE's consistency term as its released ``Divergence`` computes it (``models.py`` 48-61): p and q the two
+    rows' softmax clamped at ``eps``, m = log(0.5 (p + q)) clamped below at ``eps`` (which, a log of a probability
+    being at most 0, sets every m to ``eps``), and 0.5 (sum p (log p - m) + sum q (log q - m)): minus the mean of
+    the two rows' entropies, less ``eps``, and not the divergence its paper defines; one value per row."""
+    p, q = F.softmax(first.float(), dim=-1).clamp(min=eps), F.softmax(second.float(), dim=-1).clamp(min=eps)
+    m = (0.5 * (p + q)).log().clamp(min=eps)
+    return 0.5 * ((p * (p.log() - m)).sum(dim=1) + (q * (q.log() - m)).sum(dim=1))

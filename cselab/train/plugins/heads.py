@@ -1,5 +1,5 @@
-"""Training-only heads over the pooled vector (``encoder.head``): SimCSE's MLP and SG-OPT's projection, and how
-their weights start (``encoder.head_init``)."""
+"""Training-only heads over the pooled vector (``encoder.head``): SimCSE's MLP, SG-OPT's projection and DiffCSE's
+BatchNorm projector, and how their weights start (``encoder.head_init``)."""
 
 from __future__ import annotations
 
@@ -56,3 +56,14 @@ def build_head(head: dict | None, init: str, config) -> nn.Module | None:
                               f"{type(config).__name__} lacks: set encoder.head_init=torch")
         init_head_bert(module, config.initializer_range)
     return module
+
+
+@register("head", "batchnorm_mlp")
+class BatchNormMLPHead(Head, nn.Sequential):
+    """DiffCSE's projector (its released ``ProjectionMLP``, ``--batchnorm``): a linear layer to twice the width
+    without bias, BatchNorm, ReLU, a linear layer back without bias, BatchNorm without affine parameters. BatchNorm
+    normalises over the rows of a forward pass (both dropout views of a shared pass, as the released 2N rows)."""
+
+    def __init__(self, *, hidden: int):
+        super().__init__(nn.Linear(hidden, 2 * hidden, bias=False), nn.BatchNorm1d(2 * hidden), nn.ReLU(),
+                         nn.Linear(2 * hidden, hidden, bias=False), nn.BatchNorm1d(hidden, affine=False))

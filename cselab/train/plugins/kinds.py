@@ -33,6 +33,8 @@ class LossContext:
     tokens: Callable[[str], tuple] | None = None
     #: the training encoder (or its DDP wrapper), for losses with ``needs_tokens`` that run it themselves
     model: Any = None
+    #: a forward view's texts, one per row it has (given to losses with ``needs_tokens``: a teacher encodes them)
+    texts: Callable[[str], list[str]] | None = None
 
 
 REDUCTIONS = ("rows", "whole_batch", "replicated")
@@ -47,8 +49,10 @@ class Loss(nn.Module):
     reduces over processes (``rows``: one loss per row, averaged over every process's rows; ``whole_batch``: its
     views gathered from all processes first, then one number; ``replicated``: the same number on every process);
     ``needs_initial_weights`` asks for ``context.initial_weights``; ``needs_tokens`` for ``context.tokens`` and
-    ``context.model``; ``needs_lm_head`` for an encoder with the model's masked-LM head. The constructor takes the
-    view names (stored in ``self.views``, role -> name) and the loss's parameters as keywords."""
+    ``context.model``; ``needs_lm_head`` for an encoder with the model's masked-LM head; ``model_params`` names the
+    parameters that name a model (a generator, a teacher: their weights' sha256 joins the run's identity). The
+    constructor takes the view names (stored in ``self.views``, role -> name) and the loss's parameters as
+    keywords. A loss with models of its own loads them in :meth:`auxiliary`, when the run is set up."""
 
     roles: ClassVar[tuple[str, ...]] = ()
     view_lists: ClassVar[tuple[str, ...]] = ()
@@ -56,10 +60,19 @@ class Loss(nn.Module):
     needs_initial_weights: ClassVar[bool] = False
     needs_tokens: ClassVar[bool] = False
     needs_lm_head: ClassVar[bool] = False
+    model_params: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, **views: str | list[str]):
         super().__init__()
         self.views = views
+        self.attached: str | None = None  # the key of its trained auxiliary model in the encoder, once attached
+
+    def auxiliary(self, encoder) -> nn.Module | None:
+        """Load the loss's own models for the training ``encoder`` (a
+        :class:`~cselab.train.model.TrainingEncoder`); return the one to train with it (attached as
+        ``encoder.auxiliary[NAME]``, run through ``context.model(..., auxiliary=self.attached)``), or None. Frozen
+        models stay outside the module's state (rebuilt from their spec). Nothing by default."""
+        return None
 
     def __init_subclass__(cls, **kwargs):
         """A class declaring a ``reduce`` other than one of :data:`REDUCTIONS` is refused where it is defined."""

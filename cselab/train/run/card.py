@@ -114,6 +114,9 @@ def model_card(method: MethodConfig, info: CheckpointInfo, facts: dict[str, Any]
             ["pooler, prompt, max length, normalized", f"{info.pooler}, {info.prompt!r}, {info.max_length}, "
                                                        f"{info.normalize}"],
             ["cselab", identity.get("cselab")]]
+    rows[2:2] = [[f"auxiliary model ({key})", f"{model['model']} (weights sha256 {model['weights_sha256'] or '—'}; "
+                  "trained ones kept in OUT/last, not in this checkpoint)"]
+                 for key, model in (identity.get("auxiliary") or {}).items()]
     parts = [_header(info, method, license), f"# {method.name}, trained with cselab", method.description or "",
              "| | |\n|---|---|\n" + "\n".join(f"| {name} | {value} |" for name, value in rows)]
     differences = ledger_differences(method)

@@ -2,8 +2,9 @@
 
 ``OUT/config.yaml`` is the resolved method and ``OUT/run.json`` the run's identity: the config's sha256, the data
 fingerprint (an augment cache's key and manifest sha256, or a corpus's sha256), the base model (its name and its
-weights' sha256), the dev set (its file's sha256 and the pair limit) and cselab's version; beside it, not part of
-it, the provenance of each session that trained (the weight files' sha256, device, cselab's commit, the command).
+weights' sha256), the models the losses name (a generator, a teacher: each by spec and weights' sha256), the dev set
+(its file's sha256 and the pair limit) and cselab's version; beside it, not part of it, the provenance of each
+session that trained (the weight files' sha256, device, cselab's commit, the command).
 A run started on an existing ``OUT`` resumes only when its identity is the same; otherwise it stops naming the
 field that differs.
 ``OUT/.lock`` holds the writer's pid, host, process start time and wall-clock start: a second run on the same
@@ -72,12 +73,32 @@ def _written_settings(out: Path, written: dict[str, Any]) -> dict[str, Any]:
 
 
 def identity(method: dict[str, Any], base_model: str, data: dict[str, Any], base_weights: str | None = None,
-             dev: dict[str, Any] | None = None) -> dict[str, Any]:
+             dev: dict[str, Any] | None = None, auxiliary: dict[str, Any] | None = None) -> dict[str, Any]:
     """What makes a run this run: its config, its data by content (not where it lies), its base model by name and
-    by its weights' sha256, and the dev set it picks ``best`` with (the file's sha256 and the pair limit)."""
-    return {"format": "cselab-run", "version": 2, "cselab": __version__, "config_sha256": config_sha256(method),
-            "base_model": base_model, "base_weights_sha256": base_weights,
-            "data": {k: v for k, v in data.items() if k not in ("path", "backtranslation")}, "dev": dev}
+    by its weights' sha256, the dev set it picks ``best`` with (the file's sha256 and the pair limit), and the
+    models its losses name (a generator, a teacher: ``auxiliary``, each by spec and weights' sha256), when any."""
+    found = {"format": "cselab-run", "version": 2, "cselab": __version__, "config_sha256": config_sha256(method),
+             "base_model": base_model, "base_weights_sha256": base_weights,
+             "data": {k: v for k, v in data.items() if k not in ("path", "backtranslation")}, "dev": dev}
+    return {**found, "auxiliary": auxiliary} if auxiliary else found
+
+
+def loss_models(method: MethodConfig) -> dict[str, str]:
+    """Each model a loss names (its plug-in's ``model_params``: a generator, a teacher) by its key, e.g.
+    ``losses.rtd.generator``."""
+    from cselab.train.config.schema import loss_plugin
+
+    return {f"losses.{name}.{key}": params[key] for name, params in method.losses.items()
+            for key in loss_plugin(name, params).cls.model_params if params.get(key) is not None}
+
+
+def auxiliary_models(method: MethodConfig) -> dict[str, dict[str, str | None]]:
+    """Each model a loss names (:func:`loss_models`), by its key: the spec and its weights' sha256."""
+    from cselab.encoders.loading import resolve_backbone
+    from cselab.encoders.pretrained import combined_sha256, weight_files
+
+    return {key: {"model": spec, "weights_sha256": combined_sha256(weight_files(resolve_backbone(spec)))}
+            for key, spec in loss_models(method).items()}
 
 
 def run_identity(method: MethodConfig, model: str, source: dict[str, Any], data_dir=None,
@@ -91,7 +112,7 @@ def run_identity(method: MethodConfig, model: str, source: dict[str, Any], data_
     weights = weight_files(str(model)) if weights is None else weights
     probe = dev_scorer(method.training.dev, data_dir, eval_limit)
     return identity(method.to_dict(), str(model), source, combined_sha256(weights),
-                    {"set": NONE} if probe is None else probe.identity())
+                    {"set": NONE} if probe is None else probe.identity(), auxiliary_models(method))
 
 
 def _differences(old: Any, new: Any, prefix: str = "") -> list[str]:
@@ -130,8 +151,8 @@ def check_or_write(out: Path, mine: dict[str, Any], method: dict[str, Any], writ
         if not changed and theirs.get("config_sha256") not in (config_sha256(written), legacy):
             changed = [f"{CONFIG} (edited since the run began)"]
     changed += _differences({"data": _content(theirs.get("data"))}, {"data": _content(mine["data"])})
-    for field in ("base_model", "base_weights_sha256", "dev", "cselab", "version"):
-        changed += _differences({field: theirs.get(field)}, {field: mine[field]})
+    for field in ("base_model", "base_weights_sha256", "auxiliary", "dev", "cselab", "version"):
+        changed += _differences({field: theirs.get(field)}, {field: mine.get(field)})
     if changed:
         raise TrainingError(f"{out}: a different run: {changed[0]}" + (f" and {len(changed) - 1} more"
                                                                         if len(changed) > 1 else "")

@@ -33,6 +33,16 @@ def build_encoder(method: MethodConfig, model: str) -> TrainingEncoder:
                                            **method.to_dict()["encoder"])
 
 
+def attach_auxiliary(encoder: TrainingEncoder, objective: Objective) -> None:
+    """Load each loss's own models for ``encoder``; a trained one joins it as ``encoder.auxiliary[LOSS]`` (so that
+    the optimizer, DDP and ``OUT/last`` hold it, and a checkpoint does not)."""
+    for name, loss in zip(objective.names, objective.losses, strict=True):
+        module = loss.auxiliary(encoder)
+        if module is not None:
+            encoder.auxiliary[name] = module
+            loss.attached = name
+
+
 def initial_weights(encoder: TrainingEncoder) -> list[torch.Tensor]:
     """The backbone's initial weights for ``recall``: the frozen copy's when it has full precision and stays the
     initial backbone (no momentum; no second copy), else a snapshot."""
@@ -98,6 +108,7 @@ def setup(method: MethodConfig, model: str, rows, where: str = "the training dat
     check_hooks(objective, cfg, processes)
     per_epoch, total = step_counts(len(rows), cfg, where)
     encoder = build_encoder(method, model)
+    attach_auxiliary(encoder, objective)
     initial = initial_weights(encoder) if objective.needs_initial_weights else None
     optimizer = build_optimizer([(n, p) for n, p in encoder.named_parameters() if p.requires_grad], cfg)
     reached = -(-total * cfg.grad_accum // per_epoch)  # the epochs the run's steps reach (the last maybe in part)

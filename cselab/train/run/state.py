@@ -137,7 +137,7 @@ def load_state(folder: Path, rank: int, model: torch.nn.Module, optimizer, sched
     if getattr(model, "momentum", None) is not None:
         weights.append((model.frozen, MOMENTUM_FILE))
     for module, name in weights:
-        if not (folder / name).is_file():
+        if not (folder / name).is_file():  # the only one a state may lack (model.safetensors is in every manifest)
             raise StateError(f"{folder / name}: missing: the state was saved by a run without a momentum encoder")
         try:
             load_model(module, str(folder / name), device=device)

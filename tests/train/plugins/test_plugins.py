@@ -38,8 +38,10 @@ def _installed(tmp_path, monkeypatch, module: str) -> None:
 
 def test_every_in_tree_kind_is_found_without_a_list():
     assert {"info_nce", "two_way_margin", "recall", "nt_xent", "sg_opt"} <= set(registry.names("loss"))
-    assert registry.names("head") == ["mlp", "projection"] and "sam" in registry.names("weight_hook")
+    assert registry.names("head") == ["batchnorm_mlp", "mlp", "projection"] and "sam" in registry.names("weight_hook")
     assert "gmm" in registry.names("negatives") and "gaussian_noise" in registry.names("input_augment")
+    assert "queue" in registry.names("negatives") and registry.names("token_augment") == ["word_repetition"]
+    assert "rtd" in registry.names("loss")
     from cselab.train.config.schema import VIEW
 
     assert registry.names("layer_pooler") == ["avg", "first", "mask", "max"]
@@ -63,7 +65,9 @@ def test_an_entry_point_that_does_not_import_names_its_package(tmp_path, monkeyp
 BASES = {"loss": "cselab.train.plugins.kinds.Loss", "negatives": "cselab.train.plugins.kinds.NegativeSource",
          "logit_transform": "cselab.train.plugins.kinds.LogitTransform",
          "input_augment": "cselab.train.plugins.kinds.Augment",
-         "output_augment": "cselab.train.plugins.kinds.Augment", "weight_hook": "cselab.train.plugins.kinds.WeightHook",
+         "output_augment": "cselab.train.plugins.kinds.Augment",
+         "token_augment": "cselab.train.plugins.kinds.TokenAugment",
+         "weight_hook": "cselab.train.plugins.kinds.WeightHook",
          "head": "cselab.train.plugins.kinds.Head", "pooler": "cselab.encoders.pooling.Pooler",
          "layer_pooler": "cselab.encoders.pooling.LayerPooler"}
 

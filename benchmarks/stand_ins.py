@@ -1,0 +1,38 @@
+"""Random-weight stand-ins for the models a method's losses name (DiffCSE's generator, RankCSE's teachers), of the
+released models' sizes and with the trained model's tokenizer: the arithmetic of the real ones, which are not
+packaged (the timing scripts need no download). A generator is a 6-layer BERT-base masked LM (distilbert-base-uncased's
+depth and width), a first teacher a BERT-base, a second a BERT-large (RankCSE's DiffCSE-base and SimCSE-large)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+SIZES = {  # BertConfig fields by the loss parameter that names the model; tiny runs use TINY
+    "generator": {"num_hidden_layers": 6},
+    "teacher": {},
+    "second_teacher": {"hidden_size": 1024, "num_hidden_layers": 24, "num_attention_heads": 16,
+                       "intermediate_size": 4096},
+}
+TINY = {"hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2, "intermediate_size": 64}
+
+
+def stand_in_models(method: str, tokenizer_path: str, folder: Path, tiny: bool = False) -> list[str]:
+    """``--set`` overrides that give each model ``method``'s losses name a stand-in written under ``folder``."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, BertModel
+
+    from cselab.train.config.methods import load_method
+    from cselab.train.run.folder import loss_models
+
+    overrides = []
+    for key in loss_models(load_method(method)):
+        parameter = key.rsplit(".", 1)[1]
+        path = folder / f"stand-in-{parameter}"
+        if not (path / "config.json").exists():
+            tokenizer = AutoTokenizer.from_pretrained(tokenizer_path)
+            config = BertConfig(vocab_size=len(tokenizer), **(TINY if tiny else SIZES.get(parameter, {})))
+            torch.manual_seed(0)
+            (BertForMaskedLM if parameter == "generator" else BertModel)(config).save_pretrained(path)
+            tokenizer.save_pretrained(path)
+        overrides.append(f"{key}={path}")
+    return overrides

@@ -1,0 +1,137 @@
+"""DiffCSE's conditional replaced-token detection (Chuang et al., 2022; voidism/DiffCSE), the ``rtd`` loss: a
+frozen masked-LM **generator** rewrites each sentence whose tokens were masked, and a **discriminator**, a trained
+copy of the initial backbone whose first input position is the sentence's vector, tells each position's token
+replaced or not.
+
+The released code does this with a patched transformers 4.2.1 whose ``BertModel.forward`` takes a ``cls_input`` that
+replaces the embedding layer's output at position 0; here a forward hook on the discriminator's embedding layer does
+the same to an unpatched model (:class:`ConditionedDiscriminator`). The generator is rebuilt from its spec (its
+weights' sha256 is part of the run's identity); the discriminator and its two-way head are trained with the encoder,
+saved in ``OUT/last`` and never in a checkpoint.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+from torch import nn
+
+from cselab.errors import ConfigError
+from cselab.files import shown
+from cselab.registry import Param, register
+from cselab.train.plugins import functional as L
+from cselab.train.plugins.kinds import Loss, LossContext
+
+
+class ConditionedDiscriminator(nn.Module):
+    """A transformer whose embedding layer's output at the first position is replaced by a sentence vector, and a
+    two-way linear head over every position (PyTorch's initialisation, as the released ``electra_head``)."""
+
+    def __init__(self, model: nn.Module, hidden: int):
+        super().__init__()
+        embeddings = getattr(model, "embeddings", None)
+        if not isinstance(embeddings, nn.Module):
+            raise ConfigError(f"{type(model).__name__} has no embeddings module whose output the sentence vector "
+                              "can replace at the first position; the rtd loss needs a BERT-like encoder")
+        self.model, self.head = model, nn.Linear(hidden, 2)
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, condition: torch.Tensor) -> torch.Tensor:
+        def first_replaced(module, inputs, output):
+            return torch.cat([condition.unsqueeze(1).to(output.dtype), output[:, 1:]], dim=1)
+
+        hook = self.model.embeddings.register_forward_hook(first_replaced)  # for this pass only
+        try:
+            states = self.model(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        finally:
+            hook.remove()
+        return self.head(states)
+
+
+def same_vocabulary(generator_tokenizer, tokenizer, spec: str, where: str) -> None:
+    """Refuse a generator whose token ids mean other tokens than the model's: its predictions are read as ids of the
+    model's vocabulary."""
+    theirs, ours = generator_tokenizer.get_vocab(), tokenizer.get_vocab()
+    if theirs != ours:
+        differing = sorted(set(theirs.items()) ^ set(ours.items()), key=str)[0]
+        raise ConfigError(f"{where}: {shown(spec)} has another vocabulary than the model ({len(theirs)} and "
+                          f"{len(ours)} tokens; {differing[0]!r} differs), and its predictions are read as the "
+                          "model's token ids; use a generator with the model's tokenizer (DiffCSE: "
+                          "distilbert-base-uncased for bert-base-uncased, distilroberta-base for roberta-base)")
+
+
+@register("loss", "rtd", params={
+    "generator": Param(str, help="the frozen masked LM that rewrites the masked sentences: a folder or hub name with "
+                       "the model's vocabulary (DiffCSE: distilbert-base-uncased)"),
+    "mask_ratio": Param(float, 0.3, "share of each sentence's tokens masked for the generator (80% [MASK], 10% a "
+                        "random token, 10% kept)", min=0.0, max=1.0, above=True),
+    "generator_dropout": Param(bool, True, "run the generator with dropout, as the released code (its generator is "
+                               "a submodule of the model the Trainer puts in train mode)")})
+class ReplacedTokenDetection(Loss):
+    """DiffCSE's conditional ELECTRA loss on each of ``views`` (their vectors after the head, and their tokens): the
+    tokens masked, the generator's most likely token at every position (the first kept), the discriminator
+    conditioned on the view's vector predicting which positions changed
+    (:func:`~cselab.train.plugins.functional.replaced_token_detection`, one value per row)."""
+
+    view_lists, needs_tokens, model_params = ("views",), True, ("generator",)
+
+    def __init__(self, generator: str, mask_ratio: float, generator_dropout: bool, **views):
+        super().__init__(**views)
+        self.spec, self.mask_ratio, self.generator_dropout = generator, mask_ratio, generator_dropout
+        self.__dict__["generator"] = None  # loaded in auxiliary(): frozen, rebuilt from its spec, not state
+
+    @classmethod
+    def view_schema(cls):
+        return {"views": Param(list, [], items=Param(str), help="the views whose vectors condition the "
+                               "discriminator on their own rewritten tokens (DiffCSE: both dropout views)")}
+
+    @classmethod
+    def validate(cls, params: dict[str, Any], where: str) -> None:
+        if not params["views"]:
+            raise ConfigError(f"{where}.views: name the views whose vectors condition the discriminator (DiffCSE: "
+                              "[anchor, positive])")
+
+    def auxiliary(self, encoder) -> nn.Module:
+        """Load the generator (checked to share the model's vocabulary) and build the discriminator: a copy of the
+        initial backbone, its pooler left out of training, and a two-way head."""
+        from cselab.encoders.loading import resolve_backbone
+        from cselab.encoders.pretrained import load_tokenizer
+        from cselab.train.model import load_masked_lm
+
+        path = resolve_backbone(self.spec)
+        same_vocabulary(load_tokenizer(path), encoder.tokenizer, self.spec, "losses.rtd.generator")
+        self.__dict__["generator"] = load_masked_lm(path, "the rtd loss's generator",
+                                                    "predicts the replaced tokens with").requires_grad_(False)
+        model = copy.deepcopy(encoder.backbone)
+        if getattr(model, "pooler", None) is not None:
+            model.pooler.requires_grad_(False)  # unused: no gradient for DDP to wait for
+        return ConditionedDiscriminator(model, encoder.backbone.config.hidden_size)
+
+    def forward(self, views, context: LossContext):
+        encoder = getattr(context.model, "module", context.model)
+        tokenizer, device = encoder.tokenizer, next(encoder.backbone.parameters()).device
+        special = torch.tensor(tokenizer.all_special_ids, device=device)
+        values = []
+        for name in self.views["views"]:
+            vectors = context.encoded[name][0]
+            present, input_ids, attention_mask = context.tokens(name)
+            if not present:
+                continue
+            input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
+            masked, _ = L.mask_tokens(input_ids, attention_mask.bool() & ~torch.isin(input_ids, special),
+                                      self.mask_ratio, tokenizer.mask_token_id, len(tokenizer))
+            generated = self.rewrite(masked, attention_mask, tokenizer.cls_token_id)
+            replaced = (generated != input_ids) & attention_mask.bool()
+            logits = context.model(generated * attention_mask, attention_mask, auxiliary=self.attached,
+                                   condition=vectors)
+            values.append(L.replaced_token_detection(logits, replaced))
+        return torch.cat(values) if values else encoder.empty().sum(dim=1)
+
+    @torch.no_grad()
+    def rewrite(self, masked: torch.Tensor, attention_mask: torch.Tensor, first: int) -> torch.Tensor:
+        """The generator's most likely token at every position, the first position's set to ``first``."""
+        generator = self.generator.to(masked.device).train(self.generator_dropout and self.training)
+        predicted = generator(input_ids=masked, attention_mask=attention_mask).logits.argmax(-1)
+        predicted[:, 0] = first
+        return predicted

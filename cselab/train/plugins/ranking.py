@@ -1,0 +1,137 @@
+"""RankCSE's losses (Liu et al., 2023; perceptiveshawty/RankCSE): the consistency of the two dropout views' ranking
+of the batch (``rank_consistency``) and the distillation of one or two teachers' rankings (``rank_distillation``,
+ListMLE or ListNet). Both read each row's similarity list: its cosine to every positive of the batch (gathered from
+every process), over a temperature.
+
+The teachers are any encoders ``probe run --model`` takes (a cselab checkpoint, a sentence-transformers folder, a hub
+name), given by spec: each encodes the batch's texts with its own tokenizer, cut at the training length, through the
+embedding cache (:mod:`cselab.encoders.cache`), so a sentence seen before (another epoch, a resumed run) is not encoded
+again. They load on the training device at the first batch (the cache is keyed by the device that computes a
+vector). Their specs and weights' sha256 are part of the run's identity.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import torch
+
+from cselab.errors import ConfigError
+from cselab.registry import Param, register
+from cselab.train.plugins import functional as L
+from cselab.train.plugins.kinds import Loss, LossContext
+from cselab.train.run.distributed import gather_rows
+
+TEMPERATURE = Param(float, 0.05, "the student's temperature over its cosine similarities (InfoNCE's)", min=0.0,
+                    above=True)
+
+
+def similarity_lists(rows: torch.Tensor, columns: torch.Tensor, temperature: float) -> tuple[torch.Tensor, int]:
+    """Each row's cosine to every column of the batch (``columns`` gathered from every process) over
+    ``temperature``, and where this process's own columns start."""
+    gathered, offset = gather_rows(columns)
+    return L.cosine_matrix(rows.float(), gathered.float()) / temperature, offset
+
+
+@register("loss", "rank_consistency", params={
+    "temperature": TEMPERATURE,
+    "form": Param(str, "jsd", "jsd: the Jensen-Shannon divergence of the two lists' softmax (the paper); released: "
+                  "what the released Divergence computes, minus their mean entropy (--profile official)",
+                  choices=("jsd", "released"))})
+class RankConsistency(Loss):
+    """The two views' similarity lists kept consistent: row i of ``anchor`` against every ``positive``, and row i of
+    ``positive`` against every ``anchor`` (:func:`~cselab.train.plugins.functional.jensen_shannon`, or
+    :func:`~cselab.train.plugins.functional.released_rank_consistency`)."""
+
+    roles = ("anchor", "positive")
+
+    def __init__(self, temperature: float, form: str, **views):
+        super().__init__(**views)
+        self.temperature, self.form = temperature, form
+
+    def forward(self, views, context: LossContext):
+        anchors, positives = views
+        first, _ = similarity_lists(anchors, positives, self.temperature)
+        second, _ = similarity_lists(positives, anchors, self.temperature)
+        divergence = L.jensen_shannon if self.form == "jsd" else L.released_rank_consistency
+        return divergence(first, second)
+
+
+@register("loss", "rank_distillation", params={
+    "teacher": Param(str, help="the first teacher: any probe run model spec (RankCSE: "
+                     "voidism/diffcse-bert-base-uncased-sts)"),
+    "teacher_pooler": Param(str, None, "its pooler (null: the folder's own)", nullable=True, choices="plugin:pooler"),
+    "second_teacher": Param(str, None, "a second teacher (null: one)", nullable=True),
+    "second_teacher_pooler": Param(str, None, "its pooler (null: the folder's own)", nullable=True,
+                                   choices="plugin:pooler"),
+    "alpha": Param(float, 0.33, "the first teacher's share of the teachers' lists (alpha_)", min=0.0, max=1.0),
+    "teacher_temperature": Param(float, 0.05, "the teachers' temperature over their cosines (tau2)", min=0.0,
+                                 above=True),
+    "temperature": TEMPERATURE,
+    "form": Param(str, "listmle", "listmle (Plackett-Luce likelihood of the teachers' ranking) or listnet "
+                  "(cross-entropy of the top-one distributions, each row's positive left out)",
+                  choices=("listmle", "listnet"))})
+class RankDistillation(Loss):
+    """The student's similarity lists (``anchor`` against every ``positive``) ranked as its teachers rank the same
+    sentences: their lists, ``alpha`` times the first's plus ``1 - alpha`` times the second's, distilled by ListMLE
+    (:func:`~cselab.train.plugins.functional.list_mle`) or ListNet
+    (:func:`~cselab.train.plugins.functional.list_net`)."""
+
+    roles, needs_tokens, model_params = ("anchor", "positive"), True, ("teacher", "second_teacher")
+
+    def __init__(self, teacher: str, teacher_pooler: str | None, second_teacher: str | None,
+                 second_teacher_pooler: str | None, alpha: float, teacher_temperature: float, temperature: float,
+                 form: str, **views):
+        super().__init__(**views)
+        self.specs = [(teacher, teacher_pooler), *([(second_teacher, second_teacher_pooler)] if second_teacher
+                                                   else [])]
+        self.alpha, self.teacher_temperature = alpha, teacher_temperature
+        self.temperature, self.form = temperature, form
+        self.length: int | None = None  # the training length, from auxiliary()
+        self.__dict__["teachers"] = []  # loaded at the first batch: frozen, rebuilt from their specs, not state
+
+    @classmethod
+    def validate(cls, params: dict[str, Any], where: str) -> None:
+        if params.get("second_teacher") is None and params.get("second_teacher_pooler") is not None:
+            raise ConfigError(f"{where}.second_teacher_pooler: set, and there is no second_teacher; one teacher "
+                              f"is --set {where}.second_teacher=null --set {where}.second_teacher_pooler=null")
+
+    def auxiliary(self, encoder) -> None:
+        """Note the training length the teachers cut a sentence at: nothing to train."""
+        self.length = encoder.view.max_length
+        return None
+
+    def teacher_lists(self, texts: list[str], device: torch.device) -> torch.Tensor:
+        """The teachers' similarity lists of this process's ``texts`` against every process's (their vectors
+        gathered), weighed by ``alpha``. A teacher cuts a text at the training length, as the student does: that
+        cut is the method's, so it says nothing of it."""
+        from cselab.encoders.loading import load_encoder
+
+        if not self.teachers:
+            self.__dict__["teachers"] = [load_encoder(spec, pooler=pooler, max_length=self.length, device=str(device),
+                                                      dtype="float32") for spec, pooler in self.specs]
+        lists = []
+        for teacher in self.teachers:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*longer than max_length")
+                vectors = torch.from_numpy(teacher.encode(texts, batch_size=max(len(texts), 1))).to(device)
+            lists.append(similarity_lists(vectors, vectors, self.teacher_temperature)[0])
+        if len(lists) == 1:
+            return lists[0]
+        return self.alpha * lists[0] + (1.0 - self.alpha) * lists[1]
+
+    def forward(self, views, context: LossContext):
+        anchors, positives = views
+        student, offset = similarity_lists(anchors, positives, self.temperature)
+        teacher = self.teacher_lists(self._aligned_texts(context), anchors.device)
+        if self.form == "listmle":
+            return L.list_mle(student, teacher)
+        return L.list_net(student, teacher, torch.arange(len(anchors), device=anchors.device) + offset)
+
+    def _aligned_texts(self, context: LossContext) -> list[str]:
+        """The texts of the rows that have both views, in their order."""
+        anchor, positive = self.views["anchor"], self.views["positive"]
+        common = sorted(set(context.encoded[anchor][1]) & set(context.encoded[positive][1]))
+        texts = dict(zip(context.encoded[anchor][1], context.texts(anchor), strict=True))
+        return [texts[row] for row in common]
