@@ -30,6 +30,23 @@ def models_for(preset: str, folder: Path) -> list[str]:
             for key in loss_models(load_method(preset))]
 
 
+def base_for(preset: str, tiny_bert, folder: Path) -> tuple[str, list[str]]:
+    """The base model a test trains ``preset`` from, and the overrides it needs there: the tiny BERT, or, for a
+    method whose loss reads the base model's masked-LM weights (InfoCSE's aggregation), a tiny masked-LM BERT of the
+    same draw with its frozen part cut to one layer."""
+    from cselab.train.config.methods import load_method
+
+    if not any(params.get("kind", name) == "aggregation_mlm" for name, params in load_method(preset).losses.items()):
+        return str(tiny_bert), []
+    if not (folder / "masked-base" / "config.json").exists():
+        from transformers import BertForMaskedLM
+
+        from tests.conftest import save_tiny_bert
+
+        save_tiny_bert(folder / "masked-base", BertForMaskedLM, hidden=32, layers=2)
+    return str(folder / "masked-base"), ["losses.aggregation_mlm.layers=1"]
+
+
 def tiny_model(folder: Path, masked_lm: bool) -> Path:
     """A random one-layer BERT (hidden 32; a masked LM or an encoder) with bert-base-uncased's vocabulary, saved in
     ``folder`` once."""

@@ -112,7 +112,7 @@ class TrainingEncoder(nn.Module):
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, prompt: str | None = None,
                 use_head: bool = True, layers: list[int] | str | None = None, layer_pooler: str | None = None,
                 frozen: bool = False, input_augment=None, mlm: bool = False, auxiliary: str | None = None,
-                condition: torch.Tensor | None = None):
+                condition: torch.Tensor | None = None, pooled: bool = False):
         """Pooled vectors of a tokenized batch (through the head in training when there is one). Training calls
         this through the accelerate/DDP wrapper, so that gradients are synchronised across processes.
 
@@ -121,7 +121,8 @@ class TrainingEncoder(nn.Module):
         ``layer_pooler`` (by default the one matching the encoder's pooler). ``frozen`` runs the frozen copy.
         ``input_augment`` maps the word embeddings (batch, tokens, dim) to what the encoder reads instead. ``mlm``
         returns the masked-LM head's logits of every token instead (batch, tokens, vocabulary); ``auxiliary`` runs that
-        auxiliary model instead, on the tokens and the sentence vectors ``condition``."""
+        auxiliary model instead, on the tokens and the sentence vectors ``condition``. ``pooled`` (without ``layers``)
+        returns ``(vectors, pooled)``, the second before the head."""
         if auxiliary is not None:
             device = next(self.backbone.parameters()).device
             return self.auxiliary[auxiliary](input_ids.to(device), attention_mask.to(device), condition)
@@ -144,7 +145,9 @@ class TrainingEncoder(nn.Module):
                                         layer_pooler=layer_pooler, input_augment=input_augment)
         vectors, stacked = (result.float(), None) if layers is None else (result[0].float(), result[1].float())
         head = self.head if self.head is not None and use_head and self.training else (lambda x: x)
-        return head(vectors) if layers is None else (head(vectors), head(stacked))
+        if layers is None:
+            return (head(vectors), vectors) if pooled else head(vectors)
+        return head(vectors), head(stacked)
 
     def empty(self) -> torch.Tensor:
         """The vectors of no sentence: zero rows, on the backbone's device, part of the graph."""
@@ -157,17 +160,17 @@ class TrainingEncoder(nn.Module):
         return self(*self.tokenize(sentences, prompt), prompt=prompt, use_head=use_head, **options)
 
 
-def load_masked_lm(name_or_path: str, user: str, use: str):
-    """``AutoModelForMaskedLM`` of ``name_or_path`` with its masked-LM head's trained weights; a ConfigError naming
-    the ``user`` (a loss) and what it needs them for (``use``) when transformers cannot build one or the weights lack
-    the head (the packaged MiniLM)."""
+def load_masked_lm(name_or_path: str, user: str, use: str, **config):
+    """``AutoModelForMaskedLM`` of ``name_or_path`` (``config`` overriding its config's fields, e.g. fewer layers) with
+    its masked-LM head's trained weights; a ConfigError naming the ``user`` (a loss) and what it needs them for
+    (``use``) when transformers cannot build one or the weights lack the head (the packaged MiniLM)."""
     from transformers import AutoModelForMaskedLM
     from transformers.utils import logging as transformers_logging
 
     verbosity = transformers_logging.get_verbosity()
     transformers_logging.set_verbosity_error()  # the missing head is reported here, in one line
     try:
-        masked, info = AutoModelForMaskedLM.from_pretrained(name_or_path, output_loading_info=True)
+        masked, info = AutoModelForMaskedLM.from_pretrained(name_or_path, output_loading_info=True, **config)
     except Exception as err:  # an architecture without a masked-LM class, an unreadable folder, offline
         raise ConfigError(f"{name_or_path}: {user} needs a masked-LM, and transformers cannot build one from it "
                           f"({type(err).__name__}: {clipped(err)})") from None

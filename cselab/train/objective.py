@@ -105,6 +105,9 @@ class Objective(nn.Module):
         self.weight_hook = build_plugin("weight_hook", method.hooks.get("weights"))
         self.gradient_views = [view.name for view in self.views if view.needs_gradient]
         self.needs_initial_weights = any(loss.needs_initial_weights for loss in self.losses)
+        # views whose vectors before the training head a loss reads too (as NAME.pooled)
+        self.pooled = {name for loss in self.losses if loss.needs_pooled for value in loss.views.values()
+                       for name in (value if isinstance(value, list) else [value])}
 
     @property
     def columns(self) -> list[str]:
@@ -148,7 +151,7 @@ class Objective(nn.Module):
                 out[view.name] = (view.from_base(base, captured, directions), present)
             else:
                 out.update(_forward_views(model, encoder, self.shared_pass[view.name], batch, captured, directions,
-                                          self.interleaved))
+                                          self.interleaved, self.pooled))
         return out
 
     def losses_on(self, encoded: Encoded, initial_weights: Callable[[], tuple] | None = None, model=None,
@@ -217,10 +220,10 @@ def _split(tensor: torch.Tensor, copies: int, interleaved: bool) -> tuple[torch.
 
 
 def _forward_views(model, encoder, views: list[View], batch: Batch, captured, directions,
-                   interleaved: bool = False) -> dict[str, tuple]:
+                   interleaved: bool = False, pooled: set[str] = frozenset()) -> dict[str, tuple]:
     """The vectors of ``views`` (one column, prompt, layers and copy) from one forward pass: their rows repeated
     once per view (stacked, or ``interleaved`` as SimCSE's released code lays them out), each copy drawing its own
-    dropout masks."""
+    dropout masks; a view in ``pooled`` also gives ``NAME.pooled``, its vectors before the training head."""
     first, copies = views[0], len(views)
     present, input_ids, attention_mask = batch.tokens[first.column, first.prompt]
     if present:
@@ -228,18 +231,24 @@ def _forward_views(model, encoder, views: list[View], batch: Batch, captured, di
             input_ids, attention_mask = first.tokens(input_ids, attention_mask, encoder.tokenizer.pad_token_id or 0)
         if copies > 1:
             input_ids, attention_mask = (_copies(t, copies, interleaved) for t in (input_ids, attention_mask))
+        keep = any(view.name in pooled for view in views)
         result = model(input_ids, attention_mask, prompt=first.prompt, layers=first.layers,
                        layer_pooler=first.layer_pooler, frozen=first.frozen,
-                       input_augment=first.input_augment(captured, directions))
-        vectors, layers = result if first.layers else (result, None)
+                       input_augment=first.input_augment(captured, directions), pooled=keep)
+        vectors, layers = result if first.layers or keep else (result, None)
+        if keep:  # the second is the vectors before the head
+            layers, before = None, _split(layers, copies, interleaved)
         vectors = _split(vectors, copies, interleaved)
         layers = [None] * copies if layers is None else _split(layers, copies, interleaved)
     else:
         empty = encoder.empty()
         vectors, layers = [empty] * copies, [empty.unsqueeze(1) if first.layers else None] * copies
+        before = [empty] * copies
     out = {}
-    for view, view_vectors, view_layers in zip(views, vectors, layers, strict=True):
+    for index, (view, view_vectors, view_layers) in enumerate(zip(views, vectors, layers, strict=True)):
         out[view.name] = (view_vectors, present)
+        if view.name in pooled:
+            out[f"{view.name}.pooled"] = (before[index], present)
         if view_layers is not None:
             out[f"{view.name}.layers"] = (view_layers, present)
     return out

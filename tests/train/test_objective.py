@@ -8,7 +8,7 @@ from cselab.train.model import TrainingEncoder
 from cselab.train.objective import Objective
 from cselab.train.run.setup import build_encoder, initial_weights
 from cselab.train.run.trainer import train
-from tests.runs import data_for, models_for
+from tests.runs import base_for, data_for, models_for
 from tests.train.run.test_trainer import with_loss_setting
 
 ROWS = {"text": ["a man plays the guitar", "two dogs run on the beach", "the market fell sharply today"],
@@ -97,10 +97,12 @@ def test_frozen_copy_gives_layer_views_without_gradient_and_stays_put(tiny_bert_
 
 @pytest.mark.parametrize("preset", preset_names())
 def test_every_preset_trains_a_few_steps(preset, tiny_bert_dir, tiny_cache, data_dir, tmp_path):
+    base, overrides = base_for(preset, tiny_bert_dir, tmp_path)
     method = load_method(preset, ["training.batch_size=16", "training.max_length=24", "training.lr=1e-4",
-                                  "training.max_steps=2", "training.eval_steps=2", *models_for(preset, tmp_path)])
-    summary = train(method, str(tiny_bert_dir), data_for(preset, tiny_cache), tmp_path / "run", data_dir,
-                    eval_limit=20, progress=False)
+                                  "training.max_steps=2", "training.eval_steps=2", *models_for(preset, tmp_path),
+                                  *overrides])
+    summary = train(method, base, data_for(preset, tiny_cache), tmp_path / "run", data_dir, eval_limit=20,
+                    progress=False)
     assert summary["steps"] == 2 and (tmp_path / "run" / "best" / "model.safetensors").exists()
 
 

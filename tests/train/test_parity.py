@@ -286,6 +286,34 @@ def released_rankcse_loss(bert, mlp, teachers, tokenizer, sentences, temp=0.05, 
     return loss + sd_loss + kd_loss
 
 
+def released_infocse_loss(bert, mlp, mlm, c_head, lm_head, tokenizer, sentences, masked, labels, temp=0.05,
+                          mlm_weight=1e-5):
+    """caskcsg/sentemb at 5eeec55, InfoCSE/ (Infocse-bert-base.sh: --pooler_type cls --mlp_only_train --batchnorm
+    --do_mlm --skip_from 6 --n_head_layers 2 --mlm_probability 0.4 --mlm_weight 1e-5 --mlm_eval): every sentence
+    twice, side by side in one pass (models_cls_mlm.py 141-158); each row's masked ids (here the ones cselab drew)
+    through the frozen masked LM cut to its first layers, in eval mode and without gradient, its last token states
+    but the first (164-183); the pass's [CLS] state in front of them, through the c_head layers under the extended
+    mask (1 - mask) * -10000 (184-196) and the masked-LM head, cross-entropy on the masked tokens (197-198, 264-269);
+    plus InfoNCE of the ProjectionMLP's vectors (200-262)."""
+    batch = released_pairs(tokenizer, sentences)
+    n, attention_mask = len(sentences), batch["attention_mask"]
+    outputs = bert(**batch)
+    with torch.no_grad():
+        mlm_outputs = mlm.eval()(input_ids=torch.stack(masked, dim=1).flatten(0, 1), attention_mask=attention_mask,
+                                 output_hidden_states=True)
+    hiddens = torch.cat([outputs.last_hidden_state[:, :1], mlm_outputs.hidden_states[-1][:, 1:].detach()], dim=1)
+    extended = (1.0 - attention_mask[:, None, None, :].float()) * -10000.0
+    for layer in c_head:
+        hiddens = layer(hiddens, extended)
+        hiddens = hiddens[0] if isinstance(hiddens, tuple) else hiddens
+    scores = lm_head(hiddens)
+    mlm_loss = F.cross_entropy(scores.view(-1, scores.shape[-1]), torch.stack(labels, dim=1).flatten(0, 1).view(-1),
+                               ignore_index=-100)
+    z1, z2 = mlp(outputs.last_hidden_state[:, 0]).view(n, 2, -1).unbind(1)
+    logits = F.cosine_similarity(z1.unsqueeze(1), z2.unsqueeze(0), dim=-1) / temp
+    return F.cross_entropy(logits, torch.arange(n)) + mlm_weight * mlm_loss
+
+
 class ReleasedTrainer:
     """One step as the released trainers take it: clip the total gradient norm of every parameter, then
     transformers 4.x's AdamW (``m/(sqrt(v) + eps)`` scaled by ``lr sqrt(1 - b2^t) / (1 - b1^t)``, then the decay
@@ -333,6 +361,7 @@ class Cselab:
         torch.manual_seed(0)
         self.method, cfg, self.objective = method, method.training, Objective(method)
         self.encoder = build_encoder(method, model)
+        attach_auxiliary(self.encoder, self.objective)  # a loss's own models (as the trainer's setup)
         named = [(n, p) for n, p in self.encoder.named_parameters() if p.requires_grad]
         self.trainable = [p for _, p in named]
         self.optimizer = build_optimizer(named, cfg)
@@ -567,16 +596,11 @@ def no_dropout_generator(tmp_path_factory):
 
 
 def diffcse_sides(no_dropout_bert, generator, monkeypatch, *overrides):
-    """cselab's official DiffCSE with its auxiliary models attached, and copies of every trained module for the
+    """cselab's official DiffCSE (its auxiliary models attached), and copies of every trained module for the
     released side; the masked ids cselab draws, newest last."""
     from cselab.train.plugins import functional
 
     ours = Cselab(official("diffcse", f"losses.rtd.generator={generator}", *overrides), no_dropout_bert)
-    attach_auxiliary(ours.encoder, ours.objective)
-    named = [(n, p) for n, p in ours.encoder.named_parameters() if p.requires_grad]
-    ours.trainable = [p for _, p in named]
-    ours.optimizer = build_optimizer(named, ours.method.training)
-    ours.scheduler = build_scheduler(ours.optimizer, ours.method.training, TOTAL)
     drawn, draw = [], functional.mask_tokens
     monkeypatch.setattr(functional, "mask_tokens", lambda *args: drawn.append(draw(*args)[0]) or (drawn[-1], None))
     discriminator = ours.encoder.auxiliary["rtd"]
@@ -648,7 +672,6 @@ def rankcse_sides(no_dropout_bert, teachers, *overrides):
     settings = [f"losses.rank_distillation.teacher={teachers[0]}",
                 f"losses.rank_distillation.second_teacher={teachers[1]}", *overrides]
     ours = Cselab(official("rankcse", *settings), no_dropout_bert)
-    attach_auxiliary(ours.encoder, ours.objective)
     modules = {"backbone": copy.deepcopy(ours.encoder.backbone), "head": copy.deepcopy(ours.encoder.head)}
     return ours, modules, [AutoModel.from_pretrained(folder) for folder in teachers]
 
@@ -682,6 +705,72 @@ def test_rankcse_parity_sees_a_planted_change(no_dropout_bert, teachers, overrid
     mine = ours.backward(BATCHES[0])
     theirs = released_rankcse_loss(modules["backbone"], modules["head"], models,
                                    AutoTokenizer.from_pretrained(no_dropout_bert), BATCHES[0], **released).detach()
+    assert (abs(mine - theirs) <= 1e-5 * abs(theirs)) if same else (abs(mine - theirs) > 1e-3 * abs(theirs))
+
+
+@pytest.fixture(scope="module")
+def no_dropout_masked_bert(tmp_path_factory):
+    """A tiny BERT with masked-LM head weights, dropout off: InfoCSE's base model (the head trains its head)."""
+    from transformers import BertForMaskedLM
+
+    return str(save_tiny_bert(tmp_path_factory.mktemp("masked-bert"), BertForMaskedLM, hidden=32, layers=2,
+                              hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, initializer_range=0.2))
+
+
+def infocse_sides(base, monkeypatch, *overrides):
+    """cselab's official InfoCSE (the frozen masked LM cut to 1 of the tiny BERT's 2 layers), copies of every trained
+    module for the released side, the released frozen masked LM, and the masked ids and labels cselab draws, newest
+    last."""
+    from cselab.train.plugins import functional
+
+    ours = Cselab(official("infocse", "losses.aggregation_mlm.layers=1", *overrides), base)
+    drawn, draw = [], functional.mask_tokens
+    monkeypatch.setattr(functional, "mask_tokens", lambda *args: drawn.append(draw(*args)) or drawn[-1])
+    head = ours.encoder.auxiliary["aggregation_mlm"]
+    modules = {"backbone": copy.deepcopy(ours.encoder.backbone), "head": copy.deepcopy(ours.encoder.head),
+               "auxiliary.aggregation_mlm.layers": copy.deepcopy(head.layers),
+               "auxiliary.aggregation_mlm.head": copy.deepcopy(head.head)}
+    return ours, modules, drawn, AutoModelForMaskedLM.from_pretrained(base, num_hidden_layers=1)
+
+
+def released_infocse(modules, mlm, base, drawn, sentences, **settings):
+    """The released loss on the masks cselab drew for the batch's two views; with one view drawn (a planted change),
+    the released second view predicts each of its tokens unmasked."""
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    ids = released_pairs(tokenizer, sentences)["input_ids"][1::2]
+    every = torch.where(torch.isin(ids, torch.tensor(tokenizer.all_special_ids)), -100, ids)
+    pair = drawn[-2:] if len(drawn) > 1 else [drawn[-1], (ids, every)]
+    return released_infocse_loss(modules["backbone"], modules["head"], mlm, modules["auxiliary.aggregation_mlm.layers"],
+                                 modules["auxiliary.aggregation_mlm.head"], tokenizer, sentences,
+                                 [ids for ids, _ in pair], [labels for _, labels in pair], **settings)
+
+
+def test_infocse_official_matches_the_released_code(no_dropout_masked_bert, monkeypatch):
+    # at the released weight of 1e-5 the aggregation's gradient is float rounding on a tiny model, which Adam turns
+    # into steps of lr: compared at weight 1 (the weight itself is the ledger's and the planted test's)
+    assert official("infocse").losses["aggregation_mlm"]["weight"] == 1e-5
+    ours, modules, drawn, mlm = infocse_sides(no_dropout_masked_bert, monkeypatch, "losses.aggregation_mlm.weight=1.0")
+    pairs = paired(ours, modules)
+    assert any(name.startswith("auxiliary.aggregation_mlm.layers.") for name in pairs)  # the c_head trains too
+    named = [(f"{prefix}.{n}", p) for prefix, module in modules.items() for n, p in module.named_parameters()
+             if p.requires_grad and not n.startswith("pooler.")]
+    trainer = ReleasedTrainer(named, 1e-3, (0.9, 0.999), 1e-8, 0.0, 0, TOTAL)
+    # the BatchNorm projector's biases start at 0 and end within 2e-5 of their norm (their norm is their move)
+    compare(ours, pairs, lambda s: released_infocse(modules, mlm, no_dropout_masked_bert, drawn, s, mlm_weight=1.0),
+            trainer, every_loss=True, weight_rtol=2e-5)
+
+
+@pytest.mark.parametrize(("overrides", "same"), [((), True), (("losses.aggregation_mlm.views=[anchor]",), False),
+                                                 (("losses.aggregation_mlm.weight=0.5",), False),
+                                                 (("losses.aggregation_mlm.layers=2",), False)])
+def test_infocse_parity_sees_a_planted_change(no_dropout_masked_bert, monkeypatch, overrides, same):
+    """The first loss against the released one with the aggregation's weight at 1 (at 1e-5 its share is float
+    rounding): equal as configured; one view, another weight or a frozen model of two layers for the released
+    script's (here) one move it by more than 1e-3 of itself."""
+    ours, modules, drawn, mlm = infocse_sides(no_dropout_masked_bert, monkeypatch, "losses.aggregation_mlm.weight=1.0",
+                                              *overrides)
+    mine = ours.backward(BATCHES[0])
+    theirs = released_infocse(modules, mlm, no_dropout_masked_bert, drawn, BATCHES[0], mlm_weight=1.0).detach()
     assert (abs(mine - theirs) <= 1e-5 * abs(theirs)) if same else (abs(mine - theirs) > 1e-3 * abs(theirs))
 
 

@@ -23,6 +23,7 @@ from cselab.files import shown
 from cselab.registry import Param, register
 from cselab.train.plugins import functional as L
 from cselab.train.plugins.kinds import Loss, LossContext
+from cselab.train.plugins.losses import masked_views
 
 
 class ConditionedDiscriminator(nn.Module):
@@ -110,21 +111,12 @@ class ReplacedTokenDetection(Loss):
 
     def forward(self, views, context: LossContext):
         encoder = getattr(context.model, "module", context.model)
-        tokenizer, device = encoder.tokenizer, next(encoder.backbone.parameters()).device
-        special = torch.tensor(tokenizer.all_special_ids, device=device)
         values = []
-        for name in self.views["views"]:
-            vectors = context.encoded[name][0]
-            present, input_ids, attention_mask = context.tokens(name)
-            if not present:
-                continue
-            input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
-            masked, _ = L.mask_tokens(input_ids, attention_mask.bool() & ~torch.isin(input_ids, special),
-                                      self.mask_ratio, tokenizer.mask_token_id, len(tokenizer))
-            generated = self.rewrite(masked, attention_mask, tokenizer.cls_token_id)
+        for name, input_ids, attention_mask, masked, _ in masked_views(context, self.views["views"], self.mask_ratio):
+            generated = self.rewrite(masked, attention_mask, encoder.tokenizer.cls_token_id)
             replaced = (generated != input_ids) & attention_mask.bool()
             logits = context.model(generated * attention_mask, attention_mask, auxiliary=self.attached,
-                                   condition=vectors)
+                                   condition=context.encoded[name][0])
             values.append(L.replaced_token_detection(logits, replaced))
         return torch.cat(values) if values else encoder.empty().sum(dim=1)
 

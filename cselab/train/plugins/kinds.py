@@ -46,13 +46,14 @@ class Loss(nn.Module):
     Class attributes declare how the objective feeds it: ``roles`` are parameters each naming a view (the views are
     handed to :meth:`forward` in this order, restricted to the rows that have all of them); ``view_lists`` are
     parameters naming lists of views the loss reads itself from ``context.encoded``; ``reduce`` says how its value
-    reduces over processes (``rows``: one loss per row, averaged over every process's rows; ``whole_batch``: its
-    views gathered from all processes first, then one number; ``replicated``: the same number on every process);
+    reduces over processes (``rows``: one loss per row, averaged over every process's rows; ``whole_batch``: its views
+    gathered from all processes first, then one number; ``replicated``: the same number on every process);
     ``needs_initial_weights`` asks for ``context.initial_weights``; ``needs_tokens`` for ``context.tokens`` and
-    ``context.model``; ``needs_lm_head`` for an encoder with the model's masked-LM head; ``model_params`` names the
-    parameters that name a model (a generator, a teacher: their weights' sha256 joins the run's identity). The
-    constructor takes the view names (stored in ``self.views``, role -> name) and the loss's parameters as
-    keywords. A loss with models of its own loads them in :meth:`auxiliary`, when the run is set up."""
+    ``context.model``; ``needs_lm_head`` for an encoder with the model's masked-LM head; ``needs_pooled`` for each view
+    it reads also as ``NAME.pooled`` in ``context.encoded`` (its vectors before the training head); ``model_params``
+    names the parameters that name a model (a generator, a teacher: their weights' sha256 joins the run's identity). The
+    constructor takes the view names (stored in ``self.views``, role -> name) and the loss's parameters as keywords. A
+    loss with models of its own loads them in :meth:`auxiliary`, when the run is set up."""
 
     roles: ClassVar[tuple[str, ...]] = ()
     view_lists: ClassVar[tuple[str, ...]] = ()
@@ -60,6 +61,7 @@ class Loss(nn.Module):
     needs_initial_weights: ClassVar[bool] = False
     needs_tokens: ClassVar[bool] = False
     needs_lm_head: ClassVar[bool] = False
+    needs_pooled: ClassVar[bool] = False
     model_params: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, **views: str | list[str]):

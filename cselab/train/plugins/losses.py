@@ -159,6 +159,23 @@ class SGOpt(_LayerGuided):
         return L.sg_opt(*views, self.temperature)
 
 
+def masked_views(context: LossContext, names: list[str], probability: float):
+    """For each of the views ``names`` that has rows: its name, token ids and attention mask (on the encoder's
+    device) and the ids masked as BERT masks them (:func:`~cselab.train.plugins.functional.mask_tokens`, special
+    tokens and padding kept) with their labels."""
+    encoder = getattr(context.model, "module", context.model)
+    tokenizer, device = encoder.tokenizer, next(encoder.backbone.parameters()).device
+    special = torch.tensor(tokenizer.all_special_ids, device=device)
+    for name in names:
+        present, input_ids, attention_mask = context.tokens(name)
+        if not present:
+            continue
+        input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
+        masked, labels = L.mask_tokens(input_ids, attention_mask.bool() & ~torch.isin(input_ids, special),
+                                       probability, tokenizer.mask_token_id, len(tokenizer))
+        yield name, input_ids, attention_mask, masked, labels
+
+
 @register("loss", "mlm", params={
     "probability": Param(float, 0.15, "share of the source view's tokens masked (80% [MASK], 10% a random token, 10% "
                          "kept)", min=0.0, max=1.0, above=True)})
@@ -174,14 +191,6 @@ class MaskedLM(Loss):
         self.probability = probability
 
     def forward(self, views, context: LossContext):
-        present, input_ids, attention_mask = context.tokens(self.views["source"])
-        if not present:
-            return views[0].sum() * 0.0
-        encoder = getattr(context.model, "module", context.model)
-        tokenizer = encoder.tokenizer
-        device = next(encoder.parameters()).device
-        input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
-        special = torch.isin(input_ids, torch.tensor(tokenizer.all_special_ids, device=device))
-        masked, labels = L.mask_tokens(input_ids, attention_mask.bool() & ~special, self.probability,
-                                       tokenizer.mask_token_id, len(tokenizer))
-        return L.masked_lm(context.model(masked, attention_mask, mlm=True), labels)
+        for _, _, attention_mask, masked, labels in masked_views(context, [self.views["source"]], self.probability):
+            return L.masked_lm(context.model(masked, attention_mask, mlm=True), labels)
+        return views[0].sum() * 0.0
