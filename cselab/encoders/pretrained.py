@@ -84,7 +84,8 @@ def load_pretrained(path: str, pooler: str | None = None):
     return load_model(path, needs_pooler=pooler == "cls"), tokenizer
 
 
-WEIGHT_FILES = ("*.safetensors", "*.safetensors.index.json", "*.bin", "*.bin.index.json")
+# model.pt: the extra weights a Condenser folder keeps beside its encoder (InfoCSE's aggregation head reads them)
+WEIGHT_FILES = ("*.safetensors", "*.safetensors.index.json", "*.bin", "*.bin.index.json", "model.pt")
 
 
 def weight_files(path: str) -> dict[str, str]:

@@ -62,6 +62,8 @@ class TrainingEncoder(nn.Module):
         self.__dict__["frozen"] = (copy.deepcopy(backbone).to(getattr(torch, config.frozen)).eval()
                                    .requires_grad_(False) if config.frozen else None)
         self.frozen_mode, self.momentum = config.frozen_mode, config.momentum
+        if config.momentum is not None and config.momentum_start == "random":
+            self.frozen.apply(backbone._init_weights)  # the backbone's initialisation, drawn anew
         # trained auxiliary models of the method's losses (DiffCSE's discriminator): in the optimizer, DDP and OUT/last,
         # never in a checkpoint (attach_auxiliary)
         self.auxiliary = nn.ModuleDict()

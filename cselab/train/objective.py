@@ -145,7 +145,8 @@ class Objective(nn.Module):
             if view.name in out:  # encoded in the pass it shares with an earlier view
                 continue
             if reuse is not None and view.name not in directions and view.of not in directions:
-                out.update({key: reuse[key] for key in (view.name, f"{view.name}.layers") if key in reuse})
+                out.update({key: reuse[key] for key in (view.name, f"{view.name}.layers", f"{view.name}.pooled")
+                            if key in reuse})
             elif view.of:
                 base, present = out[view.of]
                 out[view.name] = (view.from_base(base, captured, directions), present)

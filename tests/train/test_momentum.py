@@ -22,7 +22,7 @@ from cselab.train.model import TrainingEncoder
 from cselab.train.objective import Objective
 from cselab.train.plugins.augmentations import repeat_tokens, repetition_positions
 from cselab.train.plugins.kinds import LossContext
-from tests.runs import train_killed_after_first_save
+from tests.runs import one_line_error, train_killed_after_first_save
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -43,6 +43,17 @@ def test_repetition_draws_within_the_released_bounds():
         assert drawn[1] == [] and len(drawn[2]) < 10 and drawn[0] == sorted(set(drawn[0]))
     assert counts == {0, 1, 2} and positions == set(range(1, 9))  # int(3.2) = 3: k in 0..2; never [CLS] or [SEP]
     assert max(len(repetition_positions([60], 0.32, 10)[0]) for _ in range(400)) == 9  # the cap: min(10, 19) - 1
+
+
+def test_a_repeated_view_longer_than_the_models_positions_is_refused_before_the_run(tiny_bert_dir, tiny_cache,
+                                                                                   data_dir, tmp_path, capsys):
+    assert plugin("token_augment", "word_repetition").longest(10) == 12  # at most int(3.2) - 1 = 2 more
+    assert plugin("token_augment", "word_repetition").longest(60) == 69  # the cap: 10 - 1 more
+    args = esimcse_args(tiny_bert_dir, tiny_cache, data_dir, tmp_path / "run")
+    assert main([*args, "--set", "training.max_length=128"]) == 2  # the tiny BERT has 128 positions
+    assert "views.positive.tokens (training.max_length, lengthened): 137 is more than the 128 tokens" in \
+        one_line_error(capsys)
+    assert not (tmp_path / "run" / "run.json").exists()
 
 
 def test_repeat_tokens_by_hand():
@@ -159,17 +170,38 @@ def test_a_killed_esimcse_run_resumes_its_queue_and_momentum_bit_identical(tiny_
     assert not torch.equal(moved[key], trained[f"backbone.{key}"])  # a copy of its own, not the weights again
 
 
+def test_a_restart_from_best_says_what_starts_afresh_and_the_momentum_copy_follows_best(tiny_bert_dir, tiny_cache,
+                                                                                       data_dir, tmp_path, monkeypatch):
+    from cselab.train.run.checkpoint import Checkpoints
+
+    train_killed_after_first_save(esimcse_args(tiny_bert_dir, tiny_cache, data_dir, tmp_path / "run"))
+    (tmp_path / "run" / "last" / "optimizer.pt").write_bytes(b"damaged")
+    restore, copies = Checkpoints.restore_best, []
+
+    def restored(self, core):
+        saved = restore(self, core)
+        copies.append(all(torch.equal(a, b) for a, b in zip(core.frozen.parameters(), core.backbone.parameters(),
+                                                             strict=True)))
+        return saved
+    monkeypatch.setattr(Checkpoints, "restore_best", restored)
+    assert main([*esimcse_args(tiny_bert_dir, tiny_cache, data_dir, tmp_path / "run"), "--restart-from", "best"]) == 0
+    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    assert [r["afresh"] for r in log if "restarted_from" in r] == [["optimizer", "head", "objective state"]]
+    assert copies == [True]  # the momentum copy restarts as best's weights
+
+
 KILLED = """import sys
-from tests.runs import train_killed_after_first_save
+from tests.runs import one_line_error, train_killed_after_first_save
 train_killed_after_first_save(sys.argv[1:])
 """
 
 
 @pytest.mark.skipif(shutil.which("torchrun", path=os.path.dirname(sys.executable)) is None, reason="no torchrun")
-def test_two_processes_resume_each_its_own_queue_bit_identical(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
+def test_two_processes_resume_each_its_own_queue_bit_identical(tiny_bert_dir, tiny_cache, data_dir, tmp_path,
+                                                                capsys):
     """Each process queues its own rows (as the released trainer, whose pre_z1 is never gathered) and saves its own
     queue in OUT/last/objective-RANK.pt; killed after its first save and resumed, two processes end where a straight
-    run of two ends, bit for bit."""
+    run of two ends, bit for bit; one process is refused the resume."""
     torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
     environment = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     (tmp_path / "killed.py").write_text(KILLED)
@@ -183,6 +215,9 @@ def test_two_processes_resume_each_its_own_queue_bit_identical(tiny_bert_dir, ti
     run(["-m", "cselab.cli"], "full", 29571)
     run([str(tmp_path / "killed.py")], "half", 29572)
     assert json.loads((tmp_path / "half" / "last" / "trainer_state.json").read_text())["step"] == 2
+    # one process cannot hold the second's queue: refused, naming its file, nothing lost
+    assert main(esimcse_args(tiny_bert_dir, tiny_cache, data_dir, tmp_path / "half")) == 2
+    assert "objective-1.pt: the state was saved by a run with more processes" in one_line_error(capsys)
     run(["-m", "cselab.cli"], "half", 29573)
     assert_same_state(tmp_path / "full" / "last", tmp_path / "half" / "last", 2)
     queues = [torch.load(tmp_path / "full" / "last" / f"objective-{rank}.pt", weights_only=True) for rank in (0, 1)]

@@ -162,7 +162,8 @@ def released_sncse_loss(bert, mlp, tokenizer, sentences, temp=0.05, alpha=0.1, b
 
 class ReleasedESimCSE:
     """caskcsg/sentemb at 5eeec55, ESimCSE/ (run.sh: --pooler_type cls --mlp_only_train, dup_type bpe, neg_size 160,
-    momentum 0.995): the momentum encoder a copy of the BERT without gradient (models.py 346-350); each batch
+    momentum 0.995): the momentum encoder a BERT without gradient, its weights drawn anew by cl_init's init_weights
+    (models.py 346-354; here cselab's random draw, copied across as the heads are); each batch
     tokenized at max_seq_length, the second view's word-pieces at the drawn positions written twice (train.py
     516-524), both views of a sentence side by side in one pass (models.py 143-160); then every parameter of the
     momentum copy moved to m * momentum + theta * (1 - momentum) (models.py 161-163); [CLS] through the MLP,
@@ -173,10 +174,10 @@ class ReleasedESimCSE:
     ``positions`` are the rows' repeated positions as cselab drew them (the test's draw: the two sides' generators
     differ), each a sample of range(1, L - 1) as the released one."""
 
-    def __init__(self, bert, mlp, tokenizer, temp=0.05, neg_size=160, momentum=0.995, max_length=32):
+    def __init__(self, bert, mlp, momentum_model, tokenizer, temp=0.05, neg_size=160, momentum=0.995, max_length=32):
         self.bert, self.mlp, self.tokenizer, self.temp = bert, mlp, tokenizer, temp
         self.neg_size, self.momentum, self.max_length = neg_size, momentum, max_length
-        self.momentum_model = copy.deepcopy(bert).requires_grad_(False)
+        self.momentum_model = momentum_model.requires_grad_(False)
         self.pre_z1 = None
 
     def loss(self, sentences, positions):
@@ -535,7 +536,8 @@ def esimcse_sides(no_dropout_bert, *overrides, **released):
     the positions cselab's word repetition draws."""
     ours = Cselab(official("esimcse", *overrides), no_dropout_bert)
     bert, mlp = copy.deepcopy(ours.encoder.backbone), copy.deepcopy(ours.encoder.head)
-    theirs = ReleasedESimCSE(bert, mlp, AutoTokenizer.from_pretrained(no_dropout_bert), **released)
+    theirs = ReleasedESimCSE(bert, mlp, copy.deepcopy(ours.encoder.frozen),
+                             AutoTokenizer.from_pretrained(no_dropout_bert), **released)
     return ours, theirs, bert, mlp
 
 
@@ -551,6 +553,8 @@ def drawn_positions(monkeypatch) -> list:
 def test_esimcse_official_matches_the_released_code(no_dropout_bert, monkeypatch):
     ours, released, bert, mlp = esimcse_sides(no_dropout_bert)
     assert ours.encoder.momentum == 0.995 and ours.objective.losses[0].generated.size == 160
+    key = "encoder.layer.0.attention.self.query.weight"  # the official momentum copy starts at random, as released
+    assert not torch.equal(ours.encoder.frozen.state_dict()[key], bert.state_dict()[key])
     drawn = drawn_positions(monkeypatch)
     pairs = paired(ours, {"backbone": bert, "head": mlp})
     named = [(n, p) for n, p in [*bert.named_parameters(), *mlp.named_parameters()] if p.requires_grad]
@@ -570,7 +574,8 @@ def test_esimcse_official_matches_the_released_code(no_dropout_bert, monkeypatch
 def test_esimcse_parity_sees_a_planted_change(no_dropout_bert, monkeypatch, overrides, same):
     """Each batch's loss against the released one over four batches: equal as the profile stands; a shorter queue,
     another momentum or the trained encoder's vectors queued move the last losses by more than 1e-3 of themselves."""
-    ours, released, *_ = esimcse_sides(no_dropout_bert, *overrides)
+    # the momentum copy started from the backbone (the preset's start): a random one's queue hardly moves the loss
+    ours, released, *_ = esimcse_sides(no_dropout_bert, "encoder.momentum_start=backbone", *overrides)
     drawn = drawn_positions(monkeypatch)
     gaps = []
     for sentences in ESIMCSE_BATCHES:

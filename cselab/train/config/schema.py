@@ -105,6 +105,10 @@ def _views(views: Any) -> dict[str, dict[str, Any]]:
         if "tokens" in resolved and ("of" in resolved or "prompt" in resolved):
             raise ConfigError(f"{where}.tokens: a token augmentation changes a sentence's own tokens: it needs a "
                               "column and no prompt (it would repeat the template's, [MASK] included)")
+        if "tokens" in resolved and "augment" in resolved and \
+                get("input_augment", resolved["augment"]["kind"]).cls.needs_gradient:
+            raise ConfigError(f"{where}.tokens: the view's augment ({resolved['augment']['kind']}) encodes it twice a "
+                              "step, and each pass would draw other tokens; drop one of them")
         if "augment" in resolved:
             kind = "output_augment" if "of" in resolved else "input_augment"
             resolved["augment"] = check_plugin(kind, resolved["augment"], f"{where}.augment")
@@ -130,6 +134,7 @@ def _losses(losses: Any, views: dict[str, dict[str, Any]]) -> dict[str, dict[str
                 if view not in available:
                     raise ConfigError(f"{where}.{key}: {shown(view)} is not a view; views: "
                                       f"{', '.join(sorted(available))}")
+        _readable(plugin.cls, resolved, views, where)
         generated = resolved.get("generated")
         for key in get("negatives", generated["kind"]).cls.view_params if generated else ():
             if generated[key] not in views:
@@ -137,6 +142,23 @@ def _losses(losses: Any, views: dict[str, dict[str, Any]]) -> dict[str, dict[str
                                   f"{', '.join(sorted(views))}")
         result[name] = resolved
     return result
+
+
+def _readable(cls, params: dict[str, Any], views: dict[str, dict[str, Any]], where: str) -> None:
+    """A loss that reads a view's tokens, texts or vectors before the head (``needs_tokens``, ``needs_pooled``) reads
+    forward views with their own tokens: not a view made of another, not a layers view, not one whose tokens an
+    augment changed; and ``needs_pooled`` none that pools layers."""
+    if not (cls.needs_tokens or cls.needs_pooled):
+        return
+    for key in cls.view_schema():
+        for name in params[key] if isinstance(params[key], list) else [params[key]]:
+            view = views.get(name)
+            why = ("is not a forward view (a layers view, or one made of another): it has no tokens" if view is None
+                   or "of" in view else "changes its tokens (tokens), and this loss reads the sentence's own"
+                   if "tokens" in view else "pools layers too, and this loss reads its vectors before the head"
+                   if cls.needs_pooled and "layers" in view else None)
+            if why:
+                raise ConfigError(f"{where}.{key}: {shown(name)} {why}; name a forward view of a column")
 
 
 def _encoder(encoder: Any) -> dict[str, Any]:
@@ -179,6 +201,10 @@ def check_cacheable(resolved: dict[str, Any]) -> None:
         if loss_plugin(name, params).cls.needs_tokens:
             raise ConfigError(f"training.mini_batch_size: losses.{name} runs the encoder on the batch itself, which "
                               "a cached step cannot replay; drop one of them")
+    head = resolved["encoder"].get("head") or {}
+    if head.get("kind") == "batchnorm_mlp":
+        raise ConfigError("training.mini_batch_size: the batchnorm_mlp head normalises over a whole forward pass, and "
+                          "a cached step would normalise over each mini-batch instead; drop one of them")
     for name, view in resolved["views"].items():
         augment = view.get("augment")
         kind = "output_augment" if view.get("of") else "input_augment"

@@ -35,6 +35,10 @@ class EncoderConfig(Checked):
                                      "momentum * m + (1 - momentum) * theta at each batch, before its views are "
                                      "encoded (ESimCSE; null: the copy stays the initial backbone)", min=0.0, max=1.0,
                                      below=True, nullable=True)
+    momentum_start: str = setting("backbone", str, "the momentum copy's first weights: backbone (a copy of the "
+                                  "initial backbone, as momentum contrast starts) or random (the backbone's "
+                                  "initialisation drawn anew, as ESimCSE's released code leaves it)",
+                                  choices=("backbone", "random"))
     frozen_mode: str = setting("eval", str, "the frozen copy's mode in training: eval (no dropout) or train "
                                "(dropout on)", choices=("eval", "train"))
     freeze_embeddings: bool = setting(False, bool, "do not train the embedding layer")
@@ -43,6 +47,8 @@ class EncoderConfig(Checked):
                             "template has around a sentence of that length (pooler mask); checkpoints encode without")
 
     def rules(self) -> None:
+        if self.momentum is None and self.momentum_start != "backbone":
+            raise ConfigError("encoder.momentum_start: set, and encoder.momentum is null: there is no momentum copy")
         if self.momentum is not None and self.frozen != "float32":
             raise ConfigError(f"encoder.momentum: a momentum encoder is the frozen copy kept in float32 (steps of "
                               f"{1 - self.momentum:g} of a weight vanish in half precision); set encoder.frozen: "

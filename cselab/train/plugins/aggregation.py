@@ -34,13 +34,12 @@ class AggregationHead(nn.Module):
         self.__dict__["frozen"] = frozen  # not a submodule: outside the optimizer, DDP and the saved state
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, condition: torch.Tensor) -> torch.Tensor:
-        from transformers.masking_utils import create_bidirectional_mask
-
         frozen = self.frozen.to(input_ids.device).eval()
         with torch.no_grad():
             states = frozen(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state[:, 1:]
         hidden = torch.cat([condition.unsqueeze(1).to(states.dtype), states], dim=1)
-        mask = create_bidirectional_mask(config=frozen.config, inputs_embeds=hidden, attention_mask=attention_mask)
+        # the additive mask of every transformers version's BERT layer: 0 on tokens, the dtype's minimum on padding
+        mask = (1.0 - attention_mask[:, None, None, :].to(hidden.dtype)) * torch.finfo(hidden.dtype).min
         for layer in self.layers:
             hidden = layer(hidden, mask)
             hidden = hidden[0] if isinstance(hidden, tuple) else hidden

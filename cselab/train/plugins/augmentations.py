@@ -170,3 +170,6 @@ class WordRepetition(TokenAugment):
     def forward(self, input_ids, attention_mask, pad_id):
         positions = repetition_positions(attention_mask.sum(dim=1).tolist(), self.rate, self.most)
         return repeat_tokens(input_ids, attention_mask, positions, pad_id)
+
+    def longest(self, length):
+        return length + min(self.most, int(self.rate * length)) - 1

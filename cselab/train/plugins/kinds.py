@@ -183,6 +183,10 @@ class TokenAugment(nn.Module):
                 ) -> tuple[torch.Tensor, torch.Tensor]:
         raise NotImplementedError
 
+    def longest(self, length: int) -> int:
+        """The most tokens a row of ``length`` tokens can have after it (checked against the model's positions)."""
+        raise NotImplementedError
+
 
 class WeightHook(nn.Module):
     """A perturbation of the weights before a step's second forward-backward pass (kind ``weight_hook``, SAM/AWP):

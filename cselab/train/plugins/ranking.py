@@ -23,6 +23,7 @@ from cselab.train.plugins import functional as L
 from cselab.train.plugins.kinds import Loss, LossContext
 from cselab.train.run.distributed import gather_rows
 
+ALPHA = Param(float, 0.33, "the first teacher's share of the teachers' lists (alpha_)", min=0.0, max=1.0)
 TEMPERATURE = Param(float, 0.05, "the student's temperature over its cosine similarities (InfoNCE's)", min=0.0,
                     above=True)
 
@@ -65,7 +66,7 @@ class RankConsistency(Loss):
     "second_teacher": Param(str, None, "a second teacher (null: one)", nullable=True),
     "second_teacher_pooler": Param(str, None, "its pooler (null: the folder's own)", nullable=True,
                                    choices="plugin:pooler"),
-    "alpha": Param(float, 0.33, "the first teacher's share of the teachers' lists (alpha_)", min=0.0, max=1.0),
+    "alpha": ALPHA,
     "teacher_temperature": Param(float, 0.05, "the teachers' temperature over their cosines (tau2)", min=0.0,
                                  above=True),
     "temperature": TEMPERATURE,
@@ -93,6 +94,9 @@ class RankDistillation(Loss):
 
     @classmethod
     def validate(cls, params: dict[str, Any], where: str) -> None:
+        if params.get("second_teacher") is None and params["alpha"] != ALPHA.default:
+            raise ConfigError(f"{where}.alpha: weighs two teachers' lists, and there is no second_teacher: with one "
+                              "teacher it would change nothing; leave it at its default")
         if params.get("second_teacher") is None and params.get("second_teacher_pooler") is not None:
             raise ConfigError(f"{where}.second_teacher_pooler: set, and there is no second_teacher; one teacher "
                               f"is --set {where}.second_teacher=null --set {where}.second_teacher_pooler=null")
@@ -102,10 +106,10 @@ class RankDistillation(Loss):
         self.length = encoder.view.max_length
         return None
 
-    def teacher_lists(self, texts: list[str], device: torch.device) -> torch.Tensor:
-        """The teachers' similarity lists of this process's ``texts`` against every process's (their vectors
-        gathered), weighed by ``alpha``. A teacher cuts a text at the training length, as the student does: that
-        cut is the method's, so it says nothing of it."""
+    def teacher_lists(self, anchors: list[str], positives: list[str], device: torch.device) -> torch.Tensor:
+        """The teachers' similarity lists: each of this process's ``anchors`` texts against every process's
+        ``positives`` texts (their vectors gathered), weighed by ``alpha``. A teacher cuts a text at the training
+        length, as the student does: that cut is the method's, so it says nothing of it."""
         from cselab.encoders.loading import load_encoder
 
         if not self.teachers:
@@ -115,8 +119,9 @@ class RankDistillation(Loss):
         for teacher in self.teachers:
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=".*longer than max_length")
-                vectors = torch.from_numpy(teacher.encode(texts, batch_size=max(len(texts), 1))).to(device)
-            lists.append(similarity_lists(vectors, vectors, self.teacher_temperature)[0])
+                rows, columns = (torch.from_numpy(teacher.encode(texts, batch_size=max(len(texts), 1))).to(device)
+                                 for texts in (anchors, positives))
+            lists.append(similarity_lists(rows, columns, self.teacher_temperature)[0])
         if len(lists) == 1:
             return lists[0]
         return self.alpha * lists[0] + (1.0 - self.alpha) * lists[1]
@@ -124,14 +129,14 @@ class RankDistillation(Loss):
     def forward(self, views, context: LossContext):
         anchors, positives = views
         student, offset = similarity_lists(anchors, positives, self.temperature)
-        teacher = self.teacher_lists(self._aligned_texts(context), anchors.device)
+        teacher = self.teacher_lists(*self._aligned_texts(context), anchors.device)
         if self.form == "listmle":
             return L.list_mle(student, teacher)
         return L.list_net(student, teacher, torch.arange(len(anchors), device=anchors.device) + offset)
 
-    def _aligned_texts(self, context: LossContext) -> list[str]:
-        """The texts of the rows that have both views, in their order."""
-        anchor, positive = self.views["anchor"], self.views["positive"]
-        common = sorted(set(context.encoded[anchor][1]) & set(context.encoded[positive][1]))
-        texts = dict(zip(context.encoded[anchor][1], context.texts(anchor), strict=True))
-        return [texts[row] for row in common]
+    def _aligned_texts(self, context: LossContext) -> tuple[list[str], list[str]]:
+        """The anchor's and the positive's texts of the rows that have both views, in their order."""
+        names = self.views["anchor"], self.views["positive"]
+        common = sorted(set(context.encoded[names[0]][1]) & set(context.encoded[names[1]][1]))
+        texts = [dict(zip(context.encoded[name][1], context.texts(name), strict=True)) for name in names]
+        return [texts[0][row] for row in common], [texts[1][row] for row in common]

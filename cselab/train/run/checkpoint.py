@@ -66,7 +66,7 @@ class Checkpoints:
     def restore_last(self, last: Path, core: TrainingEncoder, optimizer, scheduler, objective) -> None:
         try:
             state.load_state(last, self.accelerator.process_index, core, optimizer, scheduler,
-                             self.accelerator.scaler, objective)
+                             self.accelerator.scaler, objective, self.accelerator.num_processes)
         except state.StateError as err:
             raise state.StateError(f"{err}; {RESUME_HELP}") from None
 
@@ -81,6 +81,8 @@ class Checkpoints:
             if not isinstance(saved.get("step"), int) or not isinstance(saved.get("best"), (int, float)):
                 raise state.StateError(f"{best / BEST_STATE}: expected the numbers step and best")
             load_model(core.backbone, str(best / "model.safetensors"))
+            if core.momentum is not None:  # the momentum copy follows the weights the run restarts from
+                core.frozen.load_state_dict(core.backbone.state_dict())
         except Exception as err:
             raise state.StateError(f"{best}: cannot restart from it ({clipped(err, 200)}); "
                                    f"{run_folder.AFRESH}") from None

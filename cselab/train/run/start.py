@@ -15,6 +15,7 @@ from accelerate import Accelerator
 from cselab.encoders.loading import after_pooling, model_folder
 from cselab.encoders.pretrained import check_max_length, weight_files
 from cselab.provenance import provenance
+from cselab.registry import build_plugin
 from cselab.train.config.method import MethodConfig
 from cselab.train.run import folder as run_folder
 from cselab.train.run.card import base_license
@@ -60,6 +61,10 @@ def start(accelerator: Accelerator, method: MethodConfig, model: str, data, out:
     out.mkdir(parents=True, exist_ok=True)
     rows, source = training_rows(method, data, data_dir)
     check_max_length(str(model), method.training.max_length, "training.max_length")  # before OUT records the run
+    for name, view in method.views.items():  # a token augment lengthens a row (word repetition)
+        if view.tokens is not None:
+            check_max_length(str(model), build_plugin("token_augment", view.tokens).longest(
+                method.training.max_length), f"views.{name}.tokens (training.max_length, lengthened)")
     weights = weight_files(str(model))
     normalizes = base_normalizes(str(model))
     mine = run_folder.run_identity(method, model, source, data_dir, eval_limit, weights)

@@ -127,11 +127,18 @@ def _load(path: Path) -> Any:
 
 
 def load_state(folder: Path, rank: int, model: torch.nn.Module, optimizer, scheduler, scaler,
-               objective: torch.nn.Module) -> None:
-    """Restore everything :func:`save_process_state` and :func:`save_shared_state` wrote (verify first)."""
+               objective: torch.nn.Module, processes: int = 1) -> None:
+    """Restore everything :func:`save_process_state` and :func:`save_shared_state` wrote (verify first), on one of
+    ``processes`` processes; a state of more processes whose objective keeps state of its own (a queue, a memory bank)
+    is refused: the other processes' would be lost."""
     path = folder / f"rng-{rank}.pt"
     if not path.is_file():
         raise StateError(f"{path}: missing: the state was saved by a run with fewer processes")
+    more = folder / OBJECTIVE_FILE.format(rank=processes)
+    if more.is_file() and objective.state_dict():
+        raise StateError(f"{more}: the state was saved by a run with more processes, each with its own objective "
+                         f"state (a queue, a memory bank) that {processes} process(es) cannot hold; resume with as "
+                         "many processes as the run had")
     device = str(next(model.parameters()).device)
     weights = [(model, "model.safetensors")]
     if getattr(model, "momentum", None) is not None:

@@ -91,7 +91,10 @@ class Trainer:
             self.loop.step, self.best = saved["step"], saved["best"]
             set_schedule_step(self.parts.scheduler, self.loop.step)
             set_seed(self.cfg.seed + self.loop.step + self.accelerator.process_index)
-            self.record({"restarted_from": str(self.out / "best"), "at_step": self.loop.step})
+            afresh = ["optimizer", *(["head"] if self.core.head is not None else []),
+                      *(f"auxiliary.{name}" for name in self.core.auxiliary),
+                      *(["objective state"] if self.parts.objective.state_dict() else [])]
+            self.record({"restarted_from": str(self.out / "best"), "at_step": self.loop.step, "afresh": afresh})
         elif self.last is not None:
             self.checkpoints.restore_last(self.last, self.core, self.loop.optimizer, self.parts.scheduler,
                                           self.parts.objective)

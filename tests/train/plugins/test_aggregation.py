@@ -94,3 +94,15 @@ def test_the_aggregation_head_resumes_bit_identical_and_never_reaches_best(maske
     assert full.keys() == half.keys() and all(torch.equal(full[k], half[k]) for k in full)
     best = load_file(str(tmp_path / "full" / "best" / "model.safetensors"))
     assert not any("aggregation" in key for key in best)
+
+
+def test_a_condenser_folders_head_weights_are_part_of_the_base_weights_identity(masked_bert, tmp_path):
+    import shutil
+
+    from cselab.encoders.pretrained import combined_sha256, weight_files
+
+    condenser = tmp_path / "condenser"
+    shutil.copytree(masked_bert, condenser)
+    before = combined_sha256(weight_files(str(condenser)))
+    torch.save({"c_head.0.output.dense.bias": torch.zeros(32)}, condenser / "model.pt")
+    assert "model.pt" in weight_files(str(condenser)) and combined_sha256(weight_files(str(condenser))) != before

@@ -130,3 +130,20 @@ def test_the_discriminator_resumes_bit_identical_and_never_reaches_best(tiny_ber
         (generator / name).write_bytes((other / name).read_bytes())
     assert main(run_args(tiny_bert_dir, tiny_cache, data_dir, tmp_path / "full", generator)) == 2
     assert "a different run: auxiliary.losses.rtd.generator.weights_sha256" in one_line_error(capsys)
+
+
+@pytest.mark.parametrize(("preset", "overrides", "message"), [
+    ("diffcse", ["views.noisy={of: anchor, augment: {kind: batch_noise}}", "losses.rtd.views=[noisy]"],
+     "losses.rtd.views: 'noisy' is not a forward view"),
+    ("diffcse", ["views.positive.tokens={kind: word_repetition}"], "losses.rtd.views: 'positive' changes its tokens"),
+    ("infocse", ["views.anchor.layers=[-2]"], "losses.aggregation_mlm.views: 'anchor' pools layers too"),
+    ("simcse", ["encoder.head=batchnorm_mlp", "training.mini_batch_size=8"],
+     "training.mini_batch_size: the batchnorm_mlp head normalises"),
+    ("rankcse", ["losses.rank_distillation.second_teacher=null", "losses.rank_distillation.second_teacher_pooler=null",
+                 "losses.rank_distillation.alpha=0.5"], "losses.rank_distillation.alpha: weighs two teachers' lists"),
+    ("esimcse", ["views.positive.augment={kind: fgsm}"], "views.positive.tokens: the view's augment \\(fgsm\\) "
+                                                         "encodes it twice a step"),
+])
+def test_a_view_a_loss_cannot_read_as_it_needs_is_refused_when_the_config_loads(preset, overrides, message):
+    with pytest.raises(ConfigError, match=message):
+        load_method(preset, overrides)
