@@ -187,13 +187,17 @@ def load_masked_lm(name_or_path: str, user: str, use: str, **config):
     return masked
 
 
+def output_head(masked) -> nn.Module:
+    """The module of a masked LM beside its base model: its masked-LM head (BERT's ``cls``, RoBERTa's ``lm_head``)."""
+    return next(module for name, module in masked.named_children() if name != masked.base_model_prefix)
+
+
 def load_lm_head(name_or_path: str, backbone) -> nn.Module:
     """The masked-LM head of ``name_or_path`` (the module of ``AutoModelForMaskedLM`` beside its base model, e.g.
     BERT's ``cls``, RoBERTa's ``lm_head``) with its trained weights, its decoder tied to ``backbone``'s word
     embeddings where the model ties them; a ConfigError when the model has no such weights (the packaged MiniLM)."""
     masked = load_masked_lm(name_or_path, "the mlm loss", "trains with (or drop the loss)")
-    prefix = masked.base_model_prefix
-    head = next(module for name, module in masked.named_children() if name != prefix)
+    head = output_head(masked)
     if getattr(masked.config, "tie_word_embeddings", False):
         masked.get_output_embeddings().weight = backbone.get_input_embeddings().weight
     return head

@@ -236,9 +236,11 @@ def _forward_views(model, encoder, views: list[View], batch: Batch, captured, di
         result = model(input_ids, attention_mask, prompt=first.prompt, layers=first.layers,
                        layer_pooler=first.layer_pooler, frozen=first.frozen,
                        input_augment=first.input_augment(captured, directions), pooled=keep)
-        vectors, layers = result if first.layers or keep else (result, None)
         if keep:  # the second is the vectors before the head
-            layers, before = None, _split(layers, copies, interleaved)
+            (vectors, before), layers = result, None
+            before = _split(before, copies, interleaved)
+        else:
+            vectors, layers = result if first.layers else (result, None)
         vectors = _split(vectors, copies, interleaved)
         layers = [None] * copies if layers is None else _split(layers, copies, interleaved)
     else:

@@ -90,7 +90,7 @@ class AggregationMLM(Loss):
     def auxiliary(self, encoder) -> nn.Module:
         """The frozen masked LM (the base model's first ``layers`` layers) and the trained head layers and output
         head, from the base model's own weights."""
-        from cselab.train.model import load_masked_lm
+        from cselab.train.model import load_masked_lm, output_head
 
         backbone = encoder.backbone
         path = backbone.config.name_or_path
@@ -103,9 +103,8 @@ class AggregationMLM(Loss):
                               "from; the aggregation_mlm loss needs a BERT-like encoder")
         masked = load_masked_lm(path, "the aggregation_mlm loss", "predicts the masked tokens with",
                                 num_hidden_layers=self.layers)
-        prefix = masked.base_model_prefix
-        frozen = getattr(masked, prefix).requires_grad_(False).eval()
-        output = copy.deepcopy(next(module for name, module in masked.named_children() if name != prefix))
+        frozen = getattr(masked, masked.base_model_prefix).requires_grad_(False).eval()
+        output = copy.deepcopy(output_head(masked))
         layers = nn.ModuleList(type(blocks[0])(backbone.config) for _ in range(self.head_layers))
         layers.apply(backbone._init_weights)
         condenser_head(layers, path)
