@@ -83,17 +83,23 @@ bench: setup
 	$(BIN)/python benchmarks/sts_speed.py
 
 # The GPU path measured on a lent device (benchmarks/gpu_check.py), which has torch, transformers, accelerate and
-# sentence-transformers and no network. `make gpu-wheels` here downloads what else it needs (rapidfuzz, for every
-# Python a device may run) into .gpu-wheels/; carry that folder with the device tool and run `make gpu-check` there.
+# sentence-transformers and no network. `make gpu-wheels` here downloads what else it needs (rapidfuzz for augment;
+# datasets, dill and multiprocess for sentence-transformers' trainer, and pyarrow where the device's is older than
+# datasets asks) for the device's Python into .gpu-wheels/; carry that folder with the device tool and run
+# `make gpu-check` there.
 GPU_PYTHON ?= python3
-GPU_WHEEL_PYTHONS := 3.10 3.11 3.12 3.13
+GPU_WHEEL_PYTHON ?= 3.12
+GPU_WHEELS := rapidfuzz datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 pyarrow==26.0.1
+GPU_CHECK ?= --deadline 480
 gpu-wheels: setup
-	for v in $(GPU_WHEEL_PYTHONS); do $(BIN)/pip download -q rapidfuzz --only-binary=:all: --no-deps \
-		--python-version $$v --platform manylinux_2_17_x86_64 -d .gpu-wheels || exit 1; done
+	$(BIN)/pip download -q $(GPU_WHEELS) --only-binary=:all: --no-deps --python-version $(GPU_WHEEL_PYTHON) \
+		--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 -d .gpu-wheels
 
 gpu-check:
-	@if [ -d .gpu-wheels ]; then $(GPU_PYTHON) -m pip install -q --no-index --find-links .gpu-wheels rapidfuzz; fi
-	PYTHONPATH=. $(GPU_PYTHON) benchmarks/gpu_check.py --device cuda --out benchmarks/gpu-check
+	@if [ -d .gpu-wheels ]; then $(GPU_PYTHON) -m pip install -q --no-index --no-deps --find-links .gpu-wheels \
+		rapidfuzz datasets dill multiprocess; $(GPU_PYTHON) -c 'import pyarrow, sys; sys.exit(int(pyarrow.__version__.split(".")[0]) < 24)' \
+		|| $(GPU_PYTHON) -m pip install -q --no-index --no-deps --find-links .gpu-wheels pyarrow; fi
+	PYTHONPATH=. $(GPU_PYTHON) benchmarks/gpu_check.py --device cuda --out benchmarks/gpu-check $(GPU_CHECK)
 
 clean:
 	rm -rf $(VENV) results cache runs sweeps probing .pytest_cache

@@ -59,9 +59,13 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 from stand_ins import stand_in_models  # noqa: E402  (benchmarks/ is not a package)
-NEEDED = {"torch": "all", "transformers": "all", "accelerate": "run", "numpy": "all", "scipy": "probes",
-          "sklearn": "probes", "yaml": "all", "safetensors": "run", "tqdm": "all", "rapidfuzz": "augment"}
-SECTIONS = ("steps", "agreement", "run", "augment", "probes", "profile")
+NEEDED = {"torch": "all", "transformers": "all", "accelerate": "all", "numpy": "all", "scipy": "probes",
+          "sklearn": "probes", "yaml": "all", "safetensors": "run", "tqdm": "all", "rapidfuzz": "augment",
+          "sentence_transformers": "peer", "datasets": "peer"}
+SECTIONS = ("steps", "agreement", "run", "augment", "probes", "profile", "levers", "cached", "peer")
+DEADLINE = [math.inf]  # time.monotonic() past which what is left is skipped (--deadline)
+LM_HEAD = {"infocse"}  # methods whose losses read the base model's masked-LM head
+TINY_SETTINGS = {"infocse": ("losses.aggregation_mlm.layers=1",)}  # what the 2-layer tiny model needs changed
 PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "A10": 125.0}
 
 
@@ -177,7 +181,13 @@ def peak_tflops(device: str, override: float | None) -> float | None:
 
 class Stepper:
     """One method's training steps as the trainer takes them (the parts from ``cselab.train.run.setup``, the batch
-    through the loop's ``backward_pass``), on synthetic rows, with a constant learning rate of 1e-5."""
+    through the loop's ``backward_pass``), on synthetic rows, with a constant learning rate of 1e-5.
+
+    Levers, each measured on its own (the ``levers`` section): ``ahead`` (the 4 batches the steps cycle through are
+    collated before the timing, as loader processes would: ``cselab train --loader-workers``), ``sync`` (False: the
+    step neither reads its loss nor checks it is finite, so nothing waits for the device until the timing ends; the
+    trainer reads both every step), ``fused()`` (torch's fused AdamW in place of LegacyAdamW: NOT the same update,
+    eps is added after the bias correction) and ``compile(mode)`` (the backbone through ``torch.compile``)."""
 
     def __init__(self, method_name: str, model_dir: Path, device: str, batch_size: int, overrides=()):
         import torch
@@ -199,6 +209,25 @@ class Stepper:
         self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda _: 1.0)
         self.collate = self.parts.loader.collate_fn
         self.torch = torch
+        self.collated, self.sync, self.graphs = None, True, False
+
+    def ahead(self, on: bool = True) -> None:
+        """Collate the batches the steps cycle through once, now (``on``), or in each step again."""
+        self.collated = [self.collate(self.rows(step)) for step in range(4)] if on else None
+
+    def fused(self) -> None:
+        """torch's fused AdamW over the same parameter groups and settings (a what-if: not LegacyAdamW's update)."""
+        torch = self.torch
+        groups = [{key: value for key, value in group.items() if key != "initial_lr"}
+                  for group in self.optimizer.param_groups]
+        self.optimizer = torch.optim.AdamW(groups, fused=True)
+        self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda _: 1.0)
+
+    def compile(self, mode: str = "default") -> None:
+        """The backbone through ``torch.compile`` (in place: its weights' names unchanged); ``reduce-overhead``
+        replays CUDA graphs, so each step is marked as a new one."""
+        self.encoder.backbone.compile(mode=mode)
+        self.graphs = mode == "reduce-overhead"
 
     def rows(self, step: int) -> dict[str, list[str]]:
         start = (step % 4) * self.batch_size
@@ -217,10 +246,12 @@ class Stepper:
         from cselab.train.run.optim import clip_and_step
 
         torch = self.torch
+        if self.graphs:
+            torch.compiler.cudagraph_mark_step_begin()
         self.objective.new_batch()
         self.encoder.new_batch()  # a momentum copy follows the weights (ESimCSE), as the trainer's loop
         with record_function("collate"):
-            batch = self.collate(self.rows(step))
+            batch = self.collate(self.rows(step)) if self.collated is None else self.collated[step % 4]
 
         kind = "cuda" if self.device.startswith("cuda") else "cpu"
         if fp16 and not hasattr(self, "scaler"):
@@ -232,8 +263,12 @@ class Stepper:
 
         dtype = torch.float16 if fp16 else torch.bfloat16
         with torch.autocast(kind, dtype=dtype, enabled=bf16 or fp16), record_function("forward"):
-            loss, _ = backward_pass(self.encoder, self.objective, batch, backward, self.parts.initial_weights,
-                                    self.trainable)
+            if self.sync:
+                loss, _ = backward_pass(self.encoder, self.objective, batch, backward, self.parts.initial_weights,
+                                        self.trainable, self.method.training.mini_batch_size)
+            else:  # backward_pass less its finiteness check (a plain objective: no weight hook, no mini-batches)
+                loss = self.objective.total(self.objective(self.encoder, batch, self.parts.initial_weights))
+                backward(loss)
         with record_function("optimizer"):
             if fp16:
                 self.scaler.unscale_(self.optimizer)
@@ -245,9 +280,14 @@ class Stepper:
                 if self.scaler.get_scale() >= scale:  # a step skipped on overflow moves no schedule (accelerate's)
                     self.schedule.step()
                 self.optimizer.zero_grad()
-            else:
+            elif self.sync:
                 clip_and_step(self.optimizer, self.schedule, self.trainable, self.method.training.max_grad_norm)
-        return float(loss.detach())
+            else:  # clip_and_step less reading the norm
+                torch.nn.utils.clip_grad_norm_(self.trainable, self.method.training.max_grad_norm)
+                self.optimizer.step()
+                self.schedule.step()
+                self.optimizer.zero_grad()
+        return float(loss.detach()) if self.sync else loss.detach()
 
     def flops_per_step(self) -> float:
         """3 x forward FLOPs of every forward pass of a step (see the module docstring)."""
@@ -277,10 +317,33 @@ def set_mode(mode: str) -> bool:
     return mode == "bf16"
 
 
+def late() -> bool:
+    """Whether the run is past its ``--deadline``: what is left is skipped, and said to be."""
+    return time.monotonic() > DEADLINE[0]
+
+
+def timed(stepper: Stepper, bf16: bool, args, peak: float | None, warmup: int | None = None) -> dict:
+    """``args.steps`` steps of ``stepper`` after ``warmup`` (default ``args.warmup``) untimed ones: steps/s,
+    sentences/s, tokens/s, TFLOP/s, MFU and the peak memory since the last :func:`reset_peak`."""
+    for warm in range(args.warmup if warmup is None else warmup):
+        stepper.step(warm, bf16)
+    synchronize(args.device)
+    clock = time.perf_counter()
+    for step in range(args.steps):
+        stepper.step(step, bf16)
+    synchronize(args.device)
+    seconds = (time.perf_counter() - clock) / args.steps
+    flops = stepper.flops_per_step()
+    return {"steps_per_s": 1 / seconds, "sentences_per_s": stepper.batch_size / seconds,
+            "tokens_per_s": stepper.tokens_per_step() / seconds, "tflops": flops / seconds / 1e12,
+            "mfu": flops / seconds / 1e12 / peak if peak else None, "peak_mib": peak_memory_mib(args.device)}
+
+
 def measure_steps(args, model_dir: Path, peak: float | None) -> list[dict]:
-    batches = (8, 16) if args.tiny else (64, 512)
-    modes = ["fp32", "bf16"] + (["tf32"] if args.device.startswith("cuda") else [])
-    methods = args.methods.split(",")
+    batches = (8, 16) if args.tiny else tuple(int(b) for b in args.batches.split(","))
+    modes = args.modes.split(",") if args.modes else ["fp32", "bf16"] + (["tf32"] if args.device.startswith("cuda")
+                                                                         else [])
+    methods = [m for m in args.methods.split(",") if m]
     plan = [(m, b, mode, False) for m in methods for b in batches for mode in modes if not args.compile_only]
     if not args.no_compile:
         plan += [(m, b, mode, True) for m in methods for b in batches
@@ -290,27 +353,19 @@ def measure_steps(args, model_dir: Path, peak: float | None) -> list[dict]:
     for method, batch, mode, compiled in plan:
         import torch
 
-        reset_peak(args.device)
         row = {"method": method, "batch": batch, "mode": mode, "compile": compiled}
+        if late():
+            rows.append({**row, "error": "skipped: past the deadline"})
+            continue
+        reset_peak(args.device)
+        base = masked_lm_dir(model_dir, args.tiny) if method in LM_HEAD else model_dir
         try:
-            stepper = Stepper(method, model_dir, args.device, batch,
-                              stand_in_models(method, str(model_dir), model_dir.parent, args.tiny))
+            stepper = Stepper(method, base, args.device, batch,
+                              [*stand_in_models(method, str(model_dir), model_dir.parent, args.tiny),
+                               *(TINY_SETTINGS.get(method, ()) if args.tiny else ())])
             if compiled:
-                stepper.encoder.backbone = torch.compile(stepper.encoder.backbone)
-            bf16 = set_mode(mode)
-            for warm in range(args.warmup):
-                stepper.step(warm, bf16)
-            synchronize(args.device)
-            clock = time.perf_counter()
-            for step in range(args.steps):
-                stepper.step(step, bf16)
-            synchronize(args.device)
-            seconds = (time.perf_counter() - clock) / args.steps
-            flops = stepper.flops_per_step()
-            row.update({"steps_per_s": 1 / seconds, "sentences_per_s": batch / seconds,
-                        "tokens_per_s": stepper.tokens_per_step() / seconds, "tflops": flops / seconds / 1e12,
-                        "mfu": flops / seconds / 1e12 / peak if peak else None,
-                        "peak_mib": peak_memory_mib(args.device)})
+                stepper.compile()
+            row.update(timed(stepper, set_mode(mode), args, peak))
         except torch.cuda.OutOfMemoryError:
             row["error"] = "out of memory"
         finally:
@@ -318,6 +373,114 @@ def measure_steps(args, model_dir: Path, peak: float | None) -> list[dict]:
         rows.append(row)
         print(json.dumps(row), flush=True)
     return rows
+
+
+def masked_lm_dir(model_dir: Path, tiny: bool) -> Path:
+    """``model_dir``'s size as a masked LM (its head's weights too), for the methods that read the head."""
+    folder = model_dir.parent / "bert-mlm"
+    return folder if (folder / "config.json").exists() else save_bert(folder, tiny, masked_lm=True)
+
+
+# The levers, cumulative: each row adds one to the row before (name, what it sets)
+LEVERS = (("as the trainer steps", {}), ("+ collated ahead", {"ahead": True}), ("+ no sync", {"sync": False}),
+          ("+ torch.compile", {"compile": "default"}), ("+ CUDA graphs", {"compile": "reduce-overhead"}),
+          ("+ fused AdamW (other update)", {"fused": True}))
+
+
+def measure_levers(args, model_dir: Path, peak: float | None) -> list[dict]:
+    """``osscse`` at the smallest batch as the trainer steps and with the first two of :data:`LEVERS`, then
+    ``simcse`` (bf16 on CUDA) at each batch with the levers added one at a time on one model (CUDA graphs at the
+    smallest batch, on CUDA only; no compilation with ``--no-compile``)."""
+    import torch
+
+    batches = (8, 16) if args.tiny else (512, 64)
+    cuda = args.device.startswith("cuda")
+    plan = [("osscse", min(batches), LEVERS[:3])] + [("simcse", batch, LEVERS) for batch in batches]
+    rows = []
+    for method, batch, levers in plan:
+        stepper = None
+        for name, change in levers:
+            row = {"method": method, "batch": batch, "lever": name}
+            if "compile" in change and (args.no_compile or (change["compile"] == "reduce-overhead"
+                                                            and (not cuda or batch != min(batches)))):
+                continue
+            if late():
+                rows.append({**row, "error": "skipped: past the deadline"})
+                continue
+            reset_peak(args.device)
+            try:
+                stepper = stepper or Stepper(method, model_dir, args.device, batch)
+                stepper.ahead(change.get("ahead", stepper.collated is not None))
+                stepper.sync = change.get("sync", stepper.sync)
+                if "compile" in change:
+                    stepper.compile(change["compile"])
+                if change.get("fused"):
+                    stepper.fused()
+                row.update(timed(stepper, cuda, args, peak, max(args.warmup, 3)))
+            except torch.cuda.OutOfMemoryError:
+                row["error"] = "out of memory"
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    return rows
+
+
+def measure_cached(args, model_dir: Path, peak: float | None) -> dict:
+    """Cached InfoNCE (``training.mini_batch_size``): ``simcse`` (bf16 on CUDA, batches collated ahead) at a big
+    batch by mini-batches against the plain mini-batch size: peak memory and time per sentence."""
+    big, small = (64, 16) if args.tiny else (4096, 256)
+    cuda, found = args.device.startswith("cuda"), {}
+    for name, batch, overrides, steps in (("plain", small, (), args.steps),
+                                          ("cached", big, (f"training.mini_batch_size={small}",), 3)):
+        reset_peak(args.device)
+        stepper = Stepper("simcse", model_dir, args.device, batch, overrides)
+        stepper.ahead()
+        found[name] = {"batch": batch, **timed(stepper, cuda, argparse.Namespace(**{**vars(args), "steps": steps}),
+                                               peak, 2)}
+        del stepper
+    plain, cached = found["plain"], found["cached"]
+    found["mini_batch_size"] = small
+    found["memory_ratio"] = cached["peak_mib"] / plain["peak_mib"] if plain["peak_mib"] else None
+    found["time_per_sentence_ratio"] = plain["sentences_per_s"] / cached["sentences_per_s"]
+    return found
+
+
+def measure_peer(args, model_dir: Path, work: Path) -> dict:
+    """``cselab train`` beside ``SentenceTransformerTrainer`` on the same work (``benchmarks/peer_trainer.py``): the
+    first batch's loss in each, dropout off and in fp32, then steps/s of each trainer at each batch (bf16 on CUDA),
+    cselab with no loader process and with its default."""
+    import peer_trainer
+
+    cuda = args.device.startswith("cuda")
+    quiet = save_bert(work / "bert-no-dropout", args.tiny, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    first = Stepper("simcse", quiet, args.device, 8 if args.tiny else 64, peer_trainer.SAME_WORK)
+    texts = first.rows(0)["text"]
+    found = {"first_batch": {"rows": len(texts), "cselab": first.step(0, bf16=False),
+                             "sentence_transformers": peer_trainer.st_first_batch_loss(quiet, args.device, texts, 32)}}
+    found["first_batch"]["relative_difference"] = abs(found["first_batch"]["cselab"] - found["first_batch"][
+        "sentence_transformers"]) / abs(found["first_batch"]["sentence_transformers"])
+    del first
+    rows = []
+    for batch, steps, skip in ((8, 12, 4), (16, 8, 3)) if args.tiny else ((64, 100, 20), (512, 40, 10)):
+        texts = sentences(batch * steps, seed=20 + batch)
+        corpus = work / f"peer-{batch}.txt"
+        corpus.write_text("\n".join(texts) + "\n", encoding="utf-8")
+        for trainer, workers in (("sentence-transformers", None), ("cselab", 0), ("cselab", None)):
+            row = {"trainer": trainer, "batch": batch, "steps": steps, "timed_after": skip}
+            if late():
+                rows.append({**row, "error": "skipped: past the deadline"})
+                continue
+            reset_peak(args.device)
+            out = work / f"peer-{trainer}-{batch}-{workers}"
+            if trainer == "cselab":
+                times = peer_trainer.cselab_train(model_dir, args.device, corpus, batch, steps, cuda, out, workers)
+                row["loader_workers"] = json.loads((out / "run.json").read_text())["provenance"]["loader_workers"]
+            else:
+                times = peer_trainer.st_train(model_dir, args.device, texts, batch, steps, cuda, out)
+            row.update({"steps_per_s": peer_trainer.steps_per_s(times, skip), "peak_mib": peak_memory_mib(args.device)})
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    found["runs"] = rows
+    return found
 
 
 def measure_agreement(args, work: Path) -> dict:
@@ -346,14 +509,21 @@ def measure_agreement(args, work: Path) -> dict:
     return found
 
 
-def measure_profile(args, model_dir: Path) -> dict:
-    """``torch.profiler`` over ``simcse`` steps at batch 64 (bf16 on CUDA): the step's wall time split into its
-    phases (CPU time of each ``record_function`` range), the device's busy time, and the top operators."""
+def measure_profile(args, model_dir: Path) -> list[dict]:
+    """:func:`profile_batch` at each of ``--profile-batches`` (16 with ``--tiny``)."""
+    batches = [16] if args.tiny else [int(b) for b in args.profile_batches.split(",")]
+    return [profile_batch(args, model_dir, batch) for batch in batches if not late()]
+
+
+def profile_batch(args, model_dir: Path, batch: int) -> dict:
+    """``torch.profiler`` over ``simcse`` steps at ``batch`` (bf16 on CUDA) as the trainer takes them: the step's
+    wall time split into its phases (CPU time of each ``record_function`` range), the device's busy time, and the
+    top operators."""
     from torch.autograd import DeviceType
     from torch.profiler import ProfilerActivity, profile
 
     cuda = args.device.startswith("cuda")
-    batch, steps = (16, 3) if args.tiny else (64, 10)
+    steps = 3 if args.tiny else 10
     stepper = Stepper("simcse", model_dir, args.device, batch)
     for warm in range(args.warmup):
         stepper.step(warm, cuda)
@@ -549,14 +719,26 @@ def markdown(report: dict) -> str:
                          f"{r['sentences_per_s']:.0f} | {r['tokens_per_s']:.0f} | {r['tflops']:.2f} | {mfu} | "
                          f"{memory} |")
         lines.append("")
-    if "profile" in report:
-        profile = report["profile"]
-        lines += ["## profile", "", "```json", json.dumps({k: v for k, v in profile.items() if not k.startswith("by_")},
-                                                         indent=1), "```", ""]
+    if "levers" in report:
+        lines += ["## Levers (simcse and osscse, length 32, bf16 on CUDA; each row adds one to the row before)", "",
+                  "| method | batch | lever | steps/s | sentences/s | TFLOP/s | MFU | peak MiB |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in report["levers"]:
+            if "error" in r:
+                lines.append(f"| {r['method']} | {r['batch']} | {r['lever']} | {r['error']} | | | | |")
+                continue
+            mfu = f"{100 * r['mfu']:.1f}%" if r.get("mfu") is not None else "n/a"
+            memory = f"{r['peak_mib']:.0f}" if r.get("peak_mib") is not None else "n/a"
+            lines.append(f"| {r['method']} | {r['batch']} | {r['lever']} | {r['steps_per_s']:.2f} | "
+                         f"{r['sentences_per_s']:.0f} | {r['tflops']:.2f} | {mfu} | {memory} |")
+        lines.append("")
+    for profile in report.get("profile", []):
+        lines += [f"## profile, batch {profile['batch']}", "", "```json",
+                  json.dumps({k: v for k, v in profile.items() if not k.startswith("by_")}, indent=1), "```", ""]
         for key in ("by_cpu", "by_device"):
             if key in profile:
                 lines += [f"### {key}", "", "```", profile[key], "```", ""]
-    for section in ("agreement", "run", "augment", "probes"):
+    for section in ("peer", "cached", "agreement", "run", "augment", "probes"):
         if section in report:
             lines += [f"## {section}", "", "```json", json.dumps(report[section], indent=1, default=str)[:4000],
                       "```", ""]
@@ -574,7 +756,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-compile", action="store_true", help="leave torch.compile out")
     parser.add_argument("--compile-only", action="store_true", help="steps: only the torch.compile rows")
     parser.add_argument("--methods", default="simcse,osscse", help="steps: the methods timed (default: simcse,osscse)")
-    parser.add_argument("--family", default="promptbert,sncse,esimcse,diffcse,rankcse",
+    parser.add_argument("--batches", default="64,512", help="steps: the batch sizes (default: 64,512)")
+    parser.add_argument("--modes", default="", help="steps: of fp32, tf32, bf16 (default: all three on CUDA, else the "
+                                                    "first and the last)")
+    parser.add_argument("--profile-batches", default="64", help="profile: the batch sizes (default: 64)")
+    parser.add_argument("--deadline", type=float, help="seconds after which what is left is skipped (and said to be): "
+                                                       "a lent device's time is short")
+    parser.add_argument("--family", default="promptbert,sncse,esimcse,diffcse,rankcse,infocse",
                         help="steps: methods timed once each at batch 64 in bf16, eager (empty: none)")
     parser.add_argument("--compile-all", action="store_true", help="torch.compile in every mode, not only bf16")
     parser.add_argument("--peak-tflops", type=float, help="the device's dense bf16 peak, for MFU (default: "
@@ -600,13 +788,19 @@ def main(argv: list[str] | None = None) -> int:
               else platform.processor() or "cpu", "torch": torch.__version__, "cuda": torch.version.cuda,
               "driver": _driver() if cuda else None, "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
               "peak_bf16_tflops": peak_tflops(args.device, args.peak_tflops)}
+    if args.deadline:
+        DEADLINE[0] = time.monotonic() + args.deadline
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as folder:
         work = Path(folder)
         model_dir = save_bert(work / "bert", args.tiny)
         clock = time.perf_counter()
         for section in sections:
             started = time.perf_counter()
-            if section == "steps":
+            if late():
+                report.setdefault("skipped", []).append(section)
+            elif section == "steps":
                 report["steps"] = measure_steps(args, model_dir, report["peak_bf16_tflops"])
             elif section == "agreement":
                 report["agreement"] = measure_agreement(args, work)
@@ -616,16 +810,24 @@ def main(argv: list[str] | None = None) -> int:
                 report["augment"] = measure_augment(args, work)
             elif section == "probes":
                 report["probes"] = measure_probes(args, model_dir)
+            elif section == "levers":
+                report["levers"] = measure_levers(args, model_dir, report["peak_bf16_tflops"])
+            elif section == "cached":
+                report["cached"] = measure_cached(args, model_dir, report["peak_bf16_tflops"])
+            elif section == "peer":
+                report["peer"] = measure_peer(args, model_dir, work)
             else:
                 report["profile"] = measure_profile(args, model_dir)
             print(f"{section}: {time.perf_counter() - started:.1f} s", flush=True)
-        report["wall_s"] = time.perf_counter() - clock
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "gpu-check.json").write_text(json.dumps(report, indent=1, default=str) + "\n", encoding="utf-8")
-    (out / "gpu-check.md").write_text(markdown(report), encoding="utf-8")
+            report["wall_s"] = time.perf_counter() - clock
+            write_report(report, out)  # after each section: a run cut short keeps what it measured
     print(f"wrote {out / 'gpu-check.json'} and {out / 'gpu-check.md'} ({report['wall_s']:.0f} s)")
     return 0
+
+
+def write_report(report: dict, out: Path) -> None:
+    (out / "gpu-check.json").write_text(json.dumps(report, indent=1, default=str) + "\n", encoding="utf-8")
+    (out / "gpu-check.md").write_text(markdown(report), encoding="utf-8")
 
 
 def _driver() -> str | None:

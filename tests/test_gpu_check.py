@@ -23,7 +23,7 @@ def test_every_section_runs_with_tiny_models(tmp_path, device):
     assert run.returncode == 0, run.stderr[-3000:]
     report = json.loads((tmp_path / "gpu-check.json").read_text())
     configurations = {(r["method"], r["batch"], r["mode"]) for r in report["steps"]}
-    family = ("promptbert", "sncse", "esimcse", "diffcse", "rankcse")  # one row each, stand-ins for their models
+    family = ("promptbert", "sncse", "esimcse", "diffcse", "rankcse", "infocse")  # one row each, stand-in models
     plan = {(m, b, mode) for m in ("simcse", "osscse") for b in (8, 16) for mode in ("fp32", "bf16")}
     assert configurations == plan | {(m, 8, "bf16") for m in family}
     for row in report["steps"]:
@@ -40,6 +40,21 @@ def test_every_section_runs_with_tiny_models(tmp_path, device):
     # tiny models it can fall below 1, so the test checks it was measured, not its size
     assert report["augment"]["mlm_speedup"] > 0 and report["augment"]["masks"] > report["augment"]["sentences"]
     assert report["probes"]["encode_cpu_sentences_per_s"] > 0 and report["probes"]["classifier_cpu_s"] > 0
+    assert [p["batch"] for p in report["profile"]] == [16] and report["profile"][0]["collate_ms"] > 0
+    levers = [(r["method"], r["batch"], r["lever"]) for r in report["levers"]]
+    eager = ["as the trainer steps", "+ collated ahead", "+ no sync"]  # no compilation, no CUDA graphs here
+    assert levers == [("osscse", 8, lever) for lever in eager] + [
+        ("simcse", b, lever) for b in (8, 16) for lever in [*eager, "+ fused AdamW (other update)"]]
+    assert all(r["steps_per_s"] > 0 for r in report["levers"])
+    assert report["cached"]["mini_batch_size"] == 16 and report["cached"]["cached"]["batch"] == 64
+    assert report["cached"]["time_per_sentence_ratio"] > 0
+    peer = report["peer"]
+    # the same work: both libraries' loss of one batch (dropout off, fp32) within float error
+    assert peer["first_batch"]["relative_difference"] < 1e-4
+    runs = [(r["trainer"], r["batch"], r.get("loader_workers")) for r in peer["runs"]]
+    assert runs == [(t, b, w) for b in (8, 16) for t, w in (("sentence-transformers", None), ("cselab", 0),
+                                                             ("cselab", 0 if device == "cpu" else 2))]
+    assert all(r["steps_per_s"] > 0 for r in peer["runs"])
     assert "| simcse | 8 | fp32 | False |" in (tmp_path / "gpu-check.md").read_text()
 
 
