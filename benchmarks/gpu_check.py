@@ -51,6 +51,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import traceback
 from datetime import datetime, timezone
 from functools import cache
 from pathlib import Path
@@ -454,10 +455,14 @@ def measure_peer(args, model_dir: Path, work: Path) -> dict:
     quiet = save_bert(work / "bert-no-dropout", args.tiny, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     first = Stepper("simcse", quiet, args.device, 8 if args.tiny else 64, peer_trainer.SAME_WORK)
     texts = first.rows(0)["text"]
-    found = {"first_batch": {"rows": len(texts), "cselab": first.step(0, bf16=False),
-                             "sentence_transformers": peer_trainer.st_first_batch_loss(quiet, args.device, texts, 32)}}
-    found["first_batch"]["relative_difference"] = abs(found["first_batch"]["cselab"] - found["first_batch"][
-        "sentence_transformers"]) / abs(found["first_batch"]["sentence_transformers"])
+    check = {"rows": len(texts), "log_rows": math.log(len(texts)), "cselab": first.step(0, bf16=False)}
+    try:  # log_rows: the loss were every similarity the same
+        check["sentence_transformers"] = peer_trainer.st_first_batch_loss(quiet, args.device, texts, 32)
+        check["relative_difference"] = abs(check["cselab"] - check["sentence_transformers"]) / abs(
+            check["sentence_transformers"])
+    except Exception:  # noqa: BLE001  (the timings still run)
+        check["error"] = traceback.format_exc()[-2000:]
+    found = {"first_batch": check}
     del first
     rows = []
     for batch, steps, skip in ((8, 12, 4), (16, 8, 3)) if args.tiny else ((64, 100, 20), (512, 40, 10)):
@@ -471,12 +476,16 @@ def measure_peer(args, model_dir: Path, work: Path) -> dict:
                 continue
             reset_peak(args.device)
             out = work / f"peer-{trainer}-{batch}-{workers}"
-            if trainer == "cselab":
-                times = peer_trainer.cselab_train(model_dir, args.device, corpus, batch, steps, cuda, out, workers)
-                row["loader_workers"] = json.loads((out / "run.json").read_text())["provenance"]["loader_workers"]
-            else:
-                times = peer_trainer.st_train(model_dir, args.device, texts, batch, steps, cuda, out)
-            row.update({"steps_per_s": peer_trainer.steps_per_s(times, skip), "peak_mib": peak_memory_mib(args.device)})
+            try:
+                if trainer == "cselab":
+                    times = peer_trainer.cselab_train(model_dir, args.device, corpus, batch, steps, cuda, out, workers)
+                    row["loader_workers"] = json.loads((out / "run.json").read_text())["provenance"]["loader_workers"]
+                else:
+                    times = peer_trainer.st_train(model_dir, args.device, texts, batch, steps, cuda, out)
+                row.update({"steps_per_s": peer_trainer.steps_per_s(times, skip),
+                            "peak_mib": peak_memory_mib(args.device)})
+            except Exception:  # noqa: BLE001  (the other trainer's rows still run)
+                row["error"] = traceback.format_exc()[-2000:]
             rows.append(row)
             print(json.dumps(row), flush=True)
     found["runs"] = rows
@@ -738,6 +747,8 @@ def markdown(report: dict) -> str:
         for key in ("by_cpu", "by_device"):
             if key in profile:
                 lines += [f"### {key}", "", "```", profile[key], "```", ""]
+    for section, text in report.get("failed", {}).items():
+        lines += [f"## {section}: failed", "", "```", text, "```", ""]
     for section in ("peer", "cached", "agreement", "run", "augment", "probes"):
         if section in report:
             lines += [f"## {section}", "", "```json", json.dumps(report[section], indent=1, default=str)[:4000],
@@ -796,33 +807,27 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(folder)
         model_dir = save_bert(work / "bert", args.tiny)
         clock = time.perf_counter()
+        peak = report["peak_bf16_tflops"]
+        measures = {"steps": lambda: measure_steps(args, model_dir, peak), "agreement": lambda: measure_agreement(
+            args, work), "run": lambda: measure_run(args, model_dir, work), "augment": lambda: measure_augment(
+            args, work), "probes": lambda: measure_probes(args, model_dir), "profile": lambda: measure_profile(
+            args, model_dir), "levers": lambda: measure_levers(args, model_dir, peak), "cached": lambda: measure_cached(
+            args, model_dir, peak), "peer": lambda: measure_peer(args, model_dir, work)}
         for section in sections:
             started = time.perf_counter()
             if late():
                 report.setdefault("skipped", []).append(section)
-            elif section == "steps":
-                report["steps"] = measure_steps(args, model_dir, report["peak_bf16_tflops"])
-            elif section == "agreement":
-                report["agreement"] = measure_agreement(args, work)
-            elif section == "run":
-                report["run"] = measure_run(args, model_dir, work)
-            elif section == "augment":
-                report["augment"] = measure_augment(args, work)
-            elif section == "probes":
-                report["probes"] = measure_probes(args, model_dir)
-            elif section == "levers":
-                report["levers"] = measure_levers(args, model_dir, report["peak_bf16_tflops"])
-            elif section == "cached":
-                report["cached"] = measure_cached(args, model_dir, report["peak_bf16_tflops"])
-            elif section == "peer":
-                report["peer"] = measure_peer(args, model_dir, work)
-            else:
-                report["profile"] = measure_profile(args, model_dir)
+                continue
+            try:
+                report[section] = measures[section]()
+            except Exception:  # noqa: BLE001  (one section's failure is reported; the others still run)
+                report.setdefault("failed", {})[section] = traceback.format_exc()[-3000:]
+                print(report["failed"][section], file=sys.stderr, flush=True)
             print(f"{section}: {time.perf_counter() - started:.1f} s", flush=True)
             report["wall_s"] = time.perf_counter() - clock
             write_report(report, out)  # after each section: a run cut short keeps what it measured
     print(f"wrote {out / 'gpu-check.json'} and {out / 'gpu-check.md'} ({report['wall_s']:.0f} s)")
-    return 0
+    return 1 if report.get("failed") else 0
 
 
 def write_report(report: dict, out: Path) -> None:
