@@ -824,10 +824,23 @@ def main(argv: list[str] | None = None) -> int:
                 report.setdefault("failed", {})[section] = traceback.format_exc()[-3000:]
                 print(report["failed"][section], file=sys.stderr, flush=True)
             print(f"{section}: {time.perf_counter() - started:.1f} s", flush=True)
+            report.setdefault("after", {})[section] = machine_state()
             report["wall_s"] = time.perf_counter() - clock
             write_report(report, out)  # after each section: a run cut short keeps what it measured
     print(f"wrote {out / 'gpu-check.json'} and {out / 'gpu-check.md'} ({report['wall_s']:.0f} s)")
     return 1 if report.get("failed") else 0
+
+
+def machine_state() -> dict:
+    """What a section may leave behind that slows the next: load, child processes, threads, the tokenizers'
+    parallelism setting."""
+    import multiprocessing
+
+    import torch
+
+    return {"load_1m": os.getloadavg()[0], "children": len(multiprocessing.active_children()),
+            "torch_threads": torch.get_num_threads(), "tokenizers_parallelism": os.environ.get(
+                "TOKENIZERS_PARALLELISM")}
 
 
 def write_report(report: dict, out: Path) -> None:
