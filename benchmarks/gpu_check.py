@@ -13,7 +13,15 @@ too. Sections (``--only`` picks some):
   3 x forward, forward per sequence of S tokens = 2 N S + 4 L S^2 d (N: non-embedding parameters, L layers,
   width d), summed over the method's encoded views. Then the SimCSE family (``--family``: ``promptbert``,
   ``sncse``, ``esimcse``, ``diffcse``, ``rankcse`` by default) at batch 64 in bf16, eager: one row each, the models
-  their losses name being random stand-ins of the released ones' sizes (``benchmarks/stand_ins.py``).
+  their losses name being random stand-ins of the released ones' sizes (``benchmarks/stand_ins.py``; ``infocse``
+  reads a masked-LM head too).
+- ``levers``: ``simcse`` at batch 512 and 64 (bf16 on CUDA) as the trainer steps, then with one lever more per row:
+  batches collated ahead, no host sync in the step, ``torch.compile``, CUDA graphs (batch 64), torch's fused AdamW
+  (a what-if: not LegacyAdamW's update); ``osscse`` at batch 64 with the first two (see :class:`Stepper`).
+- ``cached``: cached InfoNCE, batch 4,096 by mini-batches of 256 against plain batch 256: peak memory and time
+  per sentence.
+- ``peer``: ``cselab``'s ``train`` beside ``SentenceTransformerTrainer`` on the same work at batch 64 and 512
+  (``benchmarks/peer_trainer.py``), their first-batch losses compared with dropout off.
 - ``agreement``: 20 ``simcse`` steps from the same weights and data, dropout off, in fp32, in bf16 and in fp16
   (autocast with a gradient scaler, the official profiles' precision): each step's losses within 5% (relative)
   of fp32's, none NaN.
@@ -27,13 +35,18 @@ too. Sections (``--only`` picks some):
   candidate).
 - ``probes``: sentence encoding (what the STS suite costs) on the device and on the CPU, and the transfer
   classifier (SentEval's full classifier setup, nested 10-fold CV) on an MR-sized problem, which runs on the CPU.
-- ``profile``: ``torch.profiler`` over ``simcse`` steps at batch 64 (bf16 on CUDA): the step split into collation
-  (tokenising), forward, backward and optimizer, the device's busy time per step, and the top operators.
+- ``profile``: ``torch.profiler`` over ``simcse`` steps at each of ``--profile-batches`` (bf16 on CUDA): the step
+  split into collation (tokenising), forward, backward and optimizer, the device's busy time per step, and the top
+  operators.
+
+``--deadline S`` skips what is left after S seconds (a lent device's time is short); the report is written after
+each section, with the machine's state after it (load, child processes, threads).
 
     python benchmarks/gpu_check.py --device cuda --out benchmarks/gpu-check      # make gpu-check
     python benchmarks/gpu_check.py --device cpu --tiny --out /tmp/gpu-check       # the CPU test's run
 
-Writes ``OUT/gpu-check.json`` and ``OUT/gpu-check.md``.
+Writes ``OUT/gpu-check.json`` and ``OUT/gpu-check.md``; a section that fails is reported there and the others
+still run (exit 1).
 """
 
 from __future__ import annotations
@@ -185,7 +198,7 @@ class Stepper:
     through the loop's ``backward_pass``), on synthetic rows, with a constant learning rate of 1e-5.
 
     Levers, each measured on its own (the ``levers`` section): ``ahead`` (the 4 batches the steps cycle through are
-    collated before the timing, as loader processes would: ``cselab train --loader-workers``), ``sync`` (False: the
+    collated before the timing, as a loader that keeps ahead of the step would), ``sync`` (False: the
     step neither reads its loss nor checks it is finite, so nothing waits for the device until the timing ends; the
     trainer reads both every step), ``fused()`` (torch's fused AdamW in place of LegacyAdamW: NOT the same update,
     eps is added after the bias correction) and ``compile(mode)`` (the backbone through ``torch.compile``)."""
@@ -447,8 +460,8 @@ def measure_cached(args, model_dir: Path, peak: float | None) -> dict:
 
 def measure_peer(args, model_dir: Path, work: Path) -> dict:
     """``cselab train`` beside ``SentenceTransformerTrainer`` on the same work (``benchmarks/peer_trainer.py``): the
-    first batch's loss in each, dropout off and in fp32, then steps/s of each trainer at each batch (bf16 on CUDA),
-    cselab with no loader process and with its default."""
+    first batch's loss in each, dropout off and in fp32, then steps/s of each trainer at each batch (bf16 on
+    CUDA)."""
     import peer_trainer
 
     cuda = args.device.startswith("cuda")
@@ -469,17 +482,16 @@ def measure_peer(args, model_dir: Path, work: Path) -> dict:
         texts = sentences(batch * steps, seed=20 + batch)
         corpus = work / f"peer-{batch}.txt"
         corpus.write_text("\n".join(texts) + "\n", encoding="utf-8")
-        for trainer, workers in (("sentence-transformers", None), ("cselab", 0), ("cselab", None)):
+        for trainer in ("sentence-transformers", "cselab"):
             row = {"trainer": trainer, "batch": batch, "steps": steps, "timed_after": skip}
             if late():
                 rows.append({**row, "error": "skipped: past the deadline"})
                 continue
             reset_peak(args.device)
-            out = work / f"peer-{trainer}-{batch}-{workers}"
+            out = work / f"peer-{trainer}-{batch}"
             try:
                 if trainer == "cselab":
-                    times = peer_trainer.cselab_train(model_dir, args.device, corpus, batch, steps, cuda, out, workers)
-                    row["loader_workers"] = json.loads((out / "run.json").read_text())["provenance"]["loader_workers"]
+                    times = peer_trainer.cselab_train(model_dir, args.device, corpus, batch, steps, cuda, out)
                 else:
                     times = peer_trainer.st_train(model_dir, args.device, texts, batch, steps, cuda, out)
                 row.update({"steps_per_s": peer_trainer.steps_per_s(times, skip),

@@ -1,11 +1,11 @@
 """cselab's trainer beside sentence-transformers' on the same work, for ``gpu_check.py``'s ``peer`` section.
 
-The same work: the same random BERT folder, [CLS] vectors with no head (``encoder.pooler=cls``, ``encoder.head=null``
-in cselab; a ``Pooling`` of mode ``cls`` in sentence-transformers), each sentence paired with itself, InfoNCE at
-temperature 0.05 (``MultipleNegativesRankingLoss(scale=20)``), the same batch, 32 tokens, bf16 autocast on CUDA and
-no evaluation. Each library's own entry point runs it: ``SentenceTransformerTrainer.train`` and ``cselab``'s
-``train``, each with a callback that reads the clock after every optimizer step (the device synchronised first).
-That it is the same work is shown on a first batch with dropout off: both libraries' losses of it, in fp32.
+The same work: the same random BERT folder, [CLS] vectors with no head (``encoder.pooler=cls_before_pooler``,
+``encoder.head=null`` in cselab; a ``Pooling`` of mode ``cls`` in sentence-transformers), each sentence paired with
+itself, InfoNCE at temperature 0.05 (``MultipleNegativesRankingLoss(scale=20)``), the same batch, 32 tokens, bf16
+autocast on CUDA and no evaluation. Each library's own entry point runs it: ``SentenceTransformerTrainer.train`` and
+``cselab``'s ``train``, each with a callback that reads the clock after every optimizer step (the device synchronised
+first). That it is the same work is shown on a first batch with dropout off: both libraries' losses of it, in fp32.
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ import json
 import time
 from pathlib import Path
 
-SAME_WORK = ("encoder.pooler=cls", "encoder.head=null")  # simcse's objective with sentence-transformers' model
+# simcse's objective on sentence-transformers' model: the last layer's [CLS] state, no head (cselab's ``cls`` would
+# add BERT's pooler layer, as SimCSE's code names it)
+SAME_WORK = ("encoder.pooler=cls_before_pooler", "encoder.head=null")
 
 
 def synchronize(device: str) -> None:
@@ -75,10 +77,10 @@ def st_train(model_dir: Path, device: str, texts: list[str], batch: int, steps: 
     return times
 
 
-def cselab_train(model_dir: Path, device: str, corpus: Path, batch: int, steps: int, bf16: bool, out: Path,
-                 workers: int | None) -> list[float]:
+def cselab_train(model_dir: Path, device: str, corpus: Path, batch: int, steps: int, bf16: bool, out: Path
+                 ) -> list[float]:
     """``cselab``'s ``train`` of ``simcse`` (the same work) for ``steps`` steps on ``corpus``; the clock after each
-    step. ``workers``: its ``loader_workers`` (None: the device's default)."""
+    step."""
     from cselab.train.config.methods import load_method
     from cselab.train.run.callbacks import Callback
     from cselab.train.run.trainer import train
@@ -93,5 +95,5 @@ def cselab_train(model_dir: Path, device: str, corpus: Path, batch: int, steps: 
     method = load_method("simcse", [*SAME_WORK, f"training.batch_size={batch}", f"training.max_steps={steps}",
                                     "training.max_length=32", "training.dev=none", f"training.eval_steps={steps}",
                                     f"training.mixed_precision={'bf16' if bf16 else 'no'}"])
-    train(method, str(model_dir), str(corpus), out, progress=False, callbacks=[Clock()], loader_workers=workers)
+    train(method, str(model_dir), str(corpus), out, progress=False, callbacks=[Clock()])
     return times

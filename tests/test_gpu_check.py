@@ -49,11 +49,11 @@ def test_every_section_runs_with_tiny_models(tmp_path, device):
     assert report["cached"]["mini_batch_size"] == 16 and report["cached"]["cached"]["batch"] == 64
     assert report["cached"]["time_per_sentence_ratio"] > 0
     peer = report["peer"]
-    # the same work: both libraries' loss of one batch (dropout off, fp32) within float error
-    assert peer["first_batch"]["relative_difference"] < 1e-4
-    runs = [(r["trainer"], r["batch"], r.get("loader_workers")) for r in peer["runs"]]
-    assert runs == [(t, b, w) for b in (8, 16) for t, w in (("sentence-transformers", None), ("cselab", 0),
-                                                             ("cselab", 0 if device == "cpu" else 2))]
+    # the same work: both libraries' loss of one batch (dropout off, fp32) within float error: 1.1e-7 measured here
+    # (6e-8 at BERT-base size); 6.8e-6 (9e-4 at BERT-base size) when cselab's side added BERT's pooler layer
+    assert peer["first_batch"]["relative_difference"] < 1e-6
+    runs = [(r["trainer"], r["batch"]) for r in peer["runs"]]
+    assert runs == [(t, b) for b in (8, 16) for t in ("sentence-transformers", "cselab")]
     assert all(r["steps_per_s"] > 0 for r in peer["runs"])
     assert "| simcse | 8 | fp32 | False |" in (tmp_path / "gpu-check.md").read_text()
 

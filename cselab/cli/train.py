@@ -35,9 +35,6 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--restart-from", choices=RESTARTS,
                         help="when OUT/last is damaged: continue from OUT/best's weights with a fresh optimizer, "
                              "at the step best was saved")
-    parser.add_argument("--loader-workers", type=whole_number(0), metavar="N",
-                        help="processes that tokenise the next batches while the model trains; changes no result "
-                             "(default: 2 on a CUDA device with 4 CPU cores or more, else 0)")
     parser.add_argument("--report-to", default="", metavar="TRACKERS",
                         help="experiment trackers, joined by commas: tensorboard (OUT/tensorboard), wandb, mlflow, "
                              "trackio, comet_ml, aim, clearml, dvclive, swanlab (each configured by its own "
@@ -77,8 +74,7 @@ def run(args: argparse.Namespace) -> None:
 
     transformers_logging.disable_progress_bar()  # weight loading is quick; the training bar says what matters
     summary = train(method, resolve_backbone(args.model), args.data, args.out, args.data_dir, args.eval_limit,
-                    report_to=reports(args), overwrite=args.overwrite, restart_from=args.restart_from,
-                    loader_workers=args.loader_workers)
+                    report_to=reports(args), overwrite=args.overwrite, restart_from=args.restart_from)
     print(json.dumps(summary, indent=2))
 
 

@@ -7,7 +7,6 @@ encodes its own share, and in-batch negatives are gathered from all of them (:mo
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -120,24 +119,12 @@ class NoDuplicateBatches(BatchSampler):
             yield batch
 
 
-def loader_workers(device: torch.device | str, cpus: int | None = None) -> int:
-    """The default number of loader processes: 2 on a CUDA device where the machine has 4 CPU cores or more (the
-    next batches are tokenised while the GPU trains), else 0 (tokenised in the training process). It changes no
-    result: the collator draws nothing at random."""
-    cpus = os.cpu_count() if cpus is None else cpus
-    return 2 if torch.device(device).type == "cuda" and (cpus or 1) >= 4 else 0
-
-
-def training_loader(rows, collator: Collator, config: TrainingConfig, epochs: int = 1, workers: int = 0
-                    ) -> DataLoader:
+def training_loader(rows, collator: Collator, config: TrainingConfig, epochs: int = 1) -> DataLoader:
     """Batches of ``training.batch_size`` rows in :class:`EpochOrder` (``sampler: no_duplicates``: through
-    :class:`NoDuplicateBatches`), the last partial one dropped, collated by ``collator`` (in ``workers`` processes
-    besides this one, each a few batches ahead); its own generator, so that iterating draws nothing from the global
-    RNG (dropout's). ``epochs``: how many epochs the run reaches; with ``no_duplicates`` each is drawn once here, so
-    that an epoch the duplicates cannot fill is refused before the first step, not when training reaches it."""
-    if workers < 0:
-        raise TrainingError(f"loader workers: {workers} is below 0")
-    ahead = {"num_workers": workers, "persistent_workers": True, "prefetch_factor": 4} if workers else {}
+    :class:`NoDuplicateBatches`), the last partial one dropped, collated by ``collator``; its own generator, so that
+    iterating draws nothing from the global RNG (dropout's). ``epochs``: how many epochs the run reaches; with
+    ``no_duplicates`` each is drawn once here, so that an epoch the duplicates cannot fill is refused before the
+    first step, not when training reaches it."""
     order = EpochOrder(len(rows), config.seed)
     if config.sampler == "no_duplicates":
         batches = NoDuplicateBatches(order, config.batch_size, row_texts(rows, collator.keys))
@@ -146,7 +133,6 @@ def training_loader(rows, collator: Collator, config: TrainingConfig, epochs: in
             for _ in batches:
                 pass
         order.set_epoch(0)
-        return DataLoader(RowsDataset(rows), batch_sampler=batches, collate_fn=collator, generator=torch.Generator(),
-                          **ahead)
+        return DataLoader(RowsDataset(rows), batch_sampler=batches, collate_fn=collator, generator=torch.Generator())
     return DataLoader(RowsDataset(rows), batch_size=config.batch_size, sampler=order, drop_last=True,
-                      collate_fn=collator, generator=torch.Generator(), **ahead)
+                      collate_fn=collator, generator=torch.Generator())

@@ -97,12 +97,11 @@ class TrainingSetup:
 
 
 def setup(method: MethodConfig, model: str, rows, where: str = "the training data", processes: int = 1,
-          data_dir: str | os.PathLike | None = None, eval_limit: int | None = None, loader_workers: int = 0
-          ) -> TrainingSetup:
+          data_dir: str | os.PathLike | None = None, eval_limit: int | None = None) -> TrainingSetup:
     """``method``'s training parts over the backbone ``model`` and the training ``rows`` (``where`` names them in an
     error), for ``processes`` processes; seeded with ``training.seed`` first, so that the same method builds the same
     initial weights. The dev scorer (``training.dev`` over ``data_dir``, ``eval_limit`` pairs) reads its data when it
-    first runs. ``loader_workers``: processes that collate the batches ahead (:func:`training_loader`)."""
+    first runs."""
     cfg = method.training
     set_seed(cfg.seed)
     objective = Objective(method)
@@ -113,6 +112,6 @@ def setup(method: MethodConfig, model: str, rows, where: str = "the training dat
     initial = initial_weights(encoder) if objective.needs_initial_weights else None
     optimizer = build_optimizer([(n, p) for n, p in encoder.named_parameters() if p.requires_grad], cfg)
     reached = -(-total * cfg.grad_accum // per_epoch)  # the epochs the run's steps reach (the last maybe in part)
-    loader = training_loader(rows, Collator(encoder, objective.forward_keys), cfg, reached, loader_workers)
+    loader = training_loader(rows, Collator(encoder, objective.forward_keys), cfg, reached)
     return TrainingSetup(cfg, objective, encoder, optimizer, build_scheduler(optimizer, cfg, total), loader,
                          dev_scorer(cfg.dev, data_dir, eval_limit), per_epoch, total, initial)

@@ -18,7 +18,6 @@ from cselab.provenance import provenance
 from cselab.registry import build_plugin
 from cselab.train.config.method import MethodConfig
 from cselab.train.run import folder as run_folder
-from cselab.train.run.batches import loader_workers as default_workers
 from cselab.train.run.card import base_license
 from cselab.train.run.checkpoint import Checkpoints
 from cselab.train.run.launch import start_trackers
@@ -56,10 +55,9 @@ def base_normalizes(model: str) -> bool:
 
 def start(accelerator: Accelerator, method: MethodConfig, model: str, data, out: Path,
           data_dir: str | os.PathLike | None = None, eval_limit: int | None = None,
-          restart_from: str | None = None, reporting: bool = False, loader_workers: int | None = None) -> Started:
+          restart_from: str | None = None, reporting: bool = False) -> Started:
     """Open ``out`` for a run of ``method`` from ``model`` on ``data``; a different run already there is refused
-    before a model loads, and so is a tracker (``reporting``) that cannot start. ``loader_workers`` (None: the
-    device's default, :func:`~cselab.train.run.batches.loader_workers`) is recorded in the session's provenance."""
+    before a model loads, and so is a tracker (``reporting``) that cannot start."""
     out.mkdir(parents=True, exist_ok=True)
     rows, source = training_rows(method, data, data_dir)
     check_max_length(str(model), method.training.max_length, "training.max_length")  # before OUT records the run
@@ -70,8 +68,7 @@ def start(accelerator: Accelerator, method: MethodConfig, model: str, data, out:
     weights = weight_files(str(model))
     normalizes = base_normalizes(str(model))
     mine = run_folder.run_identity(method, model, source, data_dir, eval_limit, weights)
-    workers = default_workers(accelerator.device) if loader_workers is None else loader_workers
-    made = {**provenance(str(accelerator.device), weights), "loader_workers": workers}
+    made = provenance(str(accelerator.device), weights)
     run_folder.check_or_write(out, mine, method.to_dict(), write=accelerator.is_main_process, provenance=made)
     checkpoints = Checkpoints(out, accelerator)
     checkpoints.remove_partials()
@@ -80,7 +77,7 @@ def start(accelerator: Accelerator, method: MethodConfig, model: str, data, out:
         start_trackers(accelerator, method.to_dict(), mine, out)
     try:
         parts = setup(method, str(model), rows, source.get("path") or source.get("name"), accelerator.num_processes,
-                      data_dir, eval_limit, workers)
+                      data_dir, eval_limit)
     except BaseException:
         if reporting:
             accelerator.end_training()

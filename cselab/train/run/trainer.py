@@ -226,8 +226,7 @@ class Trainer:
 def train(method: MethodConfig, model: str, data: str | os.PathLike | None, out: str | os.PathLike,
           data_dir: str | os.PathLike | None = None, eval_limit: int | None = None, log_every: int = 10,
           progress: bool = True, report_to: Sequence[str] = (), overwrite: bool = False,
-          restart_from: str | None = None, callbacks: Sequence[Callback] = (), loader_workers: int | None = None
-          ) -> dict[str, Any]:
+          restart_from: str | None = None, callbacks: Sequence[Callback] = ()) -> dict[str, Any]:
     """Train ``model`` with ``method`` on ``data`` (see :func:`cselab.train.run.data.training_rows`; None: the
     method's own ``data``, else ``cache/augment``); returns its summary. ``--method OUT/config.yaml`` repeats it.
 
@@ -239,9 +238,7 @@ def train(method: MethodConfig, model: str, data: str | os.PathLike | None, out:
     config, data, base model, cselab version; :mod:`cselab.train.run.folder`), from ``OUT/last`` once every file
     there is verified (:mod:`cselab.train.run.state`). ``overwrite`` deletes the run's files first; ``restart_from=
     "best"`` continues from the best checkpoint's weights with a fresh optimizer when ``OUT/last`` is damaged.
-    ``report_to``: trackers (:mod:`~cselab.train.run.launch`); ``callbacks`` come after the built-in ones.
-    ``loader_workers``: processes that tokenise the next batches while the model trains (None: 2 on a CUDA device
-    with 4 CPU cores or more, else 0); it changes no result and is recorded in the session's provenance."""
+    ``report_to``: trackers (:mod:`~cselab.train.run.launch`); ``callbacks`` come after the built-in ones."""
     if restart_from not in (None, *run_folder.RESTARTS):
         raise TrainingError(f"--restart-from {restart_from!r}: expected one of {', '.join(run_folder.RESTARTS)}")
     out = check_folder(out, inputs=(model, data))  # never the model's or the data's own folder
@@ -250,13 +247,13 @@ def train(method: MethodConfig, model: str, data: str | os.PathLike | None, out:
     first = os.environ.get("RANK", "0") == "0"  # one process of several may remove OUT
     with kept_only_if_written(out) if first else contextlib.nullcontext():  # refused before a save: no empty OUT
         return _train(method, model, data, out, data_dir, eval_limit, log_every, progress, report_to, overwrite,
-                      restart_from, callbacks, loader_workers)
+                      restart_from, callbacks)
 
 
 def _train(method: MethodConfig, model: str, data: str | os.PathLike | None, out: Path,
            data_dir: str | os.PathLike | None, eval_limit: int | None, log_every: int, progress: bool,
-           report_to: Sequence[str], overwrite: bool, restart_from: str | None, callbacks: Sequence[Callback],
-           loader_workers: int | None) -> dict[str, Any]:
+           report_to: Sequence[str], overwrite: bool, restart_from: str | None, callbacks: Sequence[Callback]
+           ) -> dict[str, Any]:
     accelerator = launch(method.training, out, report_to)
     main = accelerator.is_main_process  # one process locks OUT (and overwrites it)
     with run_folder.RunLock(out) if main else contextlib.nullcontext():
@@ -264,7 +261,7 @@ def _train(method: MethodConfig, model: str, data: str | os.PathLike | None, out
             run_folder.overwrite(out)
         with run_folder.forgotten_unless_saved(out) if main else contextlib.nullcontext():  # refused before a step
             started = start(accelerator, method, model, data, out, data_dir, eval_limit, restart_from,
-                            bool(report_to), loader_workers)
+                            bool(report_to))
             try:
                 trainer = Trainer(accelerator, method, model, out, started, bool(report_to), restart_from,
                                   log_every, callbacks)
