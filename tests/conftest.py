@@ -55,6 +55,42 @@ def save_tiny_bert(folder: Path, model_class, hidden: int, layers: int, **config
     return folder
 
 
+# what a byte-level BPE is trained on for the tiny RoBERTa: PromptBERT's RoBERTa templates and the test sentences
+BPE_TEXTS = ["This sentence : ' a cat sat on the mat ' means <mask>.", "The sentence : ' dogs run ' means it.",
+             "a quick brown fox jumps over the lazy dog", "never trust a sentence that ends without a stop"]
+
+
+def save_tiny_roberta(folder: Path, hidden: int = 32, layers: int = 2, **config) -> Path:
+    """A random RoBERTa from a small config with a byte-level BPE tokenizer (RoBERTa's kind: it reads spaces)
+    trained here on :data:`BPE_TEXTS`, saved in ``folder``."""
+    import inspect
+
+    import torch
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import RobertaConfig, RobertaModel, RobertaTokenizerFast
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(BPE_TEXTS * 5, vocab_size=1000, min_frequency=1,
+                            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+    bpe.save_model(str(folder))
+    # transformers 4 names the files vocab_file and merges_file, transformers 5 vocab and merges
+    old = "vocab_file" in inspect.signature(RobertaTokenizerFast.__init__).parameters
+    names = ("vocab_file", "merges_file") if old else ("vocab", "merges")
+    tokenizer = RobertaTokenizerFast(**dict(zip(names, (str(folder / "vocab.json"), str(folder / "merges.txt")))))
+    tokenizer.save_pretrained(folder)
+    torch.manual_seed(0)
+    RobertaModel(RobertaConfig(vocab_size=len(tokenizer), hidden_size=hidden, num_hidden_layers=layers,
+                               num_attention_heads=2, intermediate_size=2 * hidden, max_position_embeddings=130,
+                               pad_token_id=tokenizer.pad_token_id, **config)).save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_roberta_dir(tmp_path_factory) -> Path:
+    """A random 2-layer RoBERTa, hidden size 32, with a byte-level BPE tokenizer."""
+    return save_tiny_roberta(tmp_path_factory.mktemp("tiny-roberta"))
+
+
 @pytest.fixture(scope="session")
 def tiny_bert_dir(tmp_path_factory) -> Path:
     """A random 2-layer BERT encoder, hidden size 32."""

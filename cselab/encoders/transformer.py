@@ -57,11 +57,15 @@ class TransformerEncoder(Encoder):
     of a sentence: without a prompt, its tokens with the special ones (as SimCSE's max length);
     with a prompt, as PromptBERT, the sentence's own word-pieces, cut first and then wrapped in the
     template (whose tokens come on top, within the model's positions). Longer sentences are cut and
-    a warning says how many.
+    a warning says how many. ``prompt_pieces``: the template's two sides and the sentence are tokenised
+    apart and joined as ids (the side before the sentence stripped of spaces), as PromptBERT's released
+    training code builds its rows; a byte-level BPE (RoBERTa's) then reads the sentence's first word
+    without its leading space, where the filled text would give it one.
     """
 
     def __init__(self, model, tokenizer, pooler: str = "avg", prompt: str | None = None,
-                 max_length: int | None = None, normalize: bool = False, spec: str = "", denoise: bool = False):
+                 max_length: int | None = None, normalize: bool = False, spec: str = "", denoise: bool = False,
+                 prompt_pieces: bool = False):
         self._pool = build(get("pooler", pooler, "pooler"), {})
         if pooler == "mask" and not prompt:
             raise ConfigError("pooler 'mask' needs a prompt template, e.g. 'This sentence : \"{}\" means [MASK] .'")
@@ -75,16 +79,31 @@ class TransformerEncoder(Encoder):
             raise ConfigError(f"max_length {max_length}: more than the {self.limit} tokens {self.spec or 'the model'} "
                               f"takes (its position embeddings or tokenizer limit); give at most {self.limit}")
         self.max_length = max_length or self.limit
-        self.prompt = self._check_prompt(prompt) if prompt else None
+        if prompt_pieces and not prompt:
+            raise ConfigError("prompt_pieces: a template tokenised in pieces needs a prompt")
+        self.pieces = None
+        self.prompt = self._check_prompt(prompt, prompt_pieces) if prompt else None
         if denoise and (pooler != "mask" or not self.prompt):
             raise ConfigError("template denoising subtracts the template's own [MASK] vector: it needs pooler 'mask' "
                               "and a prompt")
         self.denoise = denoise
         if denoise:  # the template alone, and how many of its tokens come before the sentence: once, not per batch
-            self.template_ids = self.tokenizer(self.prompt.replace("{}", ""))["input_ids"]
-            self._before_sentence = len(self.tokenizer(self.prompt.split("{}")[0])["input_ids"]) - 1
+            before, after = self.prompt.split("{}")
+            before = before.strip() if prompt_pieces else before
+            self.template_ids = self.tokenizer(before + after)["input_ids"]
+            self._before_sentence = len(self.tokenizer(before)["input_ids"]) - 1
 
-    def _check_prompt(self, prompt: str) -> str:
+    def _sides(self, prompt: str) -> tuple[list[int], list[int]]:
+        """The (filled) template's ids before the sentence (the start token and the stripped text before ``{}``)
+        and after it (the text after ``{}`` and the end token), each tokenised alone."""
+        empty = self.tokenizer("")["input_ids"]
+        if len(empty) != 2:
+            raise ConfigError(f"prompt_pieces: {self.spec or 'the tokenizer'} does not wrap a text in one start and "
+                              f"one end token ({len(empty)} around an empty text), which the pieces are cut at")
+        before, after = prompt.split("{}")
+        return self.tokenizer(before.strip())["input_ids"][:-1], self.tokenizer(after)["input_ids"][1:]
+
+    def _check_prompt(self, prompt: str, pieces: bool = False) -> str:
         if prompt.count("{}") != 1:
             raise ConfigError(f"prompt {prompt!r} must contain '{{}}' exactly once, where the sentence goes")
         mask_token = self.tokenizer.mask_token
@@ -96,6 +115,9 @@ class TransformerEncoder(Encoder):
         filled = prompt.replace(MASK_PLACEHOLDER, mask_token) if mask_token else prompt
         self._mask_after_sentence = filled.find(mask_token or "\0") > filled.index("{}")
         self._template_length = len(self.tokenizer(filled.replace("{}", ""))["input_ids"])
+        if pieces:
+            self.pieces = self._sides(filled)
+            self._template_length = len(self.pieces[0]) + len(self.pieces[1])
         if self._template_length >= self.limit:
             raise ConfigError(f"prompt {prompt!r} leaves no room for a sentence within the model's {self.limit} "
                              "positions")
@@ -110,7 +132,8 @@ class TransformerEncoder(Encoder):
         return next(self.model.parameters()).device
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "pooler": self.pooler, "prompt": self.prompt, "max_length": self.max_length,
+        return {**super().describe(), "pooler": self.pooler, "prompt": self.prompt,
+                **({"prompt_pieces": True} if self.pieces is not None else {}), "max_length": self.max_length,
                 "max_length_counts": "the sentence's word-pieces (the prompt on top)" if self.prompt
                 else "tokens, special ones included",
                 "normalize": self.normalize, "dtype": str(next(self.model.parameters()).dtype)}
@@ -127,6 +150,14 @@ class TransformerEncoder(Encoder):
         """Token ids with special tokens (and the prompt); a sentence over its budget is cut at a token boundary
         (a warning counts the cut ones). Each stage is one batched tokenizer call, however many are cut."""
         sentences = list(sentences)
+        if self.pieces is not None:  # PromptBERT's training rows: the sentence's ids cut, between the template's
+            pieces = self.tokenizer(sentences, add_special_tokens=False, verbose=False)["input_ids"]
+            cut = sum(len(row) > self.sentence_budget for row in pieces)
+            if cut and warn:
+                warnings.warn(f"{cut} sentence(s) longer than max_length={self.max_length} word-pieces were "
+                              "truncated", stacklevel=3)
+            before, after = self.pieces
+            return [before + row[:self.sentence_budget] + after for row in pieces]
         if self.prompt:  # PromptBERT: cut the sentence to its budget, then wrap it
             pieces = self.tokenizer(sentences, add_special_tokens=False, verbose=False)["input_ids"]
             too_long = [i for i, row in enumerate(pieces) if len(row) > self.sentence_budget]

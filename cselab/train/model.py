@@ -54,7 +54,8 @@ class TrainingEncoder(nn.Module):
         self.backbone = backbone
         self.lm_head = lm_head  # the model's own masked-LM head (the mlm loss's), trained and saved in OUT/last
         self.view = TransformerEncoder(backbone, tokenizer, pooler=config.pooler, prompt=config.prompt,
-                                       max_length=max_length, denoise=config.denoise)
+                                       max_length=max_length, denoise=config.denoise,
+                                       prompt_pieces=config.prompt_pieces)
         self.prompt = config.prompt
         self._views = {self.prompt: self.view}  # by template as given, before [MASK] becomes the tokenizer's token
         self.head = build_head(config.head, config.head_init, backbone.config)
@@ -103,7 +104,8 @@ class TrainingEncoder(nn.Module):
         if prompt not in self._views:
             self._views[prompt] = TransformerEncoder(self.backbone, self.tokenizer, pooler=self.view.pooler,
                                                      prompt=prompt, max_length=self.view.max_length,
-                                                     denoise=self.view.denoise)
+                                                     denoise=self.view.denoise,
+                                                     prompt_pieces=self.view.pieces is not None)
         return self._views[prompt]
 
     def tokenize(self, sentences: list[str], prompt: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:

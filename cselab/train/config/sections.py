@@ -45,6 +45,10 @@ class EncoderConfig(Checked):
     denoise: bool = setting(False, bool, "PromptBERT's template denoising in training and dev scoring: each prompt "
                             "view's [MASK] vector less that of its template encoded alone, at the positions the "
                             "template has around a sentence of that length (pooler mask); checkpoints encode without")
+    prompt_pieces: bool = setting(False, bool, "PromptBERT's training rows in training and dev scoring: the "
+                                  "template's two sides and the sentence tokenised apart and joined as ids (with a "
+                                  "byte-level BPE such as RoBERTa's the sentence's first word then has no leading "
+                                  "space); checkpoints encode the filled template as text, as its evaluation.py")
 
     def rules(self) -> None:
         if self.momentum is None and self.momentum_start != "backbone":
@@ -55,6 +59,8 @@ class EncoderConfig(Checked):
                               f"float32 (now {self.frozen})")
         if self.denoise and (self.pooler != "mask" or not self.prompt):
             raise ConfigError("encoder.denoise: template denoising needs encoder.pooler mask and an encoder.prompt")
+        if self.prompt_pieces and not self.prompt:
+            raise ConfigError("encoder.prompt_pieces: a template tokenised in pieces needs an encoder.prompt")
 
     def __post_init__(self) -> None:
         if isinstance(self.head, str):  # `head: mlp` is {kind: mlp}

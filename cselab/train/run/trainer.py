@@ -77,7 +77,8 @@ class Trainer:
                                    data=self.facts["identity"]["data"], config=method.to_dict())
         self.dev_view = TransformerEncoder(self.core.backbone, self.core.tokenizer, pooler=self.info.pooler,
                                            prompt=self.info.prompt, max_length=self.info.max_length,
-                                           denoise=method.encoder.denoise)  # as PromptBERT's dev scoring
+                                           denoise=method.encoder.denoise,  # as PromptBERT's dev scoring
+                                           prompt_pieces=method.encoder.prompt_pieces)
         early_stop = [EarlyStop(self.cfg.early_stop, self.cfg.early_stop_rule)] if self.cfg.early_stop else []
         self.callbacks = [Schedule(log_every, self.cfg.eval_steps, self.cfg.eval_at_end), *early_stop, *callbacks]
         self.own_callbacks, self.stateful = bool(callbacks), stateful(self.callbacks)

@@ -94,6 +94,25 @@ def test_promptbert_denoises_in_training_and_dev_scoring_and_its_checkpoint_does
     assert best.prompt.startswith('This sentence of "') and best.pooler == "mask"
 
 
+def test_promptbert_roberta_tokenises_in_pieces_in_training_and_dev_scoring_and_its_checkpoint_does_not(
+        tiny_roberta_dir, tiny_cache, data_dir, tmp_path, monkeypatch):
+    """run.sh unsup-roberta: the training rows and the trainer's dev scoring join the template's ids and the
+    sentence's (train.py 674-690, models.py 307-330); evaluation.py fills the template as text."""
+    seen = {}
+    build = Trainer.__init__
+
+    def keep(self, *args, **kwargs):
+        build(self, *args, **kwargs)
+        seen["train"], seen["dev"] = self.core.view.pieces is not None, self.dev_view.pieces is not None
+    monkeypatch.setattr(Trainer, "__init__", keep)
+    method = load_method("promptbert", ["training.batch_size=16", "training.max_steps=2", "training.eval_steps=2"],
+                         profile="roberta-base")
+    train(method, str(tiny_roberta_dir), tiny_cache, tmp_path / "run", data_dir, eval_limit=20, progress=False)
+    best = load_encoder(str(tmp_path / "run" / "best"), cache=False)
+    assert seen == {"train": True, "dev": True} and best.pieces is None and not best.denoise
+    assert best.prompt == "This sentence : ' {} ' means<mask>."
+
+
 @pytest.mark.parametrize("method", ["osscse", "sam"])  # sam: the weight hook's second pass resumes too
 def test_resume_after_a_kill_is_bit_identical_to_a_straight_run(tiny_bert_dir, tiny_cache, data_dir, tmp_path, method):
     overrides = ["--set", "training.batch_size=16", "--set", "training.max_length=24", "--set", "training.lr=1e-4",
