@@ -721,38 +721,31 @@ def measure_probes(args, model_dir: Path) -> dict:
     return result
 
 
+def step_table(title: str, rows: list[dict], first: tuple[str, ...]) -> list[str]:
+    """A Markdown table of step figures: each row's ``first`` columns, then its rates (or its error)."""
+    figures = ("steps/s", "sentences/s", "tokens/s", "TFLOP/s", "MFU", "peak MiB")
+    lines = [title, "", f"| {' | '.join((*first, *figures))} |", "|" + "---|" * (len(first) + len(figures))]
+    for r in rows:
+        head = " | ".join(str(r[key]) for key in first)
+        if "error" in r:
+            lines.append(f"| {head} | {r['error']} |" + " |" * (len(figures) - 1))
+            continue
+        mfu = f"{100 * r['mfu']:.1f}%" if r.get("mfu") is not None else "n/a"
+        memory = f"{r['peak_mib']:.0f}" if r.get("peak_mib") is not None else "n/a"
+        lines.append(f"| {head} | {r['steps_per_s']:.2f} | {r['sentences_per_s']:.0f} | {r['tokens_per_s']:.0f} | "
+                     f"{r['tflops']:.2f} | {mfu} | {memory} |")
+    return [*lines, ""]
+
+
 def markdown(report: dict) -> str:
     lines = [f"# GPU check: {report['device_name']}", "",
              f"{report['date']}, torch {report['torch']}, CUDA {report['cuda']}, driver {report['driver']}, "
              f"{'tiny models' if report['tiny'] else 'BERT-base size'}; command: `{report['command']}`", ""]
     if "steps" in report:
-        lines += ["## Training steps (length 32)", "",
-                  "| method | batch | mode | compile | steps/s | sentences/s | tokens/s | TFLOP/s | MFU | peak MiB |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
-        for r in report["steps"]:
-            if "error" in r:
-                lines.append(f"| {r['method']} | {r['batch']} | {r['mode']} | {r['compile']} | {r['error']} "
-                             "| | | | | |")
-                continue
-            mfu = f"{100 * r['mfu']:.1f}%" if r.get("mfu") is not None else "n/a"
-            memory = f"{r['peak_mib']:.0f}" if r.get("peak_mib") is not None else "n/a"
-            lines.append(f"| {r['method']} | {r['batch']} | {r['mode']} | {r['compile']} | {r['steps_per_s']:.2f} | "
-                         f"{r['sentences_per_s']:.0f} | {r['tokens_per_s']:.0f} | {r['tflops']:.2f} | {mfu} | "
-                         f"{memory} |")
-        lines.append("")
+        lines += step_table("## Training steps (length 32)", report["steps"], ("method", "batch", "mode", "compile"))
     if "levers" in report:
-        lines += ["## Levers (simcse and osscse, length 32, bf16 on CUDA; each row adds one to the row before)", "",
-                  "| method | batch | lever | steps/s | sentences/s | TFLOP/s | MFU | peak MiB |",
-                  "|---|---|---|---|---|---|---|---|"]
-        for r in report["levers"]:
-            if "error" in r:
-                lines.append(f"| {r['method']} | {r['batch']} | {r['lever']} | {r['error']} | | | | |")
-                continue
-            mfu = f"{100 * r['mfu']:.1f}%" if r.get("mfu") is not None else "n/a"
-            memory = f"{r['peak_mib']:.0f}" if r.get("peak_mib") is not None else "n/a"
-            lines.append(f"| {r['method']} | {r['batch']} | {r['lever']} | {r['steps_per_s']:.2f} | "
-                         f"{r['sentences_per_s']:.0f} | {r['tflops']:.2f} | {mfu} | {memory} |")
-        lines.append("")
+        lines += step_table("## Levers (simcse and osscse, length 32, bf16 on CUDA; each row adds one to the row "
+                            "before)", report["levers"], ("method", "batch", "lever"))
     for profile in report.get("profile", []):
         lines += [f"## profile, batch {profile['batch']}", "", "```json",
                   json.dumps({k: v for k, v in profile.items() if not k.startswith("by_")}, indent=1), "```", ""]
