@@ -72,13 +72,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
-from stand_ins import stand_in_models  # noqa: E402  (benchmarks/ is not a package)
+from stand_ins import LM_HEAD, stand_in_models, with_lm_head  # noqa: E402  (benchmarks/ is not a package)
 NEEDED = {"torch": "all", "transformers": "all", "accelerate": "all", "numpy": "all", "scipy": "probes",
           "sklearn": "probes", "yaml": "all", "safetensors": "run", "tqdm": "all", "rapidfuzz": "augment",
           "sentence_transformers": "peer", "datasets": "peer"}
 SECTIONS = ("steps", "agreement", "run", "augment", "probes", "profile", "levers", "cached", "peer")
 DEADLINE = [math.inf]  # time.monotonic() past which what is left is skipped (--deadline)
-LM_HEAD = {"infocse"}  # methods whose losses read the base model's masked-LM head
 TINY_SETTINGS = {"infocse": ("losses.aggregation_mlm.layers=1",)}  # what the 2-layer tiny model needs changed
 PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "A10": 125.0}
 
@@ -372,7 +371,7 @@ def measure_steps(args, model_dir: Path, peak: float | None) -> list[dict]:
             rows.append({**row, "error": "skipped: past the deadline"})
             continue
         reset_peak(args.device)
-        base = masked_lm_dir(model_dir, args.tiny) if method in LM_HEAD else model_dir
+        base = with_lm_head(str(model_dir), model_dir.parent) if method in LM_HEAD else model_dir
         try:
             stepper = Stepper(method, base, args.device, batch,
                               [*stand_in_models(method, str(model_dir), model_dir.parent, args.tiny),
@@ -387,12 +386,6 @@ def measure_steps(args, model_dir: Path, peak: float | None) -> list[dict]:
         rows.append(row)
         print(json.dumps(row), flush=True)
     return rows
-
-
-def masked_lm_dir(model_dir: Path, tiny: bool) -> Path:
-    """``model_dir``'s size as a masked LM (its head's weights too), for the methods that read the head."""
-    folder = model_dir.parent / "bert-mlm"
-    return folder if (folder / "config.json").exists() else save_bert(folder, tiny, masked_lm=True)
 
 
 # The levers, cumulative: each row adds one to the row before (name, what it sets)

@@ -1,7 +1,9 @@
 """Random-weight stand-ins for the models a method's losses name (DiffCSE's generator, RankCSE's teachers), of the
 released models' sizes and with the trained model's tokenizer: the arithmetic of the real ones, which are not
 packaged (the timing scripts need no download). A generator is a 6-layer BERT-base masked LM (distilbert-base-uncased's
-depth and width), a first teacher a BERT-base, a second a BERT-large (RankCSE's DiffCSE-base and SimCSE-large)."""
+depth and width), a first teacher a BERT-base, a second a BERT-large (RankCSE's DiffCSE-base and SimCSE-large). A
+preset that reads the trained model's own masked-LM head (InfoCSE) gets the model with a random head of its size
+where it has none (:func:`with_lm_head`)."""
 
 from __future__ import annotations
 
@@ -36,3 +38,20 @@ def stand_in_models(method: str, tokenizer_path: str, folder: Path, tiny: bool =
             tokenizer.save_pretrained(path)
         overrides.append(f"{key}={path}")
     return overrides
+
+
+LM_HEAD = {"infocse"}  # presets whose losses read the trained model's masked-LM head
+
+
+def with_lm_head(model: str, folder: Path) -> str:
+    """``model`` as a masked LM written under ``folder``: its own weights, and its masked-LM head where it has one,
+    else a random head of its size (the packaged MiniLM has none)."""
+    import torch
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    path = folder / "with-lm-head"
+    if not (path / "config.json").exists():
+        torch.manual_seed(0)
+        AutoModelForMaskedLM.from_pretrained(model).save_pretrained(path)
+        AutoTokenizer.from_pretrained(model).save_pretrained(path)
+    return str(path)

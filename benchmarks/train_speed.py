@@ -6,7 +6,8 @@ step. cselab's steps are the presets through the trainer's own `backward_pass`. 
 batch and length; each variant runs in its own process so that its peak memory (max RSS on CPU,
 peak allocated on CUDA) is its own. A method whose losses name models (DiffCSE's generator, RankCSE's teachers)
 gets random-weight stand-ins of the released models' sizes (benchmarks/stand_ins.py), and an embedding cache of its
-own, so that no teacher's vector is served from an earlier run.
+own, so that no teacher's vector is served from an earlier run; InfoCSE, which reads the model's masked-LM head, gets
+the model with a random head of its size where it has none (the packaged MiniLM).
 
     python benchmarks/train_speed.py [--model minilm] [--batch-size 64] [--steps 10] [--methods all]
 """
@@ -26,7 +27,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from stand_ins import stand_in_models  # noqa: E402  (benchmarks/ is not a package)
+from stand_ins import LM_HEAD, stand_in_models, with_lm_head  # noqa: E402  (benchmarks/ is not a package)
 
 
 def run(variant: str, model: str, batch_size: int, steps: int, max_length: int) -> dict:
@@ -46,6 +47,7 @@ def run(variant: str, model: str, batch_size: int, steps: int, max_length: int) 
     folder = Path(tempfile.mkdtemp(prefix="train-speed-"))
     os.environ["CSELAB_CACHE_DIR"] = str(folder / "embeddings")
     models = [] if variant == "reference" else stand_in_models(variant, path, folder)
+    path = with_lm_head(path, folder) if variant in LM_HEAD else path
     method = load_method("simcse" if variant == "reference" else variant, [f"training.max_length={max_length}",
                                                                            *models])
     objective = Objective(method)

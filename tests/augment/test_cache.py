@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from cselab.augment.cache import AugmentConfig, build_cache, mer_histogram
+from cselab.errors import ConfigError
 from cselab.data.augmented import MANIFEST, load_cache
 from cselab.errors import DataError
 
@@ -58,6 +59,16 @@ def test_same_config_twice_is_a_no_op_and_a_new_config_gets_a_new_key(tmp_path):
     other = build_cache(corpus, tmp_path / "out", AugmentConfig(backend="none", chunk_size=40, contractions=True),
                         progress=False)
     assert other != folder and rows_of(other)["negation"][0] == "The old bridge doesn't cross the valley in year 1900."
+    sncse = build_cache(corpus, tmp_path / "out", AugmentConfig(backend="none", chunk_size=40,
+                                                                negation_rules="sncse"), progress=False)
+    assert sncse not in (folder, other)
+    assert rows_of(sncse)["negation"][0] == "The old bridge does not cross the valley in year 1900 ."
+    assert rows_of(sncse)["negation_rule"][0] == "sncse:do:VBZ"
+
+
+def test_sncse_negation_rules_write_no_contractions():
+    with pytest.raises(ConfigError, match="SNCSE's negation rules write no contractions"):
+        AugmentConfig(negation_rules="sncse", contractions=True)
 
 
 def test_shard_fan_out_gives_the_rows_of_one_process(tmp_path):

@@ -3,7 +3,7 @@ from pathlib import Path
 
 import pytest
 
-from cselab.augment.negation import REASONS, Negator, reason_counts
+from cselab.augment.negation import REASONS, Negator, reason_counts, sncse_negation
 
 GOLD = Path(__file__).with_name("negation_gold.jsonl")
 
@@ -68,11 +68,65 @@ def test_remove_mode_undoes_a_negation():
     assert (result.text, result.rule) == ("He does like fish.", "remove")
 
 
+def released_sncse_negation(parser, sentence):
+    """Sense-GVT/SNCSE at faa013e, generate_soft_negative_samples.py 9-53, restated."""
+    doc = parser(sentence)
+    tokens, deps = [t.text for t in doc], [t.dep_ for t in doc]
+    tags, lemmas = [t.tag_ for t in doc], [t.lemma_ for t in doc]
+    if "not" in tokens:
+        del tokens[tokens.index("not")]
+        return " ".join(tokens)
+    flag = 0
+    for dep in deps:
+        if dep in ("aux", "auxpass"):
+            flag = 1
+            break
+        if dep == "ROOT":
+            flag = 2
+            break
+    if flag == 1:
+        index = next(i for i, dep in enumerate(deps) if dep in ("aux", "auxpass"))
+        tokens[index] += " not"
+    elif flag == 2:
+        index = deps.index("ROOT")
+        special = ["am", "is", "was", "are", "were", "can", "could", "will", "would", "shall", "should", "may",
+                   "must", "might"]
+        if tokens[index].lower() in special:
+            tokens[index] += " not"
+        elif tags[index] in ("VBP", "VBZ", "VBD"):
+            tokens[index] = {"VBP": "do", "VBZ": "does", "VBD": "did"}[tags[index]] + " not " + lemmas[index]
+        else:
+            tokens.insert(0, "Not")
+    else:
+        tokens.insert(0, "Not")
+    return " ".join(tokens)
+
+
+def test_sncse_rules_are_the_released_generators():
+    sncse = Negator(rules="sncse")
+    sentences = [json.loads(line)["sentence"] for line in GOLD.read_text().splitlines()]
+    texts = [s for s in sentences if s.strip()]  # an empty text is skipped (the released code writes "Not")
+    assert [sncse.negate(s).text for s in texts] == [released_sncse_negation(sncse.nlp, s) for s in texts]
+    assert sncse.negate("").reason == "empty"
+    by_hand = {"He is happy.": ("He is not happy .", "sncse:root"),
+               "She likes dogs.": ("She does not like dogs .", "sncse:do:VBZ"),
+               "They have finished the work.": ("They have not finished the work .", "sncse:aux"),
+               "I do not like it.": ("I do like it .", "sncse:remove"),
+               "A big red ball.": ("Not A big red ball .", "sncse:front"),
+               "Is it raining?": ("Is not it raining ?", "sncse:aux")}  # questions too, as released
+    assert {s: (r.text, r.rule) for s, r in zip(by_hand, sncse(by_hand))} == by_hand
+    assert sncse_negation(sncse.nlp("They walked home.")) == ("They did not walk home .", "sncse:do:VBD")
+
+
 def test_bad_options_are_refused():
     with pytest.raises(ValueError, match="Unknown negation style 'rarely'"):
         Negator(style="rarely")
     with pytest.raises(ValueError, match="already_negated must be"):
         Negator(already_negated="keep")
+    with pytest.raises(ValueError, match="Unknown negation rules 'snsce'"):
+        Negator(rules="snsce")
+    with pytest.raises(ValueError, match="SNCSE's generator as released"):
+        Negator(rules="sncse", contractions=True)
 
 
 def test_a_text_longer_than_the_parsers_max_length_is_skipped_in_its_place(negator, monkeypatch):
