@@ -35,9 +35,9 @@ too. Sections (``--only`` picks some):
   candidate).
 - ``probes``: sentence encoding (what the STS suite costs) on the device and on the CPU, and the transfer
   classifier (SentEval's full classifier setup, nested 10-fold CV) on an MR-sized problem, which runs on the CPU.
-- ``profile``: ``torch.profiler`` over ``simcse`` steps at each of ``--profile-batches`` (bf16 on CUDA): the step
-  split into collation (tokenising), forward, backward and optimizer, the device's busy time per step, and the top
-  operators.
+- ``profile``: ``torch.profiler`` over the steps of each of ``--profile-methods`` (``simcse``) at each of
+  ``--profile-batches`` (bf16 on CUDA): the step split into collation (tokenising), forward, backward and
+  optimizer, the device's busy time per step, and the top operators.
 
 ``--deadline S`` skips what is left after S seconds (a lent device's time is short); the report is written after
 each section, with the machine's state after it (load, child processes, threads).
@@ -524,13 +524,14 @@ def measure_agreement(args, work: Path) -> dict:
 
 
 def measure_profile(args, model_dir: Path) -> list[dict]:
-    """:func:`profile_batch` at each of ``--profile-batches`` (16 with ``--tiny``)."""
+    """:func:`profile_batch` of each of ``--profile-methods`` at each of ``--profile-batches`` (16 with ``--tiny``)."""
     batches = [16] if args.tiny else [int(b) for b in args.profile_batches.split(",")]
-    return [profile_batch(args, model_dir, batch) for batch in batches if not late()]
+    return [profile_batch(args, model_dir, method, batch) for method in args.profile_methods.split(",")
+            for batch in batches if not late()]
 
 
-def profile_batch(args, model_dir: Path, batch: int) -> dict:
-    """``torch.profiler`` over ``simcse`` steps at ``batch`` (bf16 on CUDA) as the trainer takes them: the step's
+def profile_batch(args, model_dir: Path, method: str, batch: int) -> dict:
+    """``torch.profiler`` over ``method``'s steps at ``batch`` (bf16 on CUDA) as the trainer takes them: the step's
     wall time split into its phases (CPU time of each ``record_function`` range), the device's busy time, and the
     top operators."""
     from torch.autograd import DeviceType
@@ -538,7 +539,7 @@ def profile_batch(args, model_dir: Path, batch: int) -> dict:
 
     cuda = args.device.startswith("cuda")
     steps = 3 if args.tiny else 10
-    stepper = Stepper("simcse", model_dir, args.device, batch)
+    stepper = Stepper(method, model_dir, args.device, batch)
     for warm in range(args.warmup):
         stepper.step(warm, cuda)
     synchronize(args.device)
@@ -559,7 +560,7 @@ def profile_batch(args, model_dir: Path, batch: int) -> dict:
     kernels = [e for e in profiler.events() if e.device_type != DeviceType.CPU and not e.is_user_annotation]
     busy = sum(e.self_device_time_total for e in kernels) / steps / 1000 if cuda else None
     sort = "self_device_time_total" if cuda else "self_cpu_time_total"
-    return {"method": "simcse", "batch": batch, "bf16": cuda, "steps": steps, "step_ms_profiled": wall * 1000,
+    return {"method": method, "batch": batch, "bf16": cuda, "steps": steps, "step_ms_profiled": wall * 1000,
             **phases, "device_busy_ms": busy, "kernels_per_step": len(kernels) / steps if cuda else None,
             "by_cpu": averages.table(sort_by="self_cpu_time_total", row_limit=20, max_name_column_width=60),
             **({"by_device": averages.table(sort_by=sort, row_limit=20, max_name_column_width=60)} if cuda else {})}
@@ -740,7 +741,7 @@ def markdown(report: dict) -> str:
         lines += step_table("## Levers (simcse and osscse, length 32, bf16 on CUDA; each row adds one to the row "
                             "before)", report["levers"], ("method", "batch", "lever"))
     for profile in report.get("profile", []):
-        lines += [f"## profile, batch {profile['batch']}", "", "```json",
+        lines += [f"## profile, {profile['method']}, batch {profile['batch']}", "", "```json",
                   json.dumps({k: v for k, v in profile.items() if not k.startswith("by_")}, indent=1), "```", ""]
         for key in ("by_cpu", "by_device"):
             if key in profile:
@@ -769,6 +770,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", default="", help="steps: of fp32, tf32, bf16 (default: all three on CUDA, else the "
                                                     "first and the last)")
     parser.add_argument("--profile-batches", default="64", help="profile: the batch sizes (default: 64)")
+    parser.add_argument("--profile-methods", default="simcse", help="profile: the methods (default: simcse)")
     parser.add_argument("--deadline", type=float, help="seconds after which what is left is skipped (and said to be): "
                                                        "a lent device's time is short")
     parser.add_argument("--family", default="promptbert,sncse,esimcse,diffcse,rankcse,infocse",
