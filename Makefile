@@ -88,6 +88,7 @@ bench: setup
 # datasets asks) for the device's Python into .gpu-wheels/; carry that folder with the device tool and run
 # `make gpu-check` there.
 GPU_PYTHON ?= python3
+# the lent devices' python3 (the device tool's KINDS.md); for another: make gpu-wheels GPU_WHEEL_PYTHON=3.11
 GPU_WHEEL_PYTHON ?= 3.12
 GPU_WHEELS := rapidfuzz datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 pyarrow==26.0.1
 GPU_CHECK ?= --deadline 480

@@ -174,9 +174,13 @@ def peak_memory_mib(device: str) -> float | None:
 
 
 def reset_peak(device: str) -> None:
+    """The peak since now: the memory of what went before (a previous row's model) freed first."""
+    import gc
+
     import torch
 
     if device.startswith("cuda"):
+        gc.collect()
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats()
 
@@ -371,8 +375,8 @@ def measure_steps(args, model_dir: Path, peak: float | None) -> list[dict]:
             rows.append({**row, "error": "skipped: past the deadline"})
             continue
         reset_peak(args.device)
-        base = with_lm_head(str(model_dir), model_dir.parent) if method in LM_HEAD else model_dir
         try:
+            base = with_lm_head(str(model_dir), model_dir.parent) if method in LM_HEAD else model_dir
             stepper = Stepper(method, base, args.device, batch,
                               [*stand_in_models(method, str(model_dir), model_dir.parent, args.tiny),
                                *(TINY_SETTINGS.get(method, ()) if args.tiny else ())])
@@ -381,6 +385,8 @@ def measure_steps(args, model_dir: Path, peak: float | None) -> list[dict]:
             row.update(timed(stepper, set_mode(mode), args, peak))
         except torch.cuda.OutOfMemoryError:
             row["error"] = "out of memory"
+        except Exception:  # noqa: BLE001  (the row says why; the other rows still run)
+            row["error"] = row_error()
         finally:
             set_mode("fp32")
         rows.append(row)
@@ -426,6 +432,8 @@ def measure_levers(args, model_dir: Path, peak: float | None) -> list[dict]:
                 row.update(timed(stepper, cuda, args, peak, max(args.warmup, 3)))
             except torch.cuda.OutOfMemoryError:
                 row["error"] = "out of memory"
+            except Exception:  # noqa: BLE001  (the row says why; the other rows still run)
+                row["error"] = row_error()
             rows.append(row)
             print(json.dumps(row), flush=True)
     return rows
@@ -467,7 +475,7 @@ def measure_peer(args, model_dir: Path, work: Path) -> dict:
         check["relative_difference"] = abs(check["cselab"] - check["sentence_transformers"]) / abs(
             check["sentence_transformers"])
     except Exception:  # noqa: BLE001  (the timings still run)
-        check["error"] = traceback.format_exc()[-2000:]
+        check["error"] = row_error()
     found = {"first_batch": check}
     del first
     rows = []
@@ -490,7 +498,7 @@ def measure_peer(args, model_dir: Path, work: Path) -> dict:
                 row.update({"steps_per_s": peer_trainer.steps_per_s(times, skip),
                             "peak_mib": peak_memory_mib(args.device)})
             except Exception:  # noqa: BLE001  (the other trainer's rows still run)
-                row["error"] = traceback.format_exc()[-2000:]
+                row["error"] = row_error()
             rows.append(row)
             print(json.dumps(row), flush=True)
     found["runs"] = rows
@@ -735,6 +743,8 @@ def markdown(report: dict) -> str:
     lines = [f"# GPU check: {report['device_name']}", "",
              f"{report['date']}, torch {report['torch']}, CUDA {report['cuda']}, driver {report['driver']}, "
              f"{'tiny models' if report['tiny'] else 'BERT-base size'}; command: `{report['command']}`", ""]
+    if report.get("skipped"):
+        lines += [f"Skipped, past the deadline: {', '.join(report['skipped'])}.", ""]
     if "steps" in report:
         lines += step_table("## Training steps (length 32)", report["steps"], ("method", "batch", "mode", "compile"))
     if "levers" in report:
@@ -799,7 +809,7 @@ def main(argv: list[str] | None = None) -> int:
               else platform.processor() or "cpu", "torch": torch.__version__, "cuda": torch.version.cuda,
               "driver": _driver() if cuda else None, "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
               "peak_bf16_tflops": peak_tflops(args.device, args.peak_tflops)}
-    if args.deadline:
+    if args.deadline is not None:
         DEADLINE[0] = time.monotonic() + args.deadline
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -817,18 +827,18 @@ def main(argv: list[str] | None = None) -> int:
             started = time.perf_counter()
             if late():
                 report.setdefault("skipped", []).append(section)
-                continue
-            try:
-                report[section] = measures[section]()
-            except Exception:  # noqa: BLE001  (one section's failure is reported; the others still run)
-                report.setdefault("failed", {})[section] = traceback.format_exc()[-3000:]
-                print(report["failed"][section], file=sys.stderr, flush=True)
-            print(f"{section}: {time.perf_counter() - started:.1f} s", flush=True)
-            report.setdefault("after", {})[section] = machine_state()
+            else:
+                try:
+                    report[section] = measures[section]()
+                except Exception:  # noqa: BLE001  (one section's failure is reported; the others still run)
+                    report.setdefault("failed", {})[section] = traceback.format_exc()[-3000:]
+                    print(report["failed"][section], file=sys.stderr, flush=True)
+                print(f"{section}: {time.perf_counter() - started:.1f} s", flush=True)
+                report.setdefault("after", {})[section] = machine_state()
             report["wall_s"] = time.perf_counter() - clock
             write_report(report, out)  # after each section: a run cut short keeps what it measured
     print(f"wrote {out / 'gpu-check.json'} and {out / 'gpu-check.md'} ({report['wall_s']:.0f} s)")
-    return 1 if report.get("failed") else 0
+    return 1 if report.get("failed") or failed_rows(report) else 0
 
 
 def machine_state() -> dict:
@@ -841,6 +851,20 @@ def machine_state() -> dict:
     return {"load_1m": os.getloadavg()[0], "children": len(multiprocessing.active_children()),
             "torch_threads": torch.get_num_threads(), "tokenizers_parallelism": os.environ.get(
                 "TOKENIZERS_PARALLELISM")}
+
+
+def row_error() -> str:
+    """The failing row's error, for its cell: the exception's last line (the whole traceback on stderr)."""
+    text = traceback.format_exc()
+    print(text, file=sys.stderr, flush=True)
+    return text.strip().splitlines()[-1][:300]
+
+
+def failed_rows(report: dict) -> int:
+    """Rows that failed (not those skipped past the deadline), in every section that has rows."""
+    rows = [*report.get("steps", []), *report.get("levers", []), *report.get("peer", {}).get("runs", []),
+            report.get("peer", {}).get("first_batch", {})]
+    return sum("error" in row and not row["error"].startswith("skipped") for row in rows)
 
 
 def write_report(report: dict, out: Path) -> None:

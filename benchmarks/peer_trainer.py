@@ -37,13 +37,15 @@ def st_model(model_dir: Path, device: str, max_length: int):
 
 def st_first_batch_loss(model_dir: Path, device: str, texts: list[str], max_length: int) -> float:
     """sentence-transformers' MultipleNegativesRankingLoss(scale=20) of ``texts`` paired with themselves, in fp32."""
+    import torch
     from sentence_transformers import losses
 
     model = st_model(model_dir, device, max_length)
     loss = losses.MultipleNegativesRankingLoss(model, scale=20.0)
     features = {key: value.to(device) if hasattr(value, "to") else value  # 6.x adds a few plain values
                 for key, value in model.tokenize(texts).items()}
-    return float(loss([features, dict(features)], None))
+    with torch.no_grad():
+        return float(loss([features, dict(features)], None))
 
 
 def steps_per_s(times: list[float], skip: int) -> float:

@@ -7,6 +7,7 @@ where it has none (:func:`with_lm_head`)."""
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 
 SIZES = {  # BertConfig fields by the loss parameter that names the model; tiny runs use TINY
@@ -49,7 +50,7 @@ def with_lm_head(model: str, folder: Path) -> str:
     import torch
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    path = folder / "with-lm-head"
+    path = folder / f"with-lm-head-{hashlib.sha256(model.encode()).hexdigest()[:12]}"  # one per model
     if not (path / "config.json").exists():
         torch.manual_seed(0)
         AutoModelForMaskedLM.from_pretrained(model).save_pretrained(path)

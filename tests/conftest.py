@@ -55,9 +55,11 @@ def save_tiny_bert(folder: Path, model_class, hidden: int, layers: int, **config
     return folder
 
 
-# what a byte-level BPE is trained on for the tiny RoBERTa: PromptBERT's RoBERTa templates and the test sentences
+# what a byte-level BPE is trained on for the tiny RoBERTa: PromptBERT's RoBERTa templates, the test sentences, and
+# two quotes in a row (which it then merges into one token)
 BPE_TEXTS = ["This sentence : ' a cat sat on the mat ' means <mask>.", "The sentence : ' dogs run ' means it.",
-             "a quick brown fox jumps over the lazy dog", "never trust a sentence that ends without a stop"]
+             "a quick brown fox jumps over the lazy dog", "never trust a sentence that ends without a stop",
+             "he said '' twice '' and ''"]
 
 
 def save_tiny_roberta(folder: Path, hidden: int = 32, layers: int = 2, **config) -> Path:
@@ -76,7 +78,8 @@ def save_tiny_roberta(folder: Path, hidden: int = 32, layers: int = 2, **config)
     # transformers 4 names the files vocab_file and merges_file, transformers 5 vocab and merges
     old = "vocab_file" in inspect.signature(RobertaTokenizerFast.__init__).parameters
     names = ("vocab_file", "merges_file") if old else ("vocab", "merges")
-    tokenizer = RobertaTokenizerFast(**dict(zip(names, (str(folder / "vocab.json"), str(folder / "merges.txt")))))
+    tokenizer = RobertaTokenizerFast(**dict(zip(names, (str(folder / "vocab.json"), str(folder / "merges.txt")))),
+                                     model_max_length=128)  # RoBERTa's positions start after its padding index
     tokenizer.save_pretrained(folder)
     torch.manual_seed(0)
     RobertaModel(RobertaConfig(vocab_size=len(tokenizer), hidden_size=hidden, num_hidden_layers=layers,

@@ -63,3 +63,22 @@ def test_a_missing_device_is_said_plainly(tmp_path):
     run = subprocess.run([sys.executable, str(SCRIPT), "--device", "cuda", "--out", str(tmp_path)],
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and "sees no CUDA device" in run.stderr
+
+
+def test_past_the_deadline_sections_are_skipped_and_said_to_be(tmp_path):
+    run = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--tiny", "--only", "cached,peer",
+                          "--deadline", "0", "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    report = json.loads((tmp_path / "gpu-check.json").read_text())
+    assert report["skipped"] == ["cached", "peer"] and "cached" not in report
+    assert "Skipped, past the deadline: cached, peer." in (tmp_path / "gpu-check.md").read_text()
+
+
+def test_a_failing_row_is_reported_with_the_others_and_the_run_exits_1(tmp_path):
+    run = subprocess.run([sys.executable, str(SCRIPT), "--device", "cpu", "--tiny", "--no-compile", "--only", "steps",
+                          "--methods", "", "--family", "nosuchmethod,esimcse", "--steps", "1", "--warmup", "1",
+                          "--out", str(tmp_path)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1
+    rows = json.loads((tmp_path / "gpu-check.json").read_text())["steps"]
+    assert [r["method"] for r in rows] == ["nosuchmethod", "esimcse"]
+    assert "nosuchmethod" in rows[0]["error"] and rows[1]["steps_per_s"] > 0

@@ -65,6 +65,9 @@ def _schema():
                       ("negation_reason", pa.string())])
 
 
+ADDED_FIELDS = {"negation_rules": "cselab"}  # fields added after caches were written, and their defaults
+
+
 @dataclass
 class AugmentConfig(Checked):
     """What the cache is built from; every field is part of the cache key. Each field declares its
@@ -100,8 +103,11 @@ class AugmentConfig(Checked):
 
     def key(self, input_sha256: str) -> str:
         """Hash of the config, the input's sha256, cselab's version and the negation rules' version (a new release
-        or new rules write other rows)."""
-        payload = json.dumps({"config": asdict(self), "input": input_sha256, "cselab": __version__,
+        or new rules write other rows). A field added after caches were written (:data:`ADDED_FIELDS`) is left out
+        at its default, which is what those caches were built with, so that they keep their key."""
+        config = {name: value for name, value in asdict(self).items()
+                  if name not in ADDED_FIELDS or ADDED_FIELDS[name] != value}
+        payload = json.dumps({"config": config, "input": input_sha256, "cselab": __version__,
                               "negation_rules": RULES_VERSION}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 

@@ -23,7 +23,7 @@ sentence.
 ``rules="sncse"`` restates SNCSE's released generator instead (:func:`sncse_negation`), for its soft negatives as
 released: a sentence with "not" loses it, else "not" goes after the first auxiliary, or after a root that is a form of
 *be* or a modal, or do-support by the root's tag, or "Not" at the front; the tokens are joined by single spaces. It
-skips nothing but an empty text.
+skips only an empty text and one too long to parse.
 """
 
 from __future__ import annotations

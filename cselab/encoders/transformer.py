@@ -95,13 +95,21 @@ class TransformerEncoder(Encoder):
 
     def _sides(self, prompt: str) -> tuple[list[int], list[int]]:
         """The (filled) template's ids before the sentence (the start token and the stripped text before ``{}``)
-        and after it (the text after ``{}`` and the end token), each tokenised alone."""
+        and after it (the text after ``{}`` and the end token), each tokenised alone. Refused, as the released code
+        asserts (train.py 793-794), where the tokenizer does not wrap a text in one start and one end token, or
+        where the two sides tokenised together give other ids (the template pass of denoising reads those)."""
+        where = f"prompt_pieces: {self.spec or 'the tokenizer'}"
         empty = self.tokenizer("")["input_ids"]
-        if len(empty) != 2:
-            raise ConfigError(f"prompt_pieces: {self.spec or 'the tokenizer'} does not wrap a text in one start and "
-                              f"one end token ({len(empty)} around an empty text), which the pieces are cut at")
+        inner = self.tokenizer("a", add_special_tokens=False)["input_ids"]
+        if len(empty) != 2 or self.tokenizer("a")["input_ids"] != [empty[0], *inner, empty[1]]:
+            raise ConfigError(f"{where} does not wrap a text in one start and one end token, which the pieces are "
+                              "cut at")
         before, after = prompt.split("{}")
-        return self.tokenizer(before.strip())["input_ids"][:-1], self.tokenizer(after)["input_ids"][1:]
+        sides = self.tokenizer(before.strip())["input_ids"][:-1], self.tokenizer(after)["input_ids"][1:]
+        if self.tokenizer(before.strip() + after)["input_ids"] != sides[0] + sides[1]:
+            raise ConfigError(f"{where} tokenises the template {prompt!r} otherwise where its two sides meet than "
+                              "apart; put a space on either side of {}")
+        return sides
 
     def _check_prompt(self, prompt: str, pieces: bool = False) -> str:
         if prompt.count("{}") != 1:

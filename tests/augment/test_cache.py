@@ -1,3 +1,4 @@
+import hashlib
 import json
 import os
 import shutil
@@ -64,6 +65,22 @@ def test_same_config_twice_is_a_no_op_and_a_new_config_gets_a_new_key(tmp_path):
     assert sncse not in (folder, other)
     assert rows_of(sncse)["negation"][0] == "The old bridge does not cross the valley in year 1900 ."
     assert rows_of(sncse)["negation_rule"][0] == "sncse:do:VBZ"
+
+
+def test_a_cache_written_before_the_negation_rules_setting_keeps_its_key():
+    """The key as cselab computed it before ``negation_rules`` existed (its payload restated), for the default
+    rules; SNCSE's rules key another cache (above)."""
+    from dataclasses import asdict
+
+    from cselab import __version__
+    from cselab.augment.negation import RULES_VERSION
+
+    config = AugmentConfig()
+    before = {name: value for name, value in asdict(config).items() if name != "negation_rules"}
+    payload = json.dumps({"config": before, "input": "abc", "cselab": __version__, "negation_rules": RULES_VERSION},
+                         sort_keys=True)
+    assert config.key("abc") == hashlib.sha256(payload.encode()).hexdigest()[:16]
+    assert AugmentConfig(negation_rules="sncse").key("abc") != config.key("abc")
 
 
 def test_sncse_negation_rules_write_no_contractions():

