@@ -10,9 +10,14 @@ trainer.
   output (``hidden_states[1]``, not the embeddings) and the last layer's.
 - ``avg_top2``: mean over tokens of the average of the last two layers.
 - ``mask``: the last layer's state at the prompt's mask token.
+- ``last``: the last layer's state at each row's last non-padding token (a decoder LM's summary token), under right
+  or left padding alike.
+- ``weighted_mean``: SGPT's position-weighted mean of the last layer (Muennighoff, 2022): the i-th of a row's n
+  tokens weighs i / (1 + ... + n), counted over its non-padding tokens, so under left or right padding alike.
 
-:class:`LayerPooler` plug-ins (kind ``layer_pooler``) pool one layer's token states: ``first``, ``avg``, ``max``
-and ``mask``; the last-layer poolers above are made of them, and views that pool intermediate layers name one.
+:class:`LayerPooler` plug-ins (kind ``layer_pooler``) pool one layer's token states: ``first``, ``avg``, ``max``,
+``mask``, ``last`` and ``weighted_mean``; the last-layer poolers above are made of them, and views that pool
+intermediate layers name one.
 """
 
 from __future__ import annotations
@@ -83,6 +88,26 @@ class MaskToken(LayerPooler):
         return states[torch.arange(len(states), device=states.device), mask_positions]
 
 
+@register("layer_pooler", "last")
+class LastToken(LayerPooler):
+    """The state at each row's last non-padding token."""
+
+    def __call__(self, states, attention_mask, mask_positions):
+        positions = torch.arange(attention_mask.shape[1], device=states.device).expand_as(attention_mask)
+        last = torch.where(attention_mask.bool(), positions, -1).max(dim=1).values
+        return states[torch.arange(len(states), device=states.device), last.clamp(min=0)]
+
+
+@register("layer_pooler", "weighted_mean")
+class WeightedMean(LayerPooler):
+    """The mean over non-padding tokens weighted by their position among them (1, 2, ..., n)."""
+
+    def __call__(self, states, attention_mask, mask_positions):
+        mask = attention_mask.to(states.dtype)
+        weights = (mask.cumsum(dim=1) * mask).unsqueeze(-1)
+        return (states * weights).sum(1) / weights.sum(1).clamp(min=1.0)
+
+
 LAYER_POOLERS = tuple(names("layer_pooler"))
 
 
@@ -144,6 +169,20 @@ class Mask(_LastLayer):
     """The last layer's state at the prompt's mask token."""
 
     layer_pooler = "mask"
+
+
+@register("pooler", "last")
+class Last(_LastLayer):
+    """The last layer's state at each row's last non-padding token."""
+
+    layer_pooler = "last"
+
+
+@register("pooler", "weighted_mean")
+class PositionWeightedMean(_LastLayer):
+    """SGPT's position-weighted mean of the last layer."""
+
+    layer_pooler = "weighted_mean"
 
 
 @register("pooler", "avg_first_last")

@@ -46,7 +46,8 @@ def test_checkpoint_loads_in_the_probe_and_in_sentence_transformers(tiny_bert_di
 
 
 @pytest.mark.parametrize(("pooler", "prompt", "normalize"), [("mask", PROMPT_A, False), ("cls", None, True),
-                                                             ("avg_first_last", None, False), ("avg", PROMPT_B, False)])
+                                                             ("avg_first_last", None, False), ("avg", PROMPT_B, False),
+                                                             ("last", None, False), ("weighted_mean", None, True)])
 def test_every_other_checkpoint_loads_in_sentence_transformers_through_cselabs_module(tiny_bert_dir, tmp_path, pooler,
                                                                                       prompt, normalize):
     encoder = TrainingEncoder.from_pretrained(tiny_bert_dir, 12, pooler=pooler, prompt=prompt).eval()
