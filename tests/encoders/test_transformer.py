@@ -36,6 +36,9 @@ def reference(parts, sentence: str, pooler: str, prompt: str | None = None) -> n
         "avg_first_last": lambda: ((hidden[1][0] + hidden[-1][0]) / 2).mean(0),
         "avg_top2": lambda: ((hidden[-1][0] + hidden[-2][0]) / 2).mean(0),
         "mask": lambda: hidden[-1][0, batch["input_ids"][0].tolist().index(tokenizer.mask_token_id)],
+        "last": lambda: hidden[-1][0, -1],
+        "weighted_mean": lambda: (hidden[-1][0] * torch.arange(1.0, len(hidden[-1][0]) + 1).unsqueeze(1)).sum(0)
+        / (len(hidden[-1][0]) * (len(hidden[-1][0]) + 1) / 2),
     }[pooler]()
     return vector.numpy()
 

@@ -44,7 +44,7 @@ def test_every_in_tree_kind_is_found_without_a_list():
     assert "rtd" in registry.names("loss")
     from cselab.train.config.schema import VIEW
 
-    assert registry.names("layer_pooler") == ["avg", "first", "mask", "max"]
+    assert registry.names("layer_pooler") == ["avg", "first", "last", "mask", "max", "weighted_mean"]
     assert VIEW["layer_pooler"].choices == tuple(registry.names("layer_pooler"))  # a view offers every one
 
 
