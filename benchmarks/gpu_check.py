@@ -339,17 +339,19 @@ def late() -> bool:
     return time.monotonic() > DEADLINE[0]
 
 
-def timed(stepper: Stepper, bf16: bool, args, peak: float | None, warmup: int | None = None) -> dict:
-    """``args.steps`` steps of ``stepper`` after ``warmup`` (default ``args.warmup``) untimed ones: steps/s,
-    sentences/s, tokens/s, TFLOP/s, MFU and the peak memory since the last :func:`reset_peak`."""
+def timed(stepper: Stepper, bf16: bool, args, peak: float | None, warmup: int | None = None,
+          steps: int | None = None) -> dict:
+    """``steps`` (default ``args.steps``) steps of ``stepper`` after ``warmup`` (default ``args.warmup``) untimed
+    ones: steps/s, sentences/s, tokens/s, TFLOP/s, MFU and the peak memory since the last :func:`reset_peak`."""
+    steps = args.steps if steps is None else steps
     for warm in range(args.warmup if warmup is None else warmup):
         stepper.step(warm, bf16)
     synchronize(args.device)
     clock = time.perf_counter()
-    for step in range(args.steps):
+    for step in range(steps):
         stepper.step(step, bf16)
     synchronize(args.device)
-    seconds = (time.perf_counter() - clock) / args.steps
+    seconds = (time.perf_counter() - clock) / steps
     flops = stepper.flops_per_step()
     return {"steps_per_s": 1 / seconds, "sentences_per_s": stepper.batch_size / seconds,
             "tokens_per_s": stepper.tokens_per_step() / seconds, "tflops": flops / seconds / 1e12,
@@ -449,8 +451,7 @@ def measure_cached(args, model_dir: Path, peak: float | None) -> dict:
         reset_peak(args.device)
         stepper = Stepper("simcse", model_dir, args.device, batch, overrides)
         stepper.ahead()
-        found[name] = {"batch": batch, **timed(stepper, cuda, argparse.Namespace(**{**vars(args), "steps": steps}),
-                                               peak, 2)}
+        found[name] = {"batch": batch, **timed(stepper, cuda, args, peak, 2, steps)}
         del stepper
     plain, cached = found["plain"], found["cached"]
     found["mini_batch_size"] = small

@@ -87,9 +87,10 @@ class TransformerEncoder(Encoder):
             raise ConfigError("template denoising subtracts the template's own [MASK] vector: it needs pooler 'mask' "
                               "and a prompt")
         self.denoise = denoise
-        if denoise:  # the template alone, and how many of its tokens come before the sentence: once, not per batch
+        if denoise and self.pieces is not None:  # the template alone: its two sides (checked to be its ids)
+            self.template_ids, self._before_sentence = self.pieces[0] + self.pieces[1], len(self.pieces[0])
+        elif denoise:  # the template alone, and how many of its tokens come before the sentence: once, not per batch
             before, after = self.prompt.split("{}")
-            before = before.strip() if prompt_pieces else before
             self.template_ids = self.tokenizer(before + after)["input_ids"]
             self._before_sentence = len(self.tokenizer(before)["input_ids"]) - 1
 
@@ -122,10 +123,11 @@ class TransformerEncoder(Encoder):
                 raise ConfigError(f"prompt {prompt!r} must contain {MASK_PLACEHOLDER} exactly once")
         filled = prompt.replace(MASK_PLACEHOLDER, mask_token) if mask_token else prompt
         self._mask_after_sentence = filled.find(mask_token or "\0") > filled.index("{}")
-        self._template_length = len(self.tokenizer(filled.replace("{}", ""))["input_ids"])
         if pieces:
             self.pieces = self._sides(filled)
             self._template_length = len(self.pieces[0]) + len(self.pieces[1])
+        else:
+            self._template_length = len(self.tokenizer(filled.replace("{}", ""))["input_ids"])
         if self._template_length >= self.limit:
             raise ConfigError(f"prompt {prompt!r} leaves no room for a sentence within the model's {self.limit} "
                              "positions")
