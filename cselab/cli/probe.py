@@ -41,6 +41,7 @@ Examples:
   probe run --model bert-base-uncased --pooler cls_before_pooler --out bert.json
   probe run --model tfidf --suite bias --out results/tfidf-bias.json
   probe run --model minilm --suite sts,bias --split-rule footnote
+  probe run --model runs/matryoshka/best --suite sts --dims 64,128,256,384 --out widths.json
   probe run --model minilm --suite transfer --classifier fast --n-jobs 2
   probe run --model mybaseline:factory --suite sts      (a Python factory; its module on PYTHONPATH)
   probe build-probing --corpus wiki1m --out probing/wiki1m
@@ -133,6 +134,9 @@ def _run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--limit", type=whole_number(2),
                      help="use only the first N pairs of each data file (quick checks)")
     run.add_argument("--out", default="results.json", help="results JSON to write (default: results.json)")
+    run.add_argument("--dims", type=widths, metavar="W,W,...",
+                     help="score the vectors cut to each of these widths (a Matryoshka model's), e.g. 64,128,384: "
+                          "OUT.dim-W.json per width, and OUT.dims.md and OUT.dims.png comparing them")
     add_data_dir(run)
     run.add_argument("--batch-size", type=whole_number(1), default=64, help="sentences per forward pass (default: 64)")
     run.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda when available)")
@@ -195,9 +199,11 @@ def run_command(args: argparse.Namespace) -> None:
     from cselab.encoders import load_encoder
     from cselab.probes.suite import ProbeOptions, suite_sections
     from cselab.probes.runner import results_path, run_probes, write_outputs
+    from cselab.probes.widths import check_widths, run_widths
 
     lexicon = args.model.split(":", 1)[1] if args.model.startswith("tfidf:") else None
-    results_path(args.out, (args.testset, lexicon))  # before any work
+    out = results_path(args.out, (args.testset, lexicon)) if args.dims is None else \
+        check_widths(args.dims, args.suite, args.out, (args.testset, lexicon))  # before any work
     transformers_logging.disable_progress_bar()  # weight loading is quick; keep the tables readable
     encoder = load_encoder(args.model, pooler=args.pooler, prompt=args.prompt, max_length=args.max_length,
                            device=args.device, dtype=args.dtype, data_dir=args.data_dir, cache=not args.no_cache)
@@ -206,6 +212,11 @@ def run_command(args: argparse.Namespace) -> None:
                            seed=args.seed, classifier=args.classifier, n_jobs=args.n_jobs,
                            transfer_tasks=_names(args.transfer_tasks, TRANSFER_TASKS), probing_dir=args.probing_dir,
                            split_rule=args.split_rule, mteb_tasks=_names(args.mteb_tasks, ()))
+    if args.dims is not None:
+        written, markdown = run_widths(encoder, args.dims, args.suite, options, out)
+        print(markdown)
+        print(f"\nwrote {', '.join(str(p) for p in written)}")
+        return
     payload = run_probes(encoder, args.suite, options)
     print("\n\n".join(suite_sections(payload)))
     if encoder.cache is not None:
@@ -214,6 +225,14 @@ def run_command(args: argparse.Namespace) -> None:
               + (f", none kept: {kept['failed']}" if kept["failed"] else f" and kept ({kept['folder']})"))
     written = write_outputs(payload, args.out)
     print(f"\nwrote {', '.join(str(p) for p in written)} ({payload['wall_time_s']} s)")
+
+
+def widths(text: str) -> list[int]:
+    """``--dims``: widths joined by commas."""
+    try:
+        return [int(part) for part in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected widths joined by commas, e.g. 64,128,384") from None
 
 
 def _names(text: str | None, default: tuple[str, ...]) -> tuple[str, ...]:

@@ -63,19 +63,27 @@ DERIVED_CORPORA = ("stsb-rows", "stsb-sentences", "stsb-raw-rows")
 RAW_STSB = Path("sts_raw") / "STSBenchmark"
 
 
-def _raw_stsb_rows(data_dir: DataDir) -> list[str]:
-    """Both sentences of every row of the original STS-B release (train, dev, test; fields 6 and 7 of each line,
-    the source columns some rows carry after them left out)."""
+def raw_stsb_pairs(split: str, data_dir: DataDir = None) -> tuple[Path, list[tuple[str, str, float]]]:
+    """The file of one split of the original STS-B release and its rows: (sentence1, sentence2, score 0-5) from
+    fields 6, 7 and 5 of each line, the source columns some rows carry after them left out."""
+    path = data_root(data_dir) / RAW_STSB / STSB_FILES[split]
     found = []
-    for name in STSB_FILES.values():
-        path = data_root(data_dir) / RAW_STSB / name
-        for number, line in enumerate(read_lines(path), start=1):
-            fields = line.split("\t")
-            if len(fields) < 7 or not fields[5].strip() or not fields[6].strip():
-                raise DataFormatError(path, number, f"expected genre, file, year, id, score, sentence1, sentence2 "
-                                                    f"(tab-separated); got {len(fields)} field(s)")
-            found += [fields[5].strip(), fields[6].strip()]
-    return found
+    for number, line in enumerate(read_lines(path), start=1):
+        fields = line.split("\t")
+        if len(fields) < 7 or not fields[5].strip() or not fields[6].strip():
+            raise DataFormatError(path, number, f"expected genre, file, year, id, score, sentence1, sentence2 "
+                                                f"(tab-separated); got {len(fields)} field(s)")
+        try:
+            score = float(fields[4])
+        except ValueError:
+            raise DataFormatError(path, number, f"field 5 (score) must be a number, got {fields[4]!r}") from None
+        found.append((fields[5].strip(), fields[6].strip(), score))
+    return path, found
+
+
+def _raw_stsb_rows(data_dir: DataDir) -> list[str]:
+    """Both sentences of every row of the original STS-B release (train, dev, test)."""
+    return [sentence for split in STSB_FILES for row in raw_stsb_pairs(split, data_dir)[1] for sentence in row[:2]]
 
 
 def sts_task(key: str) -> STSTask:

@@ -1,11 +1,13 @@
 """Tables of training rows: pair and triplet files (CSV, TSV, JSONL, parquet), Hugging Face datasets, and the
-derived tables of the data root (``sick-entailment``, ``cannot``).
+derived tables of the data root (``sick-entailment``, ``cannot``, ``stsb-train``).
 
-A table is columns of strings. Its columns are mapped onto the columns a method's views read (``text``,
-``positive``, ``hard_negative``, ``negation`` ...) by the method's ``data_columns``, else by the layout the file has:
-cselab's own names, SimCSE's NLI file (``sent0,sent1,hard_neg``) or sentence-transformers' (``anchor, positive,
-negative``). A row whose ``text`` is empty is refused (FILE:LINE); an empty field of any other column leaves that
-row without it (as a cache row without a paraphrase), and the count is recorded.
+A table is columns of strings (and numbers, where a JSONL or parquet file holds them). Its columns are mapped onto
+the columns a method reads (``text``, ``positive``, ``hard_negative``, ``negation``, a scored pair's ``text_pair``
+and ``score`` ...) by the method's ``data_columns``, else by the layout the file has: cselab's own names, SimCSE's
+NLI file (``sent0,sent1,hard_neg``), sentence-transformers' triplets (``anchor, positive, negative``) or scored pairs
+(``sentence1, sentence2, score``), or AnglE's format A (``text1, text2, label``). A row whose ``text`` is empty is
+refused (FILE:LINE); an empty field of any other column leaves that row without it (as a cache row without a
+paraphrase), and the count is recorded.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
+import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +23,7 @@ from pathlib import Path
 from cselab.checksum import sha256
 from cselab.data.errors import DataFormatError, DataNotFoundError
 from cselab.data.readers import json_object, read_lines
-from cselab.data.registry import DataDir, load_cannot
+from cselab.data.registry import DataDir, load_cannot, raw_stsb_pairs
 from cselab.data.root import senteval_dir
 from cselab.errors import ConfigError, DataError
 from cselab.files import clipped, read_text
@@ -29,19 +32,23 @@ SUFFIXES = (".csv", ".tsv", ".jsonl", ".parquet")
 HUB_PREFIX = "hf:"
 #: Known layouts: the file's column -> cselab's.
 LAYOUTS = {"SimCSE's NLI file": {"sent0": "text", "sent1": "positive", "hard_neg": "hard_negative"},
-           "sentence-transformers' triplets": {"anchor": "text", "positive": "positive", "negative": "hard_negative"}}
+           "sentence-transformers' triplets": {"anchor": "text", "positive": "positive", "negative": "hard_negative"},
+           "sentence-transformers' scored pairs": {"sentence1": "text", "sentence2": "text_pair", "score": "score"},
+           "AnglE's format A": {"text1": "text", "text2": "text_pair", "label": "score"}}
 DERIVED = {"sick-entailment": "SICK's training pairs labelled ENTAILMENT (text, positive), with the sentence_B of a "
                               "CONTRADICTION pair of the same sentence_A as hard_negative where there is one",
-           "cannot": "the CANNOT negation pairs under contrast/cannot/ (text, negation)"}
+           "cannot": "the CANNOT negation pairs under contrast/cannot/ (text, negation)",
+           "stsb-train": "STS-B's training pairs as released (cased, untokenised; sts_raw/) with their gold scores 0-5 "
+                         "(text, text_pair, score): scored pairs for CoSENT and AnglE"}
 
 
 @dataclass
 class Table:
-    """Columns of strings (``""``: no value), where they came from (``files`` and their sha256, or a dataset's
-    fingerprint) and, per row, the line it was read from."""
+    """Columns of strings or numbers (``""``: no value), where they came from (``files`` and their sha256, or a
+    dataset's fingerprint) and, per row, the line it was read from."""
 
     name: str
-    columns: dict[str, list[str]]
+    columns: dict[str, list[str | float]]
     files: tuple[Path, ...] = ()
     fingerprint: str | None = None
     lines: list[int] = field(default_factory=list)
@@ -56,11 +63,15 @@ def is_table(spec: str | os.PathLike) -> bool:
     return spec in DERIVED or spec.startswith(HUB_PREFIX) or Path(spec).suffix.lower() in SUFFIXES
 
 
-def _text(value, path: Path, line: int, column: str) -> str:
+def _text(value, path: Path, line: int, column: str) -> str | float:
+    """A field as a table holds it: a string stripped, a number as it is (a score; :func:`training_columns` refuses
+    one where text is read), ``""`` for none."""
     if value is None:
         return ""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
     if not isinstance(value, str):
-        raise DataFormatError(path, line, f"field '{column}' must be a string, not {type(value).__name__}")
+        raise DataFormatError(path, line, f"field '{column}' must be a string or a number, not {type(value).__name__}")
     return value.strip()
 
 
@@ -187,6 +198,13 @@ def _cannot(data_dir: DataDir) -> Table:
                             "negation": [t for s in sets for t in s.negated]}, files, digest)
 
 
+def _stsb_train(data_dir: DataDir) -> Table:
+    path, rows = raw_stsb_pairs("train", data_dir)
+    return Table("stsb-train", {"text": [a for a, _, _ in rows], "text_pair": [b for _, b, _ in rows],
+                                "score": [score for _, _, score in rows]}, (path,), sha256(path),
+                 list(range(1, len(rows) + 1)))
+
+
 def load_table(spec: str | os.PathLike, data_dir: DataDir = None) -> Table:
     """The table ``spec`` names: a file, ``hf:NAME[:SPLIT]`` or a derived table (:data:`DERIVED`)."""
     spec = str(spec)
@@ -194,6 +212,8 @@ def load_table(spec: str | os.PathLike, data_dir: DataDir = None) -> Table:
         return _sick_entailment(data_dir)
     if spec == "cannot":
         return _cannot(data_dir)
+    if spec == "stsb-train":
+        return _stsb_train(data_dir)
     if spec.startswith(HUB_PREFIX):
         return _hub_table(spec)
     return read_table(spec)
@@ -223,14 +243,43 @@ def column_map(table: Table, wanted: list[str], given: dict[str, str] | None) ->
     return found
 
 
-def training_columns(table: Table, mapping: dict[str, str]) -> tuple[dict[str, list[str]], dict[str, int]]:
-    """The table's columns under cselab's names, and per column the rows left without it (an empty field). An empty
-    ``text`` is refused with its line."""
-    columns = {ours: table.columns[theirs] for ours, theirs in mapping.items()}
+def training_columns(table: Table, mapping: dict[str, str], numbers: set[str] = frozenset()
+                     ) -> tuple[dict[str, list], dict[str, int]]:
+    """The table's columns under cselab's names, and per column the rows left without it (an empty field). Each
+    column in ``numbers`` (a scored pair's ``score``) holds finite numbers (None for an empty field), every other
+    one strings. An empty ``text``, a number where text is read, or a value of ``numbers`` that is no finite number is
+    refused with its line."""
+    columns = {}
+    for ours, theirs in mapping.items():
+        columns[ours] = [_typed(value, ours in numbers, table, i, theirs) for i, value in
+                         enumerate(table.columns[theirs])]
     if "text" in columns:
         for i, value in enumerate(columns["text"]):
             if not value:
-                line = table.lines[i] if table.lines else i + 1
-                raise DataFormatError(Path(table.name), line, f"empty {mapping['text']!r} (the text column): "
-                                                              "every row needs one")
-    return columns, {ours: sum(1 for v in values if not v) for ours, values in columns.items() if ours != "text"}
+                raise DataFormatError(Path(table.name), _line(table, i), f"empty {mapping['text']!r} (the text "
+                                                                         "column): every row needs one")
+    return columns, {ours: sum(1 for v in values if v is None or v == "") for ours, values in columns.items()
+                     if ours != "text"}
+
+
+def _line(table: Table, row: int) -> int:
+    return table.lines[row] if table.lines else row + 1
+
+
+def _typed(value: str | float, number: bool, table: Table, row: int, column: str) -> str | float | None:
+    """A field of a text column (a string), or of a numeric one (a finite float, None when empty)."""
+    if not number:
+        if isinstance(value, float):
+            raise DataFormatError(Path(table.name), _line(table, row), f"field '{column}' must be a string, not a "
+                                                                       f"number ({value:g})")
+        return value
+    if value == "":
+        return None
+    try:
+        parsed = float(value)
+    except ValueError:
+        parsed = math.nan
+    if not math.isfinite(parsed):
+        raise DataFormatError(Path(table.name), _line(table, row), f"field '{column}' must be a finite number, "
+                                                                   f"got {clipped(value, 40)!r}")
+    return parsed

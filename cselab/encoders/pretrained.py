@@ -37,6 +37,20 @@ def load_tokenizer(path: str):
     if len(tokenizer) < SMALLEST_VOCABULARY:
         raise ModelError(f"{path}: the tokenizer has {len(tokenizer)} tokens, a placeholder rather than a "
                          "vocabulary; copy the real tokenizer files into the folder")
+    return padded_on_the_right(tokenizer, path)
+
+
+def padded_on_the_right(tokenizer, path: str):
+    """``tokenizer`` set to pad as cselab pads: on the right (a decoder's tokens keep positions 0..n-1, and its
+    last-token pooler reads each row's last real token), with its end-of-sequence token where it has no padding token
+    (a decoder LM's: GPT-2, Llama), as a checkpoint saves it, so that sentence-transformers pads a checkpoint's rows
+    as cselab does. A tokenizer with neither token is refused."""
+    if tokenizer.pad_token is None:
+        if tokenizer.eos_token is None:
+            raise ModelError(f"{path}: the tokenizer has no padding token and no end-of-sequence token to pad with; "
+                             "add one (tokenizer.add_special_tokens({'pad_token': ...}) and save it in the folder)")
+        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer.padding_side = "right"
     return tokenizer
 
 

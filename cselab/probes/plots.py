@@ -81,3 +81,22 @@ def plot_geometry(geometry: dict[str, Any], path: str | os.PathLike, title: str 
         ax.title.set_fontsize(11)
     figure.suptitle(title)
     return _save(figure, path)
+
+
+def plot_widths(widths: list[int], scores: dict[str, list[float | None]], path: str | os.PathLike,
+                title: str = "") -> Path:
+    """Each main score (one panel each) against the width the vectors were cut to (``probe run --dims``)."""
+    plt = _pyplot()
+    columns = min(3, len(scores))
+    rows = -(-len(scores) // columns)
+    figure, grid = plt.subplots(rows, columns, figsize=(4 * columns, 3.2 * rows), dpi=100, squeeze=False)
+    for ax, (label, values) in zip(grid.ravel(), scores.items()):
+        points = [(w, v) for w, v in zip(widths, values) if v is not None]
+        ax.plot([w for w, _ in points], [v for _, v in points], marker="o")
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(widths, [str(w) for w in widths])
+        ax.set(xlabel="width", title=label)
+    for ax in grid.ravel()[len(scores):]:
+        ax.set_axis_off()
+    figure.suptitle(title, fontsize=9)
+    return _save(figure, path)

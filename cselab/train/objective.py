@@ -9,6 +9,7 @@ first; ``replicated``: the same number everywhere).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -19,9 +20,10 @@ from cselab.registry import build, build_plugin
 from cselab.train import plugins  # noqa: F401  (every plug-in registered)
 from cselab.train.run.batches import Batch, Collator, Key
 from cselab.train.run.distributed import gather_rows, global_count, global_mean
+from cselab.train.plugins import functional as L
 from cselab.train.plugins.kinds import Augment, Loss, LossContext, NegativeSource, TokenAugment
 from cselab.train.config.method import MethodConfig, ViewConfig
-from cselab.train.config.schema import loss_plugin
+from cselab.train.config.schema import loss_plugin, value_columns
 
 Encoded = dict[str, tuple[torch.Tensor, list[int]]]
 
@@ -101,6 +103,8 @@ class Objective(nn.Module):
         self.interleaved = method.training.view_rows == "interleaved"
         self.names = list(method.losses)
         self.weights = {name: params["weight"] for name, params in method.losses.items()}
+        self.matryoshka = {name: params.get("matryoshka") for name, params in method.losses.items()}
+        self.value_columns = value_columns(method.losses)  # the numeric columns the losses read (a score)
         self.losses = nn.ModuleList(build(loss_plugin(name, params), params) for name, params in method.losses.items())
         self.weight_hook = build_plugin("weight_hook", method.hooks.get("weights"))
         self.gradient_views = [view.name for view in self.views if view.needs_gradient]
@@ -163,10 +167,12 @@ class Objective(nn.Module):
         tokens = None if batch is None else (lambda name: batch.tokens[self.view_keys[name]])
         texts = None if batch is None else (lambda name: [batch.rows[self.view_keys[name][0]][row]
                                                           for row in batch.tokens[self.view_keys[name]][0]])
+        if self.value_columns:
+            encoded = {**encoded, **row_values(batch, self.value_columns, next(iter(encoded.values()))[0].device)}
         context = LossContext(encoded, initial_weights, tokens, model, texts)
         result = {}
         for name, loss in zip(self.names, self.losses, strict=True):
-            value = apply_loss(loss, context)
+            value = apply_loss(loss, context, self.matryoshka[name])
             if value is not None:
                 result[name] = value
         return result
@@ -257,6 +263,32 @@ def _forward_views(model, encoder, views: list[View], batch: Batch, captured, di
     return out
 
 
+def value_key(column: str) -> str:
+    """Where a numeric data column's values sit among the encoded views (no view name has a colon)."""
+    return f"column:{column}"
+
+
+def row_values(batch: Batch | None, columns: list[str], device) -> Encoded:
+    """Each numeric column's values as a float tensor over the batch's rows that have one, keyed by
+    :func:`value_key`, so that a loss reads them aligned with its views' rows."""
+    if batch is None:
+        raise ValueError(f"the losses read the data column(s) {', '.join(columns)}: encode with the batch's rows")
+    out = {}
+    for column in columns:
+        present = [i for i, value in enumerate(batch.rows[column]) if value is not None and value != ""]
+        values = [float(batch.rows[column][i]) for i in present]
+        out[value_key(column)] = (torch.tensor(values, dtype=torch.float32, device=device), present)
+    return out
+
+
+def truncated(context: LossContext, width: int) -> LossContext:
+    """``context`` with every encoded vector cut to its first ``width`` components (a view's, its layers', its
+    vectors before the head); the numeric columns' values as they are."""
+    encoded = {name: (vectors[..., :width] if vectors.dim() > 1 else vectors, rows)
+               for name, (vectors, rows) in context.encoded.items()}
+    return dataclasses.replace(context, encoded=encoded)
+
+
 def aligned(encoded: Encoded, names: list[str]) -> list[torch.Tensor]:
     """The views' vectors restricted to the rows all of them have (possibly none)."""
     common = sorted(set.intersection(*(set(encoded[n][1]) for n in names)))
@@ -268,10 +300,18 @@ def aligned(encoded: Encoded, names: list[str]) -> list[torch.Tensor]:
     return result
 
 
-def apply_loss(loss: Loss, context: LossContext) -> torch.Tensor | None:
-    """One loss on the encoded views, reduced over processes as its class declares; None when no row of the batch
-    (on any process) can take a ``whole_batch`` loss."""
-    views = aligned(context.encoded, [loss.views[role] for role in loss.roles]) if loss.roles else []
+def apply_loss(loss: Loss, context: LossContext, matryoshka: dict | None = None) -> torch.Tensor | None:
+    """One loss on the encoded views (and the numeric columns it reads, after them), reduced over processes as its
+    class declares; None when no row of the batch (on any process) can take a ``whole_batch`` loss. With
+    ``matryoshka`` (``{dims, weights}``) the loss is the weighted sum of the loss on the vectors cut to each width
+    (:func:`~cselab.train.plugins.functional.matryoshka`)."""
+    if matryoshka is not None:
+        values = {width: apply_loss(loss, truncated(context, width)) for width in matryoshka["dims"]}
+        if any(value is None for value in values.values()):  # no row at any width (the same rows at each)
+            return None
+        return L.matryoshka(values.__getitem__, matryoshka["dims"], matryoshka["weights"])
+    names = [loss.views[role] for role in loss.roles] + [value_key(loss.views[role]) for role in loss.value_roles]
+    views = aligned(context.encoded, names) if names else []
     views = loss.prepare(views)
     if loss.reduce == "whole_batch":
         if global_count(len(views[0]), views[0].device) == 0:

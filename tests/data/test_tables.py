@@ -62,7 +62,7 @@ def test_an_empty_text_is_refused_with_its_line(tmp_path):
 @pytest.mark.parametrize("name, text, message", [
     ("t.csv", "sent0,sent1\na,b,c\n", "t.csv:2: 3 fields, the header has 2"),
     ("t.csv", "", "t.csv:1: empty file"),
-    ("t.jsonl", '{"text": "a"}\n{"text": 3}\n', "t.jsonl:2: field 'text' must be a string"),
+    ("t.jsonl", '{"text": "a"}\n{"text": [3]}\n', "t.jsonl:2: field 'text' must be a string or a number, not list"),
     ("t.jsonl", '{"text": "a"}\n{oops\n', "t.jsonl:2: not valid JSON"),
     ("t.jsonl", "\n", "t.jsonl:1: no rows")])
 def test_a_bad_file_is_one_error_naming_file_and_line(tmp_path, name, text, message):

@@ -43,7 +43,12 @@ VIEW = {
                     nullable=True, plugin="token_augment"),
 }
 LOSS = {"kind": Param(str, None, "the plug-in, when the loss's name is not", nullable=True),
-        "weight": Param(float, 1.0, "factor in the total loss", min=0.0)}
+        "weight": Param(float, 1.0, "factor in the total loss", min=0.0),
+        "matryoshka": Param(dict, None, "Matryoshka training: {dims: [widths], weights: [one per width, default 1]}: "
+                            "the loss at each width the vectors are cut to, weighted and summed", nullable=True)}
+MATRYOSHKA = {"dims": Param(list, help="the widths the vectors are cut to", items=Param(int, min=1)),
+              "weights": Param(list, None, "one factor per width (default: 1 each)", nullable=True,
+                               items=Param(float, min=0.0))}
 HOOKS = {"weights": Param(dict, None, "SAM/AWP", nullable=True, plugin="weight_hook")}
 
 
@@ -53,6 +58,12 @@ def loss_plugin(name: str, params: dict[str, Any], where: str = "") -> Plugin:
     if params.get("kind"):
         return get("loss", params["kind"], f"{where}.kind" if where else "")
     return get("loss", name, where)
+
+
+def value_columns(losses: dict[str, dict[str, Any]]) -> list[str]:
+    """The numeric data columns the resolved ``losses`` read (a scored pair's ``score``), each once."""
+    return sorted({params[role] for name, params in losses.items()
+                   for role in loss_plugin(name, params).cls.value_roles})
 
 
 def renamed_type(params: dict[str, Any], where: str) -> dict[str, Any]:
@@ -115,7 +126,9 @@ def _views(views: Any) -> dict[str, dict[str, Any]]:
     return result
 
 
-def _losses(losses: Any, views: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+def check_losses(losses: Any, views: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The ``losses`` section checked against the method's ``views`` (each a view's resolved settings), defaults
+    filled in: each loss's plug-in, parameters, the views it names and its ``matryoshka``."""
     if not isinstance(losses, dict) or not losses:
         raise ConfigError("losses: expected at least one loss")
     available = set(views) | {f"{name}.layers" for name, view in views.items() if view.get("layers")}
@@ -129,6 +142,8 @@ def _losses(losses: Any, views: dict[str, dict[str, Any]]) -> dict[str, dict[str
         refuse_moved(plugin, params, where)
         resolved = check(params, {**LOSS, **plugin.schema()}, where)
         plugin.cls.validate(resolved, where)
+        if "matryoshka" in resolved:
+            resolved["matryoshka"] = _matryoshka(resolved, plugin.cls, f"{where}.matryoshka")
         for key in plugin.cls.view_schema():
             for view in resolved[key] if isinstance(resolved[key], list) else [resolved[key]]:
                 if view not in available:
@@ -142,6 +157,24 @@ def _losses(losses: Any, views: dict[str, dict[str, Any]]) -> dict[str, dict[str
                                   f"{', '.join(sorted(views))}")
         result[name] = resolved
     return result
+
+
+def _matryoshka(params: dict[str, Any], cls, where: str) -> dict[str, Any]:
+    """A loss's ``matryoshka`` checked: distinct widths, one weight each (1 by default), and a loss that reads only
+    the vectors (no model of its own, no tokens, no weights, no generated negatives, which would be made once at
+    one width)."""
+    spec = check(params["matryoshka"], MATRYOSHKA, where)
+    dims, weights = spec["dims"], spec.get("weights") or [1.0] * len(spec["dims"])
+    if not dims or len(set(dims)) != len(dims):
+        raise ConfigError(f"{where}.dims: expected distinct widths, got {shown(dims)}")
+    if len(weights) != len(dims):
+        raise ConfigError(f"{where}.weights: {len(weights)} weight(s) for {len(dims)} width(s); give one per width")
+    reads = ("tokens" if cls.needs_tokens else "the initial weights" if cls.needs_initial_weights else
+             "generated negatives" if params.get("generated") else None)
+    if reads:
+        raise ConfigError(f"{where}: the loss reads {reads}, not only vectors that can be cut to a width; Matryoshka "
+                          "wraps losses of vectors (info_nce without generated, cosent, angle, two_way_margin ...)")
+    return {"dims": dims, "weights": weights}
 
 
 def _readable(cls, params: dict[str, Any], views: dict[str, dict[str, Any]], where: str) -> None:
@@ -227,7 +260,7 @@ def resolve(config: dict[str, Any], source: str) -> MethodConfig:
         resolved["encoder"] = _encoder(top["encoder"])
         resolved["views"] = _views(top["views"])
         _copies_exist(resolved)
-        resolved["losses"] = _losses(top["losses"], resolved["views"])
+        resolved["losses"] = check_losses(top["losses"], resolved["views"])
         resolved["hooks"] = check(top["hooks"] or {}, HOOKS, "hooks")
         resolved["training"] = _training(top["training"])
         check_cacheable(resolved)

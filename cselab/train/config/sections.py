@@ -82,6 +82,8 @@ class TrainingConfig(Checked):
     eval_steps: int = setting(REQUIRED, int, "steps between evaluations and saves", min=1)
     grad_accum: int = setting(1, int, "batches per optimizer step", min=1)
     mixed_precision: str = setting("no", str, choices=("no", "fp16", "bf16"))
+    gradient_checkpointing: bool = setting(False, bool, "recompute the backbone's activations in the backward pass "
+                                           "instead of keeping them (less memory, about a third more time)")
     seed: int = setting(42, int, min=0, max=MAX_SEED)
     optimizer: str = setting("adamw_legacy", str, "adamw (torch's) or adamw_legacy (transformers 4.x: eps added "
                              "before the bias correction, decay after the update)", choices=("adamw", "adamw_legacy"))
@@ -94,6 +96,9 @@ class TrainingConfig(Checked):
                                           "(null: no clipping)", min=0.0, above=True, nullable=True)
     warmup: int | float = setting(0, (int, float), "linear warm-up: a fraction of the total steps (below 1) or a "
                                   "number of steps", min=0)
+    lr_schedule: str = setting("linear", str, "after the warm-up: linear (decay to 0 at the last step, Hugging Face's "
+                               "Trainer) or constant (the peak rate to the end, as Keras trains)",
+                               choices=("linear", "constant"))
     early_stop: int | None = setting(None, int, "patience in evaluations", min=1, nullable=True)
     early_stop_rule: str = setting("no_improvement", str, "what early_stop counts: no_improvement (evaluations in a "
                                    "row without a better best score) or drops (evaluations scoring below the one "

@@ -15,6 +15,9 @@
 - :func:`replaced_token_detection`: DiffCSE's conditional ELECTRA loss, per row.
 - :func:`list_mle`, :func:`list_net`, :func:`jensen_shannon`, :func:`released_rank_consistency`: RankCSE's ranking
   distillation and consistency, per row.
+- :func:`ranked_pairs`, :func:`cosent`, :func:`angle`, :func:`angle_similarity`, :func:`angle_in_batch`: the losses
+  of scored pairs (CoSENT; AnglE's angle and in-batch objectives).
+- :func:`matryoshka`: one loss at several truncated widths, weighted.
 
 ``sim`` is the cosine similarity; each loss is averaged over the rows it has.
 """
@@ -213,3 +216,66 @@ def released_rank_consistency(first: torch.Tensor, second: torch.Tensor, eps: fl
     p, q = F.softmax(first.float(), dim=-1).clamp(min=eps), F.softmax(second.float(), dim=-1).clamp(min=eps)
     m = (0.5 * (p + q)).log().clamp(min=eps)
     return 0.5 * ((p * (p.log() - m)).sum(dim=1) + (q * (q.log() - m)).sum(dim=1))
+
+
+def ranked_pairs(similarities: torch.Tensor, scores: torch.Tensor, scale: float = 20.0) -> torch.Tensor:
+    """CoSENT's ranking loss over a batch of scored pairs: ``log(1 + sum_{score_i > score_j} e^{scale (sim_j -
+    sim_i)})``, every pair of rows whose gold scores are ordered asking the higher one's similarity to be higher
+    (ties add nothing); 0 for a batch without an ordered pair."""
+    if similarities.shape != scores.shape or similarities.dim() != 1:
+        raise ValueError(f"similarities {tuple(similarities.shape)} and scores {tuple(scores.shape)}: expected one "
+                         "of each per row")
+    scaled = similarities.float() * scale
+    terms = (scaled[None, :] - scaled[:, None])[scores[:, None] > scores[None, :]]
+    return torch.logsumexp(torch.cat([terms.new_zeros(1), terms]), dim=0)
+
+
+def cosent(first: torch.Tensor, second: torch.Tensor, scores: torch.Tensor, scale: float = 20.0) -> torch.Tensor:
+    """CoSENT (Su, 2022; Huang et al., 2024): :func:`ranked_pairs` of the pairs' cosine similarities."""
+    return ranked_pairs(F.cosine_similarity(first, second, dim=-1), scores, scale)
+
+
+def angle_similarity(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+    """AnglE's pairwise score (Li and Li, 2024): each vector read as a complex one (its first half the real parts, its
+    second the imaginary), the quotient ``first / second`` rescaled to unit norm, and the absolute value of the sum of
+    its real and imaginary parts; for unit vectors ``|cos + sin|`` with ``sin = sum(im_x re_y - re_x im_y)``. One
+    per row; the width must be even."""
+    if first.shape != second.shape or first.shape[-1] % 2:
+        raise ValueError(f"angle_similarity: vectors {tuple(first.shape)} and {tuple(second.shape)}: expected the "
+                         "same even width (halves are real and imaginary parts)")
+    x, y = F.normalize(first.float(), dim=-1), F.normalize(second.float(), dim=-1)
+    (x_re, x_im), (y_re, y_im) = x.chunk(2, dim=-1), y.chunk(2, dim=-1)
+    return ((x * y).sum(dim=-1) + (x_im * y_re - x_re * y_im).sum(dim=-1)).abs()
+
+
+def angle(first: torch.Tensor, second: torch.Tensor, scores: torch.Tensor, scale: float = 20.0) -> torch.Tensor:
+    """AnglE's angle objective: :func:`ranked_pairs` of :func:`angle_similarity` (its released ``angle_loss``)."""
+    return ranked_pairs(angle_similarity(first, second), scores, scale)
+
+
+def angle_in_batch(first: torch.Tensor, second: torch.Tensor, scores: torch.Tensor, scale: float = 20.0
+                   ) -> torch.Tensor:
+    """AnglE's in-batch negative objective on scored pairs, as released (``in_batch_negative_loss``): the 2N vectors
+    laid out pair by pair (``first_0, second_0, first_1, ...``), each against every other at ``scale`` times their
+    cosine; vector k's targets are the columns j with ``j * int(score_j) == partner(k) * int(score_k)`` (``int``
+    truncating, as released): its own pair's other vector when that score's integer part is not 0, and any other
+    column whose product happens to match (the released rule's; with 0/1 labels there is none). Cross-entropy summed
+    over a vector's targets, averaged over all 2N vectors (a vector without a target adds 0)."""
+    vectors = torch.stack([first, second], dim=1).flatten(0, 1)
+    labels = scores.repeat_interleave(2).long()  # truncated, as the released .int()
+    index = torch.arange(len(vectors), device=vectors.device)
+    partner = index + 1 - index % 2 * 2
+    column = torch.where(labels == 0, torch.full_like(index, -2), index * labels)
+    row = torch.where(labels == 0, torch.full_like(index, -1), partner * labels)
+    targets = (column[None, :] == row[:, None]).float()
+    logits = scale * cosine_matrix(vectors.float(), vectors.float())
+    logits = logits - torch.eye(len(vectors), device=vectors.device) * 1e12
+    return -(F.log_softmax(logits, dim=1) * targets).sum(dim=1).mean()
+
+
+def matryoshka(loss: Callable[[int], torch.Tensor], dims: list[int], weights: list[float]) -> torch.Tensor:
+    """Matryoshka training (Kusupati et al., 2022): ``sum_k weights[k] * loss(dims[k])``, ``loss(d)`` the loss with
+    every vector truncated to its first ``d`` components."""
+    if len(dims) != len(weights) or not dims:
+        raise ValueError(f"matryoshka: {len(dims)} widths and {len(weights)} weights; expected one weight a width")
+    return sum(weight * loss(dim) for dim, weight in zip(dims, weights, strict=True))

@@ -45,7 +45,10 @@ class Loss(nn.Module):
 
     Class attributes declare how the objective feeds it: ``roles`` are parameters each naming a view (the views are
     handed to :meth:`forward` in this order, restricted to the rows that have all of them); ``view_lists`` are
-    parameters naming lists of views the loss reads itself from ``context.encoded``; ``reduce`` says how its value
+    parameters naming lists of views the loss reads itself from ``context.encoded``; ``value_roles`` are parameters
+    each naming a numeric column of the data (a scored pair's ``score``), handed to :meth:`forward` after the views as
+    one float per row, for the same rows (a row without the value is left out as a row without a view); ``reduce`` says
+    how its value
     reduces over processes (``rows``: one loss per row, averaged over every process's rows; ``whole_batch``: its views
     gathered from all processes first, then one number; ``replicated``: the same number on every process);
     ``needs_initial_weights`` asks for ``context.initial_weights``; ``needs_tokens`` for ``context.tokens`` and
@@ -57,6 +60,7 @@ class Loss(nn.Module):
 
     roles: ClassVar[tuple[str, ...]] = ()
     view_lists: ClassVar[tuple[str, ...]] = ()
+    value_roles: ClassVar[tuple[str, ...]] = ()
     reduce: ClassVar[str] = "rows"
     needs_initial_weights: ClassVar[bool] = False
     needs_tokens: ClassVar[bool] = False
@@ -89,6 +93,12 @@ class Loss(nn.Module):
         lists = {name: Param(list, [], items=Param(str), help="views whose vectors are extra negatives")
                  for name in cls.view_lists}
         return {**roles, **lists}
+
+    @classmethod
+    def value_schema(cls) -> dict[str, Param]:
+        """The parameters that name numeric columns of the data: one per value role, the role's name by default."""
+        return {role: Param(str, role, help=f"the data column of each row's {role} (a number)")
+                for role in cls.value_roles}
 
     @classmethod
     def validate(cls, params: dict[str, Any], where: str) -> None:

@@ -92,4 +92,4 @@ def cached_losses(model, objective, rows, mini_batch_size: int, initial_weights=
                     torch.autograd.backward(tensors, gradients)
         _set_rng_state(after, device)
 
-    return objective.losses_on(encoded, initial_weights), replay
+    return objective.losses_on(encoded, initial_weights, batch=batch), replay

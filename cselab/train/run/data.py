@@ -23,6 +23,7 @@ from cselab.data.augmented import MANIFEST, finished_cache, load_cache, read_man
 from cselab.data.tables import Table, column_map, is_table, load_table, training_columns
 from cselab.errors import ConfigError
 from cselab.train.config.method import MethodConfig
+from cselab.train.config.schema import value_columns
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +47,8 @@ class ColumnRows:
 
 
 def _columns(method: MethodConfig) -> list[str]:
-    return sorted({view.column for view in method.views.values() if view.column})
+    """The data columns the method reads: its forward views' and the numeric ones of its losses (a score)."""
+    return sorted({view.column for view in method.views.values() if view.column} | set(value_columns(method.losses)))
 
 
 def _kind(method: MethodConfig, data: str | os.PathLike | None) -> tuple[str, str]:
@@ -69,7 +71,7 @@ def _table_rows(method: MethodConfig, table: Table) -> tuple[ColumnRows, dict[st
     """The table's columns under the views' names, and its description (where from, the column map, the rows left
     without a column)."""
     mapping = column_map(table, _columns(method), dict(method.data_columns or {}))
-    columns, without = training_columns(table, mapping)
+    columns, without = training_columns(table, mapping, numbers=set(value_columns(method.losses)))
     if any(without.values()):
         logger.info("%s: %s", table.name, ", ".join(f"{n} row(s) without {c}" for c, n in without.items() if n))
     source = {"kind": "table", "name": table.name, "rows": len(table), "sha256": table.fingerprint,
@@ -129,7 +131,7 @@ def _check_columns(rows, method: MethodConfig, where, what: str, hint: str = "")
         if column not in rows.column_names:
             raise ConfigError(f"{where}: {what} has no column {column!r}, which method {method.name} "
                               f"reads; its columns: {', '.join(rows.column_names)}")
-        if not any(value for value in rows[column]):
+        if all(value is None or value == "" for value in rows[column]):
             raise ConfigError(f"{where}: no row of {what} has a {column}{hint}, which method {method.name} reads")
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 from accelerate import Accelerator
+from accelerate.state import AcceleratorState
 from accelerate.tracking import GeneralTracker, TensorBoardTracker
 from accelerate.utils import DistributedDataParallelKwargs, DataLoaderConfiguration, GradientAccumulationPlugin
 
@@ -87,6 +88,9 @@ def launch(cfg: TrainingConfig, out: Path, report_to: Sequence[str] = ()) -> Acc
     logging = trackers(report_to, out)
     if cfg.mixed_precision == "fp16" and not torch.cuda.is_available():
         raise _refused(cfg, "cpu")
+    # accelerate keeps one state per process and refuses a second Accelerator of another precision: a run after
+    # another in the same process (a sweep's, a notebook's) starts from a fresh one (the process group stays)
+    AcceleratorState._reset_state(reset_partial_state=False)
     accelerator = Accelerator(mixed_precision=cfg.mixed_precision, log_with=logging or None,
                               project_dir=str(out),  # each batch split across the processes in rank order
                               dataloader_config=DataLoaderConfiguration(split_batches=True),

@@ -8,7 +8,8 @@
 - Parameters whose name contains one of ``no_decay`` (``bias``, ``LayerNorm.weight``, as both released trainers
   group them) take no weight decay.
 - The learning rate warms up linearly over ``warmup`` (a fraction of the steps, or a count), then decays linearly to
-  0 at the last step (Hugging Face's ``get_linear_schedule_with_warmup``).
+  0 at the last step (Hugging Face's ``get_linear_schedule_with_warmup``), or, with ``lr_schedule: constant``, stays
+  at its peak (``get_constant_schedule_with_warmup``).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import torch
-from transformers import get_linear_schedule_with_warmup
+from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup
 
 from cselab.train.config.sections import TrainingConfig, warmup_steps
 
@@ -92,7 +93,10 @@ def build_optimizer(named: Iterable[tuple[str, torch.Tensor]], cfg: TrainingConf
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainingConfig, total: int):
-    """Linear warm-up over ``training.warmup``, then linear decay to 0 at step ``total``."""
+    """Linear warm-up over ``training.warmup``, then linear decay to 0 at step ``total`` (``lr_schedule: linear``)
+    or the peak rate to the end (``constant``)."""
+    if cfg.lr_schedule == "constant":
+        return get_constant_schedule_with_warmup(optimizer, warmup_steps(cfg.warmup, total))
     return get_linear_schedule_with_warmup(optimizer, warmup_steps(cfg.warmup, total), total)
 
 

@@ -71,6 +71,29 @@ def check_hooks(objective: Objective, cfg: TrainingConfig, processes: int) -> No
         raise TrainingError("hooks.weights (SAM/AWP) perturbs the weights once per step: set training.grad_accum=1")
 
 
+def checkpoint_activations(backbone, model: str) -> None:
+    """``training.gradient_checkpointing``: the backbone recomputes its layers' activations in the backward pass
+    (transformers' non-reentrant checkpointing, which replays each layer's dropout masks); a model that cannot is
+    refused."""
+    if not getattr(backbone, "supports_gradient_checkpointing", False):
+        raise TrainingError(f"training.gradient_checkpointing: {model} ({type(backbone).__name__}) does not support "
+                            "gradient checkpointing")
+    enable = getattr(backbone, "activation_checkpointing_enable", None)  # transformers >= 5.x's name
+    if enable is not None:
+        enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
+
+def check_widths(objective: Objective, encoder: TrainingEncoder) -> None:
+    """Refuse a Matryoshka width wider than the encoder's vectors."""
+    width = encoder.backbone.config.hidden_size
+    for name, spec in objective.matryoshka.items():
+        if spec and max(spec["dims"]) > width:
+            raise TrainingError(f"losses.{name}.matryoshka.dims: {max(spec['dims'])} is wider than the model's "
+                                f"vectors ({width})")
+
+
 @dataclass
 class TrainingSetup:
     """A method's training parts, unwrapped (the trainer hands ``encoder``, ``optimizer`` and ``loader`` to
@@ -108,6 +131,9 @@ def setup(method: MethodConfig, model: str, rows, where: str = "the training dat
     check_hooks(objective, cfg, processes)
     per_epoch, total = step_counts(len(rows), cfg, where)
     encoder = build_encoder(method, model)
+    if cfg.gradient_checkpointing:
+        checkpoint_activations(encoder.backbone, model)
+    check_widths(objective, encoder)
     attach_auxiliary(encoder, objective)
     initial = initial_weights(encoder) if objective.needs_initial_weights else None
     optimizer = build_optimizer([(n, p) for n, p in encoder.named_parameters() if p.requires_grad], cfg)

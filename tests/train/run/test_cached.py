@@ -18,7 +18,8 @@ from cselab.train.run.setup import build_encoder, initial_weights
 
 ROWS = {"text": [f"sentence number {i} about topic {i % 7} and some more words {'so ' * (i % 5)}" for i in range(10)],
         "paraphrase": [f"about topic {i % 7}, sentence {i}" for i in range(10)],
-        "negation": [f"sentence number {i} is not about topic {i % 7}" for i in range(10)]}
+        "negation": [f"sentence number {i} is not about topic {i % 7}" for i in range(10)],
+        "text_pair": [f"a sentence on topic {i % 3}" for i in range(10)], "score": [float(i % 6) for i in range(10)]}
 
 
 def minilm(tmp_path, dropout: bool):
@@ -48,7 +49,7 @@ def gradients(preset: str, model: str, mini: int | None, reference: bool = False
         encoded = {name: (torch.cat([p[name][0] for p in pieces]),
                           [start + row for p, start in zip(pieces, range(0, 10, mini)) for row in p[name][1]])
                    for name in pieces[0]}
-        loss = objective.total(objective.losses_on(encoded, weights))
+        loss = objective.total(objective.losses_on(encoded, weights, batch=batch))
         loss.backward()
     else:
         loss, _ = backward_pass(encoder, objective, ROWS, lambda value: value.backward(), weights, None, mini)
@@ -69,10 +70,11 @@ def assert_same(found, expected):
             assert "key.bias" in name and found[1][name].norm() <= 1e-6 * total, name
 
 
-@pytest.mark.parametrize("preset", ["simcse", "osscse", "sg"])
+@pytest.mark.parametrize("preset", ["simcse", "osscse", "sg", "angle"])
 def test_without_dropout_the_cached_gradient_is_the_full_batchs(preset, tmp_path):
     """Mini-batches of 1, 3 and 4 rows (3 and 4 do not divide the batch of 10) and of the whole batch; osscse has four
-    views, a margin loss and the recall to the initial weights, sg a frozen copy and a whole-batch loss."""
+    views, a margin loss and the recall to the initial weights, sg a frozen copy and a whole-batch loss, angle three
+    whole-batch losses of two columns and each row's score."""
     model = minilm(tmp_path, dropout=False)
     full = gradients(preset, model, None)
     for mini in (1, 3, 4, 10):

@@ -103,18 +103,27 @@ def test_warm_up_is_a_fraction_of_the_steps_or_a_count():
         load_method("simcse", ["training.warmup=-1"])
 
 
-def test_the_schedule_warms_up_then_decays_to_zero():
+def scheduled_rates(schedule: str = "linear") -> list[float]:
+    """The learning rate of each of 10 steps, 2 of them warm-up, peak 1."""
     parameter = torch.nn.Parameter(torch.zeros(1))
-    training = TrainingConfig(**{**load_method("simcse").to_dict()["training"], "lr": 1.0, "warmup": 0.2})
+    training = TrainingConfig(**{**load_method("simcse").to_dict()["training"], "lr": 1.0, "warmup": 0.2,
+                                 "lr_schedule": schedule})
     optimizer = build_optimizer([("w", parameter)], training)
-    scheduler = build_scheduler(optimizer, training, 10)  # 2 warm-up steps of 10
+    scheduler = build_scheduler(optimizer, training, 10)
     rates = []
     for _ in range(10):
         rates.append(scheduler.get_last_lr()[0])
         parameter.grad = torch.ones(1)
         optimizer.step()
         scheduler.step()
-    assert rates == pytest.approx([0.0, 0.5, 1.0, 7 / 8, 6 / 8, 5 / 8, 4 / 8, 3 / 8, 2 / 8, 1 / 8])
+    return rates
+
+
+def test_the_schedule_warms_up_then_decays_to_zero_or_stays():
+    assert scheduled_rates() == pytest.approx([0.0, 0.5, 1.0, 7 / 8, 6 / 8, 5 / 8, 4 / 8, 3 / 8, 2 / 8, 1 / 8])
+    assert scheduled_rates("constant") == pytest.approx([0.0, 0.5] + [1.0] * 8)  # Keras' fixed rate (cosent)
+    with pytest.raises(ValueError, match="training.lr_schedule: 'cosine' is not allowed; expected one of linear"):
+        load_method("simcse", ["training.lr_schedule=cosine"])
 
 
 def test_a_restart_puts_the_schedule_at_its_step_and_it_goes_on_from_there():

@@ -360,3 +360,14 @@ def test_a_resumed_run_goes_on_with_the_early_stop_count_it_saved(tiny_bert_dir,
     summary = train(method, str(tiny_bert_dir), tiny_cache, tmp_path / "run", data_dir, eval_limit=20,
                     progress=False)
     assert summary["steps"] == 4 and summary["stopped_by"] == "EarlyStop"  # counted on from 1, not from 0
+
+
+def test_runs_of_other_precisions_follow_each_other_in_one_process(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
+    """accelerate keeps one state per process: a bf16 run after an fp32 one (a sweep's, a notebook's) trains in
+    bf16 rather than being refused."""
+    for number, precision in enumerate(("no", "bf16", "no")):
+        method = load_method("simcse", ["training.batch_size=16", "training.max_length=24", "training.max_steps=1",
+                                        "training.eval_steps=1", f"training.mixed_precision={precision}"])
+        summary = train(method, str(tiny_bert_dir), tiny_cache, tmp_path / str(number), data_dir, eval_limit=20,
+                        progress=False)
+        assert summary["steps"] == 1

@@ -1,0 +1,101 @@
+"""Decoder LMs as backbones (Llama, Qwen2, GPT-2, OPT; tiny random ones from their configs): each pooler gives a row
+in a padded batch the vector it has alone (the last token's by hand too), a tokenizer without a padding token pads
+with its end token on the right, gradient checkpointing leaves the loss and gradients as they are, and a run of the
+docs' decoder example (bf16, checkpointing) trains, its checkpoint loading in sentence-transformers and ``probe run``
+to the same vectors."""
+
+import re
+import shlex
+import shutil
+
+import numpy as np
+import pytest
+import torch
+from sentence_transformers import SentenceTransformer
+from transformers import AutoModel
+
+from cselab.cli import main
+from cselab.encoders import load_encoder
+from cselab.encoders.pretrained import load_tokenizer
+from cselab.errors import ConfigError, ModelError, TrainingError
+from cselab.train.config.methods import load_method
+from cselab.train.objective import Objective
+from cselab.train.run.setup import build_encoder, checkpoint_activations
+from tests.conftest import DECODERS
+from tests.test_docs import example_files
+
+SENTENCES = ["a quick brown fox jumps over the lazy dog", "dogs run", "never trust a sentence that ends"]
+
+
+@pytest.mark.parametrize("kind", DECODERS)
+def test_each_pooler_gives_a_row_of_a_padded_batch_its_own_vector(kind, tiny_decoders):
+    folder = str(tiny_decoders[kind])
+    for pooler in ("last", "avg", "weighted_mean"):
+        encoder = load_encoder(folder, pooler=pooler, cache=False, device="cpu")
+        batch = encoder.encode(SENTENCES)
+        for row, sentence in zip(batch, SENTENCES):
+            np.testing.assert_allclose(row, encoder.encode([sentence])[0], atol=2e-6)
+    ids = load_tokenizer(folder)(SENTENCES[1], return_tensors="pt")["input_ids"]  # the shortest row: padded above
+    with torch.no_grad():
+        states = AutoModel.from_pretrained(folder).eval()(input_ids=ids).last_hidden_state[0]
+    last = load_encoder(folder, pooler="last", cache=False, device="cpu").encode(SENTENCES)[1]
+    np.testing.assert_allclose(last, states[-1].numpy(), atol=2e-6)
+
+
+def test_a_tokenizer_without_a_padding_token_pads_with_its_end_token_on_the_right(tiny_decoders, tmp_path):
+    tokenizer = load_tokenizer(str(tiny_decoders["llama"]))
+    assert tokenizer.pad_token == tokenizer.eos_token == "<|endoftext|>" and tokenizer.padding_side == "right"
+    shutil.copytree(tiny_decoders["llama"], tmp_path / "bare", dirs_exist_ok=True)
+    tokenizer.eos_token = tokenizer.pad_token = tokenizer.bos_token = tokenizer.unk_token = None
+    tokenizer.save_pretrained(tmp_path / "bare")
+    with pytest.raises(ModelError, match="bare: the tokenizer has no padding token and no end-of-sequence token"):
+        load_tokenizer(str(tmp_path / "bare"))
+    with pytest.raises(ConfigError, match="pooler 'mask' needs a tokenizer with a mask token"):
+        load_encoder(str(tiny_decoders["llama"]), pooler="mask", prompt='This : "{}" means [MASK] .', cache=False)
+
+
+def loss_and_gradients(encoder, method):
+    torch.manual_seed(0)
+    losses = Objective(method)(encoder, {"text": SENTENCES})
+    loss = sum(losses.values())
+    loss.backward()
+    gradients = {name: p.grad.clone() for name, p in encoder.named_parameters() if p.grad is not None}
+    encoder.zero_grad()
+    return loss.detach(), gradients
+
+
+def test_gradient_checkpointing_leaves_the_loss_and_gradients_as_they_are(tiny_decoders):
+    method = load_method("simcse", ["encoder.pooler=last", "encoder.head=null", "training.max_length=24",
+                                    "training.gradient_checkpointing=true"])
+    encoder = build_encoder(method, str(tiny_decoders["gpt2"])).train()  # GPT-2's dropout is on: masks replayed
+    plain = loss_and_gradients(encoder, method)
+    checkpoint_activations(encoder.backbone, "gpt2")
+    assert getattr(encoder.backbone, "is_activation_checkpointing", None) or encoder.backbone.is_gradient_checkpointing
+    checkpointed = loss_and_gradients(encoder, method)
+    torch.testing.assert_close(checkpointed[0], plain[0])
+    assert checkpointed[1].keys() == plain[1].keys()
+    for name, gradient in plain[1].items():
+        torch.testing.assert_close(checkpointed[1][name], gradient, rtol=1e-5, atol=1e-7, msg=name)
+    encoder.backbone.supports_gradient_checkpointing = False
+    with pytest.raises(TrainingError, match="gradient_checkpointing: gpt2 \\(GPT2Model\\) does not support"):
+        checkpoint_activations(encoder.backbone, "gpt2")
+
+
+@pytest.mark.parametrize("kind", DECODERS)
+def test_the_docs_decoder_example_trains_and_its_checkpoint_loads_everywhere_alike(kind, tiny_decoders, tiny_cache,
+                                                                                   data_dir, tmp_path):
+    """train.md's decoder example (bf16, gradient checkpointing) with the tiny decoder as MODEL, two steps; its
+    OUT/best in sentence-transformers and in ``probe run`` gives the same vectors."""
+    script = re.sub(r"\\\n\s*", "", example_files("train.md")["decoder.sh"])
+    (train, probe) = [shlex.split(line.replace("$MODEL", str(tiny_decoders[kind])).replace("runs/", f"{tmp_path}/"))
+                      for line in script.splitlines() if line.startswith(("cselab ", "probe "))]
+    small = ["--set", "training.batch_size=16", "--set", "training.max_length=24", "--set", "training.max_steps=2",
+             "--set", "training.eval_steps=2", "--data", str(tiny_cache), "--data-dir", str(data_dir),
+             "--eval-limit", "20"]
+    assert main([*train[1:], *small]) == 0
+    best = next(tmp_path.glob("*/best"))
+    assert main([*probe, "--limit", "20", "--data-dir", str(data_dir), "--no-cache",
+                 "--out", str(tmp_path / "r.json")]) == 0
+    ours = load_encoder(str(best), cache=False, device="cpu").encode(SENTENCES)
+    theirs = SentenceTransformer(str(best), device="cpu", trust_remote_code=True).encode(SENTENCES)
+    np.testing.assert_allclose(theirs, ours, atol=1e-6)
