@@ -12,7 +12,8 @@ class (the kind's contract: :mod:`cselab.train.plugins.kinds`, :class:`cselab.en
 Kinds (the modules that register them): ``loss`` (:mod:`cselab.train.plugins.losses`), ``input_augment``,
 ``output_augment`` and ``token_augment`` (:mod:`cselab.train.plugins.augmentations`), ``negatives``
 (:mod:`cselab.train.plugins.negatives`), ``logit_transform`` (:mod:`cselab.train.plugins.transforms`),
-``weight_hook`` (:mod:`cselab.train.plugins.hooks`), ``head`` (:mod:`cselab.train.plugins.heads`), ``pooler`` and
+``weight_hook`` (:mod:`cselab.train.plugins.hooks`), ``head`` (:mod:`cselab.train.plugins.heads`), ``adapter``
+(:mod:`cselab.train.plugins.adapters`), ``pooler`` and
 ``layer_pooler`` (:mod:`cselab.encoders.pooling`).
 :func:`check` validates a config section against a schema: every key known, every value type-checked, coerced and
 range-checked, defaults filled in; a mistake is a :class:`~cselab.errors.ConfigError` naming the key and what is
@@ -37,7 +38,7 @@ NAME = re.compile(r"[a-z0-9_-]+")  # the names of plug-ins, views and losses
 MAX_SEED = 2**32 - 1  # the largest seed numpy, scikit-learn and torch all take
 MAX_SEEDS = 1000  # seeds of one sweep (`cselab sweep --seeds`): each is a training run
 KINDS = ("loss", "input_augment", "output_augment", "token_augment", "negatives", "logit_transform", "weight_hook",
-         "head", "pooler", "layer_pooler")
+         "head", "adapter", "pooler", "layer_pooler")
 
 
 def _bound(value: float) -> str:

@@ -31,6 +31,7 @@ from cselab.encoders.pretrained import load_pretrained
 from cselab.encoders.transformer import TransformerEncoder
 from cselab.errors import ConfigError
 from cselab.files import clipped
+from cselab.registry import build_plugin
 from cselab.train.config.sections import EncoderConfig
 from cselab.train.plugins.heads import build_head
 
@@ -51,6 +52,9 @@ class TrainingEncoder(nn.Module):
 
     def __init__(self, backbone, tokenizer, config: EncoderConfig, max_length: int, lm_head: nn.Module | None = None):
         super().__init__()
+        self.adapter = build_plugin("adapter", config.adapter)  # trained instead of the backbone's own weights
+        if self.adapter is not None:
+            backbone = self.adapter.wrap(backbone, getattr(backbone.config, "_name_or_path", "") or "the backbone")
         self.backbone = backbone
         self.lm_head = lm_head  # the model's own masked-LM head (the mlm loss's), trained and saved in OUT/last
         self.view = TransformerEncoder(backbone, tokenizer, pooler=config.pooler, prompt=config.prompt,
@@ -98,6 +102,15 @@ class TrainingEncoder(nn.Module):
     @property
     def tokenizer(self):
         return self.view.tokenizer
+
+    def checkpoint_view(self) -> TransformerEncoder:
+        """The encoder a checkpoint holds: the trained one, or with an adapter a copy whose backbone has the
+        adapter's weights merged in (a plain model of the base's architecture)."""
+        if self.adapter is None:
+            return self.view
+        view = copy.copy(self.view)
+        view.model = self.adapter.merged(self.backbone).eval()
+        return view
 
     def _view(self, prompt: str | None) -> TransformerEncoder:
         prompt = self.prompt if prompt is None else prompt
@@ -211,12 +224,13 @@ def save_checkpoint(folder: str | os.PathLike, encoder: TrainingEncoder, info: C
     folder.mkdir(parents=True, exist_ok=True)
     from cselab.encoders.st_module import save_with_module  # sentence-transformers, when saving
 
+    view = encoder.checkpoint_view()
     if needs_module(info):
-        save_with_module(folder, encoder.view, info)
+        save_with_module(folder, view, info)
         with_umask(folder)
         return folder
-    encoder.backbone.save_pretrained(folder, safe_serialization=True)
-    encoder.tokenizer.save_pretrained(folder)
+    view.model.save_pretrained(folder, safe_serialization=True)
+    view.tokenizer.save_pretrained(folder)
     modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
                {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
     if info.normalize:
@@ -227,7 +241,7 @@ def save_checkpoint(folder: str | os.PathLike, encoder: TrainingEncoder, info: C
         "pooling_mode_cls_token", "pooling_mode_mean_tokens", "pooling_mode_max_tokens",
         "pooling_mode_mean_sqrt_len_tokens")}
     write_json_atomic(folder / "1_Pooling" / "config.json",
-                      {"word_embedding_dimension": encoder.backbone.config.hidden_size, **pooling})
+                      {"word_embedding_dimension": view.model.config.hidden_size, **pooling})
     write_json_atomic(folder / "sentence_bert_config.json",
                       {"max_seq_length": info.max_length, "do_lower_case": False})
     write_json_atomic(folder / "modules.json", modules)

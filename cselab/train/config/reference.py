@@ -19,7 +19,8 @@ KIND_TITLES = {"loss": "Losses", "input_augment": "Input augmentations (a forwar
                "token_augment": "Token augmentations (a forward view's `tokens`)",
                "negatives": "Generated negatives (`losses.NAME.generated`)",
                "logit_transform": "Logit transforms (`losses.NAME.transform`)", "weight_hook": "Weight hooks "
-               "(`hooks.weights`)", "head": "Training heads (`encoder.head`)", "pooler": "Poolers (`encoder.pooler`)",
+               "(`hooks.weights`)", "head": "Training heads (`encoder.head`)",
+               "adapter": "Adapters (`encoder.adapter`)", "pooler": "Poolers (`encoder.pooler`)",
                "layer_pooler": "Layer poolers (`views.NAME.layer_pooler`)"}
 
 NEEDS = {"gradient": "needs_gradient", "hidden_states": "hidden_states", "initial_weights": "needs_initial_weights"}

@@ -42,6 +42,9 @@ class EncoderConfig(Checked):
     frozen_mode: str = setting("eval", str, "the frozen copy's mode in training: eval (no dropout) or train "
                                "(dropout on)", choices=("eval", "train"))
     freeze_embeddings: bool = setting(False, bool, "do not train the embedding layer")
+    adapter: dict | None = setting(None, dict, "a parameter-efficient adapter trained instead of the backbone: {kind: "
+                                   "lora, r, alpha, dropout, target_modules} (checkpoints hold the merged weights)",
+                                   nullable=True, plugin="adapter")
     denoise: bool = setting(False, bool, "PromptBERT's template denoising in training and dev scoring: each prompt "
                             "view's [MASK] vector less that of its template encoded alone, at the positions the "
                             "template has around a sentence of that length (pooler mask); checkpoints encode without")
@@ -59,6 +62,9 @@ class EncoderConfig(Checked):
                               f"float32 (now {self.frozen})")
         if self.denoise and (self.pooler != "mask" or not self.prompt):
             raise ConfigError("encoder.denoise: template denoising needs encoder.pooler mask and an encoder.prompt")
+        if self.adapter is not None and (self.frozen or self.freeze_embeddings):
+            raise ConfigError("encoder.adapter: the adapter's weights alone train; a frozen or momentum copy of the "
+                              "backbone, or freeze_embeddings, does not go with it yet")
         if self.prompt_pieces and not self.prompt:
             raise ConfigError("encoder.prompt_pieces: a template tokenised in pieces needs an encoder.prompt")
 

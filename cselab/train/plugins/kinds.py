@@ -1,11 +1,11 @@
 """The contracts of the training plug-in kinds, one base class each: a loss is a :class:`Loss`, a source of generated
 negatives a :class:`NegativeSource`, a change of a loss's similarities a :class:`LogitTransform`, a view's input or
 output augmentation an :class:`Augment`, a view's token-level augmentation a :class:`TokenAugment`, a step's weight
-perturbation a :class:`WeightHook`, a training head a :class:`Head`. Each is built once per run from its validated
-parameters (each parameter of the schema is a keyword of the constructor; a head's first argument is the backbone's
-hidden size), so a plug-in owns its settings and its state; the module kinds' ``state_dict`` (extra state included) is
-saved with the run and restored on resume. (Poolers, used by inference encoders too, have theirs in
-:mod:`cselab.encoders.pooling`.)
+perturbation a :class:`WeightHook`, a training head a :class:`Head`, a parameter-efficient adapter an
+:class:`Adapter`. Each is built once per run from its validated parameters (each parameter of the schema is a keyword
+of the constructor; a head's first argument is the backbone's hidden size), so a plug-in owns its settings and its
+state; the module kinds' ``state_dict`` (extra state included) is saved with the run and restored on resume.
+(Poolers, used by inference encoders too, have theirs in :mod:`cselab.encoders.pooling`.)
 
 :func:`cselab.registry.register` refuses a plug-in that is not a subclass of its kind's base class.
 """
@@ -217,6 +217,18 @@ class Head(nn.Module):
     ``hidden`` the backbone's hidden size; ``forward`` maps the pooled vectors. Checkpoints leave it out."""
 
 
+class Adapter:
+    """A parameter-efficient adapter (kind ``adapter``, ``encoder.adapter``): :meth:`wrap` gives the backbone with the
+    adapter's weights added and only those trainable (model names the backbone in errors); :meth:`merged` a plain
+    backbone with them folded in, a copy (what a checkpoint holds), the trained one left as it is."""
+
+    def wrap(self, backbone: nn.Module, model: str) -> nn.Module:
+        raise NotImplementedError
+
+    def merged(self, backbone: nn.Module) -> nn.Module:
+        raise NotImplementedError
+
+
 contract("loss", Loss)
 contract("negatives", NegativeSource)
 contract("logit_transform", LogitTransform)
@@ -225,3 +237,4 @@ contract("output_augment", Augment)
 contract("token_augment", TokenAugment)
 contract("weight_hook", WeightHook)
 contract("head", Head)
+contract("adapter", Adapter)

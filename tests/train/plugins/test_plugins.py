@@ -68,7 +68,8 @@ BASES = {"loss": "cselab.train.plugins.kinds.Loss", "negatives": "cselab.train.p
          "output_augment": "cselab.train.plugins.kinds.Augment",
          "token_augment": "cselab.train.plugins.kinds.TokenAugment",
          "weight_hook": "cselab.train.plugins.kinds.WeightHook",
-         "head": "cselab.train.plugins.kinds.Head", "pooler": "cselab.encoders.pooling.Pooler",
+         "head": "cselab.train.plugins.kinds.Head", "adapter": "cselab.train.plugins.kinds.Adapter",
+         "pooler": "cselab.encoders.pooling.Pooler",
          "layer_pooler": "cselab.encoders.pooling.LayerPooler"}
 
 
