@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from timing import time_steps  # noqa: E402  (benchmarks/ is not a package)
 
 SIZES = {"tiny": dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2),
          "100m": dict(hidden_size=768, intermediate_size=2048, num_hidden_layers=12, num_attention_heads=12)}
@@ -60,22 +61,11 @@ def run(variant: str, size: str, batch_size: int, steps: int, max_length: int) -
     encoder.to(device)
     trainable = [p for p in encoder.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=1e-5)
-    times = []
-    for i in range(steps + 2):
-        if device == "cuda":
-            torch.cuda.synchronize()
-        clock = time.perf_counter()
-        backward_pass(encoder, objective, {"text": sentences[i * batch_size:(i + 1) * batch_size]},
-                      lambda loss: loss.backward(), None, trainable)
-        optimizer.step()
-        optimizer.zero_grad()
-        if device == "cuda":
-            torch.cuda.synchronize()
-        if i >= 2:  # two warm-up steps
-            times.append(time.perf_counter() - clock)
-    peak = (torch.cuda.max_memory_allocated() / 2**20 if device == "cuda"
-            else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-    return {"variant": variant, "device": device, "step_s": sum(times) / len(times), "peak_mib": peak,
+    batches = [sentences[i * batch_size:(i + 1) * batch_size] for i in range(steps + 2)]
+    step_s, peak = time_steps(lambda i: backward_pass(encoder, objective, {"text": batches[i]},
+                                                      lambda loss: loss.backward(), None, trainable),
+                              optimizer, len(batches), device)
+    return {"variant": variant, "device": device, "step_s": step_s, "peak_mib": peak,
             "trainable": sum(p.numel() for p in trainable), "parameters": sum(p.numel() for p in encoder.parameters())}
 
 

@@ -17,17 +17,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from stand_ins import LM_HEAD, stand_in_models, with_lm_head  # noqa: E402  (benchmarks/ is not a package)
+from timing import time_steps  # noqa: E402
 
 
 def run(variant: str, model: str, batch_size: int, steps: int, max_length: int) -> dict:
@@ -74,21 +73,8 @@ def run(variant: str, model: str, batch_size: int, steps: int, max_length: int) 
         info_nce(first, second, 0.05).backward()
 
     step_fn = reference if variant == "reference" else ours
-    times = []
-    for i, batch in enumerate(batches):
-        if device == "cuda":
-            torch.cuda.synchronize()
-        clock = time.perf_counter()
-        step_fn(batch)
-        optimizer.step()
-        optimizer.zero_grad()
-        if device == "cuda":
-            torch.cuda.synchronize()
-        if i >= 2:  # two warm-up steps
-            times.append(time.perf_counter() - clock)
-    peak = (torch.cuda.max_memory_allocated() / 2**20 if device == "cuda"
-            else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
-    return {"variant": variant, "device": device, "step_s": sum(times) / len(times), "peak_mib": peak}
+    step_s, peak = time_steps(lambda i: step_fn(batches[i]), optimizer, len(batches), device)
+    return {"variant": variant, "device": device, "step_s": step_s, "peak_mib": peak}
 
 
 def main() -> None:
