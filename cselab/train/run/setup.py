@@ -85,7 +85,7 @@ def checkpoint_activations(backbone, model: str) -> None:
         backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
-def check_widths(objective: Objective, encoder: TrainingEncoder) -> None:
+def check_matryoshka(objective: Objective, encoder: TrainingEncoder) -> None:
     """Refuse a Matryoshka width wider than the encoder's vectors."""
     width = encoder.backbone.config.hidden_size
     for name, spec in objective.matryoshka.items():
@@ -133,7 +133,7 @@ def setup(method: MethodConfig, model: str, rows, where: str = "the training dat
     encoder = build_encoder(method, model)
     if cfg.gradient_checkpointing:
         checkpoint_activations(encoder.backbone, model)
-    check_widths(objective, encoder)
+    check_matryoshka(objective, encoder)
     attach_auxiliary(encoder, objective)
     initial = initial_weights(encoder) if objective.needs_initial_weights else None
     optimizer = build_optimizer([(n, p) for n, p in encoder.named_parameters() if p.requires_grad], cfg)
