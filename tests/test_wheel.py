@@ -75,3 +75,18 @@ print(json.dumps({{"presets": sorted(shown), "listed": listing.getvalue(), "ledg
     payload = json.loads((tmp_path / "r.json").read_text())
     assert payload["sts"]["avg"] is not None and payload["bias"]["transformations"]["n_sources"] == 48
     assert Path(payload["bias"]["transformations"]["testset"]).is_relative_to(installed.parents[1])
+
+
+def test_the_wheel_carries_its_metadata_and_the_typed_marker(installed, tmp_path):
+    code = """
+import json
+from importlib.metadata import metadata, files
+meta = metadata("cselab-toolkit")
+print(json.dumps({"author": meta.get("Author") or meta.get("Author-email"), "keywords": meta.get("Keywords"),
+                  "classifiers": meta.get_all("Classifier"), "license": meta.get("License-Expression"),
+                  "typed": any(str(f).endswith("cselab/py.typed") for f in files("cselab-toolkit"))}))
+"""
+    found = json.loads(run(installed, code, tmp_path).strip().splitlines()[-1])
+    assert found["author"] == "The cselab developers" and "sentence embeddings" in found["keywords"]
+    assert "Typing :: Typed" in found["classifiers"] and "Intended Audience :: Science/Research" in found["classifiers"]
+    assert found["license"] == "MIT" and found["typed"]
