@@ -62,9 +62,11 @@ def run_widths(encoder: Encoder, dims: list[int], suite: str, options: ProbeOpti
     payloads = read_results(paths)  # as `probe compare` reads them: the per-item archives beside each
     markdown = widths_report(dims, payloads, paths, options.seed)
     report, picture = summary_paths(out)
-    plot_widths(dims, main_scores(payloads), picture, f"{encoder.spec}: main scores by width")
-    written += [write_text_atomic(report, f"# {encoder.spec} by width\n\n{markdown}\n\n![]({picture.name})\n"),
-                picture]
+    scores, figure = main_scores(payloads), ""
+    if scores:  # suites without main scores draw nothing
+        written.append(plot_widths(dims, scores, picture, f"{encoder.spec}: main scores by width"))
+        figure = f"\n\n![]({picture.name})"
+    written.append(write_text_atomic(report, f"# {encoder.spec} by width\n\n{markdown}{figure}\n"))
     return written, markdown
 
 
