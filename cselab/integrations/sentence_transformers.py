@@ -51,7 +51,7 @@ class CselabLoss(nn.Module):
         views = {role: role for role in self.roles}
         if self.lists:
             views[self.lists[0]] = self.extra
-        names = [*self.roles, *self.extra]
+        self.names = names = [*self.roles, *self.extra]  # the views the dataset's columns are, in order
         try:
             self.params = check_losses({name: {**params, **views}}, {view: {"column": view} for view in names})[name]
         except ConfigError as err:  # named as the user wrote it, not as a method's key
@@ -61,12 +61,12 @@ class CselabLoss(nn.Module):
     def forward(self, sentence_features: Iterable[dict[str, torch.Tensor]], labels: torch.Tensor | None
                 ) -> torch.Tensor:
         embeddings = [self.model(features)["sentence_embedding"] for features in sentence_features]
-        names = [*self.roles, *self.extra]
-        if len(embeddings) != len(names):
-            raise ValueError(f"CselabLoss({self.name!r}) was built for {len(names)} columns ({', '.join(names)}); "
-                             f"the batch has {len(embeddings)}: pass columns={len(embeddings)}")
+        if len(embeddings) != len(self.names):
+            raise ValueError(f"CselabLoss({self.name!r}) was built for {len(self.names)} columns "
+                             f"({', '.join(self.names)}); the batch has {len(embeddings)}: pass "
+                             f"columns={len(embeddings)}")
         rows = list(range(len(embeddings[0])))
-        encoded = {name: (vectors, rows) for name, vectors in zip(names, embeddings, strict=True)}
+        encoded = {name: (vectors, rows) for name, vectors in zip(self.names, embeddings, strict=True)}
         for role in self.value_roles:
             if labels is None:
                 raise ValueError(f"CselabLoss({self.name!r}) reads each row's {role}: the dataset needs a label "

@@ -51,13 +51,11 @@ def run_widths(encoder: Encoder, dims: list[int], suite: str, options: ProbeOpti
                progress: bool = True) -> tuple[list[Path], str]:
     """Score ``suite`` at each width of ``dims`` and write each width's set and the comparison; the files written
     and the comparison's Markdown."""
-    for width in dims:
-        Truncated(encoder, width)  # a width wider than the vectors: refused before any scoring
+    cut = [Truncated(encoder, width) for width in dims]  # a width wider than the vectors: refused before any scoring
     written = []
     with encoder.remembering():
-        for width in dims:
-            written += write_outputs(run_probes(Truncated(encoder, width), suite, options, progress),
-                                     width_path(out, width))
+        for width, truncated in zip(dims, cut, strict=True):
+            written += write_outputs(run_probes(truncated, suite, options, progress), width_path(out, width))
     paths = [str(width_path(out, width)) for width in dims]
     payloads = read_results(paths)  # as `probe compare` reads them: the per-item archives beside each
     markdown = widths_report(dims, payloads, paths, options.seed)

@@ -306,10 +306,10 @@ def apply_loss(loss: Loss, context: LossContext, matryoshka: dict | None = None)
     ``matryoshka`` (``{dims, weights}``) the loss is the weighted sum of the loss on the vectors cut to each width
     (:func:`~cselab.train.plugins.functional.matryoshka`)."""
     if matryoshka is not None:
-        values = {width: apply_loss(loss, truncated(context, width)) for width in matryoshka["dims"]}
-        if any(value is None for value in values.values()):  # no row at any width (the same rows at each)
+        values = [apply_loss(loss, truncated(context, width)) for width in matryoshka["dims"]]
+        if any(value is None for value in values):  # no row at any width (the same rows at each)
             return None
-        return L.matryoshka(values.__getitem__, matryoshka["dims"], matryoshka["weights"])
+        return L.matryoshka(values, matryoshka["weights"])
     names = [loss.views[role] for role in loss.roles] + [value_key(loss.views[role]) for role in loss.value_roles]
     views = aligned(context.encoded, names) if names else []
     views = loss.prepare(views)

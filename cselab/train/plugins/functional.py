@@ -273,9 +273,9 @@ def angle_in_batch(first: torch.Tensor, second: torch.Tensor, scores: torch.Tens
     return -(F.log_softmax(logits, dim=1) * targets).sum(dim=1).mean()
 
 
-def matryoshka(loss: Callable[[int], torch.Tensor], dims: list[int], weights: list[float]) -> torch.Tensor:
-    """Matryoshka training (Kusupati et al., 2022): ``sum_k weights[k] * loss(dims[k])``, ``loss(d)`` the loss with
-    every vector truncated to its first ``d`` components."""
-    if len(dims) != len(weights) or not dims:
-        raise ValueError(f"matryoshka: {len(dims)} widths and {len(weights)} weights; expected one weight a width")
-    return sum(weight * loss(dim) for dim, weight in zip(dims, weights, strict=True))
+def matryoshka(losses: list[torch.Tensor], weights: list[float]) -> torch.Tensor:
+    """Matryoshka training (Kusupati et al., 2022): ``sum_k weights[k] * losses[k]``, ``losses[k]`` the loss with every
+    vector truncated to the k-th width."""
+    if len(losses) != len(weights) or not losses:
+        raise ValueError(f"matryoshka: {len(losses)} widths and {len(weights)} weights; expected one weight a width")
+    return sum(weight * loss for loss, weight in zip(losses, weights, strict=True))
