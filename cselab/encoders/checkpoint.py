@@ -4,7 +4,8 @@
 needs no other flag::
 
     {"format": "cselab-checkpoint", "version": 1,
-     "pooler": "cls_before_pooler", "prompt": null, "max_length": 32, "normalize": false,
+     "pooler": "cls_before_pooler", "prompt": null, "pool_tokens": "all", "bidirectional": false,
+     "max_length": 32, "normalize": false,
      "method": "simcse", "base_model": "bert-base-uncased", "data": {"kind": "corpus", "name": "wiki1m", ...},
      "config": {...}}
 
@@ -24,6 +25,7 @@ from typing import Any
 
 from cselab.atomic import write_json_atomic
 from cselab.encoders import pooling  # noqa: F401  (registers the poolers)
+from cselab.encoders.transformer import POOL_TOKENS
 from cselab.errors import ConfigError, ModelError
 from cselab.files import read_json, shown
 from cselab.registry import Param, check, get
@@ -39,6 +41,8 @@ class CheckpointInfo:
 
     pooler: str = "cls_before_pooler"
     prompt: str | None = None
+    pool_tokens: str = "all"
+    bidirectional: bool = False
     max_length: int = 32
     normalize: bool = False
     method: str | None = None
@@ -52,8 +56,9 @@ class CheckpointInfo:
 
 def needs_module(info: CheckpointInfo) -> bool:
     """Whether sentence-transformers needs cselab's module (:mod:`cselab.encoders.st_module`, loaded with
-    ``trust_remote_code=True``) for the checkpoint: a prompt or a pooler its own Pooling lacks."""
-    return bool(info.prompt) or info.pooler not in ("cls_before_pooler", "avg")
+    ``trust_remote_code=True``) for the checkpoint: a prompt, a pooler its own Pooling lacks or bidirectional
+    attention."""
+    return bool(info.prompt) or info.pooler not in ("cls_before_pooler", "avg") or info.bidirectional
 
 
 def write_checkpoint_info(folder: str | os.PathLike, info: CheckpointInfo) -> Path:
@@ -62,7 +67,8 @@ def write_checkpoint_info(folder: str | os.PathLike, info: CheckpointInfo) -> Pa
 
 
 INFO_SCHEMA = {"pooler": Param(str, "cls_before_pooler", choices="plugin:pooler"),
-               "prompt": Param(str, None, nullable=True), "max_length": Param(int, 32, min=1),
+               "prompt": Param(str, None, nullable=True), "pool_tokens": Param(str, "all", choices=POOL_TOKENS),
+               "bidirectional": Param(bool, False), "max_length": Param(int, 32, min=1),
                "normalize": Param(bool, False), "method": Param(str, None, nullable=True),
                "base_model": Param(str, None, nullable=True), "data": Param(dict, {}), "config": Param(dict, {})}
 

@@ -177,8 +177,8 @@ def folder_settings(path: str) -> dict[str, Any] | None:
     checkpoint = _model_file(path, CHECKPOINT_FILE)
     if checkpoint is not None:
         info = read_checkpoint_info(checkpoint)
-        return {"pooler": info.pooler, "prompt": info.prompt, "max_length": info.max_length,
-                "normalize": info.normalize}
+        return {"pooler": info.pooler, "prompt": info.prompt, "pool_tokens": info.pool_tokens,
+                "bidirectional": info.bidirectional, "max_length": info.max_length, "normalize": info.normalize}
     if _model_file(path, "modules.json") is None:
         return {"pooler": DEFAULT_POOLER}
     try:

@@ -76,15 +76,27 @@ def check_max_length(path: str, max_length: int, where: str) -> None:
                           f"embeddings or tokenizer limit); give at most {limit}")
 
 
-def load_model(path: str, needs_pooler: bool = False):
-    """The transformers model of a folder or hub name; weights that do not load, or that leave part of the model
-    its config describes at random (a pooler layer aside, unless ``needs_pooler``), are a ModelError."""
-    from transformers import AutoModel
+def load_model(path: str, needs_pooler: bool = False, config: dict | None = None):
+    """The transformers model of a folder or hub name, ``config``'s fields set on its config (each one a field the
+    config has); weights that do not load, or that leave part of the model its config describes at random (a pooler
+    layer aside, unless ``needs_pooler``), are a ModelError."""
+    from transformers import AutoConfig, AutoModel
+    from transformers.utils import logging as transformers_logging
 
+    if config:
+        fields = AutoConfig.from_pretrained(path)
+        unknown = [key for key in config if not hasattr(fields, key)]
+        if unknown:
+            raise ConfigError(f"encoder.model_config.{unknown[0]}: {path}'s config ({type(fields).__name__}) has no "
+                              "such field")
+    verbosity = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_error()  # a head's weights beside the base are expected; missing ones below
     try:
-        model, info = AutoModel.from_pretrained(path, output_loading_info=True)
+        model, info = AutoModel.from_pretrained(path, output_loading_info=True, **(config or {}))
     except Exception as err:  # a missing, truncated, refused (pickle) or mismatched weights file
         raise ModelError(f"{path}: the weights cannot be loaded ({type(err).__name__}: {clipped(err)})") from None
+    finally:
+        transformers_logging.set_verbosity(verbosity)
     missing = [key for key in info.get("missing_keys", ()) if needs_pooler or not key.startswith("pooler.")]
     if missing:
         raise ModelError(f"{path}: the weights do not cover the model its config.json describes: {len(missing)} "
@@ -92,10 +104,11 @@ def load_model(path: str, needs_pooler: bool = False):
     return model
 
 
-def load_pretrained(path: str, pooler: str | None = None):
-    """``(model, tokenizer)`` of a folder or hub name, both checked (see the module docstring)."""
+def load_pretrained(path: str, pooler: str | None = None, config: dict | None = None):
+    """``(model, tokenizer)`` of a folder or hub name, both checked (see the module docstring); ``config``: fields
+    set on the model's config (:func:`load_model`)."""
     tokenizer = load_tokenizer(path)
-    return load_model(path, needs_pooler=pooler == "cls"), tokenizer
+    return load_model(path, needs_pooler=pooler == "cls", config=config), tokenizer
 
 
 # model.pt: the extra weights a Condenser folder keeps beside its encoder (InfoCSE's aggregation head reads them)

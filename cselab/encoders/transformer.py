@@ -18,6 +18,11 @@ from cselab.errors import ConfigError
 from cselab.registry import build, get
 
 MASK_PLACEHOLDER = "[MASK]"
+EOS_PLACEHOLDER = "[EOS]"
+#: Which tokens the pooler reads: every real token, or (echo embeddings) the sentence's last copy and what follows it.
+POOL_TOKENS = ("all", "last_copy")
+#: Poolers that read the pooled tokens (the others read one fixed position, which ``last_copy`` cannot move).
+SPAN_POOLERS = ("avg", "last", "weighted_mean", "max")
 
 
 def default_device() -> str:
@@ -61,17 +66,27 @@ class TransformerEncoder(Encoder):
     apart and joined as ids (the side before the sentence stripped of spaces), as PromptBERT's released
     training code builds its rows; a byte-level BPE (RoBERTa's) then reads the sentence's first word
     without its leading space, where the filled text would give it one.
+
+    ``[EOS]`` in a template stands for the tokenizer's end-of-sequence token. A template with ``{}`` more than once
+    (echo embeddings) gets the sentence at each, and is tokenised as echo's released parser does: each template piece
+    and each copy apart, joined as ids between the tokenizer's own special tokens; ``max_length`` is then each copy's
+    budget. ``pool_tokens="last_copy"`` pools only the sentence's last copy and the template after it.
+    ``bidirectional`` lifts a decoder LM's causal mask (LLM2Vec): every token attends to every real token of its row,
+    through transformers' own bidirectional mask for the model's attention implementation.
     """
 
     def __init__(self, model, tokenizer, pooler: str = "avg", prompt: str | None = None,
                  max_length: int | None = None, normalize: bool = False, spec: str = "", denoise: bool = False,
-                 prompt_pieces: bool = False):
+                 prompt_pieces: bool = False, pool_tokens: str = "all", bidirectional: bool = False):
         self._pool = build(get("pooler", pooler, "pooler"), {})
         if pooler == "mask" and not prompt:
             raise ConfigError("pooler 'mask' needs a prompt template, e.g. 'This sentence : \"{}\" means [MASK] .'")
         self.model = model.eval()
         self.tokenizer = tokenizer
         self.pooler = pooler
+        self.pool_tokens, self.bidirectional = check_pool_tokens(pool_tokens, pooler, prompt), bidirectional
+        if bidirectional:
+            check_bidirectional(model)
         self.normalize = normalize
         self.spec = spec or getattr(model.config, "_name_or_path", "")
         self.limit = token_limit(model.config, tokenizer)  # tokens the model takes
@@ -81,7 +96,7 @@ class TransformerEncoder(Encoder):
         self.max_length = max_length or self.limit
         if prompt_pieces and not prompt:
             raise ConfigError("prompt_pieces: a template tokenised in pieces needs a prompt")
-        self.pieces = None
+        self.pieces = self.echo = None
         self.prompt = self._check_prompt(prompt, prompt_pieces) if prompt else None
         if denoise and (pooler != "mask" or not self.prompt):
             raise ConfigError("template denoising subtracts the template's own [MASK] vector: it needs pooler 'mask' "
@@ -113,8 +128,17 @@ class TransformerEncoder(Encoder):
         return sides
 
     def _check_prompt(self, prompt: str, pieces: bool = False) -> str:
-        if prompt.count("{}") != 1:
-            raise ConfigError(f"prompt {prompt!r} must contain '{{}}' exactly once, where the sentence goes")
+        copies = prompt.count("{}")
+        if copies == 0:
+            raise ConfigError(f"prompt {prompt!r} must contain '{{}}', where the sentence goes")
+        if copies > 1 and (pieces or self.pooler == "mask"):
+            raise ConfigError(f"prompt {prompt!r}: the sentence more than once goes with neither prompt_pieces nor "
+                              "pooler 'mask' (each reads one copy)")
+        if EOS_PLACEHOLDER in prompt:
+            if self.tokenizer.eos_token is None:
+                raise ConfigError(f"prompt {prompt!r}: {EOS_PLACEHOLDER} stands for the end-of-sequence token, which "
+                                  "the tokenizer has not")
+            prompt = prompt.replace(EOS_PLACEHOLDER, self.tokenizer.eos_token)
         mask_token = self.tokenizer.mask_token
         if self.pooler == "mask":
             if mask_token is None:
@@ -126,12 +150,58 @@ class TransformerEncoder(Encoder):
         if pieces:
             self.pieces = self._sides(filled)
             self._template_length = len(self.pieces[0]) + len(self.pieces[1])
+        elif copies > 1:
+            self.echo = self._echo_pieces(filled)
+            self._template_length = len(self.echo[0]) + sum(map(len, self.echo[1])) + len(self.echo[2])
         else:
             self._template_length = len(self.tokenizer(filled.replace("{}", ""))["input_ids"])
         if self._template_length >= self.limit:
             raise ConfigError(f"prompt {prompt!r} leaves no room for a sentence within the model's {self.limit} "
                              "positions")
         return filled
+
+    def _echo_pieces(self, filled: str) -> tuple[list[int], list[list[int]], list[int]]:
+        """Echo's rows: the ids the tokenizer puts before a text, each template piece's ids (tokenised apart, no
+        special tokens) and those it puts after a text; a sentence's copies go between the pieces."""
+        bare = self.tokenizer("a", add_special_tokens=False)["input_ids"]
+        wrapped = self.tokenizer("a")["input_ids"]
+        starts = [i for i in range(len(wrapped) - len(bare) + 1) if wrapped[i:i + len(bare)] == bare]
+        if not starts:
+            raise ConfigError(f"prompt {filled!r}: {self.spec or 'the tokenizer'} does not keep a text's own ids "
+                              "between its special tokens, which the sentence's copies are placed by")
+        texts = [self.tokenizer(text, add_special_tokens=False)["input_ids"] if text else []
+                 for text in filled.split("{}")]
+        return wrapped[:starts[0]], texts, wrapped[starts[0] + len(bare):]
+
+    @property
+    def copies(self) -> int:
+        """How many times the template holds the sentence."""
+        return len(self.echo[1]) - 1 if self.echo else 1
+
+    def pool_mask(self, attention_mask: torch.Tensor) -> torch.Tensor:
+        """The tokens the pooler reads: the real ones, or with ``pool_tokens="last_copy"`` each row's last copy of
+        the sentence and the template after it (rows padded on the right, the copies of equal length)."""
+        if self.pool_tokens == "all":
+            return attention_mask
+        lengths = attention_mask.sum(dim=1, keepdim=True)
+        sentence = (lengths - self._template_length) // self.copies
+        start = lengths - len(self.echo[1][-1]) - len(self.echo[2]) - sentence
+        index = torch.arange(attention_mask.shape[1], device=attention_mask.device)
+        return attention_mask * (index >= start)
+
+    def run(self, model, input_ids: torch.Tensor, attention_mask: torch.Tensor, **kwargs):
+        """``model``'s outputs on a padded batch, bidirectional when the encoder is: every forward pass of a
+        sentence goes through here."""
+        if self.bidirectional:
+            from transformers.masking_utils import create_bidirectional_mask
+
+            embeds = torch.empty((*input_ids.shape, 0), device=input_ids.device,
+                                 dtype=next(model.parameters()).dtype)
+            kwargs["position_ids"] = torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
+            attention_mask = create_bidirectional_mask(config=model.config, inputs_embeds=embeds,
+                                                       attention_mask=attention_mask,
+                                                       allow_is_bidirectional_skip=False)
+        return model(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
 
     @property
     def dim(self) -> int:
@@ -143,7 +213,9 @@ class TransformerEncoder(Encoder):
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "pooler": self.pooler, "prompt": self.prompt,
-                **({"prompt_pieces": True} if self.pieces is not None else {}), "max_length": self.max_length,
+                **({"prompt_pieces": True} if self.pieces is not None else {}),
+                **({"pool_tokens": self.pool_tokens} if self.pool_tokens != "all" else {}),
+                **({"bidirectional": True} if self.bidirectional else {}), "max_length": self.max_length,
                 "max_length_counts": "the sentence's word-pieces (the prompt on top)" if self.prompt
                 else "tokens, special ones included",
                 "normalize": self.normalize, "dtype": str(next(self.model.parameters()).dtype)}
@@ -153,20 +225,23 @@ class TransformerEncoder(Encoder):
 
     @property
     def sentence_budget(self) -> int:
-        """Word-pieces a sentence keeps inside the prompt: ``max_length``, less what the model's positions lack."""
-        return min(self.max_length, self.limit - self._template_length)
+        """Word-pieces a sentence keeps inside the prompt (each copy's): ``max_length``, less what the model's
+        positions lack."""
+        return min(self.max_length, (self.limit - self._template_length) // self.copies)
 
     def tokenize(self, sentences: list[str], warn: bool = True) -> list[list[int]]:
         """Token ids with special tokens (and the prompt); a sentence over its budget is cut at a token boundary
         (a warning counts the cut ones). Each stage is one batched tokenizer call, however many are cut."""
         sentences = list(sentences)
-        if self.pieces is not None:  # PromptBERT's training rows: the sentence's ids cut, between the template's
+        if self.pieces is not None or self.echo:  # the sentence's ids cut, between the template's
             pieces = self.tokenizer(sentences, add_special_tokens=False, verbose=False)["input_ids"]
             cut = sum(len(row) > self.sentence_budget for row in pieces)
             if cut and warn:
                 warnings.warn(f"{cut} sentence(s) longer than max_length={self.max_length} word-pieces were "
                               "truncated", stacklevel=3)
-            before, after = self.pieces
+            if self.echo:  # echo: special tokens, then the pieces with a copy between each two
+                return [self._echo_row(row[:self.sentence_budget]) for row in pieces]
+            before, after = self.pieces  # PromptBERT's training rows
             return [before + row[:self.sentence_budget] + after for row in pieces]
         if self.prompt:  # PromptBERT: cut the sentence to its budget, then wrap it
             pieces = self.tokenizer(sentences, add_special_tokens=False, verbose=False)["input_ids"]
@@ -185,6 +260,13 @@ class TransformerEncoder(Encoder):
                           f"{'word-pieces' if self.prompt else 'tokens'} were truncated", stacklevel=3)
         return ids
 
+    def _echo_row(self, sentence: list[int]) -> list[int]:
+        before, texts, after = self.echo
+        row = before + texts[0]
+        for text in texts[1:]:
+            row = row + sentence + text
+        return row + after
+
     def _offsets(self, sentences: list[str]) -> list[list[tuple[int, int]]]:
         """Each sentence's word-pieces as character spans (no special tokens), in one batched call."""
         if not sentences:
@@ -197,7 +279,9 @@ class TransformerEncoder(Encoder):
         return [_prefix(s, spans, keep) for s, spans in zip(sentences, self._offsets(sentences))]
 
     def _truncate(self, sentences: list[str], excess: list[int], cap: int) -> list[list[int]]:
-        """Cut each sentence (never the prompt) at a token boundary until the whole fits in ``cap`` tokens."""
+        """Cut each sentence (never the prompt) at a token boundary until the whole fits in ``cap`` tokens. A cut that
+        leaves a sentence as it was (a character that is several tokens, whose span each of them carries, as a
+        byte-level BPE spells a rare character) cuts one token more the next time."""
         sentences, excess = list(sentences), list(excess)
         done: list[list[int] | None] = [None] * len(sentences)
         pending = list(range(len(sentences)))
@@ -210,7 +294,8 @@ class TransformerEncoder(Encoder):
                 if len(row) <= cap:
                     done[i] = row
                 else:
-                    sentences[i], excess[i] = cut, len(row) - cap
+                    excess[i] = excess[i] + 1 if cut == sentences[i] else len(row) - cap
+                    sentences[i] = cut
                     still.append(i)
             pending = still
         return done
@@ -247,12 +332,13 @@ class TransformerEncoder(Encoder):
         hook = model.get_input_embeddings().register_forward_hook(
             lambda module, inputs, output: input_augment(output)) if input_augment is not None else None
         try:
-            outputs = model(input_ids=input_ids, attention_mask=attention_mask,
-                            output_hidden_states=layers is not None or self._pool.hidden_states)
+            outputs = self.run(model, input_ids, attention_mask,
+                               output_hidden_states=layers is not None or self._pool.hidden_states)
         finally:
             if hook is not None:
                 hook.remove()
-        vectors = self._pool(outputs, attention_mask, positions)
+        pooled = self.pool_mask(attention_mask)
+        vectors = self._pool(outputs, pooled, positions)
         if self.denoise:
             vectors = vectors - self.template_vectors(model, attention_mask.sum(dim=1) - len(self.template_ids))
         if layers is None:
@@ -260,7 +346,7 @@ class TransformerEncoder(Encoder):
         hidden = outputs.hidden_states
         kind = layer_pooler or self._pool.layer_pooler
         chosen = range(len(hidden)) if layers == "all" else layers
-        return vectors, torch.stack([pool_states(hidden[k], attention_mask, kind, positions) for k in chosen], dim=1)
+        return vectors, torch.stack([pool_states(hidden[k], pooled, kind, positions) for k in chosen], dim=1)
 
     def template_vectors(self, model, lengths: torch.Tensor) -> torch.Tensor:
         """PromptBERT's template denoising: for each row, the [MASK] vector of the template encoded alone, its
@@ -298,6 +384,28 @@ class TransformerEncoder(Encoder):
                 out[batch] = vectors.float().cpu().numpy()
                 progress.advance(len(batch))
         return out
+
+
+def check_pool_tokens(pool_tokens: str, pooler: str, prompt: str | None) -> str:
+    """``pool_tokens``, refused in one line where the pooler or the prompt cannot take it."""
+    if pool_tokens not in POOL_TOKENS:
+        raise ConfigError(f"pool_tokens {pool_tokens!r}: expected one of {', '.join(POOL_TOKENS)}")
+    if pool_tokens == "last_copy":
+        if not prompt or prompt.count("{}") < 2:
+            raise ConfigError("pool_tokens last_copy pools the sentence's last copy: the prompt must hold {} at least "
+                              f"twice (echo's template), not {prompt!r}")
+        if get("pooler", pooler).cls.layer_pooler not in SPAN_POOLERS:
+            raise ConfigError(f"pool_tokens last_copy: pooler {pooler!r} reads one fixed token; use one of "
+                              f"{', '.join(p for p in SPAN_POOLERS if p != 'max')}")
+    return pool_tokens
+
+
+def check_bidirectional(model) -> None:
+    """Refuse a model whose attention cannot take the 4-D mask a bidirectional pass gives it."""
+    implementation = getattr(model.config, "_attn_implementation", None) or "eager"
+    if implementation not in ("eager", "sdpa"):
+        raise ConfigError(f"bidirectional attention: the model runs {implementation!r} attention, which takes no "
+                          "4-D mask; load it with attn_implementation 'sdpa' or 'eager'")
 
 
 def _prefix(sentence: str, spans: list[tuple[int, int]], keep: int) -> str:

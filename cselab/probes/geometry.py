@@ -91,10 +91,11 @@ def layer_geometry(encoder: TransformerEncoder, sentences1: list[str], sentences
         for start in range(0, len(ids), batch_size):
             input_ids, mask = encoder.pad(ids[start:start + batch_size])
             input_ids, mask = input_ids.to(encoder.device), mask.to(encoder.device)
-            hidden = encoder.model(input_ids=input_ids, attention_mask=mask, output_hidden_states=True).hidden_states
+            hidden = encoder.run(encoder.model, input_ids, mask, output_hidden_states=True).hidden_states
             positions = encoder.mask_positions(input_ids) if own == "mask" else None
+            read = encoder.pool_mask(mask)  # the tokens the encoder pools (echo's last copy)
             for name, kind in (*LAYER_GRID_POOLERS.items(), ("own", own)):
-                pooled[name].append([pool_states(h, mask, kind, positions).float().cpu().numpy() for h in hidden])
+                pooled[name].append([pool_states(h, read, kind, positions).float().cpu().numpy() for h in hidden])
             keep = mask.bool() & ~torch.isin(input_ids, torch.tensor(sorted(special), device=input_ids.device))
             for layer, h in enumerate(hidden):
                 if len(toksim) <= layer:

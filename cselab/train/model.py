@@ -56,10 +56,11 @@ class TrainingEncoder(nn.Module):
         if self.adapter is not None:
             backbone = self.adapter.wrap(backbone, getattr(backbone.config, "_name_or_path", "") or "the backbone")
         self.backbone = backbone
-        self.lm_head = lm_head  # the model's own masked-LM head (the mlm loss's), trained and saved in OUT/last
+        self.lm_head = lm_head  # the model's own LM head (the mlm or mntp loss's), trained and saved in OUT/last
         self.view = TransformerEncoder(backbone, tokenizer, pooler=config.pooler, prompt=config.prompt,
                                        max_length=max_length, denoise=config.denoise,
-                                       prompt_pieces=config.prompt_pieces)
+                                       prompt_pieces=config.prompt_pieces, pool_tokens=config.pool_tokens,
+                                       bidirectional=config.bidirectional)
         self.prompt = config.prompt
         self._views = {self.prompt: self.view}  # by template as given, before [MASK] becomes the tokenizer's token
         self.head = build_head(config.head, config.head_init, backbone.config)
@@ -89,14 +90,15 @@ class TrainingEncoder(nn.Module):
             m.mul_(self.momentum).add_(theta.detach().to(m.device), alpha=1.0 - self.momentum)
 
     @classmethod
-    def from_pretrained(cls, name_or_path: str | os.PathLike, max_length: int, lm_head: bool = False,
+    def from_pretrained(cls, name_or_path: str | os.PathLike, max_length: int, lm_head: str | None = None,
                         **settings) -> TrainingEncoder:
         """The backbone and tokenizer of a folder or hub name, checked (:func:`~cselab.encoders.pretrained.
         load_pretrained`), with the ``encoder`` section's ``settings`` (keywords of :class:`EncoderConfig`, checked
-        and completed with its defaults); with ``lm_head``, the model's masked-LM head too (:func:`load_lm_head`)."""
+        and completed with its defaults); with ``lm_head`` (``"masked"`` or ``"causal"``), the model's LM head of that
+        kind too (:func:`load_lm_head`)."""
         config = EncoderConfig(**settings)
-        backbone, tokenizer = load_pretrained(str(name_or_path), config.pooler)
-        head = load_lm_head(str(name_or_path), backbone) if lm_head else None
+        backbone, tokenizer = load_pretrained(str(name_or_path), config.pooler, config.model_config)
+        head = load_lm_head(str(name_or_path), backbone, lm_head) if lm_head else None
         return cls(backbone, tokenizer, config, max_length, head)
 
     @property
@@ -118,7 +120,9 @@ class TrainingEncoder(nn.Module):
             self._views[prompt] = TransformerEncoder(self.backbone, self.tokenizer, pooler=self.view.pooler,
                                                      prompt=prompt, max_length=self.view.max_length,
                                                      denoise=self.view.denoise,
-                                                     prompt_pieces=self.view.pieces is not None)
+                                                     prompt_pieces=self.view.pieces is not None,
+                                                     pool_tokens=self.view.pool_tokens,
+                                                     bidirectional=self.view.bidirectional)
         return self._views[prompt]
 
     def tokenize(self, sentences: list[str], prompt: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -145,7 +149,7 @@ class TrainingEncoder(nn.Module):
             return self.auxiliary[auxiliary](input_ids.to(device), attention_mask.to(device), condition)
         if mlm:
             device = next(self.backbone.parameters()).device
-            states = self.backbone(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device))
+            states = self.view.run(self.backbone, input_ids.to(device), attention_mask.to(device))
             return self.lm_head(states.last_hidden_state)
         view = self._view(prompt)
         model = self.frozen if frozen else self.backbone
@@ -207,15 +211,45 @@ def output_head(masked) -> nn.Module:
     return next(module for name, module in masked.named_children() if name != masked.base_model_prefix)
 
 
-def load_lm_head(name_or_path: str, backbone) -> nn.Module:
-    """The masked-LM head of ``name_or_path`` (the module of ``AutoModelForMaskedLM`` beside its base model, e.g.
-    BERT's ``cls``, RoBERTa's ``lm_head``) with its trained weights, its decoder tied to ``backbone``'s word
-    embeddings where the model ties them; a ConfigError when the model has no such weights (the packaged MiniLM)."""
-    masked = load_masked_lm(name_or_path, "the mlm loss", "trains with (or drop the loss)")
-    head = output_head(masked)
-    if getattr(masked.config, "tie_word_embeddings", False):
-        masked.get_output_embeddings().weight = backbone.get_input_embeddings().weight
+def load_lm_head(name_or_path: str, backbone, kind: str = "masked") -> nn.Module:
+    """The LM head of ``name_or_path`` with its trained weights, its output layer tied to ``backbone``'s word
+    embeddings where the model ties them: ``masked``, the module of ``AutoModelForMaskedLM`` beside its base model
+    (BERT's ``cls``, RoBERTa's ``lm_head``); ``causal``, a decoder's next-token layer (``AutoModelForCausalLM``'s
+    output embeddings). A ConfigError when the model has no such weights (the packaged MiniLM, a base model saved
+    without its head)."""
+    if kind == "causal":
+        lm = load_causal_lm(name_or_path)
+        head = lm.get_output_embeddings()
+    else:
+        lm = load_masked_lm(name_or_path, "the mlm loss", "trains with (or drop the loss)")
+        head = output_head(lm)
+    if getattr(lm.config, "tie_word_embeddings", False):
+        lm.get_output_embeddings().weight = backbone.get_input_embeddings().weight
     return head
+
+
+def load_causal_lm(name_or_path: str):
+    """``AutoModelForCausalLM`` of ``name_or_path`` with its next-token layer's trained weights (or tied ones); a
+    ConfigError naming the folder otherwise."""
+    from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as transformers_logging
+
+    verbosity = transformers_logging.get_verbosity()
+    transformers_logging.set_verbosity_error()  # the missing head is reported here, in one line
+    try:
+        lm, info = AutoModelForCausalLM.from_pretrained(name_or_path, output_loading_info=True)
+    except Exception as err:  # an architecture without a causal-LM class, an unreadable folder, offline
+        raise ConfigError(f"{name_or_path}: the mntp loss needs a causal LM, and transformers cannot build one from "
+                          f"it ({type(err).__name__}: {clipped(err)})") from None
+    finally:
+        transformers_logging.set_verbosity(verbosity)
+    tied = getattr(lm.config, "tie_word_embeddings", False)
+    head = [name for name, parameter in lm.named_parameters() if parameter is lm.get_output_embeddings().weight]
+    if not tied and any(key in info["missing_keys"] for key in head):
+        raise ConfigError(f"{name_or_path}: has no next-token head weights ({head[0]} missing), which the mntp loss "
+                          "predicts masked tokens with; give the folder of the whole causal LM (its "
+                          "...ForCausalLM weights), not of its base model")
+    return lm
 
 
 def save_checkpoint(folder: str | os.PathLike, encoder: TrainingEncoder, info: CheckpointInfo) -> Path:

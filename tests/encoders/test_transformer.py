@@ -4,7 +4,7 @@ import torch
 from torch.utils.data import DataLoader
 from transformers import AutoModel, AutoTokenizer
 
-from cselab.encoders import POOLERS, TransformerEncoder
+from cselab.encoders import POOLERS, TransformerEncoder, load_encoder
 
 PROMPT = 'This sentence : "{}" means [MASK] .'
 SENTENCES = ["a man is playing a guitar .", "two dogs run on the beach", "hello", "a man is playing a guitar .",
@@ -139,10 +139,21 @@ def test_normalize_and_mteb_style_batches(parts):
 @pytest.mark.parametrize(("kwargs", "message"), [
     ({"pooler": "max"}, "unknown pooler 'max'; known: avg, "),
     ({"pooler": "mask"}, "needs a prompt template"),
-    ({"pooler": "mask", "prompt": "no slot [MASK]"}, "must contain '{}' exactly once"),
+    ({"pooler": "mask", "prompt": "no slot [MASK]"}, "must contain '{}', where the sentence goes"),
     ({"pooler": "mask", "prompt": "{} means nothing"}, r"must contain \[MASK\] exactly once"),
     ({"pooler": "mask", "prompt": "word " * 130 + '"{}" [MASK]'}, "leaves no room for a sentence"),
 ])
 def test_bad_settings_are_refused(parts, kwargs, message):
     with pytest.raises(ValueError, match=message):
         encoder(parts, **kwargs)
+
+
+def test_a_sentence_of_characters_several_tokens_long_is_cut_to_fit(tiny_decoders):
+    """A byte-level BPE spells a rare character as several tokens that share its span: a cut at such a token keeps
+    the whole character, which once left the sentence as it was, and truncation never ended."""
+    encoder = load_encoder(str(tiny_decoders["llama"]), pooler="avg", cache=False, device="cpu")
+    sentence = "naïve café in 北京 über alles — ça va? " * 3
+    for budget in range(4, 30):
+        encoder.max_length = budget
+        row = encoder.tokenize([sentence], warn=False)[0]
+        assert budget - 3 <= len(row) <= budget, budget

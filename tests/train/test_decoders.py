@@ -16,6 +16,7 @@ from transformers import AutoModel
 
 from cselab.cli import main
 from cselab.encoders import load_encoder
+from cselab.encoders.checkpoint import read_checkpoint_info
 from cselab.encoders.pretrained import load_tokenizer
 from cselab.errors import ConfigError, ModelError, TrainingError
 from cselab.train.config.methods import load_method
@@ -99,3 +100,28 @@ def test_the_docs_decoder_example_trains_and_its_checkpoint_loads_everywhere_ali
     ours = load_encoder(str(best), cache=False, device="cpu").encode(SENTENCES)
     theirs = SentenceTransformer(str(best), device="cpu", trust_remote_code=True).encode(SENTENCES)
     np.testing.assert_allclose(theirs, ours, atol=1e-6)
+
+
+def test_the_docs_decoder_methods_train_and_their_checkpoints_load_everywhere_alike(tiny_causal_llama, data_dir,
+                                                                                    tmp_path):
+    """train.md's PromptEOL, echo and LLM2Vec runs (two steps each, LLM2Vec's step 2 on step 1's OUT/best) with a
+    tiny Llama causal LM as MODEL; each OUT/best keeps its template, pooling and attention, and encodes alike in
+    sentence-transformers and cselab."""
+    script = example_files("train.md")["decoder-methods.sh"]
+    lines = [shlex.split(line.replace("$MODEL", str(tiny_causal_llama)).replace("runs/", f"{tmp_path}/"))
+             for line in script.splitlines() if line.startswith(("cselab ", "probe "))]
+    small = ["--set", "training.batch_size=16", "--set", "training.max_length=24", "--set", "training.max_steps=2",
+             "--set", "training.eval_steps=2", "--data-dir", str(data_dir), "--eval-limit", "20"]
+    for train in lines[:-1]:
+        assert main([*train[1:], *small]) == 0
+    assert main([*lines[-1], "--limit", "20", "--data-dir", str(data_dir), "--no-cache",
+                 "--out", str(tmp_path / "r.json")]) == 0
+    expected = {"prompteol": ("last", "all", False), "echo": ("avg", "last_copy", False),
+                "llm2vec-mntp": ("avg", "all", True), "llm2vec": ("avg", "all", True)}
+    for name, settings in expected.items():
+        best = tmp_path / name / "best"
+        info = read_checkpoint_info(best / "cselab.json")
+        assert (info.pooler, info.pool_tokens, info.bidirectional) == settings
+        ours = load_encoder(str(best), cache=False, device="cpu").encode(SENTENCES)
+        theirs = SentenceTransformer(str(best), device="cpu", trust_remote_code=True).encode(SENTENCES)
+        np.testing.assert_allclose(theirs, ours, atol=1e-6)

@@ -645,7 +645,8 @@ def diffcse_sides(no_dropout_bert, generator, monkeypatch, *overrides):
 
     ours = Cselab(official("diffcse", f"losses.rtd.generator={generator}", *overrides), no_dropout_bert)
     drawn, draw = [], functional.mask_tokens
-    monkeypatch.setattr(functional, "mask_tokens", lambda *args: drawn.append(draw(*args)[0]) or (drawn[-1], None))
+    monkeypatch.setattr(functional, "mask_tokens",
+                        lambda *args, **kw: drawn.append(draw(*args, **kw)[0]) or (drawn[-1], None))
     discriminator = ours.encoder.auxiliary["rtd"]
     modules = {"backbone": copy.deepcopy(ours.encoder.backbone), "head": copy.deepcopy(ours.encoder.head),
                "auxiliary.rtd.model": copy.deepcopy(discriminator.model),
@@ -768,7 +769,7 @@ def infocse_sides(base, monkeypatch, *overrides):
 
     ours = Cselab(official("infocse", "losses.aggregation_mlm.layers=1", *overrides), base)
     drawn, draw = [], functional.mask_tokens
-    monkeypatch.setattr(functional, "mask_tokens", lambda *args: drawn.append(draw(*args)) or drawn[-1])
+    monkeypatch.setattr(functional, "mask_tokens", lambda *args, **kw: drawn.append(draw(*args, **kw)) or drawn[-1])
     head = ours.encoder.auxiliary["aggregation_mlm"]
     modules = {"backbone": copy.deepcopy(ours.encoder.backbone), "head": copy.deepcopy(ours.encoder.head),
                "auxiliary.aggregation_mlm.layers": copy.deepcopy(head.layers),

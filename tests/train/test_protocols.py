@@ -64,7 +64,8 @@ def test_a_test_row_holds_only_while_its_test_passes(tmp_path):
 # (weight decay, eps, optimizer) of the presets whose released trainer is not SimCSE's (ledger rows): galsang/SG-BERT's
 # fit(), CoSENT's Keras Adam, AnglE's Hugging Face Trainer (torch's AdamW)
 OWN_OPTIMIZER = {"sg": (0.01, 1e-6, "adamw_legacy"), "sg-opt": (0.01, 1e-6, "adamw_legacy"),
-                 "cosent": (0.0, 1e-6, "adamw"), "angle": (0.0, 1e-8, "adamw")}
+                 "cosent": (0.0, 1e-6, "adamw"), "angle": (0.0, 1e-8, "adamw"), "llm2vec-mntp": (0.0, 1e-8, "adamw"),
+                 "llm2vec": (0.0, 1e-8, "adamw")}
 
 
 def optimizer_problems(names=None, profiles=method_profiles) -> tuple[int, list[str]]:

@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass
 
 from cselab.encoders import pooling  # noqa: F401  (the poolers registered: encoder.pooler's choices)
+from cselab.encoders.transformer import POOL_TOKENS, check_pool_tokens
 from cselab.errors import ConfigError
 from cselab.evaluation.dev import dev_names
 from cselab.files import shown
@@ -52,6 +53,14 @@ class EncoderConfig(Checked):
                                   "template's two sides and the sentence tokenised apart and joined as ids (with a "
                                   "byte-level BPE such as RoBERTa's the sentence's first word then has no leading "
                                   "space); checkpoints encode the filled template as text, as its evaluation.py")
+    pool_tokens: str = setting("all", str, "the tokens the pooler reads: all (every real token) or last_copy (echo "
+                               "embeddings: the sentence's last copy in a prompt that holds {} twice, and the "
+                               "template after it)", choices=POOL_TOKENS)
+    bidirectional: bool = setting(False, bool, "lift a decoder LM's causal mask: every token attends to every real "
+                                  "token of its row (LLM2Vec), in training, dev scoring and the checkpoint")
+    model_config: dict | None = setting(None, dict, "fields of the backbone's transformers config set when it loads "
+                                        "(LLM2Vec's {attention_dropout: 0.3}); each must be a field it has",
+                                        nullable=True)
 
     def rules(self) -> None:
         if self.momentum is None and self.momentum_start != "backbone":
@@ -67,6 +76,10 @@ class EncoderConfig(Checked):
                               "backbone, or freeze_embeddings, does not go with it yet")
         if self.prompt_pieces and not self.prompt:
             raise ConfigError("encoder.prompt_pieces: a template tokenised in pieces needs an encoder.prompt")
+        try:
+            check_pool_tokens(self.pool_tokens, self.pooler, self.prompt)
+        except ConfigError as err:
+            raise ConfigError(f"encoder.{err}") from None
 
     def __post_init__(self) -> None:
         if isinstance(self.head, str):  # `head: mlp` is {kind: mlp}

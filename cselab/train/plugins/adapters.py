@@ -2,8 +2,9 @@
 trained instead of it.
 
 - ``lora``: LoRA (Hu et al., 2022) through peft: a rank-``r`` update ``B A`` scaled by ``alpha / r`` beside each
-  ``target_modules`` linear layer (peft's default modules for the model's type when none are named), dropout
-  ``dropout`` on its input; ``B`` starts at 0, so the first step starts from the base model.
+  ``target_modules`` linear layer (peft's default modules for the model's type when none are named; every linear
+  layer with ``all-linear``), dropout ``dropout`` on its input; ``B`` starts at 0, so the first step starts from
+  the base model.
 """
 
 from __future__ import annotations
@@ -22,12 +23,13 @@ from cselab.train.plugins.kinds import Adapter
     "r": Param(int, 8, "the update's rank", min=1),
     "alpha": Param(float, 16.0, "the update's scale is alpha / r", min=0.0, above=True),
     "dropout": Param(float, 0.05, "dropout on the adapter's input", min=0.0, max=1.0, below=True),
-    "target_modules": Param(list, None, "the linear layers that get an update, by name (null: peft's default for "
-                            "the model's type)", nullable=True, items=Param(str))})
+    "target_modules": Param((list, str), None, "the linear layers that get an update, by name (null: peft's default "
+                            "for the model's type; all-linear: every linear layer, peft's spelling)", nullable=True,
+                            items=Param(str), words=("all-linear",))})
 class LoRA(Adapter):
     """LoRA through peft (``pip install 'cselab-toolkit[llm]'``)."""
 
-    def __init__(self, r: int, alpha: float, dropout: float, target_modules: list[str] | None):
+    def __init__(self, r: int, alpha: float, dropout: float, target_modules: list[str] | str | None):
         self.r, self.alpha, self.dropout, self.target_modules = r, alpha, dropout, target_modules
 
     def wrap(self, backbone: nn.Module, model: str) -> nn.Module:

@@ -143,17 +143,18 @@ def recall(parameters: Iterable[torch.Tensor], initial: Iterable[torch.Tensor], 
 
 
 def mask_tokens(input_ids: torch.Tensor, maskable: torch.Tensor, probability: float, mask_id: int, vocab_size: int,
-                generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                generator: torch.Generator | None = None, mask_share: float = 0.8) -> tuple[torch.Tensor, torch.Tensor]:
     """BERT's masking of ``input_ids`` where ``maskable`` (not padding, not a special token): each such token is
-    picked with ``probability``; a picked token becomes ``mask_id`` (80%), a random id (10%) or stays (10%). Returns
-    the new ids and the labels (the original id where picked, -100 elsewhere), as transformers' collator does."""
+    picked with ``probability``; a picked token becomes ``mask_id`` (``mask_share``, 80%), a random id or stays (half
+    the rest each, 10% and 10%). Returns the new ids and the labels (the original id where picked, -100 elsewhere), as
+    transformers' collator does; ``mask_share=1`` masks every picked token (LLM2Vec's all_mask collator)."""
     draw = torch.rand(input_ids.shape, generator=generator, device=input_ids.device)
     picked = (draw < probability) & maskable
     labels = torch.where(picked, input_ids, torch.full_like(input_ids, -100))
     how = torch.rand(input_ids.shape, generator=generator, device=input_ids.device)
     random_ids = torch.randint(vocab_size, input_ids.shape, generator=generator, device=input_ids.device)
-    masked = torch.where(picked & (how < 0.8), torch.full_like(input_ids, mask_id), input_ids)
-    masked = torch.where(picked & (how >= 0.8) & (how < 0.9), random_ids, masked)
+    masked = torch.where(picked & (how < mask_share), torch.full_like(input_ids, mask_id), input_ids)
+    masked = torch.where(picked & (how >= mask_share) & (how < (1 + mask_share) / 2), random_ids, masked)
     return masked, labels
 
 
@@ -163,6 +164,13 @@ def masked_lm(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     if not (labels != -100).any():
         return logits.sum() * 0.0
     return F.cross_entropy(logits.flatten(0, -2).float(), labels.flatten(), ignore_index=-100)
+
+
+def masked_next_token(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """LLM2Vec's masked next-token prediction: each masked token (``labels`` not -100) predicted by the logits of the
+    position before it (a causal LM's shift), cross-entropy averaged over the masked tokens; a token masked at the
+    first position has no position before it and is left out."""
+    return masked_lm(logits[:, :-1], labels[:, 1:])
 
 
 def replaced_token_detection(logits: torch.Tensor, replaced: torch.Tensor) -> torch.Tensor:

@@ -52,7 +52,8 @@ class Loss(nn.Module):
     reduces over processes (``rows``: one loss per row, averaged over every process's rows; ``whole_batch``: its views
     gathered from all processes first, then one number; ``replicated``: the same number on every process);
     ``needs_initial_weights`` asks for ``context.initial_weights``; ``needs_tokens`` for ``context.tokens`` and
-    ``context.model``; ``needs_lm_head`` for an encoder with the model's masked-LM head; ``needs_pooled`` for each view
+    ``context.model``; ``needs_lm_head`` for an encoder with the model's language-model head (``"masked"``: its
+    masked-LM head; ``"causal"``: a decoder's next-token head); ``needs_pooled`` for each view
     it reads also as ``NAME.pooled`` in ``context.encoded`` (its vectors before the training head); ``model_params``
     names the parameters that name a model (a generator, a teacher: their weights' sha256 joins the run's identity). The
     constructor takes the view names (stored in ``self.views``, role -> name) and the loss's parameters as keywords. A
@@ -64,7 +65,7 @@ class Loss(nn.Module):
     reduce: ClassVar[str] = "rows"
     needs_initial_weights: ClassVar[bool] = False
     needs_tokens: ClassVar[bool] = False
-    needs_lm_head: ClassVar[bool] = False
+    needs_lm_head: ClassVar[str | None] = None
     needs_pooled: ClassVar[bool] = False
     model_params: ClassVar[tuple[str, ...]] = ()
 

@@ -159,10 +159,11 @@ class SGOpt(_LayerGuided):
         return L.sg_opt(*views, self.temperature)
 
 
-def masked_views(context: LossContext, names: list[str], probability: float):
+def masked_views(context: LossContext, names: list[str], probability: float, mask_id: int | None = None,
+                 mask_share: float = 0.8):
     """For each of the views ``names`` that has rows: its name, token ids and attention mask (on the encoder's
     device) and the ids masked as BERT masks them (:func:`~cselab.train.plugins.functional.mask_tokens`, special
-    tokens and padding kept) with their labels."""
+    tokens and padding kept; ``mask_id``: the tokenizer's mask token by default) with their labels."""
     encoder = getattr(context.model, "module", context.model)
     tokenizer, device = encoder.tokenizer, next(encoder.backbone.parameters()).device
     special = torch.tensor(tokenizer.all_special_ids, device=device)
@@ -172,7 +173,8 @@ def masked_views(context: LossContext, names: list[str], probability: float):
             continue
         input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
         masked, labels = L.mask_tokens(input_ids, attention_mask.bool() & ~torch.isin(input_ids, special),
-                                       probability, tokenizer.mask_token_id, len(tokenizer))
+                                       probability, tokenizer.mask_token_id if mask_id is None else mask_id,
+                                       len(tokenizer), mask_share=mask_share)
         yield name, input_ids, attention_mask, masked, labels
 
 
@@ -184,7 +186,7 @@ class MaskedLM(Loss):
     through the encoder and the model's own masked-LM head, cross-entropy on the masked tokens. Each process averages
     its own masked tokens (as the released code under DDP); needs a model with masked-LM head weights."""
 
-    roles, reduce, needs_tokens, needs_lm_head = ("source",), "replicated", True, True
+    roles, reduce, needs_tokens, needs_lm_head = ("source",), "replicated", True, "masked"
 
     def __init__(self, probability: float, **views):
         super().__init__(**views)
@@ -193,4 +195,44 @@ class MaskedLM(Loss):
     def forward(self, views, context: LossContext):
         for _, _, attention_mask, masked, labels in masked_views(context, [self.views["source"]], self.probability):
             return L.masked_lm(context.model(masked, attention_mask, mlm=True), labels)
+        return views[0].sum() * 0.0
+
+
+@register("loss", "mntp", params={
+    "probability": Param(float, 0.2, "share of the source view's tokens masked", min=0.0, max=1.0, above=True),
+    "mask_token": Param(str, "_", "the token a masked position reads (LLM2Vec's mask_token_type blank: '_'); one "
+                        "token of the vocabulary"),
+    "mask_share": Param(float, 0.8, "share of the masked tokens that read mask_token, the rest half a random token, "
+                        "half kept (1.0: LLM2Vec's all_mask collator)", min=0.0, max=1.0)})
+class MaskedNextToken(Loss):
+    """LLM2Vec's masked next-token prediction (MNTP): the ``source`` view's sentences with ``probability`` of their
+    tokens masked, run through the encoder (bidirectional when it is) and the decoder's own next-token head, each
+    masked token predicted from the position before it (:func:`~cselab.train.plugins.functional.masked_next_token`).
+    Needs a causal LM's head weights; each process averages its own masked tokens."""
+
+    roles, reduce, needs_tokens, needs_lm_head = ("source",), "replicated", True, "causal"
+
+    def __init__(self, probability: float, mask_token: str, mask_share: float, **views):
+        super().__init__(**views)
+        self.probability, self.mask_token, self.mask_share = probability, mask_token, mask_share
+        self.mask_id: int | None = None
+
+    def auxiliary(self, encoder) -> None:
+        """No model of its own: the mask token's id, read when the run is set up (so refused before the first step)."""
+        self._read_mask_id(encoder.tokenizer)
+        return None
+
+    def _read_mask_id(self, tokenizer) -> None:
+        ids = tokenizer(self.mask_token, add_special_tokens=False)["input_ids"]
+        if len(ids) != 1 or tokenizer.convert_ids_to_tokens(ids[0]) == tokenizer.unk_token:
+            raise ConfigError(f"losses.mntp.mask_token: {self.mask_token!r} is not one token of the tokenizer's "
+                              f"vocabulary (it reads as {len(ids)} ids); give one that is")
+        self.mask_id = ids[0]
+
+    def forward(self, views, context: LossContext):
+        if self.mask_id is None:
+            self._read_mask_id(getattr(context.model, "module", context.model).tokenizer)
+        for _, _, attention_mask, masked, labels in masked_views(context, [self.views["source"]], self.probability,
+                                                                 self.mask_id, self.mask_share):
+            return L.masked_next_token(context.model(masked, attention_mask, mlm=True), labels)
         return views[0].sum() * 0.0

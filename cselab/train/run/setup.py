@@ -13,7 +13,7 @@ import torch
 from accelerate.utils import set_seed
 from torch.utils.data import DataLoader
 
-from cselab.errors import TrainingError
+from cselab.errors import ConfigError, TrainingError
 from cselab.evaluation.dev import dev_scorer
 from cselab.evaluation.scoring import Scorer
 from cselab.train.config.method import MethodConfig
@@ -27,9 +27,13 @@ from cselab.train.run.batches import Collator, training_loader
 
 def build_encoder(method: MethodConfig, model: str) -> TrainingEncoder:
     """The method's training encoder over the backbone ``model`` (a folder or a hub name), with the model's
-    masked-LM head when a loss needs it."""
-    lm_head = any(loss_plugin(name, params).cls.needs_lm_head for name, params in method.losses.items())
-    return TrainingEncoder.from_pretrained(model, method.training.max_length, lm_head=lm_head,
+    language-model head when a loss needs it (one kind of head: masked or causal)."""
+    heads = {name: loss_plugin(name, params).cls.needs_lm_head for name, params in method.losses.items()}
+    kinds = sorted({kind for kind in heads.values() if kind})
+    if len(kinds) > 1:
+        raise ConfigError(f"losses: {', '.join(name for name, kind in heads.items() if kind)} need a masked and a "
+                          "causal language-model head; one encoder has one")
+    return TrainingEncoder.from_pretrained(model, method.training.max_length, lm_head=kinds[0] if kinds else None,
                                            **method.to_dict()["encoder"])
 
 

@@ -72,13 +72,15 @@ class Trainer:
         # training cuts sentences at training.max_length; the checkpoint encodes them whole (up to the model's
         # limit, at most 512 tokens), as SimCSE evaluates
         self.info = CheckpointInfo(pooler=method.encoder.pooler, prompt=method.encoder.prompt,
+                                   pool_tokens=method.encoder.pool_tokens, bidirectional=method.encoder.bidirectional,
                                    max_length=self.core.view.limit, normalize=started.base_normalizes,
                                    method=method.name, base_model=hub_name(str(model)),
                                    data=self.facts["identity"]["data"], config=method.to_dict())
         self.dev_view = TransformerEncoder(self.core.backbone, self.core.tokenizer, pooler=self.info.pooler,
                                            prompt=self.info.prompt, max_length=self.info.max_length,
                                            denoise=method.encoder.denoise,  # as PromptBERT's dev scoring
-                                           prompt_pieces=method.encoder.prompt_pieces)
+                                           prompt_pieces=method.encoder.prompt_pieces,
+                                           pool_tokens=self.info.pool_tokens, bidirectional=self.info.bidirectional)
         early_stop = [EarlyStop(self.cfg.early_stop, self.cfg.early_stop_rule)] if self.cfg.early_stop else []
         self.callbacks = [Schedule(log_every, self.cfg.eval_steps, self.cfg.eval_at_end), *early_stop, *callbacks]
         self.own_callbacks, self.stateful = bool(callbacks), stateful(self.callbacks)
