@@ -4,6 +4,7 @@ its first save resumes bit-identical, OUT/best holds the merged weights and load
 
 import builtins
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -16,6 +17,8 @@ from cselab.encoders import load_encoder
 from cselab.encoders.mteb_model import as_mteb
 from cselab.errors import ConfigError
 from cselab.train.config.methods import load_method
+from cselab.train.objective import Objective
+from cselab.train.run.optim import build_optimizer
 from cselab.train.run.setup import build_encoder
 from tests.runs import SETTINGS, one_line_error, train_killed_after_first_save
 
@@ -42,15 +45,20 @@ def runs(tmp_path_factory, tiny_decoders, tiny_cache, data_dir):
     return root
 
 
-def test_only_the_adapters_weights_train(runs, tiny_decoders):
-    base = load_file(str(tiny_decoders["llama"] / "model.safetensors"))
+def test_only_the_adapters_weights_train_and_last_keeps_only_them(runs, tiny_decoders):
     trained = load_file(str(runs / "full" / "last" / "model.safetensors"))
-    adapter = {name for name in trained if ".lora_" in name}
-    assert adapter and all(name.startswith(PREFIX) for name in trained)
-    for name, tensor in trained.items():
-        if name not in adapter:
-            assert torch.equal(tensor, base[name[len(PREFIX):].replace(".base_layer", "")]), name
-    assert any(not torch.equal(trained[name], torch.zeros_like(trained[name])) for name in adapter if "lora_B" in name)
+    assert trained and all(name.startswith(PREFIX) and ".lora_" in name for name in trained)  # no base weight
+    assert any(not torch.equal(trained[name], torch.zeros_like(trained[name])) for name in trained if "lora_B" in name)
+    method = load_method("simcse", ["encoder.pooler=last", "encoder.head=null", "training.weight_decay=0.1", LORA])
+    encoder, objective = build_encoder(method, str(tiny_decoders["llama"])), Objective(method)
+    before = {name: tensor.clone() for name, tensor in encoder.state_dict().items()}
+    optimizer = build_optimizer(encoder.named_parameters(), method.training)  # every parameter offered
+    for _ in range(2):  # decay and steps of lr 3e-5 move every weight the optimizer holds
+        sum(objective(encoder, {"text": SENTENCES}).values()).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+    moved = {name for name, tensor in encoder.state_dict().items() if not torch.equal(tensor, before[name])}
+    assert moved and all(".lora_" in name for name in moved)
 
 
 def test_a_killed_run_resumes_bit_identical(runs):
@@ -74,7 +82,14 @@ def test_best_holds_the_merged_weights_and_loads_everywhere_alike(runs, tiny_dec
     assert "lora" in (best / "README.md").read_text()  # the card's config
 
 
-def test_what_cannot_be_is_refused_in_one_line(tiny_decoders, tiny_cache, data_dir, tmp_path, capsys, monkeypatch):
+def test_what_cannot_be_is_refused_in_one_line(runs, tiny_decoders, tiny_cache, data_dir, tmp_path, capsys,
+                                               monkeypatch):
+    shutil.copytree(runs / "full", tmp_path / "copy")
+    assert main(lora_args(tiny_decoders["llama"], tiny_cache, data_dir, tmp_path / "copy", "--restart-from",
+                          "best")) == 2
+    assert "holds the adapter's weights merged into the base, which an adapter run cannot restart" in one_line_error(
+        capsys)
+    assert (tmp_path / "copy" / "last" / "model.safetensors").is_file()  # nothing removed
     bad = "encoder.adapter={kind: lora, target_modules: [nope]}"
     assert main(lora_args(tiny_decoders["llama"], tiny_cache, data_dir, tmp_path / "a", "--set", bad)) == 2
     assert "encoder.adapter.target_modules: " in (line := one_line_error(capsys)) and "k_proj, o_proj, q_proj" in line

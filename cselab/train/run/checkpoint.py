@@ -74,6 +74,10 @@ class Checkpoints:
         """Load ``OUT/best``'s weights into ``core`` and drop ``OUT/last``; returns the step and score it was saved
         at."""
         best = self.out / "best"
+        if core.adapter is not None:
+            raise state.StateError(f"{best}: holds the adapter's weights merged into the base, which an adapter run "
+                                   f"cannot restart from; resume from OUT/last, or train from it afresh with --model "
+                                   f"{best}")
         try:
             if best.is_symlink():
                 raise state.StateError(f"{best}: a link, not the run's own folder")

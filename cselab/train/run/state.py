@@ -1,6 +1,8 @@
 """The training state a run leaves in ``OUT/last``, written and read by cselab, with no pickle that can hold code.
 
-Files: ``model.safetensors`` (the training encoder: backbone and head), ``momentum.safetensors`` (a momentum
+Files: ``model.safetensors`` (the training encoder: backbone and head; with an adapter, only the weights that train,
+the adapter's and a head's, the base's frozen ones being the base model's, whose sha256 is the run's identity),
+``momentum.safetensors`` (a momentum
 encoder's weights, when the method has one), ``optimizer.pt``, ``scheduler.pt``, ``scaler.pt`` (fp16 only),
 ``rng-RANK.pt`` (each process's Python, NumPy, torch and CUDA generators), ``objective-RANK.pt`` (each process's
 objective ``state_dict``: its losses' own state, e.g. a memory bank or a queue of that process's rows; a state saved
@@ -23,7 +25,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from safetensors.torch import load_model, save_model
+from safetensors.torch import load_file, load_model, save_file, save_model
 
 from cselab.atomic import with_umask, write_json_atomic
 from cselab.checksum import sha256
@@ -72,7 +74,12 @@ def save_shared_state(folder: Path, model: torch.nn.Module, optimizer, scheduler
                       trainer: dict[str, Any]) -> None:
     """The main process's part: weights (a momentum copy's too), optimizer, schedule and the trainer's counters."""
     folder.mkdir(parents=True, exist_ok=True)
-    save_model(model, str(folder / "model.safetensors"))
+    trained = trained_weights(model)
+    if trained is None:
+        save_model(model, str(folder / "model.safetensors"))
+    else:
+        save_file({name: tensor.detach().contiguous() for name, tensor in trained.items()},
+                  str(folder / "model.safetensors"))
     if getattr(model, "momentum", None) is not None:
         save_model(model.frozen, str(folder / MOMENTUM_FILE))
     torch.save(optimizer.state_dict(), folder / "optimizer.pt")
@@ -80,6 +87,24 @@ def save_shared_state(folder: Path, model: torch.nn.Module, optimizer, scheduler
     if scaler is not None:
         torch.save(scaler.state_dict(), folder / "scaler.pt")
     (folder / STATE_FILE).write_text(json.dumps(trainer), encoding="utf-8")
+
+
+def trained_weights(model: torch.nn.Module) -> dict[str, torch.Tensor] | None:
+    """With an adapter, the weights that train (the adapter's, a head's), by name: all ``OUT/last`` keeps of the
+    model; None without one (the whole model is kept)."""
+    if getattr(model, "adapter", None) is None:
+        return None
+    return {name: parameter for name, parameter in model.named_parameters() if parameter.requires_grad}
+
+
+def _load_trained(model: torch.nn.Module, path: Path, device: str) -> None:
+    """An adapter run's saved weights into ``model``: exactly the weights that train, or a StateError."""
+    saved, expected = load_file(str(path), device=device), trained_weights(model)
+    if saved.keys() != expected.keys():
+        differ = sorted(saved.keys() ^ expected.keys())
+        raise StateError(f"{path}: holds {len(saved)} tensors where the run trains {len(expected)} (e.g. {differ[0]}); "
+                         "it was saved by a run with other adapter settings")
+    model.load_state_dict(saved, strict=False)
 
 
 def write_manifest(folder: Path) -> Path:
@@ -147,7 +172,12 @@ def load_state(folder: Path, rank: int, model: torch.nn.Module, optimizer, sched
         if not (folder / name).is_file():  # the only one a state may lack (model.safetensors is in every manifest)
             raise StateError(f"{folder / name}: missing: the state was saved by a run without a momentum encoder")
         try:
-            load_model(module, str(folder / name), device=device)
+            if module is model and trained_weights(model) is not None:
+                _load_trained(model, folder / name, device)
+            else:
+                load_model(module, str(folder / name), device=device)
+        except StateError:
+            raise
         except Exception as err:
             raise StateError(f"{folder / name}: does not fit the model ({type(err).__name__}: {err})") from None
     optimizer.load_state_dict(_load(folder / "optimizer.pt"))
