@@ -90,7 +90,7 @@ bench: setup
 GPU_PYTHON ?= python3
 # the lent devices' python3 (the device tool's KINDS.md); for another: make gpu-wheels GPU_WHEEL_PYTHON=3.11
 GPU_WHEEL_PYTHON ?= 3.12
-GPU_WHEELS := rapidfuzz datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 pyarrow==26.0.1
+GPU_WHEELS := rapidfuzz datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 pyarrow==26.0.1 peft==0.21.2
 GPU_CHECK ?= --deadline 480
 gpu-wheels: setup
 	$(BIN)/pip download -q $(GPU_WHEELS) --only-binary=:all: --no-deps --python-version $(GPU_WHEEL_PYTHON) \
@@ -98,7 +98,7 @@ gpu-wheels: setup
 
 gpu-check:
 	@if [ -d .gpu-wheels ]; then $(GPU_PYTHON) -m pip install -q --no-index --no-deps --find-links .gpu-wheels \
-		rapidfuzz datasets dill multiprocess; $(GPU_PYTHON) -c 'import pyarrow, sys; sys.exit(int(pyarrow.__version__.split(".")[0]) < 24)' \
+		rapidfuzz datasets dill multiprocess peft; $(GPU_PYTHON) -c 'import pyarrow, sys; sys.exit(int(pyarrow.__version__.split(".")[0]) < 24)' \
 		|| $(GPU_PYTHON) -m pip install -q --no-index --no-deps --find-links .gpu-wheels pyarrow; fi
 	PYTHONPATH=. $(GPU_PYTHON) benchmarks/gpu_check.py --device cuda --out benchmarks/gpu-check $(GPU_CHECK)
 

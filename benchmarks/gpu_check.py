@@ -35,6 +35,9 @@ too. Sections (``--only`` picks some):
   candidate).
 - ``probes``: sentence encoding (what the STS suite costs) on the device and on the CPU, and the transfer
   classifier (SentEval's full classifier setup, nested 10-fold CV) on an MR-sized problem, which runs on the CPU.
+- ``lora``: a decoder LM's LoRA step (``benchmarks/lora_step.py``): a Qwen2 of Qwen2-0.5B's shape (``--tiny``: a
+  2-layer Llama) over the synthetic vocabulary, batch 64 (8), length 32, bf16 autocast on CUDA, LoRA r 8 on q_proj and
+  v_proj with and without gradient checkpointing, each in a process of its own: seconds per step and peak memory.
 - ``profile``: ``torch.profiler`` over the steps of each of ``--profile-methods`` (``simcse``) at each of
   ``--profile-batches`` (bf16 on CUDA): the step split into collation (tokenising), forward, backward and
   optimizer, the device's busy time per step, and the top operators.
@@ -75,8 +78,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from stand_ins import LM_HEAD, stand_in_models, with_lm_head  # noqa: E402  (benchmarks/ is not a package)
 NEEDED = {"torch": "all", "transformers": "all", "accelerate": "all", "numpy": "all", "scipy": "probes",
           "sklearn": "probes", "yaml": "all", "safetensors": "run", "tqdm": "all", "rapidfuzz": "augment",
-          "sentence_transformers": "peer", "datasets": "peer"}
-SECTIONS = ("steps", "agreement", "run", "augment", "probes", "profile", "levers", "cached", "peer")
+          "sentence_transformers": "peer", "datasets": "peer", "peft": "lora"}
+SECTIONS = ("steps", "agreement", "run", "augment", "probes", "profile", "levers", "cached", "peer", "lora")
 DEADLINE = [math.inf]  # time.monotonic() past which what is left is skipped (--deadline)
 TINY_SETTINGS = {"infocse": ("losses.aggregation_mlm.layers=1",)}  # what the 2-layer tiny model needs changed
 PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "A10": 125.0}
@@ -506,6 +509,27 @@ def measure_peer(args, model_dir: Path, work: Path) -> dict:
     return found
 
 
+def measure_lora(args, work: Path) -> list[dict]:
+    """A decoder's LoRA step, with and without gradient checkpointing (see the module docstring)."""
+    from lora_step import run_alone
+
+    save_tokenizer(work / "lora-tokenizer")
+    batch = 8 if args.tiny else 64
+    (work / "lora-sentences.txt").write_text("\n".join(sentences(batch * (args.steps + 2), seed=3)), encoding="utf-8")
+    rows = []
+    for variant in ("lora", "lora-ckpt"):
+        if late():
+            rows.append({"variant": variant, "error": "skipped: past the deadline"})
+            continue
+        try:
+            rows.append(run_alone(variant, "tiny" if args.tiny else "0.5b", batch, args.steps, 32, args.device,
+                                  args.device.startswith("cuda"), str(work / "lora-tokenizer"),
+                                  str(work / "lora-sentences.txt"), timeout=600))
+        except Exception:  # noqa: BLE001  (one row's failure is reported in its cell)
+            rows.append({"variant": variant, "error": row_error()})
+    return rows
+
+
 def measure_agreement(args, work: Path) -> dict:
     """``simcse`` steps in fp32 and in bf16 from the same weights and data, with dropout off: the same masks cannot
     be drawn in both (the attention kernels differ by precision), and dropout's own spread would hide precision's."""
@@ -759,7 +783,7 @@ def markdown(report: dict) -> str:
                 lines += [f"### {key}", "", "```", profile[key], "```", ""]
     for section, text in report.get("failed", {}).items():
         lines += [f"## {section}: failed", "", "```", text, "```", ""]
-    for section in ("peer", "cached", "agreement", "run", "augment", "probes"):
+    for section in ("lora", "peer", "cached", "agreement", "run", "augment", "probes"):
         if section in report:
             lines += [f"## {section}", "", "```json", json.dumps(report[section], indent=1, default=str)[:4000],
                       "```", ""]
@@ -823,7 +847,8 @@ def main(argv: list[str] | None = None) -> int:
             args, work), "run": lambda: measure_run(args, model_dir, work), "augment": lambda: measure_augment(
             args, work), "probes": lambda: measure_probes(args, model_dir), "profile": lambda: measure_profile(
             args, model_dir), "levers": lambda: measure_levers(args, model_dir, peak), "cached": lambda: measure_cached(
-            args, model_dir, peak), "peer": lambda: measure_peer(args, model_dir, work)}
+            args, model_dir, peak), "peer": lambda: measure_peer(args, model_dir, work),
+            "lora": lambda: measure_lora(args, work)}
         for section in sections:
             started = time.perf_counter()
             if late():
@@ -864,7 +889,7 @@ def row_error() -> str:
 def failed_rows(report: dict) -> int:
     """Rows that failed (not those skipped past the deadline), in every section that has rows."""
     rows = [*report.get("steps", []), *report.get("levers", []), *report.get("peer", {}).get("runs", []),
-            report.get("peer", {}).get("first_batch", {})]
+            report.get("peer", {}).get("first_batch", {}), *report.get("lora", [])]
     return sum("error" in row and not row["error"].startswith("skipped") for row in rows)
 
 

@@ -56,6 +56,9 @@ def test_every_section_runs_with_tiny_models(tmp_path, device):
     assert runs == [(t, b) for b in (8, 16) for t in ("sentence-transformers", "cselab")]
     assert all(r["steps_per_s"] > 0 for r in peer["runs"])
     assert "| simcse | 8 | fp32 | False |" in (tmp_path / "gpu-check.md").read_text()
+    lora = report["lora"]  # a tiny Llama here; a Qwen2 of Qwen2-0.5B's shape on a GPU
+    assert [(r["variant"], r["size"], r["batch"]) for r in lora] == [("lora", "tiny", 8), ("lora-ckpt", "tiny", 8)]
+    assert all(r["step_s"] > 0 and r["peak_mib"] > 0 and 0 < r["trainable"] < r["parameters"] for r in lora)
 
 
 @pytest.mark.skipif(CUDA, reason="a CUDA device is present, so it cannot be missing")
