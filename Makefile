@@ -30,7 +30,7 @@ EVAL_STEPS ?= 25
 METHODS ?= simcse,noise-neg,awp-fgsm
 SEEDS ?= 3
 
-.PHONY: setup system lint test demo augment train sweep probing bench gpu-wheels gpu-check clean
+.PHONY: setup system lint test test-fast demo augment train sweep probing bench gpu-wheels gpu-check clean
 
 setup: system $(VENV)/.installed
 
@@ -51,10 +51,15 @@ $(VENV)/.installed: pyproject.toml
 
 lint: setup
 	$(BIN)/ruff check cselab tests benchmarks
+	$(BIN)/mypy
 
 # pytest exits 5 when it collects no test: that is a failure here, said plainly.
 test: setup lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS) || { rc=$$?; [ $$rc -ne 5 ] || echo "pytest collected no tests" >&2; exit $$rc; }
+
+# The contributor's loop: every test not marked slow (those that train or run whole commands), no lint.
+test-fast: setup
+	$(BIN)/python -m pytest -m "not slow" $(PYTEST_ARGS)
 
 # The whole chain on the embedded defaults: augment -> a short OssCSE run -> probing tasks from wiki1m -> every probe.
 demo: setup

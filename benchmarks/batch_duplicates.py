@@ -12,7 +12,7 @@ import json
 from collections import Counter
 
 from cselab.data import load_corpus
-from cselab.train.run.batches import EpochOrder, NoDuplicateBatches, row_texts
+from cselab.train.batches import EpochOrder, NoDuplicateBatches, row_texts
 from cselab.train.run.data import ColumnRows
 
 

@@ -42,7 +42,7 @@ def with_umask(folder: str | os.PathLike) -> None:
     """Give every file under ``folder`` the mode a new file gets (0666 less the umask): libraries that write through
     a private temporary file (safetensors' save leaves 0600) would otherwise keep others from reading it."""
     mode = 0o666 & ~umask()
-    for root, _, files in os.walk(folder):
+    for root, _, files in os.walk(os.fspath(folder)):
         for name in files:
             os.chmod(os.path.join(root, name), mode)
 

@@ -20,7 +20,7 @@ def folder_sha256(folder: str | os.PathLike) -> str:
     order (a linked file read through its link; linked folders not entered), so renaming, editing, adding or
     removing a file changes it."""
     files = sorted(os.path.relpath(os.path.join(root, name), folder)
-                   for root, _, names in os.walk(folder) for name in names)
+                   for root, _, names in os.walk(os.fspath(folder)) for name in names)
     digest = hashlib.sha256()
     for name in files:
         digest.update(f"{name}\0{sha256(os.path.join(folder, name))}\n".encode())

@@ -159,7 +159,7 @@ class Plugin:
 
     kind: str
     name: str
-    cls: type = field(repr=False)
+    cls: Any = field(repr=False)  # the class: its kind's class attributes are read from it
     params: dict[str, Param] = field(default_factory=dict)
     moved: dict[str, str] = field(default_factory=dict)
     summary: str = ""
@@ -245,7 +245,7 @@ def _join(where: str, key: str) -> str:
     return f"{where}.{key}" if where else str(key)
 
 
-def build(plugin: Plugin, params: dict[str, Any], **context) -> Any:
+def build(plugin: Plugin, params: Mapping[str, Any], **context) -> Any:
     """The plug-in's object from its validated ``params``, the one constructor convention of every kind: each
     parameter of its schema is a keyword (None for one left out), and so is what the kind hands it besides
     (``context``: a head's ``hidden`` size)."""
@@ -262,7 +262,7 @@ def plain(value: Any) -> Any:
     return value
 
 
-def build_plugin(kind: str, spec: dict[str, Any] | None, **context) -> Any:
+def build_plugin(kind: str, spec: Mapping[str, Any] | None, **context) -> Any:
     """The object of a checked ``{kind: NAME, ...parameters}`` mapping of plug-in ``kind`` (None for None)."""
     return None if spec is None else build(get(kind, spec["kind"]), spec, **context)
 

@@ -17,6 +17,7 @@ def run(*args, env_extra=None):
     return subprocess.run([str(BIN / args[0]), *args[1:]], capture_output=True, text=True, env=env, timeout=300)
 
 
+@pytest.mark.slow
 def test_probe_run_end_to_end_on_a_small_subset(data_dir, tmp_path):
     out = tmp_path / "res.json"
     result = run("probe", "run", "--model", "bow", "--tasks", "sts12,stsb", "--limit", "40",
@@ -53,6 +54,7 @@ def test_transformer_model_folder_through_the_cli(data_dir, tiny_bert_dir, tmp_p
     assert (model["pooler"], model["dim"], model["dtype"]) == ("cls_before_pooler", 32, "torch.float32")
 
 
+@pytest.mark.slow
 def test_bias_suite_then_compare(data_dir, tmp_path, capsys):
     for model, protocol in (("bow", "paper"), ("tfidf", "footnote")):
         assert main(["probe", "run", "--model", model, "--suite", "bias", "--limit", "40", "--data-dir", str(data_dir),
@@ -88,6 +90,7 @@ def test_bias_suite_then_compare(data_dir, tmp_path, capsys):
     assert (tmp_path / "cmp.md").read_text().splitlines()[0] == table.splitlines()[0]
 
 
+@pytest.mark.slow
 def test_transfer_probing_geometry_suites_then_compare(data_dir, tiny_bert_dir, tmp_path, capsys):
     probing = tmp_path / "probing"
     corpus = tmp_path / "corpus.txt"

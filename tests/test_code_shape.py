@@ -1,5 +1,6 @@
 """The code's shape: the layering rule (data <- encoders <- evaluation <- {augment, probes, train} <- {experiments,
-integrations} <- cli, shared helpers below all; every import counts, those inside functions too), no modules that import
+integrations} <- cli, shared helpers below all; every import counts, those inside functions too), and inside train/
+(step primitives <- plug-ins <- config <- {batches, model} <- {objective, protocols} <- run), no modules that import
 each other and functions no longer than 60 lines."""
 
 import ast
@@ -22,7 +23,8 @@ def imports(path: Path) -> list[tuple[int, str]]:
     found = []
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module] if node.module != "cselab" else [f"cselab.{a.name}" for a in node.names]
+            package = node.module in ("cselab", "cselab.train")  # `from cselab.train import plugins`: the module
+            names = [f"{node.module}.{a.name}" for a in node.names] if package else [node.module]
             found += [(node.lineno, name) for name in names]
         elif isinstance(node, ast.Import):
             found += [(node.lineno, alias.name) for alias in node.names]
@@ -54,6 +56,50 @@ def test_the_check_sees_a_violation(tmp_path):
     assert violations(fake) == ["cselab/augment/x.py:2: augment imports cselab.probes.results (probes)"]
     (fake / "augment" / "x.py").write_text("import cselab\nfrom cselab import errors, probes\n")
     assert violations(fake) == ["cselab/augment/x.py:2: augment imports cselab.probes (probes)"]
+
+
+#: Inside train/, by the part of the module's name after ``cselab.train``: the step primitives (gathering across
+#: processes, a model's LM heads), the plug-ins, the config that validates against them, then batches and the training
+#: encoder, the objective and the ledger, the run; a new part must be placed here.
+TRAIN_LAYERS = {"distributed": 0, "language_models": 0, "plugins": 1, "config": 2, "batches": 3, "model": 3,
+                "objective": 4, "protocols": 4, "run": 5, "__init__": 6}
+
+
+def train_layer_of(module: str) -> str:
+    """``cselab.train.run.trainer`` -> run; ``cselab.train`` -> __init__."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 else "__init__"
+
+
+def train_violations(package: Path = PACKAGE) -> list[str]:
+    found = []
+    for path in sorted((package / "train").rglob("*.py")):
+        mine = train_layer_of("cselab." + ".".join(path.relative_to(package).with_suffix("").parts))
+        where = path.relative_to(package.parent)
+        if mine not in TRAIN_LAYERS:
+            found.append(f"{where}: train.{mine} has no place in TRAIN_LAYERS")
+            continue
+        for line, name in imports(path):
+            theirs = train_layer_of(name)
+            above = TRAIN_LAYERS.get(theirs, len(TRAIN_LAYERS)) >= TRAIN_LAYERS[mine]  # an unplaced part: above all
+            if name.startswith("cselab.train") and theirs != mine and above:
+                found.append(f"{where}:{line}: train.{mine} imports {name} (train.{theirs})")
+    return found
+
+
+def test_no_module_of_train_imports_from_its_own_layer_or_above():
+    assert train_violations() == []
+
+
+def test_the_train_check_sees_a_violation_and_an_unplaced_part(tmp_path):
+    fake = tmp_path / "cselab" / "train"
+    (fake / "plugins").mkdir(parents=True)
+    (fake / "plugins" / "x.py").write_text("def f():\n    from cselab.train import objective\n")
+    assert train_violations(fake.parent) == [
+        "cselab/train/plugins/x.py:2: train.plugins imports cselab.train.objective (train.objective)"]
+    (fake / "plugins" / "x.py").write_text("")
+    (fake / "steps.py").write_text("")
+    assert train_violations(fake.parent) == ["cselab/train/steps.py: train.steps has no place in TRAIN_LAYERS"]
 
 
 def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:

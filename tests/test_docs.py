@@ -127,6 +127,7 @@ def test_the_readme_is_a_front_door_that_links_every_page():
             assert (page.parent / target).exists(), f"{page.name} links {target}"
 
 
+@pytest.mark.slow
 def test_adding_a_probe_is_one_module_that_run_report_compare_and_sweeps_pick_up(tmp_path, monkeypatch, data_dir,
                                                                                 tiny_bert_dir, tiny_cache, capsys):
     from cselab.cli import main

@@ -30,6 +30,7 @@ def write_corpus(path: Path, lines: int) -> Path:
     return path
 
 
+@pytest.mark.slow
 def test_a_damaged_cache_chunk_is_named_by_training_and_rebuilt_by_augment(tmp_path, capsys, tiny_bert_dir,
                                                                             data_dir):
     corpus = write_corpus(tmp_path / "c.txt", 120)
@@ -152,6 +153,7 @@ def _json_reader(name: str, finished_run, tmp_path, tiny_bert_dir, tiny_cache, d
     return ["probe", "compare", str(results_json), str(copy)], copy
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", DAMAGES)
 @pytest.mark.parametrize("reader", ["run.json", "last/MANIFEST.json", "last/trainer_state.json", "cache manifest.json",
                                     "checkpoint cselab.json", "sentence-transformers modules.json",
@@ -294,6 +296,7 @@ def test_a_factory_encoder_that_fails_or_gives_bad_vectors_is_one_line(tmp_path,
     assert not (tmp_path / "r.json").exists()  # no scores of null, no file
 
 
+@pytest.mark.slow
 def test_a_sweep_reuses_only_the_results_of_the_same_run(tiny_bert_dir, tiny_cache, data_dir, tmp_path, capsys,
                                                           caplog):
     base = ["sweep", "--methods", "simcse", "--seeds", "1", "--data", str(tiny_cache), "--data-dir", str(data_dir),
@@ -331,6 +334,7 @@ def _payload_spec(path: Path) -> str:
     return json.loads(path.read_text())["model"]["spec"]
 
 
+@pytest.mark.slow
 def test_probe_outputs_are_written_as_a_set_whatever_the_moment_of_a_kill(tmp_path, data_dir, monkeypatch):
     from cselab.probes import runner
 
@@ -542,6 +546,7 @@ def _namespace(script: str, *args: str, timeout: int = 600) -> subprocess.Comple
                           timeout=timeout)
 
 
+@pytest.mark.slow
 def test_a_disk_that_fills_during_a_save_is_one_line_leaves_no_temporary_and_the_rerun_finishes(
         tmp_path, tiny_bert_dir, tiny_cache, data_dir):
     mount = tmp_path / "small-disk"
@@ -566,6 +571,7 @@ def test_a_disk_that_fills_during_a_save_is_one_line_leaves_no_temporary_and_the
     assert json.loads((tmp_path / "state.json").read_text())["step"] == 4
 
 
+@pytest.mark.slow
 def test_an_out_on_a_read_only_file_system_is_refused_before_work(tmp_path, data_dir):
     mount = tmp_path / "read-only"
     mount.mkdir()
@@ -631,6 +637,7 @@ def test_a_corpus_without_read_permission_is_one_line_naming_it(tmp_path, tiny_b
     assert str(corpus) in error and ("permission denied" in error.lower())
 
 
+@pytest.mark.slow
 def test_two_augment_runs_on_one_folder_at_once_end_in_one_cache(tmp_path):
     corpus = write_corpus(tmp_path / "c.txt", 400)
     command = [sys.executable, "-m", "cselab.cli", "augment", "--corpus", str(corpus), "--out", str(tmp_path / "k"),
@@ -662,6 +669,7 @@ def test_every_value_of_a_sweep_is_checked_before_anything_trains(tmp_path, tiny
     assert not (tmp_path / "s" / "runs").exists()
 
 
+@pytest.mark.slow
 def test_a_sweep_scores_again_a_run_whose_test_file_was_corrected_since(tiny_bert_dir, tiny_cache, data_dir,
                                                                          tmp_path, caplog):
     root = tmp_path / "data"  # the real data root, STS-B's folder a copy of its own
@@ -784,7 +792,7 @@ def test_an_epoch_no_duplicates_cannot_fill_is_refused_before_the_first_step(tmp
     """Texts A, A, B, C in batches of 2: an epoch whose order ends with the two A's cannot be filled. A seed whose
     first epoch fills and whose second does not: the run is refused before it trains (it trained the first epoch,
     then failed at the second, and every retry failed there again)."""
-    from cselab.train.run.batches import EpochOrder, NoDuplicateBatches
+    from cselab.train.batches import EpochOrder, NoDuplicateBatches
 
     texts = [("A",), ("A",), ("B",), ("C",)]
 
@@ -886,6 +894,7 @@ def test_export_mteb_refuses_what_would_write_outside_out_or_cannot_be_written(t
     assert {path for path in tmp_path.rglob("*")} == before  # nothing written, inside OUT or out of it
 
 
+@pytest.mark.slow
 def test_export_mteb_to_an_out_that_is_a_file_or_read_only_is_one_line(tmp_path, data_dir, capsys):
     pytest.importorskip("mteb")
     results = _mteb_result(tmp_path, data_dir)
@@ -969,6 +978,7 @@ def test_data_list_names_a_set_it_cannot_read_on_its_own_line(tmp_path, data_dir
     assert any(line.startswith("trec ") and "train" in line for line in listing)  # the sets after it still listed
 
 
+@pytest.mark.slow
 def test_a_broken_plugin_module_in_the_checkout_is_one_line(tmp_path):
     """A module that does not parse, dropped into a copy of the package's plug-in folder (the checkout itself is left
     alone: other test processes import it)."""

@@ -29,6 +29,8 @@ from cselab.encoders.checkpoint import CHECKPOINT_FILE, needs_module, read_check
 from cselab.train.config.methods import preset_names
 from tests.golden_numbers import PINNED, PROBE_MODELS
 
+pytestmark = pytest.mark.slow  # its numbers are those of every preset's training steps
+
 GOLDEN = Path(__file__).with_name("golden.json")
 WRITE = os.environ.get("CSELAB_WRITE_GOLDEN") == "1"
 RELATIVE = 1e-6

@@ -63,6 +63,7 @@ def test_cosent_and_its_matryoshka_equal_sentence_transformers(model):
     torch.testing.assert_close(ours(pairs, SCORES), theirs(pairs, SCORES))
 
 
+@pytest.mark.slow
 def test_sentence_transformers_trainer_trains_with_cselab_losses(cselab_checkpoint, tmp_path):
     model = SentenceTransformer(str(cselab_checkpoint), device="cpu")
     before = [p.detach().clone() for p in model.parameters()]

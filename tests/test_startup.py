@@ -32,6 +32,7 @@ def test_help_and_listing_import_no_model_library(argv):
     assert heavy_imports(*argv) == []
 
 
+@pytest.mark.slow
 def test_show_config_needs_no_model_loader():
     # the plug-ins' schemas live beside their torch code, so torch is imported; nothing else heavy is
     assert heavy_imports("train", "--method", "osscse", "--show-config") == ["torch"]

@@ -46,11 +46,13 @@ def run(python: Path, code: str, cwd: Path) -> str:
     return done.stdout
 
 
+@pytest.mark.slow
 def test_the_installed_wheel_is_cselab_itself_not_the_checkout(installed, tmp_path):
     where = run(installed, "import cselab; print(cselab.__file__)", tmp_path).strip()
     assert Path(where).is_relative_to(installed.parents[1]) and not Path(where).is_relative_to(ROOT)
 
 
+@pytest.mark.slow
 def test_the_wheel_carries_the_presets_the_ledger_and_the_test_sets(installed, tmp_path, data_dir):
     code = f"""
 import contextlib, io, json

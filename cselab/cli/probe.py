@@ -282,7 +282,7 @@ def compare_command(args: argparse.Namespace) -> None:
 
 def _labels(items: list[str]) -> dict[str, str]:
     """``--label RESULT=NAME`` values by RESULT."""
-    labels = {}
+    labels: dict[str, str] = {}
     for item in items:
         key, sep, name = item.partition("=")
         if not sep or not key or not name.strip():

@@ -123,7 +123,8 @@ def _not_the_seed(key: str, flag: str) -> None:
 
 def plan(methods: list[str], seeds: list[int], grid: list[str]) -> list[SweepRun]:
     """Every method x grid point x seed; two of them that would share a run folder are refused."""
-    runs, slugs = [], {}
+    runs: list[SweepRun] = []
+    slugs: dict[str, SweepRun] = {}
     for run in (SweepRun(m, point, s) for m in methods for point in parse_grid(grid) for s in seeds):
         if run.slug in slugs:
             raise ConfigError(f"{slugs[run.slug].label} (seed {run.seed}) and {run.label} would share the run folder "

@@ -2,7 +2,7 @@
 
 :class:`Objective` encodes a batch's views and applies the losses; nothing in a step looks up a plug-in or reads
 the config. A loss only sees the rows where all the views it reads exist. On several processes, views are gathered
-from all of them with their gradient (:mod:`cselab.train.run.distributed`) and each loss is reduced as its class
+from all of them with their gradient (:mod:`cselab.train.distributed`) and each loss is reduced as its class
 declares (``rows``: this process's share of the mean over every process's rows; ``whole_batch``: views gathered
 first; ``replicated``: the same number everywhere).
 """
@@ -18,8 +18,8 @@ from torch import nn
 
 from cselab.registry import build, build_plugin
 from cselab.train import plugins  # noqa: F401  (every plug-in registered)
-from cselab.train.run.batches import Batch, Collator, Key
-from cselab.train.run.distributed import gather_rows, global_count, global_mean
+from cselab.train.batches import Batch, Collator, Key
+from cselab.train.distributed import gather_rows, global_count, global_mean
 from cselab.train.plugins import functional as L
 from cselab.train.plugins.kinds import Augment, Loss, LossContext, NegativeSource, TokenAugment
 from cselab.train.config.method import MethodConfig, ViewConfig
@@ -124,7 +124,7 @@ class Objective(nn.Module):
                 module.new_batch()
 
     def as_batch(self, model, rows: Batch | dict[str, list]) -> Batch:
-        """``rows`` as the training loader gives them (tokenised by :class:`~cselab.train.run.batches.Collator`): a
+        """``rows`` as the training loader gives them (tokenised by :class:`~cselab.train.batches.Collator`): a
         :class:`Batch` as it is, plain rows (column -> values, a library call's) collated here."""
         return rows if isinstance(rows, Batch) else Collator(getattr(model, "module", model), self.forward_keys)(rows)
 

@@ -22,6 +22,7 @@ def test_mer_band_keeps_the_most_dissimilar_candidate_inside_it():
     assert select_paraphrase(source, candidates[:3]).text is None
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("apertium") is None, reason="apertium is not installed (apt-get install apertium "
                                                               "apertium-eng-spa)")
 def test_apertium_round_trip_keeps_one_line_per_sentence():
@@ -52,6 +53,7 @@ def tiny_seq2seq(tmp_path_factory):
     return str(folder)
 
 
+@pytest.mark.slow
 def test_hf_backend_candidates_and_order(tiny_seq2seq):
     translator = HFTranslator([(tiny_seq2seq, tiny_seq2seq)], num_candidates=3, batch_size=2, max_length=12,
                               device="cpu")

@@ -39,6 +39,7 @@ def rows_of(folder):
 FAST = AugmentConfig(backend="none", chunk_size=40)
 
 
+@pytest.mark.slow
 def test_bad_lines_are_counted_and_skipped(tmp_path):
     folder = build_cache(write_corpus(tmp_path / "c.txt", 100), tmp_path / "out", FAST, progress=False)
     manifest = json.loads((folder / MANIFEST).read_text())
@@ -51,6 +52,7 @@ def test_bad_lines_are_counted_and_skipped(tmp_path):
     assert rows["negation_rule"][0] == "do:VBZ" and rows["paraphrase"][0] is None
 
 
+@pytest.mark.slow
 def test_same_config_twice_is_a_no_op_and_a_new_config_gets_a_new_key(tmp_path):
     corpus = write_corpus(tmp_path / "c.txt", 60)
     folder = build_cache(corpus, tmp_path / "out", FAST, progress=False)
@@ -88,6 +90,7 @@ def test_sncse_negation_rules_write_no_contractions():
         AugmentConfig(negation_rules="sncse", contractions=True)
 
 
+@pytest.mark.slow
 def test_shard_fan_out_gives_the_rows_of_one_process(tmp_path):
     corpus = write_corpus(tmp_path / "c.txt", 150)
     single = build_cache(corpus, tmp_path / "one", FAST, progress=False)
@@ -97,6 +100,7 @@ def test_shard_fan_out_gives_the_rows_of_one_process(tmp_path):
     assert rows_of(sharded) == rows_of(single)
 
 
+@pytest.mark.slow
 def test_local_worker_processes_give_the_rows_of_one_process(tmp_path, capsys):
     from cselab.cli import main
 
@@ -108,6 +112,7 @@ def test_local_worker_processes_give_the_rows_of_one_process(tmp_path, capsys):
     assert rows_of(folder) == rows_of(build_cache(corpus, tmp_path / "one", FAST, progress=False))
 
 
+@pytest.mark.slow
 def test_resume_after_a_kill_gives_the_same_rows(tmp_path):
     corpus = write_corpus(tmp_path / "c.txt", 400)
     config = ["--set", "backend=none", "--set", "chunk_size=25"]
@@ -194,6 +199,7 @@ def test_the_mer_histogram_covers_the_configured_band_ends_included():
     assert list(mer_histogram([], (0.3, 0.6))) == ["[0.3, 0.4)", "[0.4, 0.5)", "[0.5, 0.6]"]  # a band on tenths
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("apertium") is None, reason="apertium is not installed (apt-get install apertium "
                                                               "apertium-eng-spa)")
 def test_the_manifest_counts_every_kept_paraphrase_under_a_non_default_band(tmp_path):

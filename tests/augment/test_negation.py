@@ -38,6 +38,7 @@ def test_spacing_capitalisation_and_punctuation_are_kept(negator):
     assert negator.negate("Close the door.").text == "Do not close the door."
 
 
+@pytest.mark.slow
 def test_contractions_and_other_styles():
     contracted = Negator(contractions=True)
     assert contracted.negate("My dog likes eating sausage.").text == "My dog doesn't like eating sausage."
@@ -102,6 +103,7 @@ def released_sncse_negation(parser, sentence):
     return " ".join(tokens)
 
 
+@pytest.mark.slow
 def test_sncse_rules_are_the_released_generators():
     sncse = Negator(rules="sncse")
     sentences = [json.loads(line)["sentence"] for line in GOLD.read_text().splitlines()]

@@ -84,6 +84,7 @@ def test_no_cache_keeps_nothing_and_the_size_cap_removes_the_oldest(tiny_bert_di
         load_encoder(str(tiny_bert_dir), device="cpu")
 
 
+@pytest.mark.slow
 def test_a_second_probe_run_is_served_from_the_cache_with_the_same_scores(tiny_bert_dir, cache_dir, data_dir,
                                                                             tmp_path, capsys):
     runs = []
@@ -105,6 +106,7 @@ def _sha256sum(path):
     return subprocess.run(["sha256sum", str(path)], capture_output=True, text=True, check=True).stdout.split()[0]
 
 
+@pytest.mark.slow
 def test_results_and_run_folders_name_the_weights_sha256sum_gives(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
     out = tmp_path / "run"
     settings = ["training.batch_size=16", "training.max_length=24", "training.max_steps=1", "training.eval_steps=1"]
@@ -262,6 +264,7 @@ def test_a_folder_replaced_while_it_loads_is_refused(tiny_bert_dir, tmp_path, ca
     assert not (tmp_path / "r.json").exists() and not _chunks(cache_dir)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fault", ["a file where the folder goes", "writes refused (read-only)",
                                    "reads refused (no permission)"])
 def test_an_unusable_cache_folder_is_a_warning_and_the_scores_are_those_without_it(tiny_bert_dir, tmp_path,

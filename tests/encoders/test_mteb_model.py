@@ -19,6 +19,7 @@ def mteb_stsb(model, data_dir, limit=None) -> dict:
     return result.task_results[0].scores["test"][0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", ["tiny", "minilm"])
 def test_mteb_scores_stsb_as_probe_run_does(spec, tiny_bert_dir, data_dir):
     """mteb.evaluate on an as_mteb encoder: the model's own similarity is cselab's float64 cosine, so MTEB's

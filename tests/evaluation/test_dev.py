@@ -38,6 +38,7 @@ def test_the_dev_scorers_score_stsb_and_sickr_dev_and_their_mean(data_dir, tiny_
         "stsb_dev", "sickr_dev", "sts_dev_avg", "mr_dev", "transfer_dev_avg"]
 
 
+@pytest.mark.slow
 def test_a_transfer_dev_scorer_is_sentevals_devacc_without_the_test_split(data_dir):
     encoder = LexicalEncoder()
     full, _ = run_transfer(encoder, TRANSFER_TASKS, data_dir, "fast", limit=40)
@@ -78,6 +79,7 @@ def test_training_keeps_the_checkpoint_best_on_sickr_dev(tiny_bert_dir, tiny_cac
     assert identity["dev"]["set"] == "sickr" and identity["dev"]["limit"] == 20
 
 
+@pytest.mark.slow
 def test_training_can_keep_the_checkpoint_best_on_the_transfer_dev_average(tiny_bert_dir, tiny_cache, data_dir,
                                                                            tmp_path):
     summary = train(load_method("simcse", [*SETTINGS, "training.dev=transfer-dev-avg"]), str(tiny_bert_dir),

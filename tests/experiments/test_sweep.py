@@ -9,6 +9,7 @@ from cselab.errors import ConfigError
 from cselab.experiments.sweep import SweepSpec, parse_seeds, run_sweep, summarize
 
 
+@pytest.mark.slow
 def test_sweep_runs_every_seed_resumes_and_reports_mean_and_std(tiny_bert_dir, tiny_cache, data_dir, tmp_path,
                                                                 capsys):
     settings = ["training.batch_size=16", "training.max_length=24", "training.max_steps=2", "training.eval_steps=2"]
@@ -40,6 +41,7 @@ def test_sweep_runs_every_seed_resumes_and_reports_mean_and_std(tiny_bert_dir, t
     assert summarize(summary["runs"]) == summary["rows"]
 
 
+@pytest.mark.slow
 def test_sweep_over_devices_shares_the_runs_between_workers(tiny_bert_dir, tiny_cache, data_dir, tmp_path,
                                                             monkeypatch):
     monkeypatch.setenv("CSELAB_CACHE_DIR", str(tmp_path / "embeddings"))  # the workers' processes inherit it
@@ -64,6 +66,7 @@ def test_seeds_are_a_count_a_list_or_a_papers_named_set():
         parse_seeds("five")
 
 
+@pytest.mark.slow
 def test_a_grid_sweep_with_a_profile_scores_the_bias_suite(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
     """The mechanism check's path: OssCSE's margin weight on a grid, the minilm profile, bias figures per run."""
     settings = ["training.batch_size=16", "training.max_length=24", "training.max_steps=1", "training.eval_steps=1"]

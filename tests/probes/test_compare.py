@@ -34,6 +34,7 @@ def _tables(folder, a, b, resamples=300):
     return payloads, paired_tables(*items, resamples=resamples)
 
 
+@pytest.mark.slow
 def test_the_items_file_is_named_with_its_sha256_and_holds_every_pair(scored):
     payload = json.loads((scored / "bow.json").read_text())
     assert payload["items"]["file"] == "bow.items.npz"
@@ -54,6 +55,7 @@ def test_a_model_compared_with_itself_differs_by_nothing(scored):
             assert not row["holds"]
 
 
+@pytest.mark.slow
 def test_figures_from_the_items_are_the_reported_ones(scored):
     (bow, tfidf), tables = _tables(scored, "bow", "tfidf")
     sts = {row["name"]: row for row in tables["sts"]}
@@ -70,6 +72,7 @@ def test_figures_from_the_items_are_the_reported_ones(scored):
             assert row["ci"][0] <= row["diff"] <= row["ci"][1] and 0 < row["p"] <= row["p_holm"] <= 1
 
 
+@pytest.mark.slow
 def test_probe_compare_prints_intervals_p_values_and_what_differs(scored, capsys):
     assert main(["probe", "compare", str(scored / "bow.json"), str(scored / "tfidf.json"), "--resamples", "200",
                  "--seed", "3"]) == 0
@@ -95,6 +98,7 @@ def test_results_over_different_data_files_are_compared_as_aggregates_only_namin
     assert "### bow vs bow: STS" not in printed and "## Differences against bow" in printed  # no paired table
 
 
+@pytest.mark.slow
 def test_results_over_different_test_sets_pair_only_the_suites_whose_items_agree(scored, data_dir, tmp_path, capsys):
     from cselab.probes.transformations import handwritten_testset
 
@@ -142,6 +146,7 @@ def test_results_with_other_limits_are_compared_as_aggregates_with_a_warning_nam
     assert f"| bow ({scored / 'bow.json'}) | " in printed  # one spec twice: the files tell them apart
 
 
+@pytest.mark.slow
 def test_labels_name_the_results_by_file_or_position(scored, capsys):
     a, b = str(scored / "bow.json"), str(scored / "tfidf.json")
     assert main(["probe", "compare", a, b, "--label", "1=A", "--label", f"{b}=tf-idf", "--resamples", "100"]) == 0

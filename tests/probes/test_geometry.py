@@ -19,6 +19,7 @@ def test_alignment_and_uniformity_against_their_formulas():
     assert uniformity(points, t=1.0) == pytest.approx(math.log((2 * math.exp(-2) + math.exp(-4)) / 3))
 
 
+@pytest.mark.slow
 def test_alignment_uniformity_on_stsb_dev(data_dir):
     from cselab.encoders import load_encoder
 

@@ -27,6 +27,7 @@ def main_scores(model, tasks) -> dict[str, dict]:
     return {result.task_name: result.scores["test"][0] for result in found.task_results}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("spec", ["bow", "minilm"])
 def test_bias_tasks_in_mteb_give_probe_runs_numbers(spec, data_dir):
     """Both from the same vectors (remembered: a transformer's float32 output moves by ~1e-9 with the batch a
@@ -95,6 +96,7 @@ def _default_cache_run(root, cache, edit=None) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+@pytest.mark.slow
 def test_mteb_default_cache_never_serves_a_result_of_other_data(data_dir, tmp_path):
     """Through mteb.evaluate's own default cache (MTEB_CACHE) and overwrite strategy: another limit, a data file
     edited in place and an encoder with another pooler are computed afresh; the same task again is served its own
@@ -115,6 +117,7 @@ def test_mteb_default_cache_never_serves_a_result_of_other_data(data_dir, tmp_pa
         assert second[name][1] != first[name][1] and second[name][0] != first[name][0], name
 
 
+@pytest.mark.slow
 def test_probe_run_mteb_compare_and_export(data_dir, tmp_path, capsys):
     """probe run --suite mteb keeps mteb's results and per-item outputs; probe compare gives paired intervals on
     them; probe export-mteb writes MTEB's layout, which mteb's own ResultCache reads back."""

@@ -19,6 +19,7 @@ def test_an_accuracy_bar_chart_is_a_png(tmp_path):
     assert path == tmp_path / "deep" / "acc.png" and path.read_bytes()[:8] == PNG
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("skipped", [(), ("layers",), ("pca",), ("layers", "pca")])
 def test_the_geometry_panels_draw_every_part_or_say_why_it_was_skipped(tmp_path, skipped):
     section = {**GEOMETRY, **{part: {"skipped": f"no {part} here"} for part in skipped}}

@@ -87,6 +87,7 @@ def corpus_docs(nlp, data_dir):
     return list(nlp.pipe(load_corpus("wiki1m", data_dir)[:2500], batch_size=256))
 
 
+@pytest.mark.slow
 def test_built_tasks_are_balanced_and_reproducible(corpus_docs):
     first, again = pb.build_tasks(corpus_docs, seed=3), pb.build_tasks(corpus_docs, seed=3)
     assert first == again
@@ -99,6 +100,7 @@ def test_built_tasks_are_balanced_and_reproducible(corpus_docs):
     assert set(first["BShift"]) == {"I", "O"} and set(first["Tense"]) == {"PAST", "PRES"}
 
 
+@pytest.mark.slow
 def test_build_probing_writes_the_official_format(data_dir, tmp_path):
     from cselab.data import load_corpus
     from cselab.data.probing import read_probing_file

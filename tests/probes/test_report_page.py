@@ -31,6 +31,7 @@ def report(tmp_path_factory, tiny_bert_dir, data_dir):
     return out
 
 
+@pytest.mark.slow
 def test_the_page_embeds_its_pictures_so_that_it_is_complete_on_its_own(report, tmp_path):
     page = report.with_suffix(".html").read_text()
     sources = re.findall(r'<img src="([^"]*)"', page)
@@ -77,6 +78,7 @@ MEASURE = """<script>window.addEventListener("load", () => {
 });</script>"""
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium (Debian: apt-get install chromium); CI installs it")
 def test_in_a_headless_browser_the_pictures_load_and_the_geometry_grid_is_shown_near_its_own_size(report, tmp_path):
     alone = tmp_path / "moved" / "report.html"  # the page alone, away from its PNGs

@@ -37,6 +37,7 @@ def test_a_model_against_itself_differs_by_nothing():
     assert compare([Stratum(correct, correct)])["p"] == 1.0
 
 
+@pytest.mark.slow
 def test_a_known_difference_is_covered_and_0_is_left_out():
     rng = np.random.default_rng(1)
     a = rng.normal(size=2000)
@@ -53,6 +54,7 @@ def test_a_small_difference_within_the_noise_is_not_claimed():
     assert result["ci"][0] < 0 < result["ci"][1] and result["p"] > 0.05
 
 
+@pytest.mark.slow
 def test_the_paired_bootstrap_agrees_with_scipys_on_a_small_case():
     gold, a = _correlated(60, 1.0, 4)
     b = gold + np.random.default_rng(5).normal(scale=0.7, size=60)
@@ -60,6 +62,7 @@ def test_the_paired_bootstrap_agrees_with_scipys_on_a_small_case():
     _agrees_with_scipy(ours, a, b, gold, seed=9)
 
 
+@pytest.mark.slow
 def test_the_permutation_p_value_is_mcnemars_on_correctness():
     rng = np.random.default_rng(6)
     a = (rng.random(400) < 0.7).astype(float)
@@ -104,6 +107,7 @@ def test_the_hierarchical_bootstrap_counts_the_seeds_variance():
     assert np.diff(with_seeds["ci"]) > np.diff(pairs_only["ci"])
 
 
+@pytest.mark.slow
 def test_with_one_seed_each_the_hierarchical_bootstrap_is_scipys_paired_one():
     gold, a = _correlated(80, 1.0, 12)
     b = gold + np.random.default_rng(13).normal(scale=0.7, size=80)

@@ -24,6 +24,7 @@ def widths(tmp_path_factory, tiny_bert_dir, data_dir):
     return folder
 
 
+@pytest.mark.slow
 def test_each_width_is_scored_on_the_cut_vectors(widths, tiny_bert_dir, data_dir):
     from cselab.data.registry import load_sts
 
@@ -43,6 +44,7 @@ def test_the_full_width_equals_a_plain_run(widths):
     assert cut["sts"]["avg"] != json.loads((widths / "w.dim-8.json").read_text())["sts"]["avg"]
 
 
+@pytest.mark.slow
 def test_the_widths_are_compared_with_paired_intervals_and_a_plot(widths):
     report = (widths / "w.dims.md").read_text()
     for name in ("dim 8", "dim 16", "dim 32"):

@@ -28,6 +28,7 @@ from tests.test_docs import example_files
 SENTENCES = ["a quick brown fox jumps over the lazy dog", "dogs run", "never trust a sentence that ends"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", DECODERS)
 def test_each_pooler_gives_a_row_of_a_padded_batch_its_own_vector(kind, tiny_decoders):
     folder = str(tiny_decoders[kind])
@@ -82,6 +83,7 @@ def test_gradient_checkpointing_leaves_the_loss_and_gradients_as_they_are(tiny_d
         checkpoint_activations(encoder.backbone, "gpt2")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", DECODERS)
 def test_the_docs_decoder_example_trains_and_its_checkpoint_loads_everywhere_alike(kind, tiny_decoders, tiny_cache,
                                                                                    data_dir, tmp_path):
@@ -102,6 +104,7 @@ def test_the_docs_decoder_example_trains_and_its_checkpoint_loads_everywhere_ali
     np.testing.assert_allclose(theirs, ours, atol=1e-6)
 
 
+@pytest.mark.slow
 def test_the_docs_decoder_methods_train_and_their_checkpoints_load_everywhere_alike(tiny_causal_llama, data_dir,
                                                                                     tmp_path):
     """train.md's PromptEOL, echo and LLM2Vec runs (two steps each, LLM2Vec's step 2 on step 1's OUT/best) with a

@@ -45,6 +45,7 @@ def runs(tmp_path_factory, tiny_decoders, tiny_cache, data_dir):
     return root
 
 
+@pytest.mark.slow
 def test_only_the_adapters_weights_train_and_last_keeps_only_them(runs, tiny_decoders):
     trained = load_file(str(runs / "full" / "last" / "model.safetensors"))
     assert trained and all(name.startswith(PREFIX) and ".lora_" in name for name in trained)  # no base weight

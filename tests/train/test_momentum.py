@@ -158,6 +158,7 @@ def assert_same_state(a: Path, b: Path, ranks: int) -> None:
             assert all(torch.equal(p, q) for p, q in zip(queued, y[key]["memory"], strict=True))
 
 
+@pytest.mark.slow
 def test_a_killed_esimcse_run_resumes_its_queue_and_momentum_bit_identical(tiny_bert_dir, tiny_cache, data_dir,
                                                                             tmp_path):
     assert main(esimcse_args(tiny_bert_dir, tiny_cache, data_dir, tmp_path / "full")) == 0
@@ -170,6 +171,7 @@ def test_a_killed_esimcse_run_resumes_its_queue_and_momentum_bit_identical(tiny_
     assert not torch.equal(moved[key], trained[f"backbone.{key}"])  # a copy of its own, not the weights again
 
 
+@pytest.mark.slow
 def test_a_restart_from_best_says_what_starts_afresh_and_the_momentum_copy_follows_best(tiny_bert_dir, tiny_cache,
                                                                                        data_dir, tmp_path, monkeypatch):
     from cselab.train.run.checkpoint import Checkpoints
@@ -196,6 +198,7 @@ train_killed_after_first_save(sys.argv[1:])
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("torchrun", path=os.path.dirname(sys.executable)) is None, reason="no torchrun")
 def test_two_processes_resume_each_its_own_queue_bit_identical(tiny_bert_dir, tiny_cache, data_dir, tmp_path,
                                                                 capsys):

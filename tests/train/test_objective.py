@@ -74,6 +74,7 @@ def test_sscl_negatives_carry_gradient_below_layer_m_only(tiny_bert_dir):
     assert encoder.backbone.encoder.layer[1].output.dense.weight.grad is None
 
 
+@pytest.mark.slow
 def test_frozen_copy_gives_layer_views_without_gradient_and_stays_put(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
     method = load_method("sg-opt")
     encoder = build_encoder(method, str(tiny_bert_dir))
@@ -95,6 +96,7 @@ def test_frozen_copy_gives_layer_views_without_gradient_and_stays_put(tiny_bert_
     assert objective.encode(half, ROWS)["guide.layers"][0].dtype == torch.float32
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", preset_names())
 def test_every_preset_trains_a_few_steps(preset, tiny_bert_dir, tiny_cache, data_dir, tmp_path):
     base, overrides = base_for(preset, tiny_bert_dir, tmp_path)

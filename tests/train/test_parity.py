@@ -450,6 +450,7 @@ def test_simcse_official_matches_the_released_code(no_dropout_bert):
     compare(ours, pairs, lambda s: released_simcse_loss(bert, mlp, tokenizer, s), trainer)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["simcse", "sscl-simcse"])
 def test_official_dropout_views_draw_the_released_masks(tmp_path_factory, method):
     """Dropout ON: with the same seed, the official profile's first-batch loss equals the released loss to float
@@ -654,6 +655,7 @@ def diffcse_sides(no_dropout_bert, generator, monkeypatch, *overrides):
     return ours, modules, drawn, AutoModelForMaskedLM.from_pretrained(generator)
 
 
+@pytest.mark.slow
 def test_diffcse_official_matches_the_released_code(no_dropout_bert, no_dropout_generator, monkeypatch):
     # the BatchNorm projector keeps this tiny model's gradient norm near 0.014: clipped at 0.005 so clipping acts
     ours, modules, drawn, generator = diffcse_sides(no_dropout_bert, no_dropout_generator, monkeypatch,
@@ -720,6 +722,7 @@ def rankcse_sides(no_dropout_bert, teachers, *overrides):
     return ours, modules, [AutoModel.from_pretrained(folder) for folder in teachers]
 
 
+@pytest.mark.slow
 def test_rankcse_official_matches_the_released_code(no_dropout_bert, teachers):
     ours, modules, models = rankcse_sides(no_dropout_bert, teachers)
     losses = ours.method.losses
@@ -741,6 +744,7 @@ def test_rankcse_official_matches_the_released_code(no_dropout_bert, teachers):
      {"distillation": "listnet"}, False),
     (("losses.rank_distillation.form=listnet",), {}, False),
     (("losses.rank_consistency.form=jsd",), {}, False)])
+@pytest.mark.slow
 def test_rankcse_parity_sees_a_planted_change(no_dropout_bert, teachers, overrides, released, same):
     """The first loss against the released one: equal as configured, ListNet too; the first teacher alone, another
     teacher temperature under ListNet (ListMLE reads the teachers' order only, which a temperature keeps), another
@@ -789,6 +793,7 @@ def released_infocse(modules, mlm, base, drawn, sentences, **settings):
                                  [ids for ids, _ in pair], [labels for _, labels in pair], **settings)
 
 
+@pytest.mark.slow
 def test_infocse_official_matches_the_released_code(no_dropout_masked_bert, monkeypatch):
     # at the released weight of 1e-5 the aggregation's gradient is float rounding on a tiny model, which Adam turns
     # into steps of lr: compared at weight 1 (the weight itself is the ledger's and the planted test's)
@@ -830,6 +835,7 @@ def test_sscl_official_matches_the_released_code(no_dropout_bert):
     compare(ours, pairs, lambda s: released_sscl_loss(bert, tokenizer, s), trainer)
 
 
+@pytest.mark.slow
 def test_sg_opt_official_matches_the_released_code(no_dropout_bert):
     method = official("sg-opt", "training.max_length=128")  # the tiny BERT has 128 positions (the profile: 131)
     ours = Cselab(method, no_dropout_bert)

@@ -15,6 +15,7 @@ from tests import ledger_check
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow  # the ledger check runs the tests its rows name
 def test_every_ledger_row_holds():
     assert ledger_check.problems(ROOT) == []
 

@@ -40,6 +40,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -113,7 +114,7 @@ def _resolve(name_or_path: str | os.PathLike, chain: tuple[str, ...] = (), besid
     return config, source
 
 
-def load_method(name_or_path: str | os.PathLike, overrides: list[str] = (), profile: str | None = None
+def load_method(name_or_path: str | os.PathLike, overrides: Sequence[str] = (), profile: str | None = None
                 ) -> MethodConfig:
     """A method config from a preset name, a YAML path or ``A+B+...``, with a profile and ``key.path=value``
     overrides, resolved and validated to the leaf (:func:`cselab.train.config.schema.resolve`): a frozen

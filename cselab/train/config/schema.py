@@ -8,6 +8,7 @@ view's ``augment``, ``hooks.weights``, ``generated``) take theirs from the plug-
 from __future__ import annotations
 
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
 from cselab.encoders.pooling import LAYER_POOLERS
@@ -52,7 +53,7 @@ MATRYOSHKA = {"dims": Param(list, help="the widths the vectors are cut to", item
 HOOKS = {"weights": Param(dict, None, "SAM/AWP", nullable=True, plugin="weight_hook")}
 
 
-def loss_plugin(name: str, params: dict[str, Any], where: str = "") -> Plugin:
+def loss_plugin(name: str, params: Mapping[str, Any], where: str = "") -> Plugin:
     """The plug-in of loss ``name``: its ``kind`` when given (``{kind: NAME}``, as every other plug-in is chosen),
     else the loss's own name."""
     if params.get("kind"):
@@ -60,7 +61,7 @@ def loss_plugin(name: str, params: dict[str, Any], where: str = "") -> Plugin:
     return get("loss", name, where)
 
 
-def value_columns(losses: dict[str, dict[str, Any]]) -> list[str]:
+def value_columns(losses: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """The numeric data columns the resolved ``losses`` read (a scored pair's ``score``), each once."""
     return sorted({params[role] for name, params in losses.items()
                    for role in loss_plugin(name, params).cls.value_roles})

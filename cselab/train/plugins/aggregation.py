@@ -90,7 +90,7 @@ class AggregationMLM(Loss):
     def auxiliary(self, encoder) -> nn.Module:
         """The frozen masked LM (the base model's first ``layers`` layers) and the trained head layers and output
         head, from the base model's own weights."""
-        from cselab.train.model import load_masked_lm, output_head
+        from cselab.train.language_models import load_masked_lm, output_head
 
         backbone = encoder.backbone
         path = backbone.config.name_or_path

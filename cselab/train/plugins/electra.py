@@ -98,7 +98,7 @@ class ReplacedTokenDetection(Loss):
         initial backbone, its pooler left out of training, and a two-way head."""
         from cselab.encoders.loading import resolve_backbone
         from cselab.encoders.pretrained import load_tokenizer
-        from cselab.train.model import load_masked_lm
+        from cselab.train.language_models import load_masked_lm
 
         path = resolve_backbone(self.spec)
         same_vocabulary(load_tokenizer(path), encoder.tokenizer, self.spec, "losses.rtd.generator")

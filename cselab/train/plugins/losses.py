@@ -15,7 +15,7 @@ import torch
 from cselab.errors import ConfigError
 from cselab.registry import Param, build_plugin, register
 from cselab.train.plugins import functional as L
-from cselab.train.run.distributed import gather_rows
+from cselab.train.distributed import gather_rows
 from cselab.train.plugins.kinds import Loss, LossContext
 
 TEMPERATURE = "tau"

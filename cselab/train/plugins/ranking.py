@@ -21,7 +21,7 @@ from cselab.errors import ConfigError
 from cselab.registry import Param, register
 from cselab.train.plugins import functional as L
 from cselab.train.plugins.kinds import Loss, LossContext
-from cselab.train.run.distributed import gather_rows
+from cselab.train.distributed import gather_rows
 
 ALPHA = Param(float, 0.33, "the first teacher's share of the teachers' lists (alpha_)", min=0.0, max=1.0)
 TEMPERATURE = Param(float, 0.05, "the student's temperature over its cosine similarities (InfoNCE's)", min=0.0,

@@ -19,7 +19,7 @@ import contextlib
 
 import torch
 
-from cselab.train.run.batches import Batch
+from cselab.train.batches import Batch
 
 Encoded = dict[str, tuple[torch.Tensor, list[int]]]
 

@@ -22,7 +22,7 @@ from cselab.train.config.sections import TrainingConfig
 from cselab.train.model import TrainingEncoder
 from cselab.train.objective import Objective
 from cselab.train.run.optim import build_optimizer, build_scheduler
-from cselab.train.run.batches import Collator, training_loader
+from cselab.train.batches import Collator, training_loader
 
 
 def build_encoder(method: MethodConfig, model: str) -> TrainingEncoder:

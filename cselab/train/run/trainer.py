@@ -2,7 +2,7 @@
 
 Through accelerate (:mod:`~cselab.train.run.launch`): one CPU or GPU, or several GPUs with ``accelerate launch`` (DDP;
 each batch split across the processes, in-batch negatives gathered from all of them with their gradient,
-:mod:`~cselab.train.run.distributed`); bf16/fp16 with ``mixed_precision``; gradient accumulation over ``grad_accum``
+:mod:`~cselab.train.distributed`); bf16/fp16 with ``mixed_precision``; gradient accumulation over ``grad_accum``
 batches. The parts, one module each: :mod:`~cselab.train.run.start` opens ``OUT`` (:mod:`~cselab.train.run.folder`:
 is it this run?) and sets up (:mod:`~cselab.train.run.setup`) the encoder, objective, optimizer, batches and dev
 scorer; :mod:`~cselab.train.run.loop` takes the steps; :mod:`~cselab.train.run.callbacks` decide after each step

@@ -41,6 +41,7 @@ def first_steps(method: MethodConfig, model: str) -> tuple[torch.Tensor, torch.T
     return torch.stack(losses), torch.cat(gradients)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", EXTENDING)
 def test_each_presets_own_part_changes_the_first_steps(preset, tiny_bert_dir):
     base = preset_base(preset)

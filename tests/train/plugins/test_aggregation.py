@@ -82,6 +82,7 @@ def run_args(model, cache, data_dir, out):
             "training.eval_steps=2", "--set", "training.max_steps=4"]
 
 
+@pytest.mark.slow
 def test_the_aggregation_head_resumes_bit_identical_and_never_reaches_best(masked_bert, tiny_cache, data_dir,
                                                                           tmp_path, capsys):
     assert main(run_args("minilm", tiny_cache, data_dir, tmp_path / "minilm")) == 2  # no masked-LM head weights

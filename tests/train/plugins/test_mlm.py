@@ -70,6 +70,7 @@ def test_a_model_without_a_masked_lm_head_is_refused_in_one_line(capsys, tmp_pat
         build_encoder(load_method("simcse", MLM[1::2]), resolve_backbone("minilm"))
 
 
+@pytest.mark.slow
 def test_a_resumed_mlm_run_ends_with_the_straight_runs_weights(tiny_mlm_dir, tiny_cache, data_dir, tmp_path):
     """The head is part of the training state, and the masks are drawn from the saved generators."""
     args = ["train", "--method", "simcse", "--model", str(tiny_mlm_dir), "--data", str(tiny_cache), "--data-dir",

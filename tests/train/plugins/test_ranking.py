@@ -91,6 +91,7 @@ def run_args(model, cache, data_dir, out, teacher, *extra):
             "training.max_steps=4", *extra]
 
 
+@pytest.mark.slow
 def test_a_rankcse_run_resumes_bit_identical_and_its_teachers_are_its_identity(tiny_bert_dir, tiny_cache, data_dir,
                                                                               tmp_path, capsys):
     teacher = save_tiny_bert(tmp_path / "teacher", BertModel, hidden=32, layers=1)

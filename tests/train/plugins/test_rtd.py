@@ -105,6 +105,7 @@ def run_args(model, cache, data_dir, out, generator):
             "training.eval_steps=2", "--set", "training.max_steps=4"]
 
 
+@pytest.mark.slow
 def test_the_discriminator_resumes_bit_identical_and_never_reaches_best(tiny_bert_dir, tiny_cache, data_dir,
                                                                        tmp_path, capsys):
     generator = tiny_model(tmp_path / "generator", masked_lm=True)

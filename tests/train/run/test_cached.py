@@ -70,6 +70,7 @@ def assert_same(found, expected):
             assert "key.bias" in name and found[1][name].norm() <= 1e-6 * total, name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("preset", ["simcse", "osscse", "sg", "angle"])
 def test_without_dropout_the_cached_gradient_is_the_full_batchs(preset, tmp_path):
     """Mini-batches of 1, 3 and 4 rows (3 and 4 do not divide the batch of 10) and of the whole batch; osscse has four
@@ -81,6 +82,7 @@ def test_without_dropout_the_cached_gradient_is_the_full_batchs(preset, tmp_path
         assert_same(gradients(preset, model, mini), full)
 
 
+@pytest.mark.slow
 def test_with_dropout_each_mini_batch_draws_its_masks_twice_alike(tmp_path, monkeypatch):
     """The second pass of each mini-batch gives exactly its first pass's vectors, and the gradient is that of the
     mini-batches forwarded once with their gradients kept."""

@@ -86,6 +86,7 @@ def minilm_run(tmp_path_factory, data_dir):
     return root / "run", table
 
 
+@pytest.mark.slow
 def test_every_fact_on_the_card_is_the_run_folders(minilm_run):
     out, table = minilm_run
     card, info = (out / "best" / "README.md").read_text(), json.loads((out / "best" / "cselab.json").read_text())
@@ -125,6 +126,7 @@ def test_checkpoint_files_follow_the_umask(minilm_run):
                 assert stat.S_IMODE(path.stat().st_mode) == 0o644, path
 
 
+@pytest.mark.slow
 def test_mteb_sees_the_lineage_of_a_checkpoint_cselab_train_wrote(minilm_run, tiny_bert_dir, data_dir, tmp_path):
     from cselab.encoders.mteb_model import as_mteb
 

@@ -19,6 +19,7 @@ from cselab.train.run import state as training_state
 from tests.runs import SETTINGS, Payload, best_still_loads, copy_of, one_line_error, train_args
 
 
+@pytest.mark.slow
 def test_a_different_run_on_the_same_out_is_refused_naming_the_field(finished_run, tmp_path, tiny_bert_dir,
                                                                       tiny_cache, data_dir, capsys):
     out = copy_of(finished_run, tmp_path)
@@ -86,6 +87,7 @@ def test_a_run_on_a_relative_data_path_is_repeated_by_its_own_config(tmp_path, t
                  "--eval-limit", "20", "--out", "."]) == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["rng-0.pt", "model.safetensors", "optimizer.pt", "scheduler.pt",
                                   "trainer_state.json", "MANIFEST.json"])
 @pytest.mark.parametrize("damage", ["truncate", "flip"])
@@ -106,6 +108,7 @@ def test_each_damaged_state_file_is_named_and_nothing_is_lost(finished_run, tmp_
     assert json.loads((out / "last" / "trainer_state.json").read_text())["step"] == 4
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("manifest_rewritten", [False, True])
 def test_a_planted_pickle_in_any_state_file_is_refused_and_never_runs(finished_run, tmp_path, tiny_bert_dir,
                                                                       tiny_cache, data_dir, capsys,
@@ -150,6 +153,7 @@ def test_a_second_writer_is_refused_and_a_stale_lock_is_taken_over(finished_run,
     assert len(after) > before and len(after) == len(set(after)) and not (out / ".lock").exists()
 
 
+@pytest.mark.slow
 def test_two_runs_started_together_on_one_out_leave_one_log(tmp_path, tiny_bert_dir, tiny_cache, data_dir):
     command = [sys.executable, "-m", "cselab.cli", *train_args(tiny_bert_dir, tiny_cache, data_dir, tmp_path / "r")]
     runs = [subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) for _ in range(2)]
@@ -206,6 +210,7 @@ def test_a_manifest_naming_a_file_outside_its_folder_is_refused(finished_run, tm
     assert "which is not a file name inside" in one_line_error(capsys)
 
 
+@pytest.mark.slow
 def test_links_in_a_run_folder_are_never_followed(finished_run, tmp_path, tiny_bert_dir, tiny_cache, data_dir,
                                                    capsys):
     out, elsewhere = copy_of(finished_run, tmp_path), tmp_path / "elsewhere"
@@ -220,6 +225,7 @@ def test_links_in_a_run_folder_are_never_followed(finished_run, tmp_path, tiny_b
     assert not (out / "best").is_symlink()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("signal_name", ["SIGINT", "SIGTERM"])
 def test_an_interrupted_run_says_what_it_kept_releases_its_lock_and_resumes(tmp_path, tiny_bert_dir, tiny_cache,
                                                                            data_dir, signal_name):

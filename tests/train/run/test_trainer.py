@@ -34,6 +34,7 @@ def with_loss_setting(method: MethodConfig, loss: str, **settings) -> MethodConf
     return dataclasses.replace(method, losses=frozen(losses))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["simcse", "osscse", "simcse-bt"])
 def test_short_cpu_run_writes_a_best_checkpoint_the_probe_loads(tiny_bert_dir, tiny_cache, data_dir, tmp_path,
                                                                  method):
@@ -52,6 +53,7 @@ def test_short_cpu_run_writes_a_best_checkpoint_the_probe_loads(tiny_bert_dir, t
     assert encoder.encode(["a test sentence"]).shape == (1, 32)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("at_end", "evaluated"), [(True, [10, 20, 25]), (False, [10, 20])])
 def test_the_last_step_is_evaluated_unless_eval_at_end_is_off(tiny_bert_dir, tiny_cache, data_dir, tmp_path, at_end,
                                                                 evaluated):
@@ -113,6 +115,7 @@ def test_promptbert_roberta_tokenises_in_pieces_in_training_and_dev_scoring_and_
     assert best.prompt == "This sentence : ' {} ' means<mask>."
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["osscse", "sam"])  # sam: the weight hook's second pass resumes too
 def test_resume_after_a_kill_is_bit_identical_to_a_straight_run(tiny_bert_dir, tiny_cache, data_dir, tmp_path, method):
     overrides = ["--set", "training.batch_size=16", "--set", "training.max_length=24", "--set", "training.lr=1e-4",
@@ -151,6 +154,7 @@ def test_a_diverging_loss_stops_with_the_step_named(tiny_bert_dir, tiny_cache, d
         train(method, str(tiny_bert_dir), tiny_cache, tmp_path / "run", data_dir, eval_limit=20, progress=False)
 
 
+@pytest.mark.slow
 def test_steps_count_optimizer_steps_with_gradient_accumulation(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
     summary = train(small("simcse", max_steps=3, grad_accum=2), str(tiny_bert_dir), tiny_cache, tmp_path / "run",
                     data_dir, eval_limit=20, progress=False)
@@ -223,6 +227,7 @@ def test_early_stop_ends_the_run_after_patience_evaluations_without_a_better_sco
     assert saved["callbacks"]["EarlyStop"]["count"] == 2
 
 
+@pytest.mark.slow
 def test_sg_trains_on_every_stsb_row_by_default(tiny_bert_dir, data_dir, tmp_path):
     from cselab.data import load_corpus, load_sts
 
@@ -337,6 +342,7 @@ def test_a_callback_asks_for_an_evaluation_and_is_told_its_score(tiny_bert_dir, 
     assert scores[0][2:] == (dev[1], True) and scores[1][2] == max(dev.values())
 
 
+@pytest.mark.slow
 def test_a_resumed_run_goes_on_with_the_early_stop_count_it_saved(tiny_bert_dir, tiny_cache, data_dir, tmp_path,
                                                                   monkeypatch):
     # lr 0: the first evaluation is the best and every later one counts; killed after its save at step 2 (count 1)
@@ -362,6 +368,7 @@ def test_a_resumed_run_goes_on_with_the_early_stop_count_it_saved(tiny_bert_dir,
     assert summary["steps"] == 4 and summary["stopped_by"] == "EarlyStop"  # counted on from 1, not from 0
 
 
+@pytest.mark.slow
 def test_runs_of_other_precisions_follow_each_other_in_one_process(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
     """accelerate keeps one state per process: a bf16 run after an fp32 one (a sweep's, a notebook's) trains in
     bf16 rather than being refused."""

@@ -2,7 +2,7 @@
 collator that tokenises each forward view's column once per batch, so that the step only encodes.
 
 On several processes accelerate splits every batch in rank order (``split_batches``): each process collates and
-encodes its own share, and in-batch negatives are gathered from all of them (:mod:`cselab.train.run.distributed`).
+encodes its own share, and in-batch negatives are gathered from all of them (:mod:`cselab.train.distributed`).
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ from safetensors.torch import load_file
 
 from cselab.cli import main
 from cselab.errors import TrainingError
-from cselab.train.run.batches import EpochOrder, NoDuplicateBatches, row_texts
+from cselab.train.batches import EpochOrder, NoDuplicateBatches, row_texts
 from cselab.train.run.data import ColumnRows
 from tests.runs import train_killed_after_first_save
 
@@ -51,7 +51,7 @@ def test_the_prepared_loader_passes_the_epoch_to_the_sampler():
     from accelerate import Accelerator
 
     from cselab.train.config.methods import load_method
-    from cselab.train.run.batches import Collator, training_loader
+    from cselab.train.batches import Collator, training_loader
 
     config = load_method("simcse", ["training.batch_size=8", "training.sampler=no_duplicates"]).training
     loader = Accelerator(cpu=True).prepare(training_loader(ColumnRows({"text": TEXTS}), Collator(None, []), config))
@@ -64,6 +64,7 @@ def test_too_many_duplicates_are_refused_before_any_step():
         batches(0, texts=[f"s {i % 9}" for i in range(24)])
 
 
+@pytest.mark.slow
 def test_a_resumed_no_duplicates_run_ends_with_the_straight_runs_weights(tiny_bert_dir, data_dir, tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("".join(f"Sentence number {i % 30} is here.\n" for i in range(120)))  # 7 batches an epoch

@@ -8,10 +8,12 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from cselab.train.run.distributed import gather_rows, global_mean
+from cselab.train.distributed import gather_rows, global_mean
 from cselab.train.run.trainer import TrainingError, train
 from tests.conftest import save_tiny_bert
 from tests.train.run.test_trainer import small
+
+pytestmark = pytest.mark.slow  # trains with two processes
 
 
 @pytest.fixture(scope="module")
