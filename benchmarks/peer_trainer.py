@@ -85,6 +85,7 @@ def cselab_train(model_dir: Path, device: str, corpus: Path, batch: int, steps: 
     step."""
     from cselab.train.config.methods import load_method
     from cselab.train.run.callbacks import Callback
+    from cselab.train.run.options import RunOptions
     from cselab.train.run.trainer import train
 
     times: list[float] = []
@@ -97,5 +98,5 @@ def cselab_train(model_dir: Path, device: str, corpus: Path, batch: int, steps: 
     method = load_method("simcse", [*SAME_WORK, f"training.batch_size={batch}", f"training.max_steps={steps}",
                                     "training.max_length=32", "training.dev=none", f"training.eval_steps={steps}",
                                     f"training.mixed_precision={'bf16' if bf16 else 'no'}"])
-    train(method, str(model_dir), str(corpus), out, progress=False, callbacks=[Clock()])
+    train(method, str(model_dir), str(corpus), out, RunOptions(progress=False, callbacks=[Clock()]))
     return times

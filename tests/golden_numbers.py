@@ -44,12 +44,13 @@ def numbers(value, prefix=""):
 def train_numbers(preset: str, tiny_bert: str, cache: str, data_dir: str, out: Path) -> dict[str, float]:
     """Every logged figure of three steps of ``preset`` on the tiny BERT (and its one dev score)."""
     from cselab.train.config.methods import load_method
+    from cselab.train.run.options import RunOptions
     from cselab.train.run.trainer import train
     from tests.runs import base_for, data_for, models_for
 
     base, overrides = base_for(preset, tiny_bert, out.parent)
-    train(load_method(preset, [*SETTINGS, *models_for(preset, out.parent), *overrides]), base,
-          data_for(preset, cache), out, data_dir, eval_limit=20, log_every=1, progress=False)
+    train(load_method(preset, [*SETTINGS, *models_for(preset, out.parent), *overrides]), base, data_for(preset, cache),
+          out, RunOptions(data_dir=data_dir, eval_limit=20, log_every=1, progress=False))
     return numbers([json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()])
 
 

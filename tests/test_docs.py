@@ -14,6 +14,7 @@ from cselab.registry import build, get
 from cselab.train.config.method import with_data
 from cselab.train.config.methods import load_method
 from cselab.train.objective import Objective
+from cselab.train.run.options import RunOptions
 from cselab.train.run.trainer import train
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
@@ -56,7 +57,7 @@ def test_adding_a_method_is_one_module_and_one_yaml_that_train(tmp_path, monkeyp
     with pytest.raises(ValueError, match="losses.triplet.margin: -1.0 is out of range; expected a number >= 0"):
         load_method(tmp_path / "simcse-triplet.yaml", ["losses.triplet.margin=-1"])
     # trains without the data root (no dev set), the triplet loss logged beside InfoNCE
-    summary = train(method, str(tiny_bert_dir), tiny_cache, tmp_path / "run", progress=False, log_every=1)
+    summary = train(method, str(tiny_bert_dir), tiny_cache, tmp_path / "run", RunOptions(progress=False, log_every=1))
     assert summary["steps"] == 2 and summary["best_dev"] is None
     log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
     steps = [r for r in log if "loss" in r]
@@ -78,7 +79,7 @@ def test_a_source_of_negatives_is_one_module_and_one_yaml_that_train(tmp_path, m
     assert source(torch.randn(8, 5)) is negatives  # one set per step
     with pytest.raises(ValueError, match="generated.count: 0 is out of range; expected a whole number >= 1"):
         load_method(tmp_path / "simcse-sphere.yaml", ["losses.info_nce.generated.count=0"])
-    summary = train(method, str(tiny_bert_dir), tiny_cache, tmp_path / "run", progress=False)
+    summary = train(method, str(tiny_bert_dir), tiny_cache, tmp_path / "run", RunOptions(progress=False))
     assert summary["steps"] == 2 and (tmp_path / "run" / "last" / "objective-0.pt").exists()
 
 
@@ -91,7 +92,7 @@ def test_a_logit_transform_is_one_module_and_one_yaml_that_train(tmp_path, monke
     assert shifted.tolist() == [pytest.approx([0.0, 0.2], abs=1e-4), pytest.approx([0.2, 0.0], abs=1e-4)]
     with pytest.raises(ValueError, match="transform.margin: -0.1 is out of range; expected a number >= 0"):
         load_method(tmp_path / "simcse-arc.yaml", ["losses.info_nce.transform.margin=-0.1"])
-    summary = train(method, str(tiny_bert_dir), tiny_cache, tmp_path / "run", progress=False, log_every=1)
+    summary = train(method, str(tiny_bert_dir), tiny_cache, tmp_path / "run", RunOptions(progress=False, log_every=1))
     log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
     assert summary["steps"] == 2 and all(math.isfinite(r["info_nce"]) for r in log if "loss" in r)
 
@@ -176,14 +177,14 @@ def test_the_callback_example_of_train_md_ends_a_run_and_keeps_its_state(tmp_pat
     from stop_below import StopBelow
 
     method = load_method("simcse", [*SMALL[:2], "training.max_steps=6", "training.eval_steps=6", "training.dev=none"])
-    summary = train(method, str(tiny_bert_dir), tiny_cache, tmp_path / "run", progress=False,
-                    callbacks=[StopBelow(math.inf, steps=2)])  # every loss is below infinity: it stops at step 2
+    summary = train(method, str(tiny_bert_dir), tiny_cache, tmp_path / "run", RunOptions(progress=False,
+                    callbacks=[StopBelow(math.inf, steps=2)]))  # every loss is below infinity: it stops at step 2
     assert summary["steps"] == 2 and summary["stopped_by"] == "StopBelow"
     log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
     assert log[-1] == {"step": 2, "stopped_by": "StopBelow", "reason": "the loss stayed below inf for 2 steps"}
     saved = json.loads((tmp_path / "run" / "last" / "trainer_state.json").read_text())
     assert saved["callbacks"] == {"StopBelow": {"below": 2}}
     # a loss never below 0: the run goes to its end
-    summary = train(method, str(tiny_bert_dir), tiny_cache, tmp_path / "other", progress=False,
-                    callbacks=[StopBelow(0.0)])
+    summary = train(method, str(tiny_bert_dir), tiny_cache, tmp_path / "other", RunOptions(progress=False,
+                    callbacks=[StopBelow(0.0)]))
     assert summary["steps"] == 6 and summary["stopped_by"] is None

@@ -13,6 +13,7 @@ from sentence_transformers.sentence_transformer.losses import CoSENTLoss, Matryo
 from cselab.errors import ConfigError
 from cselab.integrations.sentence_transformers import CselabLoss
 from cselab.train.config.methods import load_method
+from cselab.train.run.options import RunOptions
 from cselab.train.run.trainer import train
 
 TEXTS = ["a man plays a guitar", "a dog runs on the beach", "the market fell sharply", "two kids swim in a lake",
@@ -30,7 +31,7 @@ def cselab_checkpoint(tmp_path_factory, tiny_bert_dir, tiny_cache, data_dir):
     out = tmp_path_factory.mktemp("st") / "run"
     method = load_method("simcse", ["encoder.pooler=avg", "encoder.head=null", "training.batch_size=16",
                                     "training.max_length=24", "training.max_steps=2", "training.eval_steps=2"])
-    train(method, str(tiny_bert_dir), tiny_cache, out, data_dir, eval_limit=20, progress=False)
+    train(method, str(tiny_bert_dir), tiny_cache, out, RunOptions(data_dir=data_dir, eval_limit=20, progress=False))
     return out / "best"
 
 

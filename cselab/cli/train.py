@@ -70,11 +70,13 @@ def run(args: argparse.Namespace) -> None:
     from transformers.utils import logging as transformers_logging
 
     from cselab.encoders.loading import resolve_backbone
+    from cselab.train.run.options import RunOptions
     from cselab.train.run.trainer import train
 
     transformers_logging.disable_progress_bar()  # weight loading is quick; the training bar says what matters
-    summary = train(method, resolve_backbone(args.model), args.data, args.out, args.data_dir, args.eval_limit,
-                    report_to=reports(args), overwrite=args.overwrite, restart_from=args.restart_from)
+    summary = train(method, resolve_backbone(args.model), args.data, args.out, RunOptions(
+        data_dir=args.data_dir, eval_limit=args.eval_limit, report_to=reports(args), overwrite=args.overwrite,
+        restart_from=args.restart_from))
     print(json.dumps(summary, indent=2))
 
 

@@ -52,6 +52,7 @@ from cselab.train.config.method import MethodConfig, with_data
 from cselab.train.config.methods import load_method
 from cselab.train.run.data import data_source
 from cselab.train.run.folder import run_identity
+from cselab.train.run.options import RunOptions
 from cselab.train.run.trainer import train
 
 logger = logging.getLogger(__name__)
@@ -246,8 +247,8 @@ def _sweep_run(spec: SweepSpec, out: Path, run: SweepRun, config: MethodConfig, 
     if _scored(result_path, made_by, spec.data_dir):
         return
     # a half-trained run resumes; a run folder holding another run (model, settings, data) is refused
-    summary = train(config, spec.model, data, out / "runs" / run.slug, spec.data_dir, spec.eval_limit,
-                    progress=progress)
+    summary = train(config, spec.model, data, out / "runs" / run.slug,
+                    RunOptions(data_dir=spec.data_dir, eval_limit=spec.eval_limit, progress=progress))
     items: dict[str, np.ndarray] = {}
     files: list = []
     scores, columns = score_run(summary["best"], spec.data_dir, spec.sts_limit, suites, items, spec.cache, files,

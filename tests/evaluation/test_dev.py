@@ -11,6 +11,7 @@ from cselab.errors import ConfigError
 from cselab.evaluation.dev import dev_names, dev_scorer, log_key
 from cselab.probes.transfer import run_transfer
 from cselab.train.config.methods import load_method
+from cselab.train.run.options import RunOptions
 from cselab.train.run.trainer import train
 
 SETTINGS = ["training.batch_size=16", "training.max_length=24", "training.max_steps=2", "training.eval_steps=2"]
@@ -68,7 +69,7 @@ def test_a_dev_scorer_reads_its_data_when_first_used_not_when_made(tmp_path, nam
 
 def test_training_keeps_the_checkpoint_best_on_sickr_dev(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
     summary = train(load_method("simcse", [*SETTINGS, "training.dev=sickr"]), str(tiny_bert_dir), tiny_cache,
-                    tmp_path / "run", data_dir, eval_limit=20, progress=False)
+                    tmp_path / "run", RunOptions(data_dir=data_dir, eval_limit=20, progress=False))
     log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
     scored = [record for record in log if "sickr_dev" in record]
     assert [r["step"] for r in scored] == [2] and summary["dev"] == "sickr"
@@ -82,8 +83,8 @@ def test_training_keeps_the_checkpoint_best_on_sickr_dev(tiny_bert_dir, tiny_cac
 @pytest.mark.slow
 def test_training_can_keep_the_checkpoint_best_on_the_transfer_dev_average(tiny_bert_dir, tiny_cache, data_dir,
                                                                            tmp_path):
-    summary = train(load_method("simcse", [*SETTINGS, "training.dev=transfer-dev-avg"]), str(tiny_bert_dir),
-                    tiny_cache, tmp_path / "run", data_dir, eval_limit=20, progress=False)
+    summary = train(load_method("simcse", [*SETTINGS, "training.dev=transfer-dev-avg"]), str(tiny_bert_dir), tiny_cache,
+                    tmp_path / "run", RunOptions(data_dir=data_dir, eval_limit=20, progress=False))
     log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
     (scored,) = [record for record in log if "transfer_dev_avg" in record]
     assert summary["best_dev"] == scored["transfer_dev_avg"]

@@ -9,6 +9,7 @@ import torch
 from safetensors.torch import load_file
 
 from cselab.train.distributed import gather_rows, global_mean
+from cselab.train.run.options import RunOptions
 from cselab.train.run.trainer import TrainingError, train
 from tests.conftest import save_tiny_bert
 from tests.train.run.test_trainer import small
@@ -74,5 +75,5 @@ def test_two_processes_take_the_same_steps_as_one(dropout_free_bert, tiny_cache,
 def test_processes_accelerate_did_not_set_up_are_refused(tiny_bert_dir, tiny_cache, data_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")  # as torchrun sets it; accelerate here runs one process
     with pytest.raises(TrainingError, match="2 processes were launched but accelerate set up 1"):
-        train(small("simcse", max_steps=1), str(tiny_bert_dir), tiny_cache, tmp_path / "run", data_dir,
-              eval_limit=20, progress=False)
+        train(small("simcse", max_steps=1), str(tiny_bert_dir), tiny_cache, tmp_path / "run",
+              RunOptions(data_dir=data_dir, eval_limit=20, progress=False))

@@ -7,6 +7,7 @@ from cselab.train.config.methods import load_method, preset_names
 from cselab.train.model import TrainingEncoder
 from cselab.train.objective import Objective
 from cselab.train.run.setup import build_encoder, initial_weights
+from cselab.train.run.options import RunOptions
 from cselab.train.run.trainer import train
 from tests.runs import base_for, data_for, models_for
 from tests.train.run.test_trainer import with_loss_setting
@@ -103,8 +104,8 @@ def test_every_preset_trains_a_few_steps(preset, tiny_bert_dir, tiny_cache, data
     method = load_method(preset, ["training.batch_size=16", "training.max_length=24", "training.lr=1e-4",
                                   "training.max_steps=2", "training.eval_steps=2", *models_for(preset, tmp_path),
                                   *overrides])
-    summary = train(method, base, data_for(preset, tiny_cache), tmp_path / "run", data_dir, eval_limit=20,
-                    progress=False)
+    summary = train(method, base, data_for(preset, tiny_cache), tmp_path / "run", RunOptions(data_dir=data_dir,
+                    eval_limit=20, progress=False))
     assert summary["steps"] == 2 and (tmp_path / "run" / "best" / "model.safetensors").exists()
 
 

@@ -9,8 +9,8 @@ score and the best, the method) and that step's :class:`TrainerControl`; after a
 which is then evaluated and saved; :meth:`TrainerControl.stop` gives the reason written to the log). Writing stays with
 the trainer. Built in, in this order: :class:`Schedule` (log every ``log_every`` steps, evaluate every
 ``training.eval_steps`` and at the last step) and, with ``training.early_stop``, :class:`EarlyStop`; then a caller's
-own (``train(..., callbacks=[...])``). Every process calls its callbacks with the same state (the main process's dev
-score is shared); where a caller's callbacks are given, the main process's control holds on all of them.
+own (``train(..., RunOptions(callbacks=[...]))``). Every process calls its callbacks with the same state (the main
+process's dev score is shared); where a caller's callbacks are given, the main process's control holds on all of them.
 
 A callback whose state must survive a resume (as :class:`EarlyStop`'s count) has ``state_dict`` and
 ``load_state_dict``: the trainer saves it in ``OUT/last`` under the callback's class name.

@@ -5,7 +5,6 @@ killed save left removed, ``OUT/last`` verified, and the parts set up (:func:`~c
 from __future__ import annotations
 
 import logging
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from cselab.train.run import folder as run_folder
 from cselab.train.run.card import base_license
 from cselab.train.run.checkpoint import Checkpoints
 from cselab.train.run.launch import start_trackers
+from cselab.train.run.options import RunOptions
 from cselab.train.run.data import training_rows
 from cselab.train.run.setup import TrainingSetup, setup
 
@@ -53,11 +53,11 @@ def base_normalizes(model: str) -> bool:
     return "Normalize" in modules
 
 
-def start(accelerator: Accelerator, method: MethodConfig, model: str, data, out: Path,
-          data_dir: str | os.PathLike | None = None, eval_limit: int | None = None,
-          restart_from: str | None = None, reporting: bool = False) -> Started:
-    """Open ``out`` for a run of ``method`` from ``model`` on ``data``; a different run already there is refused
-    before a model loads, and so is a tracker (``reporting``) that cannot start."""
+def start(accelerator: Accelerator, method: MethodConfig, model: str, data, out: Path, options: RunOptions
+          ) -> Started:
+    """Open ``out`` for a run of ``method`` from ``model`` on ``data`` as ``options`` say; a different run already there
+    is refused before a model loads, and so is a tracker that cannot start."""
+    data_dir, eval_limit, reporting = options.data_dir, options.eval_limit, options.reporting
     out.mkdir(parents=True, exist_ok=True)
     rows, source = training_rows(method, data, data_dir)
     check_max_length(str(model), method.training.max_length, "training.max_length")  # before OUT records the run
@@ -72,7 +72,7 @@ def start(accelerator: Accelerator, method: MethodConfig, model: str, data, out:
     run_folder.check_or_write(out, mine, method.to_dict(), write=accelerator.is_main_process, provenance=made)
     checkpoints = Checkpoints(out, accelerator)
     checkpoints.remove_partials()
-    last, counters = (None, None) if restart_from == "best" else checkpoints.verified_last()
+    last, counters = (None, None) if options.restart_from == "best" else checkpoints.verified_last()
     if reporting:
         start_trackers(accelerator, method.to_dict(), mine, out)
     try:

@@ -23,7 +23,6 @@ import logging
 import math
 import os
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -42,10 +41,11 @@ from cselab.progress import Progress
 from cselab.train.config.method import MethodConfig, with_data
 from cselab.train.run import folder as run_folder
 from cselab.train.run.card import model_card
-from cselab.train.run.callbacks import Callback, EarlyStop, Schedule, TrainerControl, TrainerState, stateful
+from cselab.train.run.callbacks import EarlyStop, Schedule, TrainerControl, TrainerState, stateful
 from cselab.train.run.launch import launch
 from cselab.train.run.loop import Diverged, Loop
 from cselab.train.run.optim import set_schedule_step
+from cselab.train.run.options import RunOptions
 from cselab.train.run.start import Started, start
 
 logger = logging.getLogger(__name__)
@@ -58,10 +58,10 @@ class Trainer:
     (:mod:`cselab.train.run.callbacks`) and the trainer logs, evaluates, saves and stops."""
 
     def __init__(self, accelerator: Accelerator, method: MethodConfig, model: str, out: Path, started: Started,
-                 reporting: bool = False, restart_from: str | None = None, log_every: int = 10,
-                 callbacks: Sequence[Callback] = ()):
-        self.accelerator, self.method, self.out, self.reporting = accelerator, method, out, reporting
-        self.main, self.restart_from, self.cfg = accelerator.is_main_process, restart_from, method.training
+                 options: RunOptions):
+        self.accelerator, self.method, self.out, self.reporting = accelerator, method, out, options.reporting
+        self.main, self.restart_from, self.cfg = accelerator.is_main_process, options.restart_from, method.training
+        log_every, callbacks = options.log_every, options.callbacks
         self.parts, self.source, self.checkpoints = started.parts, started.source, started.checkpoints
         self.last, self.counters, self.facts = started.last, started.counters, started.facts
         encoder, optimizer = accelerator.prepare(self.parts.encoder, self.parts.optimizer)
@@ -227,9 +227,7 @@ class Trainer:
 
 
 def train(method: MethodConfig, model: str, data: str | os.PathLike | None, out: str | os.PathLike,
-          data_dir: str | os.PathLike | None = None, eval_limit: int | None = None, log_every: int = 10,
-          progress: bool = True, report_to: Sequence[str] = (), overwrite: bool = False,
-          restart_from: str | None = None, callbacks: Sequence[Callback] = ()) -> dict[str, Any]:
+          options: RunOptions | None = None) -> dict[str, Any]:
     """Train ``model`` with ``method`` on ``data`` (see :func:`cselab.train.run.data.training_rows`; None: the
     method's own ``data``, else ``cache/augment``); returns its summary. ``--method OUT/config.yaml`` repeats it.
 
@@ -239,37 +237,31 @@ def train(method: MethodConfig, model: str, data: str | os.PathLike | None, out:
 
     ``OUT`` is locked while the run writes it; on an existing ``OUT`` the run continues only the same run (same
     config, data, base model, cselab version; :mod:`cselab.train.run.folder`), from ``OUT/last`` once every file
-    there is verified (:mod:`cselab.train.run.state`). ``overwrite`` deletes the run's files first; ``restart_from=
-    "best"`` continues from the best checkpoint's weights with a fresh optimizer when ``OUT/last`` is damaged.
-    ``report_to``: trackers (:mod:`~cselab.train.run.launch`); ``callbacks`` come after the built-in ones."""
-    if restart_from not in (None, *run_folder.RESTARTS):
-        raise TrainingError(f"--restart-from {restart_from!r}: expected one of {', '.join(run_folder.RESTARTS)}")
+    there is verified (:mod:`cselab.train.run.state`). How the run is carried out (the data root, the dev pairs,
+    logging, trackers, overwriting, a restart, callbacks) is ``options``
+    (:class:`~cselab.train.run.options.RunOptions`)."""
+    options = options or RunOptions()
     out = check_folder(out, inputs=(model, data))  # never the model's or the data's own folder
     method = with_data(method, data)  # OUT/config.yaml and the checkpoints say what the run trains on
     data = None if data is None else method.data  # as OUT/config.yaml has it: --method OUT/config.yaml is this run
     first = os.environ.get("RANK", "0") == "0"  # one process of several may remove OUT
     with kept_only_if_written(out) if first else contextlib.nullcontext():  # refused before a save: no empty OUT
-        return _train(method, model, data, out, data_dir, eval_limit, log_every, progress, report_to, overwrite,
-                      restart_from, callbacks)
+        return _train(method, model, data, out, options)
 
 
-def _train(method: MethodConfig, model: str, data: str | os.PathLike | None, out: Path,
-           data_dir: str | os.PathLike | None, eval_limit: int | None, log_every: int, progress: bool,
-           report_to: Sequence[str], overwrite: bool, restart_from: str | None, callbacks: Sequence[Callback]
+def _train(method: MethodConfig, model: str, data: str | os.PathLike | None, out: Path, options: RunOptions
            ) -> dict[str, Any]:
-    accelerator = launch(method.training, out, report_to)
+    accelerator = launch(method.training, out, options.report_to)
     main = accelerator.is_main_process  # one process locks OUT (and overwrites it)
     with run_folder.RunLock(out) if main else contextlib.nullcontext():
-        if overwrite and main:
+        if options.overwrite and main:
             run_folder.overwrite(out)
         with run_folder.forgotten_unless_saved(out) if main else contextlib.nullcontext():  # refused before a step
-            started = start(accelerator, method, model, data, out, data_dir, eval_limit, restart_from,
-                            bool(report_to))
+            started = start(accelerator, method, model, data, out, options)
             try:
-                trainer = Trainer(accelerator, method, model, out, started, bool(report_to), restart_from,
-                                  log_every, callbacks)
+                trainer = Trainer(accelerator, method, model, out, started, options)
             except BaseException:
-                if report_to:  # started by start(); the run ends them once it runs
+                if options.reporting:  # started by start(); the run ends them once it runs
                     accelerator.end_training()
                 raise
-        return trainer.run(progress)
+        return trainer.run(options.progress)

@@ -19,6 +19,7 @@ from cselab.encoders import load_encoder
 from cselab.encoders.specs import packaged_minilm
 from cselab.train.config.methods import load_method
 from cselab.train.run.card import ledger_differences
+from cselab.train.run.options import RunOptions
 from cselab.train.run.trainer import train
 from tests.train.run.test_trainer import small
 
@@ -41,7 +42,8 @@ def test_every_best_checkpoint_carries_its_card(tiny_bert_dir, tiny_cache, data_
     from sentence_transformers import SentenceTransformer
 
     method = small("simcse", max_steps=2, eval_steps=2, lr=1e-4)
-    train(method, str(tiny_bert_dir), tiny_cache, tmp_path / "run", data_dir, eval_limit=20, progress=False)
+    train(method, str(tiny_bert_dir), tiny_cache, tmp_path / "run", RunOptions(data_dir=data_dir, eval_limit=20,
+          progress=False))
     best, identity = tmp_path / "run" / "best", json.loads((tmp_path / "run" / "run.json").read_text())
     card = (best / "README.md").read_text()
     header = yaml.safe_load(card.split("---")[1])

@@ -18,7 +18,8 @@ from cselab.train.run.data import training_rows, warn_if_paraphrases_differ
 from cselab.train.run.callbacks import Callback
 from cselab.train.config.method import MethodConfig, frozen
 from cselab.train.config.methods import load_method
-from cselab.train.run.callbacks import early_stop_count
+from cselab.train.run.callbacks import EarlyStop, early_stop_count
+from cselab.train.run.options import RunOptions
 from cselab.train.run.trainer import Trainer, TrainingError, train
 
 
@@ -39,7 +40,7 @@ def with_loss_setting(method: MethodConfig, loss: str, **settings) -> MethodConf
 def test_short_cpu_run_writes_a_best_checkpoint_the_probe_loads(tiny_bert_dir, tiny_cache, data_dir, tmp_path,
                                                                  method):
     summary = train(small(method, max_steps=30, epochs=10), str(tiny_bert_dir), tiny_cache, tmp_path / "run",
-                    data_dir, eval_limit=40, progress=False)
+                    RunOptions(data_dir=data_dir, eval_limit=40, progress=False))
     assert summary["steps"] == 30
     log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log if "stsb_dev" in r] == [10, 20, 30]
@@ -60,13 +61,13 @@ def test_the_last_step_is_evaluated_unless_eval_at_end_is_off(tiny_bert_dir, tin
     """The presets score the last step too (25, no multiple of eval_steps 10); SimCSE's released Trainer, which the
     official profiles follow, scores every eval_steps only: the last step is then saved to OUT/last, not scored."""
     summary = train(small("simcse", max_steps=25, epochs=10, eval_at_end=at_end), str(tiny_bert_dir), tiny_cache,
-                    tmp_path / "run", data_dir, eval_limit=20, progress=False)
+                    tmp_path / "run", RunOptions(data_dir=data_dir, eval_limit=20, progress=False))
     log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
     assert [r["step"] for r in log if "stsb_dev" in r] == evaluated and summary["steps"] == 25
     assert json.loads((tmp_path / "run" / "last" / "trainer_state.json").read_text())["step"] == 25
     assert load_method("simcse", profile="official").training.eval_at_end is False
     short = train(small("simcse", max_steps=5, epochs=10, eval_at_end=False), str(tiny_bert_dir), tiny_cache,
-                  tmp_path / "short", data_dir, eval_limit=20, progress=False)
+                  tmp_path / "short", RunOptions(data_dir=data_dir, eval_limit=20, progress=False))
     assert (tmp_path / "short" / "best").is_dir() and short["best_dev"] is not None  # shorter than eval_steps
 
 
@@ -89,8 +90,8 @@ def test_promptbert_denoises_in_training_and_dev_scoring_and_its_checkpoint_does
         build(self, *args, **kwargs)
         seen["train"], seen["dev"] = self.core.view.denoise, self.dev_view.denoise
     monkeypatch.setattr(Trainer, "__init__", keep)
-    train(small("promptbert", max_steps=2, eval_steps=2), str(tiny_bert_dir), tiny_cache, tmp_path / "run", data_dir,
-          eval_limit=20, progress=False)
+    train(small("promptbert", max_steps=2, eval_steps=2), str(tiny_bert_dir), tiny_cache, tmp_path / "run",
+          RunOptions(data_dir=data_dir, eval_limit=20, progress=False))
     best = load_encoder(str(tmp_path / "run" / "best"), cache=False)
     assert seen == {"train": True, "dev": True} and not best.denoise
     assert best.prompt.startswith('This sentence of "') and best.pooler == "mask"
@@ -109,7 +110,8 @@ def test_promptbert_roberta_tokenises_in_pieces_in_training_and_dev_scoring_and_
     monkeypatch.setattr(Trainer, "__init__", keep)
     method = load_method("promptbert", ["training.batch_size=16", "training.max_steps=2", "training.eval_steps=2"],
                          profile="roberta-base")
-    train(method, str(tiny_roberta_dir), tiny_cache, tmp_path / "run", data_dir, eval_limit=20, progress=False)
+    train(method, str(tiny_roberta_dir), tiny_cache, tmp_path / "run", RunOptions(data_dir=data_dir, eval_limit=20,
+          progress=False))
     best = load_encoder(str(tmp_path / "run" / "best"), cache=False)
     assert seen == {"train": True, "dev": True} and best.pieces is None and not best.denoise
     assert best.prompt == "This sentence : ' {} ' means<mask>."
@@ -151,19 +153,20 @@ def test_resume_after_a_kill_is_bit_identical_to_a_straight_run(tiny_bert_dir, t
 def test_a_diverging_loss_stops_with_the_step_named(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
     method = with_loss_setting(small("simcse", max_steps=5), "info_nce", temperature=0.0)  # refused by the schema
     with pytest.raises(TrainingError, match=r"the loss became nan at step 1; the last good state is"):
-        train(method, str(tiny_bert_dir), tiny_cache, tmp_path / "run", data_dir, eval_limit=20, progress=False)
+        train(method, str(tiny_bert_dir), tiny_cache, tmp_path / "run", RunOptions(data_dir=data_dir, eval_limit=20,
+              progress=False))
 
 
 @pytest.mark.slow
 def test_steps_count_optimizer_steps_with_gradient_accumulation(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
     summary = train(small("simcse", max_steps=3, grad_accum=2), str(tiny_bert_dir), tiny_cache, tmp_path / "run",
-                    data_dir, eval_limit=20, progress=False)
+                    RunOptions(data_dir=data_dir, eval_limit=20, progress=False))
     assert summary["steps"] == 3
     optimizer = torch.load(tmp_path / "run" / "last" / "optimizer.pt", weights_only=True)
     assert {float(state["step"]) for state in optimizer["state"].values()} == {3.0}
     # 96 rows = 6 batches of 16 = 3 steps of 2 batches per epoch
     assert train(small("simcse", grad_accum=2, epochs=1), str(tiny_bert_dir), tiny_cache, tmp_path / "epoch",
-                 data_dir, eval_limit=20, progress=False)["steps"] == 3
+                 RunOptions(data_dir=data_dir, eval_limit=20, progress=False))["steps"] == 3
 
 
 def test_a_tracker_gets_the_logged_figures_the_config_and_the_run_identity(tiny_bert_dir, tiny_cache, data_dir,
@@ -218,8 +221,8 @@ def test_bad_keys_are_named(capsys):
 def test_early_stop_ends_the_run_after_patience_evaluations_without_a_better_score(tiny_bert_dir, tiny_cache,
                                                                                   data_dir, tmp_path):
     # lr 0: every evaluation gives the first one's score, so none is better
-    summary = train(small("simcse", max_steps=20, eval_steps=1, lr=0.0, early_stop=2), str(tiny_bert_dir),
-                    tiny_cache, tmp_path / "run", data_dir, eval_limit=20, progress=False)
+    summary = train(small("simcse", max_steps=20, eval_steps=1, lr=0.0, early_stop=2), str(tiny_bert_dir), tiny_cache,
+                    tmp_path / "run", RunOptions(data_dir=data_dir, eval_limit=20, progress=False))
     assert summary["steps"] == 3 and summary["stopped_early"]
     log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
     assert log[-1] == {"step": 3, "stopped_by": "EarlyStop", "reason": "2 evaluations without a better dev score"}
@@ -232,7 +235,8 @@ def test_sg_trains_on_every_stsb_row_by_default(tiny_bert_dir, data_dir, tmp_pat
     from cselab.data import load_corpus, load_sts
 
     method = load_method("sg", ["training.max_steps=2", "training.eval_steps=2", "training.max_length=16"])
-    summary = train(method, str(tiny_bert_dir), None, tmp_path / "run", data_dir, eval_limit=20, progress=False)
+    summary = train(method, str(tiny_bert_dir), None, tmp_path / "run", RunOptions(data_dir=data_dir, eval_limit=20,
+                    progress=False))
     sentences = load_corpus("stsb-rows", data_dir)
     digest = hashlib.sha256("\n".join(sentences).encode()).hexdigest()
     assert summary["data"] == {"kind": "corpus", "name": "stsb-rows", "rows": len(sentences), "sha256": digest}
@@ -243,7 +247,7 @@ def test_sg_trains_on_every_stsb_row_by_default(tiny_bert_dir, data_dir, tmp_pat
 def test_an_epoch_drops_its_last_partial_batch(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
     # 96 rows in batches of 20: four full batches, the last 16 rows left out of the epoch
     summary = train(small("simcse", batch_size=20, epochs=1), str(tiny_bert_dir), tiny_cache, tmp_path / "run",
-                    data_dir, eval_limit=20, progress=False)
+                    RunOptions(data_dir=data_dir, eval_limit=20, progress=False))
     assert summary["steps"] == 4
 
 
@@ -260,8 +264,8 @@ def test_the_early_stop_count_by_hand(rule, counts):
 def test_the_initial_model_is_scored_first_and_stays_best_until_beaten(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
     # lr 0: no evaluation beats the initial score, and none drops below the one before
     summary = train(small("simcse", max_steps=4, eval_steps=1, lr=0.0, early_stop=2, early_stop_rule="drops",
-                          eval_at_start=True), str(tiny_bert_dir), tiny_cache, tmp_path / "run", data_dir,
-                    eval_limit=20, progress=False)
+                          eval_at_start=True), str(tiny_bert_dir), tiny_cache, tmp_path / "run",
+                              RunOptions(data_dir=data_dir, eval_limit=20, progress=False))
     assert summary["steps"] == 4 and not summary["stopped_early"]
     log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
     first = next(r for r in log if "stsb_dev" in r)
@@ -275,7 +279,7 @@ def test_the_initial_model_is_scored_first_and_stays_best_until_beaten(tiny_bert
 def test_fp16_without_a_cuda_device_is_refused_not_trained_in_fp32(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
     with pytest.raises(TrainingError, match="training.mixed_precision fp16 is not available on cpu"):
         train(small("simcse", max_steps=1, mixed_precision="fp16"), str(tiny_bert_dir), tiny_cache, tmp_path / "run",
-              data_dir, eval_limit=20, progress=False)
+              RunOptions(data_dir=data_dir, eval_limit=20, progress=False))
 
 
 def test_a_plain_corpus_is_refused_for_a_method_that_reads_paraphrases(data_dir):
@@ -303,7 +307,7 @@ def test_a_callback_sees_every_step_and_can_end_the_run(tiny_bert_dir, tiny_cach
                 control.stop("three is enough")
 
     summary = train(small("simcse", max_steps=10, eval_steps=2, dev="none"), str(tiny_bert_dir), tiny_cache,
-                    tmp_path / "run", progress=False, log_every=1, callbacks=[StopAtThree()])
+                    tmp_path / "run", RunOptions(progress=False, log_every=1, callbacks=[StopAtThree()]))
     assert summary["steps"] == 3 and summary["stopped_by"] == "StopAtThree" and not summary["stopped_early"]
     assert [step for step, _, _ in seen] == [1, 2, 3] and seen[0][1] == ["grad_norm", "info_nce", "loss"]
     assert seen[0][2] == 16 / 96  # batches of 16 over the cache's 96 rows
@@ -320,8 +324,8 @@ def test_the_state_a_callback_reads_cannot_be_written(tiny_bert_dir, tiny_cache,
             state.losses["loss"] = 0.0
 
     with pytest.raises(TypeError):
-        train(small("simcse", max_steps=2, eval_steps=2, dev="none"), str(tiny_bert_dir), tiny_cache,
-              tmp_path / "run", progress=False, callbacks=[Writer()])
+        train(small("simcse", max_steps=2, eval_steps=2, dev="none"), str(tiny_bert_dir), tiny_cache, tmp_path / "run",
+              RunOptions(progress=False, callbacks=[Writer()]))
 
 
 def test_a_callback_asks_for_an_evaluation_and_is_told_its_score(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
@@ -334,8 +338,8 @@ def test_a_callback_asks_for_an_evaluation_and_is_told_its_score(tiny_bert_dir, 
         def on_evaluate(self, state, control):
             scores.append((state.step, state.dev, state.best, state.improved))
 
-    train(small("simcse", max_steps=2, eval_steps=2), str(tiny_bert_dir), tiny_cache, tmp_path / "run", data_dir,
-          eval_limit=20, progress=False, callbacks=[EvaluateAtOne()])
+    train(small("simcse", max_steps=2, eval_steps=2), str(tiny_bert_dir), tiny_cache, tmp_path / "run",
+          RunOptions(data_dir=data_dir, eval_limit=20, progress=False, callbacks=[EvaluateAtOne()]))
     log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
     dev = {r["step"]: r["stsb_dev"] for r in log if "stsb_dev" in r}
     assert [(step, score) for step, score, _, _ in scores] == [(1, dev[1]), (2, dev[2])]
@@ -360,11 +364,12 @@ def test_a_resumed_run_goes_on_with_the_early_stop_count_it_saved(tiny_bert_dir,
 
     with monkeypatch.context() as patch, pytest.raises(Killed):
         patch.setattr(Trainer, "evaluate_and_save", save_then_die_at_two)
-        train(method, str(tiny_bert_dir), tiny_cache, tmp_path / "run", data_dir, eval_limit=20, progress=False)
+        train(method, str(tiny_bert_dir), tiny_cache, tmp_path / "run", RunOptions(data_dir=data_dir, eval_limit=20,
+              progress=False))
     saved = json.loads((tmp_path / "run" / "last" / "trainer_state.json").read_text())
     assert saved["step"] == 2 and saved["callbacks"] == {"EarlyStop": {"count": 1, "previous": saved["best"]}}
-    summary = train(method, str(tiny_bert_dir), tiny_cache, tmp_path / "run", data_dir, eval_limit=20,
-                    progress=False)
+    summary = train(method, str(tiny_bert_dir), tiny_cache, tmp_path / "run", RunOptions(data_dir=data_dir,
+                    eval_limit=20, progress=False))
     assert summary["steps"] == 4 and summary["stopped_by"] == "EarlyStop"  # counted on from 1, not from 0
 
 
@@ -375,6 +380,18 @@ def test_runs_of_other_precisions_follow_each_other_in_one_process(tiny_bert_dir
     for number, precision in enumerate(("no", "bf16", "no")):
         method = load_method("simcse", ["training.batch_size=16", "training.max_length=24", "training.max_steps=1",
                                         "training.eval_steps=1", f"training.mixed_precision={precision}"])
-        summary = train(method, str(tiny_bert_dir), tiny_cache, tmp_path / str(number), data_dir, eval_limit=20,
-                        progress=False)
+        summary = train(method, str(tiny_bert_dir), tiny_cache, tmp_path / str(number), RunOptions(data_dir=data_dir,
+                        eval_limit=20, progress=False))
         assert summary["steps"] == 1
+
+
+def test_run_options_are_checked_when_they_are_made():
+    with pytest.raises(TrainingError, match="--restart-from 'worst': expected one of best"):
+        RunOptions(restart_from="worst")
+    with pytest.raises(TrainingError, match="log_every 0: expected a whole number of steps >= 1"):
+        RunOptions(log_every=0)
+    with pytest.raises(TrainingError, match="--eval-limit 1: expected a number of pairs >= 2"):
+        RunOptions(eval_limit=1)
+    options = RunOptions(report_to=["tensorboard"], callbacks=[EarlyStop(2, "drops")])
+    assert options.report_to == ("tensorboard",) and options.reporting and len(options.callbacks) == 1
+    assert not RunOptions().reporting
