@@ -30,7 +30,8 @@ from cselab.errors import ConfigError, did_you_mean
 from cselab.evaluation.scoring import Scorer, Result
 from cselab.evaluation.transfer import NCLASSES, sentence_vectors, task_features
 from cselab.evaluation.validation import classifier_setup, dev_accuracy
-from cselab.metrics import cosine_rows, spearman
+from cselab.evaluation.sts import similarities, subset_limit
+from cselab.metrics import spearman
 
 # name -> the (task, split) sets it scores; the headline is their mean
 STS_DEV = {"stsb": (("stsb", "dev"),), "sickr": (("sickr", "trial"),),
@@ -71,11 +72,9 @@ class STSDevScorer(Scorer):
 
     def run(self, encoder: Encoder) -> Result:
         scores = {}
-        for pairs in self.sets:
-            first, second = pairs.sentences1[:self.limit], pairs.sentences2[:self.limit]
-            vectors = encoder.encode(first + second, batch_size=BATCH_SIZE, show_progress_bar=False)
-            sims = cosine_rows(vectors[:len(first)], vectors[len(first):])
-            scores[pairs.task] = 100 * spearman(sims, pairs.scores[:self.limit])
+        for pairs in subset_limit(self.sets, self.limit):  # each set encoded alone
+            (sims,) = similarities(encoder, [pairs], BATCH_SIZE, show_progress_bar=False)
+            scores[pairs.task] = 100 * spearman(sims, pairs.scores)
         return Result(scores, _headline(scores), files=[pairs.files[0] for pairs in self.sets])
 
 

@@ -20,7 +20,7 @@ from cselab.evaluation.scoring import Result
 from cselab.metrics import spearman
 from cselab.probes.report import bias_tables
 from cselab.probes.splits import SubsetSplit, build_splits, split_summary
-from cselab.probes.sts import similarities
+from cselab.evaluation.sts import similarities
 from cselab.probes.paired import aligned
 from cselab.probes.results import data_key, suite_setting
 from cselab.probes.significance import Stratum

@@ -31,7 +31,8 @@ from cselab.evaluation.scoring import Result
 from cselab.metrics import cosine_rows, spearman
 from cselab.probes.plots import plot_geometry
 from cselab.probes.report import geometry_tables
-from cselab.probes.sts import SHORT_NAMES, subset_limit, x100
+from cselab.evaluation.sts import subset_limit
+from cselab.probes.sts import SHORT_NAMES, x100
 from cselab.probes.suite import ProbeOptions, Score, Suite, register_suite
 
 LAYER_GRID_POOLERS = {"cls": "first", "mean": "avg", "max": "max"}

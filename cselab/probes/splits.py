@@ -33,7 +33,7 @@ from cselab.errors import ConfigError
 from cselab.files import check_folder
 from cselab.mer import mer_pairs
 from cselab.normalizers import Normalizer
-from cselab.probes.sts import subset_limit
+from cselab.evaluation.sts import subset_limit
 from cselab.probes.names import SPLIT_RULES
 
 SOURCES = (("sts12", "test"), ("sts13", "test"), ("sts14", "test"), ("sts15", "test"), ("sts16", "test"),

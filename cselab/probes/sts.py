@@ -18,8 +18,9 @@ import numpy as np
 from cselab.data import STSPairs, load_sts
 from cselab import progress
 from cselab.encoders import Encoder
-from cselab.metrics import cosine_rows, pearson, spearman
+from cselab.metrics import pearson, spearman
 from cselab.evaluation.scoring import Result
+from cselab.evaluation.sts import similarities, subset_limit
 from cselab.errors import DataError
 from cselab.probes.paired import item_groups
 from cselab.probes.report import model_rows, sts_table
@@ -34,26 +35,6 @@ SHORT_NAMES = {"sts12": "STS12", "sts13": "STS13", "sts14": "STS14", "sts15": "S
 def x100(value: float) -> float | None:
     """``100 * value``; None for NaN (a constant side, e.g. the same vector for every sentence)."""
     return None if math.isnan(value) else 100 * value
-
-
-def subset_limit(subsets: list[STSPairs], limit: int | None) -> list[STSPairs]:
-    """The first ``limit`` pairs of each subset (all of them when ``limit`` is None)."""
-    if limit is None:
-        return subsets
-    return [STSPairs(s.task, s.subset, s.sentences1[:limit], s.sentences2[:limit], s.scores[:limit], s.files)
-            for s in subsets]
-
-
-def similarities(encoder: Encoder, subsets: Sequence[STSPairs], batch_size: int = 64) -> list[np.ndarray]:
-    """Cosine similarity of every pair, one array per subset; the task's sentences are encoded in one call."""
-    sentences = [text for s in subsets for text in (*s.sentences1, *s.sentences2)]
-    vectors = encoder.encode(sentences, batch_size=batch_size)
-    result, start = [], 0
-    for s in subsets:
-        n = len(s)
-        result.append(cosine_rows(vectors[start:start + n], vectors[start + n:start + 2 * n]))
-        start += 2 * n
-    return result
 
 
 def score_task(subsets: Sequence[STSPairs], sims: Sequence[np.ndarray]) -> dict[str, Any]:

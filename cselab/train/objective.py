@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import nn
@@ -22,7 +23,8 @@ from cselab.train.batches import Batch, Collator, Key
 from cselab.train.distributed import gather_rows, global_count, global_mean
 from cselab.train.plugins import functional as L
 from cselab.train.plugins.kinds import Augment, Loss, LossContext, NegativeSource, TokenAugment
-from cselab.train.config.method import MethodConfig, ViewConfig
+from cselab.train.config.method import MethodConfig
+from cselab.train.config.sections import ViewConfig
 from cselab.train.config.schema import loss_plugin, value_columns
 
 Encoded = dict[str, tuple[torch.Tensor, list[int]]]
@@ -32,24 +34,25 @@ Encoded = dict[str, tuple[torch.Tensor, list[int]]]
 class View:
     """One view of a method (``views.NAME``): a forward pass over ``column`` (with its ``prompt``, pooled
     ``layers``, on the ``frozen`` copy, its token ids through ``tokens``, its input embeddings through ``augment``),
-    or vectors made ``of`` another view through an output ``augment``."""
+    or vectors made ``of`` another view through an output ``augment``. Its settings are its ``config``'s
+    (:class:`~cselab.train.config.sections.ViewConfig`, read as the view's own attributes); ``augment`` and ``tokens``
+    are the plug-ins built from them."""
 
     name: str
-    column: str | None = None
-    of: str | None = None
-    prompt: str | None = None
-    layers: list[int] | str | None = None
-    layer_pooler: str | None = None
-    frozen: bool = False
+    config: ViewConfig
     augment: Augment | None = None
     tokens: TokenAugment | None = None
 
     @classmethod
     def from_config(cls, name: str, view: ViewConfig) -> View:
         augment = build_plugin("output_augment" if view.of else "input_augment", view.augment)
-        return cls(name, column=view.column, of=view.of, prompt=view.prompt, layers=view.layers,
-                   layer_pooler=view.layer_pooler, frozen=view.frozen, augment=augment,
-                   tokens=build_plugin("token_augment", view.tokens))
+        return cls(name, view, augment, build_plugin("token_augment", view.tokens))
+
+    def __getattr__(self, key: str) -> Any:
+        """A setting of the view's config (column, of, prompt, layers, layer_pooler, frozen)."""
+        if key == "config":  # not set yet (a copy being built)
+            raise AttributeError(key)
+        return getattr(self.config, key)
 
     @property
     def needs_gradient(self) -> bool:

@@ -33,7 +33,8 @@ from cselab.metrics import spearman
 from cselab.probes.bias import weighted_average
 from cselab.probes.names import SPLIT_RULES, STS_SUITE
 from cselab.probes.splits import build_splits
-from cselab.probes.sts import SHORT_NAMES, subset_limit
+from cselab.evaluation.sts import subset_limit
+from cselab.probes.sts import SHORT_NAMES
 from cselab.probes.transformations import (TRANSFORMATIONS, handwritten_testset, paraphrase_over_negation,
                                            read_testset)
 

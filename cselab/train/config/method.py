@@ -16,7 +16,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from cselab.train.config.sections import EncoderConfig, TrainingConfig
+from cselab.train.config.sections import EncoderConfig, TrainingConfig, ViewConfig
 
 
 def frozen(value: Any) -> Any:
@@ -26,22 +26,6 @@ def frozen(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return tuple(frozen(item) for item in value)
     return value
-
-
-@dataclass(frozen=True)
-class ViewConfig:
-    """A view (``views.NAME``): the cache ``column`` encoded, or the view it is made ``of``; its ``prompt``, pooled
-    ``layers`` (and their ``layer_pooler``), whether the ``frozen`` copy encodes it, its ``augment`` plug-in and its
-    token augmentation (``tokens``)."""
-
-    column: str | None = None
-    of: str | None = None
-    prompt: str | None = None
-    layers: tuple[int, ...] | str | None = None
-    layer_pooler: str | None = None
-    frozen: bool = False
-    augment: Mapping[str, Any] | None = None
-    tokens: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -64,8 +48,7 @@ class MethodConfig:
     @classmethod
     def from_resolved(cls, resolved: dict[str, Any]) -> MethodConfig:
         """The object of a resolved method dict (each section already checked)."""
-        views = {name: ViewConfig(**{key: frozen(value) for key, value in view.items()})
-                 for name, view in resolved["views"].items()}
+        views = {name: ViewConfig(**view) for name, view in resolved["views"].items()}
         return cls(name=resolved["method"], encoder=EncoderConfig(**resolved["encoder"]),
                    views=MappingProxyType(views), losses=frozen(resolved["losses"]), hooks=frozen(resolved["hooks"]),
                    training=TrainingConfig(**resolved["training"]), description=resolved.get("description", ""),

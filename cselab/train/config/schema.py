@@ -11,13 +11,12 @@ import warnings
 from collections.abc import Mapping
 from typing import Any
 
-from cselab.encoders.pooling import LAYER_POOLERS
 from cselab.errors import ConfigError
 from cselab.files import shown
 from cselab.registry import NAME, Param, Plugin, check, check_plugin, get, refuse_moved
 from cselab.train import plugins  # noqa: F401  (every plug-in registered)
 from cselab.train.config.method import MethodConfig
-from cselab.train.config.sections import ENCODER, TRAINING, TrainingConfig
+from cselab.train.config.sections import ENCODER, TRAINING, VIEW, TrainingConfig
 
 TOP = {
     "method": Param(str, help="the method's name"),
@@ -30,18 +29,6 @@ TOP = {
     "profile": Param(str, None, "the profile applied (a record)", nullable=True),
     "encoder": Param(dict), "views": Param(dict), "losses": Param(dict),
     "hooks": Param(dict, {}, "step hooks"), "training": Param(dict),
-}
-VIEW = {
-    "column": Param(str, None, "the cache column encoded (a forward pass)", nullable=True),
-    "of": Param(str, None, "the view whose vectors this one is made from", nullable=True),
-    "prompt": Param(str, None, "this view's prompt template", nullable=True),
-    "layers": Param((list, str), None, "hidden layers pooled too (NAME.layers), or all", nullable=True,
-                    items=Param(int), words=("all",)),
-    "layer_pooler": Param(str, None, "how each layer is pooled", choices=LAYER_POOLERS, nullable=True),
-    "frozen": Param(bool, False, "encode with the frozen copy"),
-    "augment": Param(dict, None, "an input augmentation, or an output one for a view of another", nullable=True),
-    "tokens": Param(dict, None, "a token-level augmentation of a forward view's input (word_repetition)",
-                    nullable=True, plugin="token_augment"),
 }
 LOSS = {"kind": Param(str, None, "the plug-in, when the loss's name is not", nullable=True),
         "weight": Param(float, 1.0, "factor in the total loss", min=0.0),

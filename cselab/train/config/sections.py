@@ -9,6 +9,7 @@ import math
 from dataclasses import dataclass
 
 from cselab.encoders import pooling  # noqa: F401  (the poolers registered: encoder.pooler's choices)
+from cselab.encoders.pooling import LAYER_POOLERS
 from cselab.encoders.transformer import POOL_TOKENS, check_pool_tokens
 from cselab.errors import ConfigError
 from cselab.evaluation.dev import dev_names
@@ -153,5 +154,28 @@ def warmup_steps(warmup: float, total: int) -> int:
     return math.ceil(warmup * total) if warmup < 1 else int(warmup)
 
 
+@dataclass(frozen=True, kw_only=True)
+class ViewConfig(Checked):
+    """A view (``views.NAME``): the cache ``column`` encoded, or the view it is made ``of``; its ``prompt``, pooled
+    ``layers`` (and their ``layer_pooler``), whether the ``frozen`` copy encodes it, its ``augment`` plug-in and its
+    token augmentation (``tokens``). The rules that read other views (``of`` names one) are the method's
+    (:mod:`~cselab.train.config.schema`)."""
+
+    where = "views"
+
+    column: str | None = setting(None, str, "the cache column encoded (a forward pass)", nullable=True)
+    of: str | None = setting(None, str, "the view whose vectors this one is made from", nullable=True)
+    prompt: str | None = setting(None, str, "this view's prompt template", nullable=True)
+    layers: list[int] | str | None = setting(None, (list, str), "hidden layers pooled too (NAME.layers), or all",
+                                             nullable=True, items=Param(int), words=("all",))
+    layer_pooler: str | None = setting(None, str, "how each layer is pooled", choices=LAYER_POOLERS, nullable=True)
+    frozen: bool = setting(False, bool, "encode with the frozen copy")
+    augment: dict | None = setting(None, dict, "an input augmentation, or an output one for a view of another",
+                                   nullable=True)
+    tokens: dict | None = setting(None, dict, "a token-level augmentation of a forward view's input "
+                                  "(word_repetition)", nullable=True, plugin="token_augment")
+
+
 ENCODER = schema_of(EncoderConfig)
 TRAINING = schema_of(TrainingConfig)
+VIEW = schema_of(ViewConfig)
