@@ -16,7 +16,7 @@ from cselab.files import shown
 from cselab.registry import NAME, Param, Plugin, check, check_plugin, get, refuse_moved
 from cselab.train import plugins  # noqa: F401  (every plug-in registered)
 from cselab.train.config.method import MethodConfig
-from cselab.train.config.sections import ENCODER, TRAINING, VIEW, TrainingConfig
+from cselab.train.config.sections import ENCODER, TRAINING, VIEW, TrainingConfig, head_spec
 
 TOP = {
     "method": Param(str, help="the method's name"),
@@ -183,8 +183,8 @@ def _readable(cls, params: dict[str, Any], views: dict[str, dict[str, Any]], whe
 
 
 def _encoder(encoder: Any) -> dict[str, Any]:
-    if isinstance(encoder, dict) and isinstance(encoder.get("head"), str):  # `head: mlp` is {kind: mlp}
-        encoder = {**encoder, "head": {"kind": get("head", encoder["head"], "encoder.head").name}}
+    if isinstance(encoder, dict) and "head" in encoder:
+        encoder = {**encoder, "head": head_spec(encoder["head"])}
     return check(encoder, ENCODER, "encoder")
 
 

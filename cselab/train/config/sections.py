@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 from cselab.encoders import pooling  # noqa: F401  (the poolers registered: encoder.pooler's choices)
 from cselab.encoders.pooling import LAYER_POOLERS
@@ -14,9 +15,15 @@ from cselab.encoders.transformer import POOL_TOKENS, check_pool_tokens
 from cselab.errors import ConfigError
 from cselab.evaluation.dev import dev_names
 from cselab.files import shown
-from cselab.registry import MAX_SEED, REQUIRED, Checked, Param, schema_of, setting
+from cselab.registry import MAX_SEED, REQUIRED, Checked, Param, get, schema_of, setting
 
 DTYPES = ("float32", "bfloat16", "float16")
+
+
+def head_spec(head: Any) -> Any:
+    """``encoder.head: NAME`` is ``{kind: NAME}`` (the name checked against the registered heads); a mapping or null
+    as it is."""
+    return {"kind": get("head", head, "encoder.head").name} if isinstance(head, str) else head
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -83,8 +90,7 @@ class EncoderConfig(Checked):
             raise ConfigError(f"encoder.{err}") from None
 
     def __post_init__(self) -> None:
-        if isinstance(self.head, str):  # `head: mlp` is {kind: mlp}
-            object.__setattr__(self, "head", {"kind": self.head})
+        object.__setattr__(self, "head", head_spec(self.head))
         super().__post_init__()
 
 
