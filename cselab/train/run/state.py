@@ -97,9 +97,10 @@ def trained_weights(model: torch.nn.Module) -> dict[str, torch.Tensor] | None:
     return {name: parameter for name, parameter in model.named_parameters() if parameter.requires_grad}
 
 
-def _load_trained(model: torch.nn.Module, path: Path, device: str) -> None:
-    """An adapter run's saved weights into ``model``: exactly the weights that train, or a StateError."""
-    saved, expected = load_file(str(path), device=device), trained_weights(model)
+def _load_trained(model: torch.nn.Module, expected: dict[str, torch.Tensor], path: Path, device: str) -> None:
+    """An adapter run's saved weights into ``model``: exactly the weights that train (``expected``), or a
+    StateError."""
+    saved = load_file(str(path), device=device)
     if saved.keys() != expected.keys():
         differ = sorted(saved.keys() ^ expected.keys())
         raise StateError(f"{path}: holds {len(saved)} tensors where the run trains {len(expected)} (e.g. {differ[0]}); "
@@ -165,15 +166,15 @@ def load_state(folder: Path, rank: int, model: torch.nn.Module, optimizer, sched
                          f"state (a queue, a memory bank) that {processes} process(es) cannot hold; resume with as "
                          "many processes as the run had")
     device = str(next(model.parameters()).device)
-    weights = [(model, "model.safetensors")]
+    weights, trained = [(model, "model.safetensors")], trained_weights(model)
     if getattr(model, "momentum", None) is not None:
         weights.append((model.frozen, MOMENTUM_FILE))
     for module, name in weights:
         if not (folder / name).is_file():  # the only one a state may lack (model.safetensors is in every manifest)
             raise StateError(f"{folder / name}: missing: the state was saved by a run without a momentum encoder")
         try:
-            if module is model and trained_weights(model) is not None:
-                _load_trained(model, folder / name, device)
+            if module is model and trained is not None:
+                _load_trained(model, trained, folder / name, device)
             else:
                 load_model(module, str(folder / name), device=device)
         except StateError:

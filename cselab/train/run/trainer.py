@@ -59,9 +59,8 @@ class Trainer:
 
     def __init__(self, accelerator: Accelerator, method: MethodConfig, model: str, out: Path, started: Started,
                  options: RunOptions):
-        self.accelerator, self.method, self.out, self.reporting = accelerator, method, out, options.reporting
-        self.main, self.restart_from, self.cfg = accelerator.is_main_process, options.restart_from, method.training
-        log_every, callbacks = options.log_every, options.callbacks
+        self.accelerator, self.method, self.out, self.options = accelerator, method, out, options
+        self.main, self.cfg = accelerator.is_main_process, method.training
         self.parts, self.source, self.checkpoints = started.parts, started.source, started.checkpoints
         self.last, self.counters, self.facts = started.last, started.counters, started.facts
         encoder, optimizer = accelerator.prepare(self.parts.encoder, self.parts.optimizer)
@@ -82,14 +81,15 @@ class Trainer:
                                            prompt_pieces=method.encoder.prompt_pieces,
                                            pool_tokens=self.info.pool_tokens, bidirectional=self.info.bidirectional)
         early_stop = [EarlyStop(self.cfg.early_stop, self.cfg.early_stop_rule)] if self.cfg.early_stop else []
-        self.callbacks = [Schedule(log_every, self.cfg.eval_steps, self.cfg.eval_at_end), *early_stop, *callbacks]
-        self.own_callbacks, self.stateful = bool(callbacks), stateful(self.callbacks)
+        self.callbacks = [Schedule(options.log_every, self.cfg.eval_steps, self.cfg.eval_at_end), *early_stop,
+                          *options.callbacks]
+        self.own_callbacks, self.stateful = bool(options.callbacks), stateful(self.callbacks)
         self.best, self.dev, self.improved, self.dev_key = -math.inf, None, False, log_key(self.cfg.dev)
         self.shown: dict[str, str] = {}  # the progress bar's figures (the latest loss and dev score)
 
     def resume(self) -> None:
         """Continue from the verified ``OUT/last``, if any; ``restart_from="best"``: from ``OUT/best``'s weights."""
-        if self.restart_from == "best":
+        if self.options.restart_from == "best":
             saved = self.checkpoints.restore_best(self.core)
             self.loop.step, self.best = saved["step"], saved["best"]
             set_schedule_step(self.parts.scheduler, self.loop.step)
@@ -212,7 +212,7 @@ class Trainer:
             raise TrainingError(f"{err}; the last good state is {self.out / 'last'} (best checkpoint "
                                 f"{self.out / 'best'}); lower training.lr or check the data") from None
         finally:
-            if self.reporting:
+            if self.options.reporting:
                 self.accelerator.end_training()
         return self._finish(stopped_by)
 
