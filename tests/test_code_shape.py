@@ -183,3 +183,57 @@ def test_no_function_is_longer_than_60_lines(tmp_path):
     (tmp_path / "cselab").mkdir()
     (tmp_path / "cselab" / "long.py").write_text("def f():\n" + "    x = 1\n" * 60)
     assert long_functions(tmp_path / "cselab") == ["cselab/long.py:1: f has 61 lines"]
+
+
+#: String methods and ``re`` functions that read text, and the marks of Markdown (a table's border, a paragraph's
+#: blank line, a heading, an image, bold, a code fence): a call of one with a string holding one of these reads
+#: Markdown, unless it is listed in MARKDOWN_READS_ALLOWED with what it reads instead.
+TEXT_READERS = {"split", "rsplit", "startswith", "endswith", "partition", "rpartition", "strip", "lstrip", "rstrip"}
+RE_READERS = {"match", "search", "fullmatch", "findall", "finditer", "split", "sub", "subn", "compile"}
+MARKDOWN_MARKS = ("|", "\n\n", "#", "![", "**", "```")
+MARKDOWN_READS_ALLOWED = {
+    "cselab/augment/backtranslate.py": "apertium's marks of unknown words (# and @) in its output",
+    "cselab/augment/negation.py": "wiki markup in corpus sentences, which negation leaves alone",
+    "cselab/augment/wordnet.py": "WordNet's data files, whose fields are separated by ' | '",
+    "cselab/registry.py": "a plug-in's docstring, whose first paragraph is its summary",
+    "cselab/train/protocols.py": "the module's own docstring, whose first paragraph the ledger page quotes",
+}
+
+
+def markdown_reads(package: Path = PACKAGE) -> list[str]:
+    """Each call in ``package`` that reads text by a Markdown mark (see :data:`TEXT_READERS`), outside the files of
+    :data:`MARKDOWN_READS_ALLOWED`: results flow one way, results -> blocks -> Markdown/HTML."""
+    found: list[tuple[str, int, str]] = []
+    for path in sorted(package.rglob("*.py")):
+        where = path.relative_to(package.parent).as_posix()
+        if where in MARKDOWN_READS_ALLOWED:
+            continue
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute) or not node.args:
+                continue
+            by_re = isinstance(node.func.value, ast.Name) and node.func.value.id == "re"
+            if node.func.attr not in (RE_READERS if by_re else TEXT_READERS):
+                continue
+            marks = [c.value for c in ast.walk(node.args[0]) if isinstance(c, ast.Constant)
+                     and isinstance(c.value, str) and any(mark in c.value for mark in MARKDOWN_MARKS)]
+            if marks:
+                found.append((where, node.lineno, ast.unparse(node)[:70]))
+    return [f"{where}:{line}: {code}" for where, line, code in sorted(found)]
+
+
+def test_nothing_in_cselab_reads_markdown():
+    assert markdown_reads() == []
+    for where in MARKDOWN_READS_ALLOWED:  # each exception still exists
+        assert (PACKAGE.parent / where).is_file(), where
+
+
+def test_the_markdown_check_sees_the_old_reports_parsing(tmp_path):
+    fake = tmp_path / "cselab" / "probes"
+    fake.mkdir(parents=True)
+    (fake / "report.py").write_text(
+        "import re\n\n\ndef html(markdown):\n    for block in markdown.split('\\n\\n'):\n"
+        "        if block.startswith('|'):\n            rows = [line.split(' | ') for line in block.splitlines()]\n"
+        "        heading = re.match(r'^(#{1,3}) (.*)$', block)\n")
+    assert [line.split(": ", 1)[0] for line in markdown_reads(fake.parent)] == [
+        "cselab/probes/report.py:5", "cselab/probes/report.py:6", "cselab/probes/report.py:7",
+        "cselab/probes/report.py:8"]

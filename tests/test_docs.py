@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from cselab import registry
+from cselab.document import to_markdown
 from cselab.registry import build, get
 from cselab.train.config.method import with_data
 from cselab.train.config.methods import load_method
@@ -148,7 +149,7 @@ def test_adding_a_probe_is_one_module_that_run_report_compare_and_sweeps_pick_up
     for name, model in (("bow", "bow"), ("tiny", str(tiny_bert_dir))):  # unit vectors, and vectors of any norm
         payload = run_probes(load_encoder(model, data_dir=data_dir, cache=False), "sts,lengths", options)
         assert payload["lengths"]["n"] == 12 and payload["items"]["lengths/norm"].shape == (12,)
-        assert "## Vector norms" in suite.suite_sections(payload)
+        assert "## Vector norms\n\n| Model " in to_markdown(suite.suite_sections(payload))
         write_outputs(payload, tmp_path / f"{name}.json")
     # probe compare: its column in the summary table, and the mean norm's difference with its interval
     assert main(["probe", "compare", str(tmp_path / "bow.json"), str(tmp_path / "tiny.json")]) == 0

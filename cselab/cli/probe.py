@@ -197,6 +197,7 @@ def run_command(args: argparse.Namespace) -> None:
     from transformers.utils import logging as transformers_logging
 
     from cselab.encoders import load_encoder
+    from cselab.document import to_markdown
     from cselab.probes.suite import ProbeOptions, suite_sections
     from cselab.probes.runner import results_path, run_probes, write_outputs
     from cselab.probes.widths import check_widths, run_widths
@@ -218,7 +219,7 @@ def run_command(args: argparse.Namespace) -> None:
         print(f"\nwrote {', '.join(str(p) for p in written)}")
         return
     payload = run_probes(encoder, args.suite, options)
-    print("\n\n".join(suite_sections(payload)))
+    print(to_markdown(suite_sections(payload)))
     if encoder.cache is not None:
         kept = encoder.cache.summary()
         print(f"\nembedding cache: {kept['served']} sentence(s) served, {kept['encoded']} encoded"
@@ -259,6 +260,7 @@ def build_command(args: argparse.Namespace) -> None:
 
 
 def compare_command(args: argparse.Namespace) -> None:
+    from cselab.document import to_markdown
     from cselab.probes.report import compare_report, differences_report, read_results, result_names
 
     if args.out:  # before any work; never one of the files compared
@@ -268,9 +270,10 @@ def compare_command(args: argparse.Namespace) -> None:
         raise ConfigError(f"--baseline {args.baseline}: not one of the results given ({', '.join(args.results)})")
     baseline = args.results.index(args.baseline) if args.baseline else 0
     names = result_names(args.results, payloads, _labels(args.label))
-    table = compare_report(payloads, names)
+    blocks = compare_report(payloads, names)
     if len(payloads) > 1:
-        table += "\n\n" + differences_report(args.results, payloads, baseline, args.resamples, args.seed, names=names)
+        blocks += differences_report(args.results, payloads, baseline, args.resamples, args.seed, names=names)
+    table = to_markdown(blocks)
     print(table)
     if args.out:
         try:

@@ -20,7 +20,7 @@ import numpy as np
 from cselab.errors import DataError
 from cselab.probes.paired import read_items
 from cselab.probes.sts import sts_items
-from cselab.probes.report import markdown_table
+from cselab.document import Column, Paragraph, Table, number, to_markdown
 from cselab.probes.significance import RESAMPLES, hierarchical, holds, holm
 
 FEW_SEEDS = 3  # below this many seeds a method's seed variance is hardly resampled
@@ -74,13 +74,13 @@ def comparison_markdown(comparison: dict[str, Any]) -> str:
         return f"No between-method test: {comparison['skipped']}."
     title = (f"{comparison['figure']} against {comparison['baseline']}: {comparison['test']}, "
              f"{comparison['resamples']} resamples, seed {comparison['seed']}; p Holm-corrected across methods")
-    body = [[row["label"], f"{row['seeds'][0]} / {row['seeds'][1]}", f"{row['diff']:+.2f}",
-             f"[{row['ci'][0]:+.2f}, {row['ci'][1]:+.2f}]", f"{row['p']:.3f}", f"{row['p_holm']:.3f}",
+    body = [[row["label"], f"{row['seeds'][0]} / {row['seeds'][1]}", row["diff"], row["ci"], row["p"], row["p_holm"],
              "yes" if row["holds"] else f"no ({min(row['seeds'])} seed(s))" if min(row["seeds"]) < FEW_SEEDS
              else "no"] for row in comparison["rows"]]
     few = [row["label"] for row in comparison["rows"] if min(row["seeds"]) < FEW_SEEDS]
-    note = (f"\n\nFewer than {FEW_SEEDS} seeds on a side ({', '.join(few)}): the bootstrap cannot see the spread "
-            "between seeds that were not run, so these intervals are likely too narrow and no difference is said to "
-            "hold; run more seeds." if few else "")
-    return title + "\n\n" + markdown_table(["Method", "Seeds (base / it)", "Diff.", "95% CI", "p", "p (Holm)",
-                                            "Holds"], body) + note
+    note = [Paragraph(f"Fewer than {FEW_SEEDS} seeds on a side ({', '.join(few)}): the bootstrap cannot see the "
+                      "spread between seeds that were not run, so these intervals are likely too narrow and no "
+                      "difference is said to hold; run more seeds.")] if few else []
+    table = Table(["Method", number("Seeds (base / it)"), number("Diff.", signed=True), Column("95% CI", "interval"),
+                   number("p", 3), number("p (Holm)", 3), "Holds"], body)
+    return to_markdown([Paragraph(title), table, *note])

@@ -8,10 +8,10 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from cselab.document import Block, Column, Heading, Paragraph, Table, number, stacked
 from cselab.errors import DataError
 from cselab.probes.paired import aligned, item_groups
 from cselab.probes.plots import plot_accuracies
-from cselab.probes.report import cell, markdown_table, model_rows
 from cselab.probes.results import suite_setting
 from cselab.probes.significance import Stratum
 from cselab.probes.suite import PairedFigures, Suite
@@ -37,40 +37,41 @@ class AccuracySuite(Suite):
     def settings(self, section: dict[str, Any]) -> dict[str, Any]:
         return {f"{self.name} classifier": suite_setting(section, "classifier")}
 
-    def table(self, section: dict[str, Any], model: str) -> str:
+    def table(self, section: dict[str, Any], model: str) -> Table:
         """Test accuracy x 100 per task (MRPC: accuracy/F1) and the average."""
         tasks = self.tasks(section)
-        cells = [f"{cell(v['acc'])}/{cell(v['f1'])}" if "f1" in v else cell(v["acc"]) for v in tasks.values()]
-        header, row = ["Model", *tasks], [model, *cells]
+        values = [f"{v['acc']:.2f}/{v['f1']:.2f}" if "f1" in v else v["acc"] for v in tasks.values()]
+        columns: list[Column] = [Column("Model"), *(number(name) for name in tasks)]
         if "avg" in section:
-            header, row = [*header, "Avg."], [*row, cell(section["avg"])]
-        return markdown_table(header, [row])
+            columns, values = [*columns, number("Avg.")], [*values, section["avg"]]
+        return Table(columns, [[model, *values]])
 
-    def details(self, section: dict[str, Any]) -> str:
+    def details(self, section: dict[str, Any]) -> Table:
         """Per task: validation and test accuracy, chosen weight decay (and classifier), sizes, classifier time."""
         rows = []
         for name, v in self.tasks(section).items():
             sizes = " / ".join(str(v[k]) for k in ("n_all", "n_train", "n_dev", "n_test") if k in v)
             classifier = "LR" if not v.get("nhid") else f"MLP {v['nhid']}, dropout {v['dropout']}"
-            reg = v["reg"] if not isinstance(v["reg"], list) else "per fold"
-            rows.append([name, cell(v["devacc"]), cell(v["acc"]), classifier, str(reg), sizes,
-                         cell(v["classifier_s"], 1)])
-        return markdown_table(["Task", "Dev acc.", "Test acc.", "Classifier", "L2", "Sizes", "Time (s)"], rows)
+            reg = str(v["reg"]) if not isinstance(v["reg"], list) else "per fold"
+            rows.append([name, v["devacc"], v["acc"], classifier, reg, sizes, v["classifier_s"]])
+        return Table(["Task", number("Dev acc."), number("Test acc."), "Classifier", number("L2"), number("Sizes"),
+                      number("Time (s)", 1)], rows)
 
-    def sections(self, section: dict[str, Any], spec: str) -> list[str]:
+    def sections(self, section: dict[str, Any], spec: str) -> list[Block]:
         """The accuracy table and details, or why the suite was skipped."""
         if "skipped" in section and not self.tasks(section):
-            return [f"## {self.heading}", f"Skipped: {section['skipped']}"]
-        parts = [f"## {self.heading} (test accuracy x 100, {suite_setting(section, 'classifier')} classifier setup)",
-                 self.table(section, spec), self.details(section),
-                 f"{section['sentences_encoded']} distinct sentences encoded once ({section['encode_s']} s)."]
+            return [Heading(self.heading), Paragraph(f"Skipped: {section['skipped']}")]
+        blocks: list[Block] = [
+            Heading(f"{self.heading} (test accuracy x 100, {suite_setting(section, 'classifier')} classifier setup)"),
+            self.table(section, spec), self.details(section),
+            Paragraph(f"{section['sentences_encoded']} distinct sentences encoded once ({section['encode_s']} s).")]
         if section.get("skipped"):
-            parts.append(f"Not present: {', '.join(section['skipped'])}.")
-        return parts
+            blocks.append(Paragraph(f"Not present: {', '.join(section['skipped'])}."))
+        return blocks
 
-    def compare_sections(self, sections: list[tuple[str, dict[str, Any]]]) -> list[str]:
-        return model_rows(self.title, [self.table(section, spec) for spec, section in sections
-                                       if self.tasks(section)])
+    def compare_sections(self, sections: list[tuple[str, dict[str, Any]]]) -> list[Block]:
+        tables = [self.table(section, spec) for spec, section in sections if self.tasks(section)]
+        return [Heading(self.title, 3), *stacked(tables)] if tables else []
 
     def paired(self, a: dict[str, np.ndarray], b: dict[str, np.ndarray], skip: frozenset[str]) -> PairedFigures:
         """Each task's test accuracy from each item's prediction being right (1) or wrong (0), and their mean."""

@@ -15,10 +15,10 @@ import numpy as np
 
 from cselab.checksum import sha256
 from cselab.data import DataNotFoundError, NegationPairs, load_cannot
+from cselab.document import Block, Heading, Paragraph, Table, number
 from cselab.encoders import Encoder
 from cselab.evaluation.scoring import Result
 from cselab.metrics import spearman
-from cselab.probes.report import bias_tables
 from cselab.probes.splits import SubsetSplit, build_splits, split_summary
 from cselab.evaluation.sts import similarities
 from cselab.probes.paired import aligned
@@ -140,8 +140,33 @@ class BiasSuite(Suite):
         metadata = {key: scores.pop(key) for key in self.metadata}
         return Result(scores, None, items, files, metadata)  # several figures, none higher-is-better on its own
 
-    def sections(self, section: dict[str, Any], spec: str) -> list[str]:
-        return ["## Bias probes", bias_tables(section)]
+    def sections(self, section: dict[str, Any], spec: str) -> list[Block]:
+        """Headline bias figures, the per-subset Cont./Oppn. table, transformations and CANNOT."""
+        splits, transformations, cannot = section["splits"], section["transformations"], section["cannot"]
+        accuracy = transformations["paraphrase_over_negation"]
+        share = accuracy["accuracy"] and 100 * accuracy["accuracy"]
+        blocks: list[Block] = [
+            Heading("Bias probes"), Heading("Surface-structure bias (Spearman x 100)", 3),
+            Paragraph(f"Cont./Oppn. over {len(splits['subsets'])} subsets, split rule "
+                      f"`{suite_setting(splits, 'split_rule', 'footnote')}` "
+                      f"({suite_setting(splits, 'split_rule_description', 'median gold score in [2, 3.5]')}); "
+                      "averages weight each part by its own size, as the paper's Table 3."),
+            Table([number("Cont. (wavg)"), number("Oppn. (wavg)"), number("Gap"), number("Paraphrase > negation")],
+                  [[splits["cont_wavg"], splits["oppn_wavg"], splits["gap"],
+                    f"{'n/a' if share is None else f'{share:.1f}'}% of {accuracy['n']}"]]),
+            Heading("Cont. and Oppn. per subset", 3),
+            Table(["Subset", number("Cont."), number("Oppn."), number("#Cont."), number("#Oppn.")],
+                  [[name, v["cont"], v["oppn"], v["n_cont"], v["n_oppn"]] for name, v in splits["subsets"].items()]),
+            Heading(f"Transformations ({transformations['n_sources']} sources, "
+                    f"{Path(transformations['testset']).name})", 3),
+            Table(["Type", number("n"), number("Mean cosine", 3), number("Mean MER", 3)],
+                  [[kind, v["n"], v["mean_cosine"], v["mean_mer"]] for kind, v in transformations["types"].items()]),
+            Heading("Negation pairs (CANNOT): similarity of a sentence and its negation", 3)]
+        if "skipped" in cannot:
+            return [*blocks, Paragraph(f"Skipped: {cannot['skipped']}")]
+        return [*blocks, Table(["Set", number("n"), number("Mean cosine", 3), number("Mean MER", 3)],
+                               [[name, v["n"], v["mean_cosine"], v["mean_mer"]]
+                                for name, v in {**cannot["sets"], "all": cannot["all"]}.items()])]
 
     def main_scores(self, section: dict[str, Any]) -> dict[str, float | None]:
         splits = section.get("splits", {})

@@ -24,13 +24,13 @@ import numpy as np
 import scipy.linalg
 
 from cselab.data import corpus_path, load_sts, read_corpus
+from cselab.document import Block, Heading, Paragraph, Table, number
 from cselab.encoders import Encoder, TransformerEncoder
 from cselab.encoders.pooling import matching_layer_pooler, pool_states
 from cselab.errors import DataError
 from cselab.evaluation.scoring import Result
 from cselab.metrics import cosine_rows, spearman
 from cselab.probes.plots import plot_geometry
-from cselab.probes.report import geometry_tables
 from cselab.evaluation.sts import subset_limit
 from cselab.probes.sts import SHORT_NAMES, x100
 from cselab.probes.suite import ProbeOptions, Score, Suite, register_suite
@@ -187,8 +187,32 @@ class GeometrySuite(Suite):
         files: list = []
         return Result(run_geometry(encoder, self.options, files), None, files=files)
 
-    def sections(self, section: dict[str, Any], spec: str) -> list[str]:
-        return ["## Geometry", geometry_tables(section)]
+    def sections(self, section: dict[str, Any], spec: str) -> list[Block]:
+        """Alignment/uniformity, the layer-wise measures and STS after PCA."""
+        au, layers, pca = section["alignment_uniformity"], section["layers"], section["pca"]
+        blocks: list[Block] = [
+            Heading("Geometry"),
+            Heading("Alignment and uniformity (STS-B dev, normalized vectors; lower is better)", 3),
+            Table([number("Alignment", 3), number("Uniformity", 3), number("Positive pairs"), number("Sentences")],
+                  [[au["alignment"], au["uniformity"], au["positive_pairs"], au["sentences"]]]),
+            Heading("By layer (STS-B test; layer 0 = embeddings)", 3)]
+        if "skipped" in layers:
+            blocks.append(Paragraph(f"Skipped: {layers['skipped']}"))
+        else:
+            poolers = list(layers["sts_by_layer"])
+            blocks.append(Table([number("Layer"), number("TokSim", 3), number("Cosine to previous layer", 3),
+                                 *(number(f"STS-B {p}") for p in poolers)],
+                                [[i, layers["token_similarity"][i], layers["inter_layer_cosine"][i - 1] if i else "",
+                                  *(layers["sts_by_layer"][p][i] for p in poolers)]
+                                 for i in range(layers["layers"] + 1)]))
+        blocks.append(Heading("STS after PCA (Spearman x 100)", 3))
+        if "skipped" in pca:
+            return [*blocks, Paragraph(f"Skipped: {pca['skipped']}")]
+        dims = sorted(pca["dims"], key=int, reverse=True)
+        tasks = [t for t in pca["dims"][dims[0]] if t != "avg"]
+        return [*blocks, Table([number("Dims"), *(number(t) for t in tasks), number("Avg.")],
+                               [[d, *(pca["dims"][d][t] for t in (*tasks, "avg"))] for d in dims]),
+                Paragraph(f"Principal directions from {pca['reference_sentences']} sentences of {pca['reference']}.")]
 
     def main_scores(self, section: dict[str, Any]) -> dict[str, float | None]:
         return {key: section.get("alignment_uniformity", {}).get(key) for key in self.main}

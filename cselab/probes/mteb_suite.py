@@ -19,13 +19,13 @@ from typing import Any
 
 import numpy as np
 
+from cselab.document import Block, Heading, Paragraph, Table, number, stacked
 from cselab.encoders import Encoder
 from cselab.errors import ConfigError, DataError
 from cselab.evaluation.scoring import Result
 from cselab.files import clipped, shown
 from cselab.data import DataNotFoundError
 from cselab.probes.paired import aligned
-from cselab.probes.report import markdown_table, model_rows
 from cselab.probes.significance import Stratum
 from cselab.probes.suite import PairedFigures, ProbeOptions, Suite, register_suite
 
@@ -220,16 +220,17 @@ class MTEBSuite(Suite):
                     "mteb_version": mteb.__version__}
         return Result(scores, None, items, files, metadata)
 
-    def _table(self, section: dict[str, Any], spec: str) -> str:
+    def _table(self, section: dict[str, Any], spec: str) -> Table:
         tasks = section.get("tasks", {})
-        return markdown_table(["Model", *tasks], [[spec, *(f"{100 * t['main_score']:.2f}" for t in tasks.values())]])
+        return Table(["Model", *(number(name) for name in tasks)],
+                     [[spec, *(100 * t["main_score"] for t in tasks.values())]])
 
-    def sections(self, section: dict[str, Any], spec: str) -> list[str]:
+    def sections(self, section: dict[str, Any], spec: str) -> list[Block]:
         metrics = ", ".join(f"{name}: {t['main_metric']}" for name, t in section.get("tasks", {}).items())
-        return [f"## {self.title}", self._table(section, spec), f"Main scores: {metrics}."]
+        return [Heading(self.title), self._table(section, spec), Paragraph(f"Main scores: {metrics}.")]
 
-    def compare_sections(self, sections: list[tuple[str, dict[str, Any]]]) -> list[str]:
-        return model_rows(self.title, [self._table(section, spec) for spec, section in sections])
+    def compare_sections(self, sections: list[tuple[str, dict[str, Any]]]) -> list[Block]:
+        return [Heading(self.title, 3), *stacked([self._table(section, spec) for spec, section in sections])]
 
     def item_inputs(self, section: dict[str, Any], inputs: dict[str, Any], data: dict[str, Any]
                     ) -> dict[str, dict[str, Any]]:

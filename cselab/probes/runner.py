@@ -22,7 +22,8 @@ from cselab.errors import ConfigError, DataError
 from cselab.evaluation.scoring import Result
 from cselab.files import check_folder, read_json, remove_path
 from cselab.progress import Progress, current
-from cselab.probes.report import html_report, markdown_report
+from cselab.document import to_html, to_markdown
+from cselab.probes.report import report_blocks
 from cselab.probes.results import checksums, data_key
 from cselab.probes.suite import ProbeOptions, Suite, suite_parts, suite_sections, suites
 from cselab.provenance import provenance
@@ -192,7 +193,7 @@ def _stage_set(payload: dict[str, Any], out: Path, stage: Path) -> list[str]:
         payload["items"] = {"file": items.name, "sha256": sha256(items), "arrays": sorted(arrays)}
     staged = write_json_atomic(stage / out.name, payload)
     plots = write_plots(payload, staged)
-    markdown = markdown_report(payload, suite_sections(payload), plots)
+    blocks = report_blocks(payload, suite_sections(payload), plots)
     return [*(p.name for p in plots), *([f"{out.stem}.items.npz"] if arrays else []),
-            write_text_atomic(staged.with_suffix(".md"), markdown).name,
-            write_text_atomic(staged.with_suffix(".html"), html_report(markdown, stage)).name, out.name]
+            write_text_atomic(staged.with_suffix(".md"), to_markdown(blocks) + "\n").name,
+            write_text_atomic(staged.with_suffix(".html"), to_html(blocks, stage)).name, out.name]

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from cselab.data import STSPairs, load_sts
+from cselab.document import Block, Heading, Table, number, stacked
 from cselab import progress
 from cselab.encoders import Encoder
 from cselab.metrics import pearson, spearman
@@ -23,7 +24,6 @@ from cselab.evaluation.scoring import Result
 from cselab.evaluation.sts import similarities, subset_limit
 from cselab.errors import DataError
 from cselab.probes.paired import item_groups
-from cselab.probes.report import model_rows, sts_table
 from cselab.probes.significance import Stratum
 from cselab.probes.suite import PairedFigures, Score, Suite, register_suite
 from cselab.probes.names import STS_SUITE
@@ -104,8 +104,15 @@ class STSSuite(Suite):
         """Each task's headline figure, then the average."""
         return {**{task: value["all"] for task, value in section.items() if task != "avg"}, "avg": section["avg"]}
 
-    def compare_sections(self, sections: list[tuple[str, dict[str, Any]]]) -> list[str]:
-        return model_rows(self.title, [sts_table(section, spec) for spec, section in sections])
+    @staticmethod
+    def table(section: dict[str, Any], model: str) -> Table:
+        """One column per task (its headline Spearman x 100) and the average."""
+        names = [name for name in section if name != "avg"]
+        return Table(["Model", *(number(name) for name in names), number("Avg.")],
+                     [[model, *(section[name]["all"] for name in names), section["avg"]]])
+
+    def compare_sections(self, sections: list[tuple[str, dict[str, Any]]]) -> list[Block]:
+        return [Heading(self.title, 3), *stacked([self.table(section, spec) for spec, section in sections])]
 
     def paired(self, a: dict[str, np.ndarray], b: dict[str, np.ndarray], skip: frozenset[str]) -> PairedFigures:
         """Each task's Spearman x 100 over its pooled pairs (the cosines against the gold scores), and their mean."""
@@ -125,5 +132,5 @@ class STSSuite(Suite):
         scores, files = run_sts(encoder, o.tasks, o.data_dir, o.batch_size, o.limit, items)
         return Result(scores, scores["avg"], items, files)
 
-    def sections(self, section: dict[str, Any], spec: str) -> list[str]:
-        return ["## STS (Spearman x 100)", sts_table(section, spec)]
+    def sections(self, section: dict[str, Any], spec: str) -> list[Block]:
+        return [Heading("STS (Spearman x 100)"), self.table(section, spec)]

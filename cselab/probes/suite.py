@@ -21,6 +21,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from cselab.data.transfer import TRANSFER_TASKS
+from cselab.document import Block, check_blocks
 from cselab.encoders.base import Encoder
 from cselab.errors import ConfigError, did_you_mean
 from cselab.evaluation.setups import CLASSIFIER_SETUPS
@@ -87,13 +88,14 @@ class Suite(ABC):
 
     Required: :meth:`run` (a :class:`~cselab.evaluation.scoring.Result`: ``scores`` and ``metadata`` apart, which
     together are its section of the results JSON; per-item arrays named ``NAME/...``; the data files read) and
-    :meth:`sections` (its part of the report). Each of the others has a default that a suite overrides to take part:
-    :meth:`main_scores` (the columns of ``probe compare``'s table and of a sweep's, :meth:`sweep_columns`),
-    :meth:`compare_sections` (tables of several results), :meth:`paired` (which items, which statistic: the
-    figures ``probe compare`` gives an interval and a p-value), :meth:`item_inputs` (what decides which items were
-    scored), :meth:`settings` (recorded settings that change the figures) and :meth:`plots`. The runner, the report,
-    ``probe compare`` and sweeps reach a suite only through these, over :func:`suites`; none names a suite.
-    Every method but :meth:`run` reads a section of a stored results JSON, so it works on results written earlier.
+    :meth:`sections` (its part of the report, as :mod:`cselab.document` blocks). Each of the others has a default
+    that a suite overrides to take part: :meth:`main_scores` (the columns of ``probe compare``'s table and of a
+    sweep's, :meth:`sweep_columns`), :meth:`compare_sections` (tables of several results), :meth:`paired` (which
+    items, which statistic: the figures ``probe compare`` gives an interval and a p-value), :meth:`item_inputs`
+    (what decides which items were scored), :meth:`settings` (recorded settings that change the figures) and
+    :meth:`plots`. The runner, the report, ``probe compare`` and sweeps reach a suite only through these, over
+    :func:`suites`; none names a suite. Every method but :meth:`run` reads a section of a stored results JSON, so
+    it works on results written earlier.
     """
 
     name: ClassVar[str]
@@ -111,8 +113,9 @@ class Suite(ABC):
         """Score ``encoder``."""
 
     @abstractmethod
-    def sections(self, section: dict[str, Any], spec: str) -> list[str]:
-        """The report's Markdown for this suite's ``section`` of a results JSON of model ``spec``."""
+    def sections(self, section: dict[str, Any], spec: str) -> list[Block]:
+        """The report's blocks (:mod:`cselab.document`) for this suite's ``section`` of a results JSON of model
+        ``spec``."""
 
     def main_scores(self, section: dict[str, Any]) -> dict[str, float | None]:
         """The main scores of ``section``, keyed as :attr:`main` (None where the result has none)."""
@@ -126,8 +129,8 @@ class Suite(ABC):
         """``section`` without its :attr:`metadata`."""
         return {key: value for key, value in section.items() if key not in self.metadata}
 
-    def compare_sections(self, sections: list[tuple[str, dict[str, Any]]]) -> list[str]:
-        """Markdown comparing the sections of several results (model spec, section), after the summary table."""
+    def compare_sections(self, sections: list[tuple[str, dict[str, Any]]]) -> list[Block]:
+        """Blocks comparing the sections of several results (model spec, section), after the summary table."""
         return []
 
     def compare_notes(self, sections: list[dict[str, Any]]) -> list[str]:
@@ -195,8 +198,8 @@ def suite_parts(suite: str) -> tuple[str, ...]:
     return tuple(name for name, cls in known.items() if ("all" in names and cls.in_all) or name in names)
 
 
-def suite_sections(payload: dict[str, Any]) -> list[str]:
-    """The Markdown sections of every suite in a payload, in suite order."""
+def suite_sections(payload: dict[str, Any]) -> list[Block]:
+    """The report blocks of every suite in a payload, in suite order."""
     spec = payload["model"]["spec"]
-    return [text for name, cls in suites().items() if name in payload
-            for text in cls().sections(payload[name], spec)]
+    return [block for name, cls in suites().items() if name in payload
+            for block in check_blocks(cls().sections(payload[name], spec), f"suite {name}: sections()")]

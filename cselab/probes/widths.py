@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from cselab.atomic import write_text_atomic
+from cselab.document import Block, Figure, Heading, to_markdown
 from cselab.encoders import Encoder
 from cselab.encoders.truncated import Truncated
 from cselab.errors import ConfigError
@@ -58,24 +59,25 @@ def run_widths(encoder: Encoder, dims: list[int], suite: str, options: ProbeOpti
             written += write_outputs(run_probes(truncated, suite, options, progress), width_path(out, width))
     paths = [str(width_path(out, width)) for width in dims]
     payloads = read_results(paths)  # as `probe compare` reads them: the per-item archives beside each
-    markdown = widths_report(dims, payloads, paths, options.seed)
+    blocks = widths_report(dims, payloads, paths, options.seed)
     report, picture = summary_paths(out)
-    scores, figure = main_scores(payloads), ""
+    scores, figure = main_scores(payloads), []
     if scores:  # suites without main scores draw nothing
         written.append(plot_widths(dims, scores, picture, f"{encoder.spec}: main scores by width"))
-        figure = f"\n\n![]({picture.name})"
-    written.append(write_text_atomic(report, f"# {encoder.spec} by width\n\n{markdown}{figure}\n"))
-    return written, markdown
+        figure = [Figure(picture, "")]
+    written.append(write_text_atomic(report, to_markdown([Heading(f"{encoder.spec} by width", 1), *blocks, *figure])
+                                     + "\n"))
+    return written, to_markdown(blocks)
 
 
-def widths_report(dims: list[int], payloads: list[dict[str, Any]], paths: list[str], seed: int) -> str:
+def widths_report(dims: list[int], payloads: list[dict[str, Any]], paths: list[str], seed: int) -> list[Block]:
     """The widths side by side, then each width's paired differences from the widest."""
     names = [f"dim {width}" for width in dims]
     widest = dims.index(max(dims))
-    table = compare_report(payloads, names)
+    blocks = compare_report(payloads, names)
     if len(payloads) < 2:
-        return table
-    return table + "\n\n" + differences_report(paths, payloads, widest, RESAMPLES, seed, show=False, names=names)
+        return blocks
+    return blocks + differences_report(paths, payloads, widest, RESAMPLES, seed, show=False, names=names)
 
 
 def main_scores(payloads: list[dict[str, Any]]) -> dict[str, list[float | None]]:

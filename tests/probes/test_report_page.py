@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from cselab.cli import main
-from cselab.probes.report import html_report
+from cselab.document import Figure, Table, number, to_html
 from cselab.probes.runner import write_outputs
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -41,13 +41,15 @@ def test_the_page_embeds_its_pictures_so_that_it_is_complete_on_its_own(report, 
                         ("transfer", "geometry", "transformations")}
     markdown = report.with_suffix(".md").read_text()
     assert "(tiny.geometry.png)" in markdown  # the Markdown report still links the files beside it
-    assert 'src="tiny.geometry.png"' in html_report(markdown)  # without the folder: links, as before
+    assert 'src="tiny.geometry.png"' in to_html([Figure(report.with_suffix(".geometry.png"), "geometry")])  # no folder
+
 
 
 def test_a_column_of_text_is_left_aligned_and_a_column_of_figures_right_aligned():
-    page = html_report("| Model | STS12 | L2 |\n| --- | --- | --- |\n| runs/osscse/best | 72.37 | per fold |\n"
-                       "| minilm | n/a | 1e-05 |")
+    page = to_html([Table(["Model", number("STS12"), "L2"], [["runs/osscse/best", 72.3712, "per fold"],
+                                                             ["minilm", None, "1e-05"]])])
     assert '<td class="text">runs/osscse/best</td><td class="num">72.37</td><td class="text">per fold</td>' in page
+    assert '<td class="text">minilm</td><td class="num">n/a</td><td class="text">1e-05</td>' in page
     assert '<th class="text">Model</th><th class="num">STS12</th>' in page
     assert ".num{text-align:right}.text{text-align:left}" in page
 

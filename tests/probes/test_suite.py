@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from cselab.data import load_sts
+from cselab.document import Heading, Table, number, to_markdown
 from cselab.encoders import load_encoder
 from cselab.errors import ConfigError
 from cselab.evaluation.scoring import Result
@@ -40,13 +41,15 @@ def test_a_suite_is_one_class_the_runner_and_the_report_pick_up(monkeypatch, dat
                           pairs.files)
 
         def sections(self, section, spec):
-            return ["## Lengths", f"{spec}: {section['mean_norm']:.3f}"]
+            return [Heading("Lengths"), Table(["Model", number("Mean norm", 3)], [[spec, section["mean_norm"]]])]
 
     payload = run_probes(load_encoder("bow", data_dir=data_dir, cache=False), "lengths",
                          ProbeOptions(data_dir=data_dir, limit=10))
     assert payload["lengths"]["mean_norm"] > 0 and payload["items"]["lengths/norm"].shape == (10,)
     assert len(payload["data"]["sha256"]) == 1
-    assert suite_sections(payload) == ["## Lengths", f"bow: {payload['lengths']['mean_norm']:.3f}"]
+    norm = payload["lengths"]["mean_norm"]
+    assert suite_sections(payload) == [Heading("Lengths"), Table(["Model", number("Mean norm", 3)], [["bow", norm]])]
+    assert to_markdown(suite_sections(payload)).endswith(f"| bow   | {norm:.3f}     |")
 
 
 def test_a_package_adds_a_suite_with_an_entry_point(tmp_path, monkeypatch):
