@@ -149,7 +149,8 @@ def test_adding_a_probe_is_one_module_that_run_report_compare_and_sweeps_pick_up
     for name, model in (("bow", "bow"), ("tiny", str(tiny_bert_dir))):  # unit vectors, and vectors of any norm
         payload = run_probes(load_encoder(model, data_dir=data_dir, cache=False), "sts,lengths", options)
         assert payload["lengths"]["n"] == 12 and payload["items"]["lengths/norm"].shape == (12,)
-        assert "## Vector norms\n\n| Model " in to_markdown(suite.suite_sections(payload))
+        assert payload["lengths"]["norm_split"] == "dev"  # its setting's default
+        assert "## Vector norms (STS-B dev)\n\n| Model " in to_markdown(suite.suite_sections(payload))
         write_outputs(payload, tmp_path / f"{name}.json")
     # probe compare: its column in the summary table, and the mean norm's difference with its interval
     assert main(["probe", "compare", str(tmp_path / "bow.json"), str(tmp_path / "tiny.json")]) == 0
@@ -159,6 +160,17 @@ def test_adding_a_probe_is_one_module_that_run_report_compare_and_sweeps_pick_up
     row = next(line for line in table.splitlines() if line.startswith("| Mean norm"))
     low, high = (float(x) for x in row.split("[")[1].split("]")[0].split(","))
     assert low <= high and low != high
+    # its setting is an option of probe run, listed under the suite's name and checked by its declaration
+    with pytest.raises(SystemExit):
+        main(["probe", "run", "--help"])
+    assert "lengths suite:\n  --norm-split {dev,test}" in capsys.readouterr().out
+    assert main(["probe", "run", "--model", "bow", "--suite", "lengths", "--norm-split", "test", "--limit", "12",
+                 "--data-dir", str(data_dir), "--no-cache", "--out", str(tmp_path / "test.json")]) == 0
+    assert json.loads((tmp_path / "test.json").read_text())["lengths"]["norm_split"] == "test"
+    assert main(["probe", "compare", str(tmp_path / "bow.json"), str(tmp_path / "test.json")]) == 0
+    printed = capsys.readouterr().out
+    assert "were not scored on the same items of the lengths suite" in printed and "norm split ('dev' vs 'test')" \
+        in printed and "| Mean norm" not in printed.split("## Differences against")[1]  # no item-by-item figures
     # a sweep scored with it: its column in the summary
     spec = SweepSpec(("simcse",), (0,), tmp_path / "sweep", str(tiny_bert_dir), data=tiny_cache,
                      overrides=(*SMALL[:2], "training.max_steps=1", "training.eval_steps=1", "training.dev=none"),

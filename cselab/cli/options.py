@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from typing import Any
 
-from cselab.registry import MAX_SEED
+from cselab.registry import MAX_SEED, Param
 
 
 def whole_number(minimum: int, maximum: int | None = None):
@@ -63,3 +65,31 @@ def add_profile(parser: argparse.ArgumentParser, what: str = "the method's") -> 
 def add_seed(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=whole_number(0, MAX_SEED), default=0,
                         help=f"random seed, 0 to {MAX_SEED} (default: 0)")
+
+
+def comma_list(text: str) -> tuple[str, ...]:
+    """An argparse type: names joined by commas."""
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
+def add_settings(parser: argparse.ArgumentParser | argparse._ArgumentGroup, schema: dict[str, Param]) -> None:
+    """An option ``--NAME`` for each setting of ``schema`` (a checked dataclass's, :func:`cselab.registry.schema_of`):
+    its help, default, choices and bounds come from the declaration, so that a setting is declared in one place."""
+    for name, param in schema.items():
+        kwargs: dict[str, Any] = {"dest": name, "default": param.default, "help": param.help}
+        if param.type is int:
+            kwargs["metavar"] = "N"
+            kwargs["type"] = whole_number(int(param.min), None if param.max is None else int(param.max)) \
+                if param.min is not None else int
+        elif param.type is float:
+            kwargs["type"] = float
+        elif param.type in (tuple, list):
+            kwargs.update(type=comma_list, metavar="NAME,...")
+        elif param.type is os.PathLike:
+            kwargs["metavar"] = "PATH"
+        if param.allowed() is not None:
+            kwargs["choices"] = param.allowed()
+        if param.default not in (None, ()):
+            shown = ",".join(map(str, param.default)) if isinstance(param.default, tuple) else param.default
+            kwargs["help"] += f" (default: {shown})"
+        parser.add_argument("--" + name.replace("_", "-"), **kwargs)

@@ -6,13 +6,12 @@ import argparse
 from pathlib import Path
 
 from cselab.atomic import write_text_atomic
-from cselab.cli.options import add_data_dir, add_renamed, add_seed, whole_number
+from cselab.cli.options import add_data_dir, add_renamed, add_seed, add_settings, whole_number
 from cselab.errors import ConfigError
 from cselab.evaluation.setups import CLASSIFIER_SETUPS
 from cselab.files import check_folder
-from cselab.normalizers import NORMALIZERS
-from cselab.data.transfer import TRANSFER_TASKS
-from cselab.probes.names import MAX_RESAMPLES, RESAMPLES, SPLIT_RULES, STS_SUITE, SUITES
+from cselab.probes.names import MAX_RESAMPLES, RESAMPLES, SPLIT_RULES
+from cselab.registry import Param, schema_of
 
 
 def register(probe: argparse.ArgumentParser) -> None:
@@ -90,12 +89,6 @@ def _commands() -> dict:
     }
 
 
-def _add_mer_normalize(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--mer-normalize", default="lower", choices=tuple(NORMALIZERS),
-                        help="tokens MER compares: lower-cased whitespace tokens, as written, or lower-cased "
-                             "without punctuation (default: lower)")
-
-
 def _run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--model", required=True, metavar="SPEC",
                      help="alias (minilm), lexical baseline (bow, tfidf, tfidf:PATH), model folder, cselab checkpoint, "
@@ -108,54 +101,49 @@ def _run_options(run: argparse.ArgumentParser) -> None:
                      help="a sentence's budget, longer ones are cut: tokens (special ones "
                           "included), or with a prompt the sentence's word-pieces, the "
                           "prompt on top (default: the model's limit)")
+    from cselab.probes.suite import suites
+
     run.add_argument("--suite", default="sts", metavar="SUITE",
-                     help=f"which probes to run: {', '.join(SUITES)}, or several joined by commas, e.g. sts,bias "
-                          "(each sentence then encoded once) (default: sts)")
-    run.add_argument("--split-rule", default="paper", choices=tuple(SPLIT_RULES),
-                     help="Cont./Oppn. subsets of the bias suite: paper = the 16 of OssCSE's Table 2, footnote = "
-                          "every subset with median gold score in [2, 3.5] (20 here) (default: paper)")
-    run.add_argument("--tasks", help="comma-separated STS tasks of the sts suite, e.g. sts12,stsb")
-    run.add_argument("--mteb-tasks", metavar="NAME,...",
-                     help="comma-separated tasks of the mteb suite: cselab's (CselabSTSB, CselabCont ...), an MTEB "
-                          "task in the local Hugging Face cache, or NAME=FOLDER (nothing is downloaded)")
-    run.add_argument("--transfer-tasks", help="comma-separated transfer tasks, e.g. MR,TREC (default: all seven)")
-    run.add_argument("--classifier", default="full", choices=tuple(CLASSIFIER_SETUPS),
-                     help="transfer and probing classifiers: full = SentEval's default (10 folds, Adam, batch 64, "
-                          "tenacity 5, epoch size 4), fast = its prototyping setting (5 folds, RMSprop, batch 128, "
-                          "tenacity 3, epoch size 2) (default: full)")
-    add_renamed(run, "--protocol", "--classifier", tuple(CLASSIFIER_SETUPS))
-    add_renamed(run, "--split-protocol", "--split-rule", tuple(SPLIT_RULES))
-    run.add_argument("--n-jobs", type=whole_number(1), default=1,
-                     help="worker processes for the classifiers (default: 1)")
-    run.add_argument("--probing-dir", help="folder of probing-task files (default: DATA_ROOT/probing)")
-    run.add_argument("--testset", help="transformation test set (JSONL) for the bias suite "
-                                       "(default: the hand-written set shipped with cselab)")
-    _add_mer_normalize(run)
-    run.add_argument("--limit", type=whole_number(2),
-                     help="use only the first N pairs of each data file (quick checks)")
+                     help=f"which probes to run: {', '.join(suites())}, all, or several joined by commas, e.g. "
+                          "sts,bias (each sentence then encoded once) (default: sts)")
     run.add_argument("--out", default="results.json", help="results JSON to write (default: results.json)")
     run.add_argument("--dims", type=widths, metavar="W,W,...",
                      help="score the vectors cut to each of these widths (a Matryoshka model's), e.g. 64,128,384: "
                           "OUT.dim-W.json per width, and OUT.dims.md and OUT.dims.png comparing them")
     add_data_dir(run)
-    run.add_argument("--batch-size", type=whole_number(1), default=64, help="sentences per forward pass (default: 64)")
     run.add_argument("--device", help="cpu, cuda, cuda:1 ... (default: cuda when available)")
     run.add_argument("--dtype", default="auto", choices=("auto", "float32", "float16", "bfloat16"),
                      help="weights' type for inference (auto: bf16/fp16 on GPU, fp32 on CPU)")
     run.add_argument("--no-cache", action="store_true",
                      help="encode every sentence afresh and keep no vectors (default: vectors are kept in "
                           "$CSELAB_CACHE_DIR or ~/.cache/cselab/embeddings, see docs/probes.md)")
-    add_seed(run)
+    _add_probe_settings(run)
+
+
+def _add_probe_settings(run: argparse.ArgumentParser) -> None:
+    """The settings of every probe run (ProbeOptions' fields), then each suite's own (Suite.Options), a group per
+    suite that declares them: options generated from the declarations."""
+    from cselab.probes.suite import ProbeOptions, suite_settings
+
+    common = schema_of(ProbeOptions)
+    add_settings(run, {name: common[name] for name in ("batch_size", "limit", "seed")})
+    groups: dict[tuple[str, ...], dict[str, Param]] = {}
+    for name, (param, declaring) in suite_settings().items():
+        groups.setdefault(tuple(cls.name for cls in declaring), {})[name] = param
+    for owners, schema in groups.items():
+        add_settings(run.add_argument_group(f"{' and '.join(owners)} suite{'s' if len(owners) > 1 else ''}"), schema)
+    add_renamed(run, "--protocol", "--classifier", tuple(CLASSIFIER_SETUPS))
+    add_renamed(run, "--split-protocol", "--split-rule", tuple(SPLIT_RULES))
 
 
 def _splits_options(splits: argparse.ArgumentParser) -> None:
     add_data_dir(splits)
     splits.add_argument("--out-dir", default="results/splits", help="folder for splits.json, splits.md, "
                                                                     "pairs.jsonl (default: results/splits)")
-    _add_mer_normalize(splits)
-    splits.add_argument("--split-rule", default="paper", choices=tuple(SPLIT_RULES),
-                        help="which subsets are used: paper = the 16 of OssCSE's Table 2, footnote = every subset "
-                             "with median gold score in [2, 3.5] (default: paper)")
+    from cselab.probes.suite import suite_settings
+
+    declared = suite_settings()  # the bias suite's declarations: the splits are its
+    add_settings(splits, {name: declared[name][0] for name in ("mer_normalize", "split_rule")})
     add_renamed(splits, "--protocol", "--split-rule", tuple(SPLIT_RULES))
 
 
@@ -198,7 +186,7 @@ def run_command(args: argparse.Namespace) -> None:
 
     from cselab.encoders import load_encoder
     from cselab.document import to_markdown
-    from cselab.probes.suite import ProbeOptions, suite_sections
+    from cselab.probes.suite import ProbeOptions, suite_sections, suite_settings
     from cselab.probes.runner import results_path, run_probes, write_outputs
     from cselab.probes.widths import check_widths, run_widths
 
@@ -208,11 +196,8 @@ def run_command(args: argparse.Namespace) -> None:
     transformers_logging.disable_progress_bar()  # weight loading is quick; keep the tables readable
     encoder = load_encoder(args.model, pooler=args.pooler, prompt=args.prompt, max_length=args.max_length,
                            device=args.device, dtype=args.dtype, data_dir=args.data_dir, cache=not args.no_cache)
-    options = ProbeOptions(data_dir=args.data_dir, tasks=_names(args.tasks, STS_SUITE), testset=args.testset,
-                           mer_normalize=args.mer_normalize, batch_size=args.batch_size, limit=args.limit,
-                           seed=args.seed, classifier=args.classifier, n_jobs=args.n_jobs,
-                           transfer_tasks=_names(args.transfer_tasks, TRANSFER_TASKS), probing_dir=args.probing_dir,
-                           split_rule=args.split_rule, mteb_tasks=_names(args.mteb_tasks, ()))
+    options = ProbeOptions(data_dir=args.data_dir, batch_size=args.batch_size, limit=args.limit, seed=args.seed,
+                           **{name: getattr(args, name) for name in suite_settings()})
     if args.dims is not None:
         written, markdown = run_widths(encoder, args.dims, args.suite, options, out)
         print(markdown)
@@ -234,10 +219,6 @@ def widths(text: str) -> list[int]:
         return [int(part) for part in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: expected widths joined by commas, e.g. 64,128,384") from None
-
-
-def _names(text: str | None, default: tuple[str, ...]) -> tuple[str, ...]:
-    return tuple(name.strip() for name in text.split(",")) if text else default
 
 
 def splits_command(args: argparse.Namespace) -> None:

@@ -3,6 +3,7 @@ read, tabled, compared item by item (each test item's prediction right or wrong)
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -10,11 +11,13 @@ import numpy as np
 
 from cselab.document import Block, Column, Heading, Paragraph, Table, number, stacked
 from cselab.errors import DataError
+from cselab.evaluation.setups import CLASSIFIER_SETUPS
 from cselab.probes.paired import aligned, item_groups
 from cselab.probes.plots import plot_accuracies
 from cselab.probes.results import suite_setting
 from cselab.probes.significance import Stratum
 from cselab.probes.suite import PairedFigures, Suite
+from cselab.registry import Checked, setting
 
 # the keys of a section that are not tasks ('protocol': older results' name for the classifier setup)
 METADATA = ("folder", "classifier", "protocol", "sentences_encoded", "encode_s", "skipped")
@@ -25,6 +28,16 @@ class AccuracySuite(Suite):
 
     heading: ClassVar[str]
     metadata = METADATA
+
+    @dataclass
+    class Options(Checked):
+        where = "probe options"
+
+        classifier: str = setting("full", str, "transfer and probing classifiers: full = SentEval's default (10 "
+                                  "folds, Adam, batch 64, tenacity 5, epoch size 4), fast = its prototyping setting "
+                                  "(5 folds, RMSprop, batch 128, tenacity 3, epoch size 2)",
+                                  choices=tuple(CLASSIFIER_SETUPS))
+        n_jobs: int = setting(1, int, "worker processes for the classifiers", min=1)
 
     def tasks(self, section: dict[str, Any]) -> dict[str, dict[str, Any]]:
         return {name: value for name, value in self.scores(section).items() if name != "avg"}

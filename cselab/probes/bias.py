@@ -7,7 +7,9 @@ that reads surface form for meaning scores well on Cont. and poorly on Oppn.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +28,8 @@ from cselab.probes.results import data_key, suite_setting
 from cselab.probes.significance import Stratum
 from cselab.probes.suite import PairedFigures, ProbeOptions, Score, Suite, register_suite
 from cselab.probes.names import SPLIT_RULES
+from cselab.normalizers import NORMALIZERS
+from cselab.registry import Checked, setting
 from cselab.probes.transformations import (
     handwritten_testset,
     plot_transformations,
@@ -129,6 +133,20 @@ class BiasSuite(Suite):
     """Cont./Oppn. splits, the transformation test set and the CANNOT negation pairs."""
 
     name, title = "bias", "Bias"
+    rank = 20
+
+    @dataclass
+    class Options(Checked):
+        where = "probe options"
+
+        split_rule: str = setting("paper", str, "Cont./Oppn. subsets of the bias suite: paper = the 16 of OssCSE's "
+                                  "Table 2, footnote = every subset with median gold score in [2, 3.5] (20 here)",
+                                  choices=tuple(SPLIT_RULES))
+        testset: str | os.PathLike | None = setting(None, os.PathLike, "transformation test set (JSONL) of the bias "
+                                                    "suite (default: the hand-written set shipped with cselab)",
+                                                    nullable=True)
+        mer_normalize: str = setting("lower", str, "tokens MER compares: lower-cased whitespace tokens, as written, "
+                                     "or lower-cased without punctuation", choices=tuple(NORMALIZERS))
     main = {"cont": Score("Cont."), "oppn": Score("Oppn."), "gap": Score("Gap"),
             "para_over_neg": Score("Para > neg (%)", 1), "cannot_cosine": Score("CANNOT cos.", 3)}
     metadata = ("mer_normalize",)

@@ -18,15 +18,13 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.linalg
 
 from cselab.data import corpus_path, load_sts, read_corpus
 from cselab.document import Block, Heading, Paragraph, Table, number
-from cselab.encoders import Encoder, TransformerEncoder
-from cselab.encoders.pooling import matching_layer_pooler, pool_states
+from cselab.encoders import Encoder
 from cselab.errors import DataError
 from cselab.evaluation.scoring import Result
 from cselab.metrics import cosine_rows, spearman
@@ -34,6 +32,9 @@ from cselab.probes.plots import plot_geometry
 from cselab.evaluation.sts import subset_limit
 from cselab.probes.sts import SHORT_NAMES, x100
 from cselab.probes.suite import ProbeOptions, Score, Suite, register_suite
+
+if TYPE_CHECKING:
+    from cselab.encoders import TransformerEncoder
 
 LAYER_GRID_POOLERS = {"cls": "first", "mean": "avg", "max": "max"}
 PCA_DIMS = (768, 512, 256, 128)
@@ -80,7 +81,9 @@ def token_similarity(states: np.ndarray) -> float:
 def layer_geometry(encoder: TransformerEncoder, sentences1: list[str], sentences2: list[str], scores: np.ndarray,
                    batch_size: int = 64) -> dict[str, Any]:
     """Inter-layer cosine, TokSim per layer and the layer x pooler STS grid on scored sentence pairs."""
-    import torch
+    import torch  # torch and the poolers imported on use: --help imports no model library
+
+    from cselab.encoders.pooling import matching_layer_pooler, pool_states
 
     sentences = list(dict.fromkeys(sentences1 + sentences2))
     ids = encoder.tokenize(sentences, warn=False)
@@ -132,6 +135,8 @@ def pca_sts(train: np.ndarray, tasks: dict[str, tuple[np.ndarray, np.ndarray, np
     components = np.empty((full, 0))
     if reduced:  # the top eigenvectors of the covariance only: far cheaper than a full SVD for wide vectors
         centered = train - train.mean(axis=0)
+        import scipy.linalg  # imported on use: --help imports no SciPy
+
         _, vectors = scipy.linalg.eigh(centered.T @ centered, subset_by_index=(full - reduced[0], full - 1))
         components = vectors[:, ::-1]
     result: dict[str, Any] = {}
@@ -147,6 +152,8 @@ def pca_sts(train: np.ndarray, tasks: dict[str, tuple[np.ndarray, np.ndarray, np
 
 def run_geometry(encoder: Encoder, options: ProbeOptions, files: list) -> dict[str, Any]:
     """Alignment/uniformity, the layer-wise measures (transformer encoders) and STS after PCA."""
+    from cselab.encoders import TransformerEncoder  # its module imports torch
+
     result: dict[str, Any] = {"alignment_uniformity": alignment_uniformity(encoder, options.data_dir)}
     (test,) = subset_limit(load_sts("stsb", "test", options.data_dir), options.limit)
     files.extend(test.files)
@@ -181,6 +188,7 @@ class GeometrySuite(Suite):
     """Alignment/uniformity, the layer-wise measures and STS after PCA."""
 
     name, title = "geometry", "Geometry"
+    rank = 50
     main = {"alignment": Score("Alignment", 3), "uniformity": Score("Uniformity", 3)}
 
     def run(self, encoder: Encoder) -> Result:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import tempfile
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ from cselab.data import DataNotFoundError
 from cselab.probes.paired import aligned
 from cselab.probes.significance import Stratum
 from cselab.probes.suite import PairedFigures, ProbeOptions, Suite, register_suite
+from cselab.registry import Checked, Param, setting
 
 EXTRA = "pip install 'cselab-toolkit[mteb]'"
 
@@ -187,9 +189,18 @@ class MTEBSuite(Suite):
     """MTEB tasks (``--mteb-tasks``), run by mteb on the encoder through :mod:`cselab.encoders.mteb_model`."""
 
     name, title = "mteb", "MTEB (main score x 100)"
+    rank = 60
     main: dict = {}  # each task's main score is in its own table (no one figure sums them up)
     metadata = ("model_meta", "mteb_version")
     in_all = False  # it needs --mteb-tasks
+
+    @dataclass
+    class Options(Checked):
+        where = "probe options"
+
+        mteb_tasks: tuple[str, ...] = setting((), tuple, "tasks of the mteb suite: cselab's (CselabSTSB, CselabCont "
+                                              "...), an MTEB task in the local Hugging Face cache, or NAME=FOLDER "
+                                              "(nothing is downloaded)", items=Param(str))
 
     def run(self, encoder: Encoder) -> Result:
         if not self.options.mteb_tasks:

@@ -1,9 +1,6 @@
-"""The names the probe commands offer, kept apart from the probes' code so that ``--help`` imports no model
-library: the suites, the STS tasks of the ``sts`` suite, the default number of resamples, the Cont./Oppn. split
-rules (the classifier setups' names are in :mod:`cselab.evaluation.setups`)."""
+"""Names and figures the probe commands share: the STS tasks of the ``sts`` suite, the default number of
+resamples, the Cont./Oppn. split rules (the classifier setups' names are in :mod:`cselab.evaluation.setups`)."""
 
-SUITES = {"sts": ("sts",), "bias": ("bias",), "transfer": ("transfer",), "probing": ("probing",),
-          "geometry": ("geometry",), "mteb": ("mteb",), "all": ("sts", "bias", "transfer", "probing", "geometry")}
 STS_SUITE = ("sts12", "sts13", "sts14", "sts15", "sts16", "stsb", "sickr")
 RESAMPLES = 1000  # bootstrap and permutation resamples of `probe compare` and the sweep
 MAX_RESAMPLES = 100_000  # 100 times the default: p-values down to 2e-5; more is a typo, not a need

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,7 @@ from cselab.evaluation.scoring import Result
 from cselab.probes.probing_builder import PROBING_FILES
 from cselab.probes.accuracy import AccuracySuite
 from cselab.probes.suite import Score, register_suite
-from cselab.evaluation.validation import classifier_setup, split
+from cselab.registry import setting
 
 PROBING_TASKS = tuple(PROBING_FILES)
 MLP_DROPOUTS = (0.0, 0.1, 0.2)
@@ -47,6 +47,8 @@ def run_probing(encoder: Encoder, folder: str | os.PathLike, tasks: Sequence[str
                 items: dict[str, np.ndarray] | None = None) -> tuple[dict[str, Any], list]:
     """Accuracy x 100 per task present in ``folder`` (missing ones listed under ``skipped``) and the files read;
     ``items`` (when given) receives the test predictions and labels, ``probing/TASK/pred`` and ``.../label``."""
+    from cselab.evaluation.validation import classifier_setup, split  # imported on use: it imports torch
+
     setup = classifier_setup(classifier)
     folder = Path(folder)
     present = [t for t in tasks if (folder / PROBING_FILES[t]).is_file()]
@@ -82,7 +84,13 @@ class ProbingSuite(AccuracySuite):
     """SentEval's probing tasks, from ``options.probing_dir`` (else the data root's ``probing/``)."""
 
     name, title, heading = "probing", "Probing (test accuracy x 100)", "Probing tasks"
+    rank = 40
     main = {"avg": Score("Probing avg.")}
+
+    @dataclass
+    class Options(AccuracySuite.Options):
+        probing_dir: str | os.PathLike | None = setting(None, os.PathLike, "folder of probing-task files (default: "
+                                                        "DATA_ROOT/probing)", nullable=True)
     optional = True
 
     def run(self, encoder: Encoder) -> Result:

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import stats
 
 from cselab.probes.names import RESAMPLES
 
@@ -42,6 +41,8 @@ class Stratum:
 
 def _spearman(values: np.ndarray, gold: np.ndarray) -> np.ndarray:
     """Spearman's rho along the last axis (ties ranked by their average, as scipy.stats.spearmanr)."""
+    from scipy import stats  # imported on use: --help imports no SciPy
+
     x, y = stats.rankdata(values, axis=-1), stats.rankdata(gold, axis=-1)
     x, y = x - x.mean(axis=-1, keepdims=True), y - y.mean(axis=-1, keepdims=True)
     with np.errstate(invalid="ignore", divide="ignore"):
@@ -74,6 +75,8 @@ def interval(strata: Sequence[Stratum], scale: float = 1.0, resamples: int = RES
     """Paired, stratified bootstrap interval of B's figure minus A's. A resample whose figure is undefined (a
     Spearman stratum drawn with all values tied: a few items) is left out of the percentiles; when more than
     :data:`UNDEFINED` of them are, the interval is undefined (NaN, NaN)."""
+    from scipy import stats  # imported on use: --help imports no SciPy
+
     samples = tuple(np.arange(len(s.a)) for s in strata)
     if all(np.array_equal(s.a, s.b) for s in strata):  # no difference to resample: the interval is the point 0
         return 0.0, 0.0
@@ -91,6 +94,8 @@ def interval(strata: Sequence[Stratum], scale: float = 1.0, resamples: int = RES
 
 def p_value(strata: Sequence[Stratum], scale: float = 1.0, resamples: int = RESAMPLES, seed: int = 0) -> float:
     """Two-sided paired permutation test of B's figure against A's: each item's two values swapped at random."""
+    from scipy import stats  # imported on use: --help imports no SciPy
+
     bounds = np.cumsum([0] + [len(s.a) for s in strata])
 
     def statistic(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -145,6 +150,8 @@ def compare(strata: Sequence[Stratum], scale: float = 1.0, resamples: int = RESA
 
 def t_interval(values: Sequence[float], level: float = LEVEL) -> tuple[float, float] | None:
     """Student's t interval of the mean of ``values`` (seeds' scores); None for fewer than two."""
+    from scipy import stats  # imported on use: --help imports no SciPy
+
     values = np.asarray(values, dtype=np.float64)
     if len(values) < 2:
         return None

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -27,6 +28,7 @@ from cselab.probes.paired import item_groups
 from cselab.probes.significance import Stratum
 from cselab.probes.suite import PairedFigures, Score, Suite, register_suite
 from cselab.probes.names import STS_SUITE
+from cselab.registry import Checked, Param, setting
 
 SHORT_NAMES = {"sts12": "STS12", "sts13": "STS13", "sts14": "STS14", "sts15": "STS15", "sts16": "STS16",
                "stsb": "STS-B", "sickr": "SICK-R"}
@@ -98,7 +100,15 @@ class STSSuite(Suite):
     """STS12-16, STS-B and SICK-R (the tasks of ``options.tasks``)."""
 
     name, title = "sts", "STS (Spearman x 100)"
+    rank = 10
     main = {"avg": Score("STS avg.")}
+
+    @dataclass
+    class Options(Checked):
+        where = "probe options"
+
+        tasks: tuple[str, ...] = setting(STS_SUITE, tuple, "STS tasks of the sts suite, and of the geometry suite's "
+                                         "STS after PCA, e.g. sts12,stsb", items=Param(str))
 
     def sweep_columns(self, section: dict[str, Any]) -> dict[str, float | None]:
         """Each task's headline figure, then the average."""

@@ -3,8 +3,8 @@ and serves every reader of its part of a results JSON (report, comparison, paire
 registers itself with :func:`register_suite` in the module that defines it; the runner, the report, ``probe compare``
 and sweeps read suites only through this registry, which imports every module of :mod:`cselab.probes` and every
 module a package declares in the entry-point group ``cselab.suites`` to find them. Adding a suite to cselab is one
-module in ``cselab/probes/`` and its name in :data:`cselab.probes.names.SUITES` (the list ``--help`` shows without
-importing the probes; ``tests/probes/test_suite.py`` checks the two agree); see docs/adding-a-probe.md.
+module in ``cselab/probes/``, which imports no model library at its top (``probe run --help`` reads every suite's
+options); see docs/adding-a-probe.md.
 """
 
 from __future__ import annotations
@@ -13,51 +13,67 @@ import importlib
 import os
 import pkgutil
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from importlib.metadata import entry_points
 from typing import Any, ClassVar
 
 import numpy as np
 
-from cselab.data.transfer import TRANSFER_TASKS
 from cselab.document import Block, check_blocks
 from cselab.encoders.base import Encoder
 from cselab.errors import ConfigError, did_you_mean
-from cselab.evaluation.setups import CLASSIFIER_SETUPS
 from cselab.files import clipped
 from cselab.evaluation.scoring import Result
-from cselab.normalizers import NORMALIZERS
-from cselab.probes.names import SPLIT_RULES, STS_SUITE, SUITES
 from cselab.probes.significance import Stratum
-from cselab.registry import MAX_SEED, Checked, Param, setting
+from cselab.registry import MAX_SEED, Checked, Param, check, schema_of, setting
 
 
-@dataclass
+@dataclass(init=False)
 class ProbeOptions(Checked):
-    """What a probe run reads and how; defaults are the CLI's. Checked when built, as every config object is."""
+    """What a probe run reads and how: the settings every suite reads (the fields below) and each suite's own
+    (:attr:`Suite.Options`), given by name alike, ``ProbeOptions(limit=40, tasks=("stsb",))``, and read alike,
+    ``options.tasks``. Checked when built, a suite's settings against its own declaration (an unknown name is
+    refused); what is not given is its declaration's default, as ``probe run``'s options, which are generated from
+    the same declarations."""
 
     where = "probe options"
 
     data_dir: str | os.PathLike | None = setting(None, os.PathLike, "the data root (default: $CSELAB_DATA_DIR)",
                                                  nullable=True)
-    tasks: tuple[str, ...] = setting(STS_SUITE, tuple, "the STS tasks of the sts suite (the data layer knows them)",
-                                     items=Param(str))
-    testset: str | os.PathLike | None = setting(None, os.PathLike, "a transformation test set (JSONL)",
-                                                nullable=True)
-    mer_normalize: str = setting("lower", str, "text normalisation before MER", choices=tuple(NORMALIZERS))
     batch_size: int = setting(64, int, "sentences per forward pass", min=1)
-    limit: int | None = setting(None, int, "pairs per STS subset (a quick look)", min=2, nullable=True)
-    seed: int = setting(0, int, "the seed of resampling and classifiers", min=0, max=MAX_SEED)
-    classifier: str = setting("full", str, "the transfer and probing classifier setup",
-                              choices=tuple(CLASSIFIER_SETUPS))
-    n_jobs: int = setting(1, int, "processes training the classifiers", min=1)
-    transfer_tasks: tuple[str, ...] = setting(TRANSFER_TASKS, tuple, "the transfer tasks (the data layer knows "
-                                              "them)", items=Param(str))
-    probing_dir: str | os.PathLike | None = setting(None, os.PathLike, "the probing tasks' folder", nullable=True)
-    split_rule: str = setting("paper", str, "the Cont./Oppn. split rule", choices=tuple(SPLIT_RULES))
-    mteb_tasks: tuple[str, ...] = setting((), tuple, "the tasks of the mteb suite (NAME or NAME=FOLDER)",
-                                          items=Param(str))
+    limit: int | None = setting(None, int, "use only the first N pairs of each data file (quick checks)", min=2,
+                                nullable=True)
+    seed: int = setting(0, int, "the seed of resampling, classifiers and bootstraps", min=0, max=MAX_SEED)
+    settings: dict[str, Any] = setting({}, dict, "each suite's own settings by name (Suite.Options)")
+
+    def __init__(self, data_dir: str | os.PathLike | None = None, batch_size: int = 64, limit: int | None = None,
+                 seed: int = 0, **settings: Any):
+        self.data_dir, self.batch_size, self.limit, self.seed, self.settings = data_dir, batch_size, limit, seed, \
+            settings
+        self.__post_init__()
+
+    def rules(self) -> None:
+        """Each suite's settings checked against its declaration, with the defaults of those not given."""
+        declared = suite_settings()
+        schema = {name: param for name, (param, _) in declared.items()}
+        unknown = sorted(set(self.settings) - set(schema))
+        if unknown:
+            known = sorted({*schema, *(f.name for f in fields(self) if f.name != "settings")})
+            raise ConfigError(f"{self.where}.{unknown[0]}: unknown setting{did_you_mean(unknown[0], known)}; known: "
+                              f"{', '.join(known)}")
+        given = check(self.settings, schema, self.where)
+        values = {name: given.get(name, param.default) for name, param in schema.items()}
+        for options in {cls.Options for _, owners in declared.values() for cls in owners}:
+            if options is not None:  # each suite's rules across its fields
+                options(**{name: values[name] for name in schema_of(options)})
+        self.settings = values
+
+    def __getattr__(self, name: str) -> Any:
+        settings = self.__dict__.get("settings", {})
+        if name in settings:
+            return settings[name]
+        raise AttributeError(f"{type(self).__name__} has no setting {name!r}{did_you_mean(name, settings)}")
 
 
 @dataclass(frozen=True)
@@ -82,9 +98,13 @@ class Suite(ABC):
     """A suite of ``probe run``, and everything that reads its part of a results JSON: the one contract a suite has.
 
     Declared: ``name`` (its key in the results JSON and ``--suite``), ``title`` (its heading in comparisons),
-    ``main`` (its main scores: key in its section -> :class:`Score`), ``metadata`` (the keys of its section that are
+    ``main`` (its main scores: key in its section -> :class:`Score`), ``Options`` (its own settings: a
+    :class:`~cselab.registry.Checked` dataclass of :func:`~cselab.registry.setting` fields, each of which becomes a
+    field of :class:`ProbeOptions` and an option of ``probe run``), ``metadata`` (the keys of its section that are
     settings or bookkeeping, not scores), ``optional`` (``--suite all`` records why it was skipped when its data
-    is missing, instead of stopping) and ``in_all`` (False: ``--suite all`` leaves it out, it runs only by name).
+    is missing, instead of stopping), ``in_all`` (False: ``--suite all`` leaves it out, it runs only by name) and
+    ``rank`` (its place in ``--suite all``, reports and comparisons: cselab's own are 10 to 60, a suite that does not
+    say comes after them, by name).
 
     Required: :meth:`run` (a :class:`~cselab.evaluation.scoring.Result`: ``scores`` and ``metadata`` apart, which
     together are its section of the results JSON; per-item arrays named ``NAME/...``; the data files read) and
@@ -101,9 +121,11 @@ class Suite(ABC):
     name: ClassVar[str]
     title: ClassVar[str]
     main: ClassVar[dict[str, Score]]
+    Options: ClassVar[type[Checked] | None] = None
     metadata: ClassVar[tuple[str, ...]] = ()
     optional: ClassVar[bool] = False
     in_all: ClassVar[bool] = True
+    rank: ClassVar[int] = 100
 
     def __init__(self, options: ProbeOptions | None = None):
         self.options = ProbeOptions() if options is None else options
@@ -172,7 +194,7 @@ def register_suite(cls: type[Suite]) -> type[Suite]:
 
 
 def suites() -> dict[str, type[Suite]]:
-    """Every registered suite by name, in the order of ``--suite all`` (a package's after cselab's), once every
+    """Every registered suite by name, in the order of their ``rank`` (then of their names), once every
     probe module and every ``cselab.suites`` entry point is imported."""
     package = importlib.import_module("cselab.probes")
     for found in pkgutil.iter_modules(package.__path__):
@@ -183,8 +205,26 @@ def suites() -> dict[str, type[Suite]]:
         except Exception as err:  # the package's module to fix, named with the package
             raise ConfigError(f"entry point {entry.name} of {entry.dist.name if entry.dist else 'a package'}: "
                               f"importing {entry.value!r} failed: {type(err).__name__}: {clipped(err)}") from None
-    order = {name: i for i, name in enumerate(name for name in SUITES if name != "all")}
-    return dict(sorted(_SUITES.items(), key=lambda item: order.get(item[0], len(order))))
+    return dict(sorted(_SUITES.items(), key=lambda item: (item[1].rank, item[0])))
+
+
+def suite_settings() -> dict[str, tuple[Param, tuple[type[Suite], ...]]]:
+    """Every suite's own settings (:attr:`Suite.Options`) by name: its declaration and the suites declaring it. Two
+    suites share a setting (``classifier``: transfer and probing) by declaring it alike, as a common base of their
+    Options does; declared otherwise, or under the name of one of :class:`ProbeOptions`' fields, it is refused."""
+    common = {f.name for f in fields(ProbeOptions)}
+    found: dict[str, tuple[Param, tuple[type[Suite], ...]]] = {}
+    for name, cls in suites().items():
+        for key, param in (schema_of(cls.Options) if cls.Options is not None else {}).items():
+            if key in common:
+                raise ConfigError(f"suite {name}: its setting {key!r} is a setting of every probe run "
+                                  f"({', '.join(sorted(common))}); give it a name of its own")
+            if key in found and found[key][0] != param:
+                raise ConfigError(f"suite {name}: its setting {key!r} is declared otherwise by suite "
+                                  f"{found[key][1][0].name}; share one declaration (a common base of their Options) "
+                                  "or give it a name of its own")
+            found[key] = (param, (*found[key][1], cls) if key in found else (cls,))
+    return found
 
 
 def suite_parts(suite: str) -> tuple[str, ...]:

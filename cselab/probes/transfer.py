@@ -11,10 +11,10 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from sklearn.metrics import f1_score
 
 from cselab.data.transfer import TRANSFER_TASKS, LabelledText, load_transfer
 from cselab import progress
@@ -23,13 +23,15 @@ from cselab.evaluation.scoring import Result
 from cselab.evaluation.transfer import NCLASSES, sentence_vectors, task_features
 from cselab.probes.accuracy import AccuracySuite
 from cselab.probes.suite import Score, register_suite
-from cselab.evaluation.validation import classifier_setup, inner_kfold, kfold_then_test, split
+from cselab.registry import Param, setting
 
 
 def score_task(task: str, splits: dict[str, LabelledText], vectors: dict[str, np.ndarray], classifier: str = "full",
                n_jobs: int = 1, items: dict[str, np.ndarray] | None = None) -> dict[str, Any]:
     """One task's accuracy (x 100) from the vectors of its sentences; ``items`` (when given) receives the test
     predictions and labels, ``transfer/TASK/pred`` and ``.../label``."""
+    from cselab.evaluation.validation import classifier_setup, inner_kfold, kfold_then_test, split  # on use: torch
+
     setup = classifier_setup(classifier)
     X, y, rows = task_features(splits, vectors)
     clock = time.perf_counter()
@@ -40,6 +42,8 @@ def score_task(task: str, splits: dict[str, LabelledText], vectors: dict[str, np
     else:
         result = kfold_then_test(X, y, rows["train"], rows["test"], NCLASSES[task], setup, n_jobs)
         if task == "MRPC":
+            from sklearn.metrics import f1_score  # imported on use: --help imports no scikit-learn
+
             result["f1"] = round(100 * f1_score(result["labels"], result["predictions"]), 2)
     predictions, labels = result.pop("predictions"), result.pop("labels")
     if items is not None:
@@ -74,7 +78,13 @@ class TransferSuite(AccuracySuite):
     """SentEval's transfer tasks (``options.transfer_tasks``) with its classifier setup (``options.classifier``)."""
 
     name, title, heading = "transfer", "Transfer (test accuracy x 100)", "Transfer tasks"
+    rank = 30
     main = {"avg": Score("Transfer avg.")}
+
+    @dataclass
+    class Options(AccuracySuite.Options):
+        transfer_tasks: tuple[str, ...] = setting(TRANSFER_TASKS, tuple, "transfer tasks, e.g. MR,TREC",
+                                                  items=Param(str))
 
     def run(self, encoder: Encoder) -> Result:
         items: dict[str, np.ndarray] = {}

@@ -2,6 +2,8 @@
 suite is one class in one module."""
 
 import sys
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pytest
@@ -13,13 +15,18 @@ from cselab.errors import ConfigError
 from cselab.evaluation.scoring import Result
 from cselab.probes import suite as registry
 from cselab.probes.runner import run_probes
-from cselab.probes.suite import ProbeOptions, Suite, register_suite, suite_parts, suite_sections, suites
-from cselab.probes.names import SUITES
+from cselab.cli import main
+from cselab.probes.suite import (ProbeOptions, Suite, register_suite, suite_parts, suite_sections, suite_settings,
+                                 suites)
+from cselab.registry import Checked, Param, setting
 
 
-def test_the_registry_holds_the_suites_help_lists_in_their_order():
-    assert list(suites()) == [*SUITES["all"], "mteb"] and set(SUITES) == {*SUITES["all"], "mteb", "all"}
-    assert suite_parts("bias,sts") == ("sts", "bias") and suite_parts("all") == SUITES["all"]
+ALL = ("sts", "bias", "transfer", "probing", "geometry")
+
+
+def test_the_registry_holds_the_suites_in_their_order():
+    assert list(suites()) == [*ALL, "mteb"]
+    assert suite_parts("bias,sts") == ("sts", "bias") and suite_parts("all") == ALL
     with pytest.raises(ConfigError, match=r"Unknown suite 'stss' \(did you mean 'sts'\?\); choose from sts, bias, "
                                           "transfer, probing, geometry, mteb"):
         suite_parts("sts,stss")
@@ -63,7 +70,7 @@ def test_a_package_adds_a_suite_with_an_entry_point(tmp_path, monkeypatch):
         "    def sections(self, section, spec):\n        return []\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(registry, "_SUITES", dict(registry._SUITES))
-    assert list(suites()) == [*SUITES["all"], "mteb", "acme"]
+    assert list(suites()) == [*ALL, "mteb", "acme"]
     (tmp_path / "acme_probes.py").unlink()
     monkeypatch.delitem(sys.modules, "acme_probes")
     with pytest.raises(ConfigError, match="entry point acme of acme-probes: importing 'acme_probes' failed"):
@@ -91,3 +98,49 @@ def test_every_config_object_is_checked_when_built_in_one_error_format(tmp_path)
                            (dict(data_dir=3), "probe options.data_dir: 3 is not valid; expected a path or null")):
         with pytest.raises(ConfigError, match=message):
             ProbeOptions(**wrong)
+
+
+def test_a_suites_own_settings_are_probe_options_checked_by_its_declaration(monkeypatch):
+    options = ProbeOptions(limit=10, tasks=["stsb"], classifier="fast")
+    assert (options.tasks, options.classifier, options.split_rule, options.testset) == (("stsb",), "fast", "paper",
+                                                                                       None)
+    assert set(suite_settings()) == {"tasks", "split_rule", "testset", "mer_normalize", "classifier", "n_jobs",
+                                     "transfer_tasks", "probing_dir", "mteb_tasks"}
+    assert [cls.name for cls in suite_settings()["classifier"][1]] == ["transfer", "probing"]  # one declaration
+    with pytest.raises(ConfigError, match=r"probe options.batchsize: unknown setting \(did you mean 'batch_size'\?\)"):
+        ProbeOptions(batchsize=3)
+    with pytest.raises(AttributeError, match="ProbeOptions has no setting 'task' \\(did you mean 'tasks'\\?\\)"):
+        assert options.task is None  # never reached
+
+
+def _declaring(name, **fields):
+    """A suite ``name`` whose Options declares ``fields`` (name -> setting())."""
+    options = dataclass(type("Options", (Checked,), {"__annotations__": {k: Any for k in fields}, **fields,
+                                                     "where": "probe options"}))
+    return type(f"S{name}", (Suite,), {"name": name, "title": name, "main": {}, "Options": options,
+                                       "run": lambda self, encoder: None, "sections": lambda self, s, spec: []})
+
+
+def test_two_suites_share_a_setting_only_by_declaring_it_alike(monkeypatch):
+    monkeypatch.setattr(registry, "_SUITES", dict(suites()))
+    register_suite(_declaring("acme", tasks=setting(("sts12",), tuple, "other tasks", items=Param(str))))
+    with pytest.raises(ConfigError, match="suite acme: its setting 'tasks' is declared otherwise by suite sts"):
+        suite_settings()
+    monkeypatch.setattr(registry, "_SUITES", dict(suites()))
+    registry._SUITES.pop("acme")
+    register_suite(_declaring("acme", limit=setting(3, int, "a limit of its own")))
+    with pytest.raises(ConfigError, match="suite acme: its setting 'limit' is a setting of every probe run"):
+        suite_settings()
+
+
+def test_probe_runs_options_are_generated_from_the_declarations(monkeypatch, capsys):
+    monkeypatch.setattr(registry, "_SUITES", dict(suites()))
+    register_suite(_declaring("acme", depth=setting(2, int, "how deep acme digs", min=1, max=9)))
+    with pytest.raises(SystemExit):
+        main(["probe", "run", "--help"])
+    shown = capsys.readouterr().out
+    assert "acme suite:\n  --depth N   " in shown and "how deep acme digs (default: 2)" in shown
+    assert "which probes to run: sts, bias, transfer, probing, geometry, mteb, acme, all," in " ".join(shown.split())
+    with pytest.raises(SystemExit):
+        main(["probe", "run", "--model", "bow", "--depth", "10"])
+    assert "argument --depth: 10 is out of range; expected a whole number from 1 to 9" in capsys.readouterr().err
