@@ -23,22 +23,41 @@ allowed.
 from __future__ import annotations
 
 import copy
+import importlib
+import importlib.util
 import math
 import os
+import pkgutil
 import re
+import sys
+import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
+from importlib.metadata import entry_points
 from typing import Any, ClassVar
 
 from cselab.errors import ConfigError, did_you_mean
-from cselab.files import shown
+from cselab.files import clipped, shown
 
 REQUIRED = object()  # a Param default: the key must be given
 NAME = re.compile(r"[a-z0-9_-]+")  # the names of plug-ins, views and losses
 MAX_SEED = 2**32 - 1  # the largest seed numpy, scikit-learn and torch all take
 MAX_SEEDS = 1000  # seeds of one sweep (`cselab sweep --seeds`): each is a training run
-KINDS = ("loss", "input_augment", "output_augment", "token_augment", "negatives", "logit_transform", "weight_hook",
-         "head", "adapter", "pooler", "layer_pooler")
+TRAIN_KINDS = ("loss", "input_augment", "output_augment", "token_augment", "negatives", "logit_transform",
+               "weight_hook", "head", "adapter")
+KINDS = (*TRAIN_KINDS, "pooler", "layer_pooler", "suite", "dev_scorer", "backtranslation")
+
+#: Where each kind's plug-ins are found (:func:`discover`): its entry-point group, and cselab's own modules that
+#: register it (a package stands for each of its modules).
+SOURCES: dict[str, tuple[str, tuple[str, ...]]] = {
+    **{kind: ("cselab.train_plugins", ("cselab.train.plugins",)) for kind in TRAIN_KINDS},
+    "pooler": ("cselab.poolers", ("cselab.encoders.pooling",)),
+    "layer_pooler": ("cselab.poolers", ("cselab.encoders.pooling",)),
+    "suite": ("cselab.suites", ("cselab.probes",)),
+    "dev_scorer": ("cselab.dev_scorers", ("cselab.evaluation.dev",)),
+    "backtranslation": ("cselab.backtranslation", ("cselab.augment.backtranslate",)),
+}
+RENAMED_GROUPS = {"cselab.plugins": "cselab.train_plugins"}  # a former entry-point group -> its name now
 
 
 def _bound(value: float) -> str:
@@ -173,6 +192,69 @@ class Plugin:
 
 _REGISTRY: dict[str, dict[str, Plugin]] = {kind: {} for kind in KINDS}
 _CONTRACTS: dict[str, type] = {}
+_DISCOVERED: dict[str, dict[str, str]] = {}  # entry-point group -> the modules it imported -> "package==version"
+
+
+def _import_own(module: str) -> None:
+    """Import one of cselab's own plug-in modules; one that does not parse or raises (a user's module dropped into
+    the folder, a checkout with a broken edit) is a ConfigError naming its file and line."""
+    try:
+        importlib.import_module(module)
+    except Exception as err:
+        spec = importlib.util.find_spec(module)
+        path = spec.origin if spec is not None and spec.origin else module
+        where = next((frame for frame in reversed(traceback.extract_tb(err.__traceback__))
+                      if frame.filename == path), None)
+        line = getattr(err, "lineno", None) if isinstance(err, SyntaxError) else where.lineno if where else None
+        raise ConfigError(f"{path}{f':{line}' if line else ''}: the plug-in module cannot be imported "
+                          f"({type(err).__name__}: {clipped(err)}); fix or remove it") from None
+
+
+def _refuse_renamed() -> None:
+    """A package that still declares its plug-ins in a former entry-point group: one line with the new name."""
+    for old, new in RENAMED_GROUPS.items():
+        for entry in entry_points(group=old):
+            package = entry.dist.name if entry.dist else "an installed package"
+            raise ConfigError(f"entry point {entry.name} of {package} is in the group {old!r}, which is now "
+                              f"{new!r}: rename [project.entry-points.\"{old}\"] to \"{new}\" in its pyproject.toml "
+                              "and reinstall it")
+
+
+def discover(kind: str) -> dict[str, str]:
+    """Import every module that registers plug-ins of ``kind``, once: cselab's own (:data:`SOURCES`), then each
+    module an installed package declares in the kind's entry-point group (an error names the package). Returns the
+    modules of the group's entry points, each with its package and version (``name==version``)."""
+    group, own = SOURCES[kind]
+    if group in _DISCOVERED:
+        return _DISCOVERED[group]
+    _DISCOVERED[group] = found = {}  # before importing: a module that asks for its own kind's names finds them so far
+    try:
+        _refuse_renamed()
+        for name in own:
+            _import_own(name)
+            package = sys.modules[name]
+            for module in pkgutil.iter_modules(getattr(package, "__path__", [])):
+                _import_own(f"{name}.{module.name}")
+        for entry in entry_points(group=group):
+            module = entry.value.split(":")[0]
+            package = f"{entry.dist.name}=={entry.dist.version}" if entry.dist else "an installed package"
+            try:
+                importlib.import_module(module)
+            except Exception as err:  # the package's module to fix, named with the package
+                raise ConfigError(f"entry point {entry.name} of {package.split('==')[0]} (group {group}): importing "
+                                  f"{module!r} failed: {type(err).__name__}: {clipped(err)}") from None
+            found[module] = package
+    except BaseException:
+        del _DISCOVERED[group]  # found again, and refused again, next time
+        raise
+    return found
+
+
+def origin(plugin: Plugin) -> str | None:
+    """The package (``name==version``) whose entry point registered ``plugin``; None for cselab's own."""
+    module = plugin.cls.__module__
+    return next((package for name, package in discover(plugin.kind).items()
+                 if module == name or module.startswith(name + ".")), None)
 
 
 def contract(kind: str, base: type) -> None:
@@ -200,13 +282,15 @@ def register(kind: str, name: str, **declaration) -> Callable[[type], type]:
 
 
 def names(kind: str) -> list[str]:
-    """The registered plug-ins of ``kind`` (a kind's module registers them when it is imported: poolers with
-    :mod:`cselab.encoders`, the training kinds with :mod:`cselab.train.plugins`)."""
+    """The plug-ins of ``kind``, once every module that registers them is imported (:func:`discover`)."""
+    discover(kind)
     return sorted(_REGISTRY[kind])
 
 
 def get(kind: str, name: Any, where: str = "") -> Plugin:
     """The plug-in, or a ConfigError naming the valid ones."""
+    if name not in _REGISTRY[kind]:
+        discover(kind)
     if name not in _REGISTRY[kind]:
         label = kind.replace("_", " ")
         raise ConfigError(f"{where + ': ' if where else ''}unknown {label} {shown(name)}"

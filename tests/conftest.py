@@ -39,6 +39,29 @@ def no_data_root(monkeypatch, tmp_path):
     monkeypatch.setattr(root, "checkout_data", lambda: None)
 
 
+@pytest.fixture
+def own_registry(monkeypatch):
+    """The plug-in registry, every kind discovered, as a copy the test may add plug-ins to (and forget a kind's
+    discovery in, to find a package's entry points again): cselab.registry itself."""
+    from cselab import registry
+
+    for kind in registry.KINDS:
+        registry.discover(kind)
+    monkeypatch.setattr(registry, "_REGISTRY", {kind: dict(found) for kind, found in registry._REGISTRY.items()})
+    monkeypatch.setattr(registry, "_DISCOVERED", {group: dict(found) for group, found in registry._DISCOVERED.items()})
+    return registry
+
+
+def installed(folder: Path, monkeypatch, dist: str, group: str, module: str, version: str = "0.1") -> None:
+    """A distribution ``dist`` on sys.path (a dist-info in ``folder``) whose metadata declares ``module`` in the
+    entry-point group ``group``, as ``pip install`` leaves one."""
+    info = folder / f"{dist.replace('-', '_')}-{version}.dist-info"
+    info.mkdir(exist_ok=True)
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
+    (info / "entry_points.txt").write_text(f"[{group}]\n{module.split('.')[-1]} = {module}\n")
+    monkeypatch.syspath_prepend(str(folder))
+
+
 def save_tiny_bert(folder: Path, model_class, hidden: int, layers: int, **config) -> Path:
     """A random BERT of ``model_class`` (BertModel, BertForMaskedLM ...) from a small config (``config`` overrides
     BertConfig's fields), with the bert-base-uncased WordPiece tokenizer the packaged MiniLM ships, saved in

@@ -131,7 +131,8 @@ def test_the_readme_is_a_front_door_that_links_every_page():
 
 @pytest.mark.slow
 def test_adding_a_probe_is_one_module_that_run_report_compare_and_sweeps_pick_up(tmp_path, monkeypatch, data_dir,
-                                                                                tiny_bert_dir, tiny_cache, capsys):
+                                                                                tiny_bert_dir, tiny_cache, capsys,
+                                                                                own_registry):
     from cselab.cli import main
     from cselab.encoders import load_encoder
     from cselab.experiments.sweep import SweepSpec, run_sweep
@@ -142,7 +143,6 @@ def test_adding_a_probe_is_one_module_that_run_report_compare_and_sweeps_pick_up
     assert sorted(files) == ["lengths.py"]
     (tmp_path / "lengths.py").write_text(files["lengths.py"])
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(suite, "_SUITES", dict(suite.suites()))  # every suite imported; the new one kept here
     monkeypatch.delitem(sys.modules, "lengths", raising=False)
     __import__("lengths")
     options = suite.ProbeOptions(data_dir=data_dir, limit=12)
@@ -201,3 +201,42 @@ def test_the_callback_example_of_train_md_ends_a_run_and_keeps_its_state(tmp_pat
     summary = train(method, str(tiny_bert_dir), tiny_cache, tmp_path / "other", RunOptions(progress=False,
                     callbacks=[StopBelow(0.0)]))
     assert summary["steps"] == 6 and summary["stopped_by"] is None
+
+
+@pytest.mark.slow
+def test_a_back_translation_backend_from_a_package_builds_a_cache_keyed_by_its_version(tmp_path, monkeypatch,
+                                                                                       own_registry):
+    from cselab.augment.backtranslate import backend_package
+    from cselab.augment.cache import AugmentConfig
+    from cselab.cli import main
+    from cselab.data.augmented import load_cache, read_manifest
+    from cselab.errors import ConfigError
+    from tests.conftest import installed
+
+    (tmp_path / "rotate_backend.py").write_text(example_files("augment.md")["rotate_backend.py"])
+    installed(tmp_path, monkeypatch, "rotate-backend", "cselab.backtranslation", "rotate_backend")
+    own_registry._DISCOVERED.pop("cselab.backtranslation")
+    monkeypatch.delitem(sys.modules, "rotate_backend", raising=False)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("The committee approved the new budget on Monday.\nShe walked to the station in the rain.\n"
+                      "Rain.\n")
+    assert main(["augment", "--corpus", str(corpus), "--out", str(tmp_path / "cache"), "--backend", "rotate"]) == 0
+    (folder,) = (tmp_path / "cache").iterdir()
+    manifest = read_manifest(folder)
+    assert manifest["models"]["backtranslation"] == "rotate" and manifest["config"]["backend"] == "rotate"
+    rows = load_cache(folder)
+    assert rows["paraphrase"][:2] == ["committee approved the new budget on Monday. The",
+                                      "walked to the station in the rain. She"]
+    assert rows["paraphrase"][2] is None  # one word: no candidate
+    key = AugmentConfig(backend="rotate").key("0" * 64)
+    assert folder.name == AugmentConfig(backend="rotate").key(manifest["input_sha256"])
+    assert backend_package("rotate") == "rotate-backend==0.1" and backend_package("apertium") is None
+    for info in tmp_path.glob("rotate_backend-*.dist-info"):  # a new release of the backend: another cache
+        info.rename(tmp_path / "rotate_backend-0.2.dist-info")
+        text = (tmp_path / "rotate_backend-0.2.dist-info" / "METADATA").read_text()
+        (tmp_path / "rotate_backend-0.2.dist-info" / "METADATA").write_text(text.replace("0.1", "0.2"))
+    own_registry._DISCOVERED.pop("cselab.backtranslation")
+    assert backend_package("rotate") == "rotate-backend==0.2" and AugmentConfig(backend="rotate").key("0" * 64) != key
+    with pytest.raises(ConfigError, match="augment config.backend: 'rotat' is not a backend \\(did you mean "
+                                          "'rotate'\\?\\); choose one of auto, apertium, hf, rotate, none"):
+        AugmentConfig(backend="rotat")

@@ -5,11 +5,13 @@ language and back, and keeps a round trip whose MER to the source lies in [0.15,
 the surface barely changed; above, translation errors creep in. Among the kept candidates the
 most surface-dissimilar (highest MER) is chosen; candidates identical to the source are dropped.
 
-Backends implement :class:`Translator` (``round_trip(texts) -> candidates per text``):
+Backends are plug-ins of the registry's kind ``backtranslation``: subclasses of :class:`Translator`
+(``round_trip(texts) -> candidates per text``), cselab's here and a package's through the entry-point group
+``cselab.backtranslation`` (docs/augment.md, "Adding a back-translation backend"):
 
-- :class:`HFTranslator`: pairs of Hugging Face seq2seq models, by default the paper's
+- ``hf``, :class:`HFTranslator`: pairs of Hugging Face seq2seq models, by default the paper's
   facebook/wmt19-en-de + de-en and en-ru + ru-en (FSMT); Marian opus-mt pairs work too.
-- :class:`ApertiumTranslator`: Debian's rule-based ``apertium`` (eng-spa), offline on CPU.
+- ``apertium``, :class:`ApertiumTranslator`: Debian's rule-based ``apertium`` (eng-spa), offline on CPU.
 
 :func:`resolve_backend` picks ``auto``'s backend: the WMT19 models when they load without a download
 (local folders or the Hugging Face cache), otherwise apertium, with a one-line warning that the
@@ -25,13 +27,13 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from abc import ABC, abstractmethod
 
-from cselab.augment.names import APERTIUM_PIVOTS, BACKENDS, MER_BAND, WMT19_PIVOTS
-from cselab.encoders.transformer import default_device, inference_dtype
-from cselab.errors import ConfigError, ExternalToolError
+from cselab.augment.names import APERTIUM_PIVOTS, MER_BAND, WMT19_PIVOTS
+from cselab.errors import ConfigError, ExternalToolError, did_you_mean
 from cselab.mer import mer
 from cselab.normalizers import Normalizer, normalizer
+from cselab.registry import contract, get, names, origin, register
 
 logger = logging.getLogger(__name__)
 
@@ -50,12 +52,30 @@ def available_offline(name_or_path: str) -> bool:
         return False
 
 
+def backend_names() -> tuple[str, ...]:
+    """What a back-translation backend may be called: ``auto``, each registered backend, ``none``."""
+    return ("auto", *names("backtranslation"), "none")
+
+
+def check_backend(backend: str, where: str = "back-translation backend") -> str:
+    """``backend``, or a ConfigError naming the known ones."""
+    known = backend_names()
+    if backend not in known:
+        raise ConfigError(f"{where}: {backend!r} is not a backend{did_you_mean(backend, known)}; choose one of "
+                          f"{', '.join(known)}")
+    return backend
+
+
+def backend_package(backend: str) -> str | None:
+    """The package (``name==version``) whose entry point adds ``backend``; None for cselab's own, ``auto`` and
+    ``none``."""
+    return None if backend in ("auto", "none") else origin(get("backtranslation", backend))
+
+
 def resolve_backend(backend: str, pivots: Sequence[Sequence[str]] = WMT19_PIVOTS) -> str:
     """``auto`` -> ``hf`` when every model of ``pivots`` loads offline, else ``apertium`` (with a warning);
     any other backend as it is."""
-    if backend not in BACKENDS:
-        raise ConfigError(f"Unknown back-translation backend {backend!r}; choose one of {', '.join(BACKENDS)}")
-    if backend != "auto":
+    if check_backend(backend) != "auto":
         return backend
     missing = [name for pair in pivots for name in pair if not available_offline(name)]
     if not missing:
@@ -67,8 +87,10 @@ def resolve_backend(backend: str, pivots: Sequence[Sequence[str]] = WMT19_PIVOTS
 
 
 def backend_pivots(backend: str, hf_pivots: Sequence[Sequence[str]] = WMT19_PIVOTS) -> list[list[str]]:
-    """The round trips a (resolved) backend makes: model pairs for ``hf``, apertium modes, or none."""
-    return {"hf": [list(p) for p in hf_pivots], "apertium": [list(p) for p in APERTIUM_PIVOTS]}.get(backend, [])
+    """The round trips a (resolved) backend makes (:meth:`Translator.round_trips`); none for ``none``."""
+    if backend == "none":
+        return []
+    return get("backtranslation", backend).cls.round_trips(hf_pivots)
 
 
 def is_paper_backtranslation(backend: str, pivots: Sequence[Sequence[str]]) -> bool:
@@ -76,13 +98,29 @@ def is_paper_backtranslation(backend: str, pivots: Sequence[Sequence[str]]) -> b
     return backend == "hf" and [list(p) for p in pivots] == [list(p) for p in WMT19_PIVOTS]
 
 
-class Translator(Protocol):
-    """A back-translation backend."""
+class Translator(ABC):
+    """A back-translation backend: a plug-in of the registry's kind ``backtranslation``. ``name`` says which
+    systems it runs (the manifest records it)."""
 
     name: str
 
+    @classmethod
+    def build(cls, hf_pivots: Sequence[Sequence[str]], num_candidates: int) -> Translator:
+        """The backend for the augment config's ``hf_pivots`` and ``num_candidates`` (a backend that reads
+        neither is built as ``cls()``)."""
+        return cls()
+
+    @classmethod
+    def round_trips(cls, hf_pivots: Sequence[Sequence[str]]) -> list[list[str]]:
+        """The round trips it makes, for the manifest (none said by default)."""
+        return []
+
+    @abstractmethod
     def round_trip(self, texts: Sequence[str]) -> list[list[str]]:
         """Candidate paraphrases of each text, source -> pivot -> source."""
+
+
+contract("backtranslation", Translator)
 
 
 @dataclass(frozen=True)
@@ -111,8 +149,13 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-class ApertiumTranslator:
+@register("backtranslation", "apertium")
+class ApertiumTranslator(Translator):
     """Round trips through Debian's rule-based ``apertium`` (``eng-spa`` then ``spa-eng``), in batches."""
+
+    @classmethod
+    def round_trips(cls, hf_pivots: Sequence[Sequence[str]]) -> list[list[str]]:
+        return [list(pair) for pair in APERTIUM_PIVOTS]
 
     def __init__(self, pair: tuple[str, str] = ("eng-spa", "spa-eng"), batch_size: int = 2000,
                  binary: str = "apertium"):
@@ -143,7 +186,8 @@ class ApertiumTranslator:
         return out
 
 
-class HFTranslator:
+@register("backtranslation", "hf")
+class HFTranslator(Translator):
     """Round trips through pairs of Hugging Face seq2seq models (names or folders).
 
     Each pivot contributes ``num_candidates`` back-translations per sentence (beam search, or
@@ -157,6 +201,8 @@ class HFTranslator:
                  device: str | None = None, dtype: str = "auto"):
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
+        from cselab.encoders.transformer import default_device, inference_dtype  # torch's
+
         self.device = device or default_device()
         torch_dtype = inference_dtype(self.device, dtype)
         self.models = [tuple((AutoTokenizer.from_pretrained(name),
@@ -165,6 +211,14 @@ class HFTranslator:
         self.num_candidates, self.num_beams, self.sample = num_candidates, max(num_beams, num_candidates), sample
         self.batch_size, self.max_length = batch_size, max_length
         self.name = "hf:" + ",".join(f"{a}+{b}" for a, b in pivots)
+
+    @classmethod
+    def build(cls, hf_pivots: Sequence[Sequence[str]], num_candidates: int) -> HFTranslator:
+        return cls([(a, b) for a, b in hf_pivots], num_candidates)
+
+    @classmethod
+    def round_trips(cls, hf_pivots: Sequence[Sequence[str]]) -> list[list[str]]:
+        return [list(pair) for pair in hf_pivots]
 
     def translate(self, tokenizer, model, texts: Sequence[str], candidates: int = 1) -> list[list[str]]:
         """``candidates`` translations of each text, length-sorted batches, input order restored."""
@@ -198,12 +252,9 @@ class HFTranslator:
 
 def make_translator(backend: str, pivots: Sequence[Sequence[str]] = WMT19_PIVOTS,
                     num_candidates: int = 4) -> Translator | None:
-    """The translator of a resolved backend (``hf``, ``apertium``), or None for ``none``."""
+    """The translator of a resolved backend (:meth:`Translator.build`), or None for ``none``."""
     if backend == "none":
         return None
-    if backend == "apertium":
-        return ApertiumTranslator()
-    if backend == "hf":
-        return HFTranslator([tuple(p) for p in pivots], num_candidates)
-    raise ConfigError(f"back-translation backend {backend!r}: expected {', '.join(BACKENDS[1:])} (resolve auto first, "
-                      "with resolve_backend)")
+    if backend == "auto":
+        raise ConfigError("back-translation backend 'auto': resolve it first (resolve_backend)")
+    return get("backtranslation", backend, "back-translation backend").cls.build(pivots, num_candidates)

@@ -36,9 +36,9 @@ import numpy as np
 
 from cselab import __version__
 from cselab.atomic import write_json_atomic
-from cselab.augment.backtranslate import (backend_pivots, is_paper_backtranslation, make_translator, resolve_backend,
-                                         select_paraphrase)
-from cselab.augment.names import BACKENDS, MER_BAND, WMT19_PIVOTS
+from cselab.augment.backtranslate import (backend_package, backend_pivots, check_backend, is_paper_backtranslation,
+                                         make_translator, resolve_backend, select_paraphrase)
+from cselab.augment.names import MER_BAND, WMT19_PIVOTS
 from cselab.augment.negation import RULE_SETS, RULES_VERSION, Negator
 from cselab.augment.source import SourceLine, read_source
 from cselab.checksum import sha256
@@ -80,7 +80,7 @@ class AugmentConfig(Checked):
     negation_rules: str = setting("cselab", str, "cselab (OssCSE's dependency rules) or sncse (SNCSE's released "
                                   "generator, for its soft negatives as released)", choices=RULE_SETS)
     backend: str = setting("auto", str, "back-translation: auto (hf when the WMT19 models are at hand), hf, "
-                           "apertium or none", choices=BACKENDS)
+                           "apertium, none, or a backend an installed package adds")
     hf_pivots: list[list[str]] = setting([list(pair) for pair in WMT19_PIVOTS], list,
                                          "pairs of hub translation models (there, back)",
                                          items=Param(list, items=Param(str), length=2))
@@ -93,6 +93,7 @@ class AugmentConfig(Checked):
     chunk_size: int = setting(2000, int, "rows per cache chunk (the unit of resume)", min=1)
 
     def rules(self) -> None:
+        check_backend(self.backend, f"{self.where}.backend")
         low, high = self.mer_band
         if not low < high:
             raise ConfigError(f"augment config.mer_band: {[low, high]} keeps no paraphrase; expected [low, high] "
@@ -102,13 +103,16 @@ class AugmentConfig(Checked):
                               "contractions false with negation_rules sncse")
 
     def key(self, input_sha256: str) -> str:
-        """Hash of the config, the input's sha256, cselab's version and the negation rules' version (a new release
-        or new rules write other rows). A field added after caches were written (:data:`ADDED_FIELDS`) is left out
-        at its default, which is what those caches were built with, so that they keep their key."""
+        """Hash of the config, the input's sha256, cselab's version, the negation rules' version (a new release
+        or new rules write other rows) and, for a backend an installed package adds, that package and its version.
+        A field added after caches were written (:data:`ADDED_FIELDS`) is left out at its default, which is what
+        those caches were built with, so that they keep their key."""
         config = {name: value for name, value in asdict(self).items()
                   if name not in ADDED_FIELDS or ADDED_FIELDS[name] != value}
+        package = backend_package(self.backend)  # a package's backend: its version writes other paraphrases
         payload = json.dumps({"config": config, "input": input_sha256, "cselab": __version__,
-                              "negation_rules": RULES_VERSION}, sort_keys=True)
+                              "negation_rules": RULES_VERSION, **({"backend_package": package} if package else {})},
+                             sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
     @classmethod

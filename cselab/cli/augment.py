@@ -6,7 +6,6 @@ import argparse
 import json
 import random
 
-from cselab.augment.names import BACKENDS
 from cselab.cli.options import add_data_dir, add_overrides, add_seed, whole_number
 from cselab.errors import ConfigError, DataError
 
@@ -18,10 +17,11 @@ def register(augment: argparse.ArgumentParser) -> None:
                               "or hf:DATASET[:SPLIT[:COLUMN]] from the Hugging Face hub")
     augment.add_argument("--out", default="cache/augment", help="cache root; the cache goes to OUT/KEY (default: "
                                                                "cache/augment)")
-    augment.add_argument("--backend", choices=BACKENDS,
+    augment.add_argument("--backend",
                          help="back-translation backend: hf = the paper's WMT19 en-de/en-ru models (downloaded when "
-                              "missing), apertium = rule-based eng-spa; auto = hf when the models are found locally, "
-                              "else apertium with a warning (default: auto)")
+                              "missing), apertium = rule-based eng-spa, none, or one an installed package adds "
+                              "(docs/augment.md); auto = hf when the models are found locally, else apertium with a "
+                              "warning (default: auto)")
     add_overrides(augment, "--set chunk_size=500 --set mer_band=[0.2,0.6]")
     augment.add_argument("--num-shards", type=whole_number(1), default=1,
                          help="split the work over N independent processes")
@@ -46,7 +46,7 @@ def register(augment: argparse.ArgumentParser) -> None:
                          help="how negations are made (default: not; antonym uses WordNet)")
     testset.add_argument("--out", default="testset.jsonl", help="JSONL file to write (default: testset.jsonl)")
     testset.add_argument("--size", type=whole_number(2), default=200, help="number of source sentences (default: 200)")
-    testset.add_argument("--backend", choices=BACKENDS, default="auto",
+    testset.add_argument("--backend", default="auto",
                          help="back-translation backend for paraphrases, as for `cselab augment` (default: auto)")
     testset.add_argument("--mlm", default="bert-base-uncased",
                          help="masked LM for insertion and substitution, a hub name or folder; 'wordnet' makes them "

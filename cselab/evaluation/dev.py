@@ -32,6 +32,7 @@ from cselab.evaluation.transfer import NCLASSES, sentence_vectors, task_features
 from cselab.evaluation.validation import classifier_setup, dev_accuracy
 from cselab.evaluation.sts import similarities, subset_limit
 from cselab.metrics import spearman
+from cselab.registry import get, names, register
 
 # name -> the (task, split) sets it scores; the headline is their mean
 STS_DEV = {"stsb": (("stsb", "dev"),), "sickr": (("sickr", "trial"),),
@@ -110,16 +111,24 @@ class TransferDevScorer(Scorer):
         return Result(scores, _headline(scores), files=list(dict.fromkeys(self.files())))
 
 
+for _name in STS_DEV:  # plug-ins of the registry's kind dev_scorer, one class serving several names
+    register("dev_scorer", _name)(STSDevScorer)
+for _name in TRANSFER_DEV:
+    register("dev_scorer", _name)(TransferDevScorer)
+
+
 def dev_names() -> tuple[str, ...]:
-    """What ``training.dev`` accepts."""
-    return (*STS_DEV, *TRANSFER_DEV, NONE)
+    """What ``training.dev`` accepts: every dev scorer (cselab's and the ``cselab.dev_scorers`` entry points'), and
+    ``none``."""
+    return (*names("dev_scorer"), NONE)
 
 
 def dev_scorer(name: str, data_dir: str | os.PathLike | None = None, limit: int | None = None) -> Scorer | None:
-    """The dev scorer ``name`` (its data read when it first runs or says its identity); None for ``none``."""
+    """The dev scorer ``name``, built as every one is, ``cls(name, data_dir, limit)`` (its data read when it first
+    runs or says its identity); None for ``none``."""
     if name == NONE:
         return None
-    return (TransferDevScorer if name in TRANSFER_DEV else STSDevScorer)(name, data_dir, limit)
+    return get("dev_scorer", name, "training.dev").cls(name, data_dir, limit)
 
 
 def log_key(name: str) -> str:

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from cselab.encoders.base import Encoder
+from cselab.registry import contract
 
 
 @dataclass
@@ -30,7 +31,9 @@ class Result:
 
 
 class Scorer(ABC):
-    """Scores an encoder. ``name`` is what a config or a results file calls it."""
+    """Scores an encoder. ``name`` is what a config or a results file calls it. A dev scorer is a plug-in of the
+    registry's kind ``dev_scorer`` (:func:`cselab.registry.register`), built as ``cls(name, data_dir, limit)``:
+    ``limit`` the pairs or lines per file it reads (None: all)."""
 
     name: str
 
@@ -42,3 +45,6 @@ class Scorer(ABC):
     @abstractmethod
     def run(self, encoder: Encoder) -> Result:
         """Score ``encoder``."""
+
+
+contract("dev_scorer", Scorer)

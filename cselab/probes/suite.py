@@ -1,21 +1,18 @@
 """The suites of ``probe run``, each a :class:`Suite` made from the run's :class:`ProbeOptions`: it scores an encoder
 and serves every reader of its part of a results JSON (report, comparison, paired statistics, plots, sweeps). A suite
-registers itself with :func:`register_suite` in the module that defines it; the runner, the report, ``probe compare``
-and sweeps read suites only through this registry, which imports every module of :mod:`cselab.probes` and every
-module a package declares in the entry-point group ``cselab.suites`` to find them. Adding a suite to cselab is one
-module in ``cselab/probes/``, which imports no model library at its top (``probe run --help`` reads every suite's
-options); see docs/adding-a-probe.md.
+registers itself with :func:`register_suite` in the module that defines it, as a plug-in of :mod:`cselab.registry`
+(kind ``suite``); the runner, the report, ``probe compare`` and sweeps read suites only through :func:`suites`, which
+finds them as every plug-in kind is found: every module of :mod:`cselab.probes` and every module a package declares
+in the entry-point group ``cselab.suites``. Adding a suite to cselab is one module in ``cselab/probes/``, which
+imports no model library at its top (``probe run --help`` reads every suite's options); see docs/adding-a-probe.md.
 """
 
 from __future__ import annotations
 
-import importlib
 import os
-import pkgutil
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, fields
 from pathlib import Path
-from importlib.metadata import entry_points
 from typing import Any, ClassVar
 
 import numpy as np
@@ -23,10 +20,9 @@ import numpy as np
 from cselab.document import Block, check_blocks
 from cselab.encoders.base import Encoder
 from cselab.errors import ConfigError, did_you_mean
-from cselab.files import clipped
 from cselab.evaluation.scoring import Result
 from cselab.probes.significance import Stratum
-from cselab.registry import MAX_SEED, Checked, Param, check, schema_of, setting
+from cselab.registry import MAX_SEED, Checked, Param, check, contract, get, names, register, schema_of, setting
 
 
 @dataclass(init=False)
@@ -181,31 +177,20 @@ class Suite(ABC):
         return {}
 
 
-_SUITES: dict[str, type[Suite]] = {}
-ENTRY_POINTS = "cselab.suites"
+contract("suite", Suite)
 
 
 def register_suite(cls: type[Suite]) -> type[Suite]:
-    """Class decorator: make ``cls`` the suite named ``cls.name``."""
-    if cls.name in _SUITES and _SUITES[cls.name] is not cls:
-        raise ValueError(f"suite {cls.name!r} is registered twice")
-    _SUITES[cls.name] = cls
-    return cls
+    """Class decorator: make ``cls`` the suite named ``cls.name`` (a plug-in of the registry's kind ``suite``)."""
+    return register("suite", cls.name)(cls)
 
 
 def suites() -> dict[str, type[Suite]]:
-    """Every registered suite by name, in the order of their ``rank`` (then of their names), once every
-    probe module and every ``cselab.suites`` entry point is imported."""
-    package = importlib.import_module("cselab.probes")
-    for found in pkgutil.iter_modules(package.__path__):
-        importlib.import_module(f"cselab.probes.{found.name}")
-    for entry in entry_points(group=ENTRY_POINTS):
-        try:
-            importlib.import_module(entry.value.split(":")[0])
-        except Exception as err:  # the package's module to fix, named with the package
-            raise ConfigError(f"entry point {entry.name} of {entry.dist.name if entry.dist else 'a package'}: "
-                              f"importing {entry.value!r} failed: {type(err).__name__}: {clipped(err)}") from None
-    return dict(sorted(_SUITES.items(), key=lambda item: (item[1].rank, item[0])))
+    """Every suite by name, in the order of their ``rank`` (then of their names), once every module that declares
+    one is imported (:func:`cselab.registry.discover`: cselab's probe modules, then the ``cselab.suites`` entry
+    points)."""
+    found = [(name, get("suite", name).cls) for name in names("suite")]
+    return dict(sorted(found, key=lambda item: (item[1].rank, item[0])))
 
 
 def suite_settings() -> dict[str, tuple[Param, tuple[type[Suite], ...]]]:

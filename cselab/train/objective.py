@@ -18,7 +18,6 @@ import torch
 from torch import nn
 
 from cselab.registry import build, build_plugin
-from cselab.train import plugins  # noqa: F401  (every plug-in registered)
 from cselab.train.batches import Batch, Collator, Key
 from cselab.train.distributed import gather_rows, global_count, global_mean
 from cselab.train.plugins import functional as L

@@ -79,7 +79,8 @@ def test_auto_backend_takes_the_papers_models_only_when_they_load_offline(tiny_b
     assert "facebook/wmt19-en-de, facebook/wmt19-de-en, facebook/wmt19-en-ru, facebook/wmt19-ru-en not found " \
            "locally" in caplog.text and "paraphrases are not the paper's" in caplog.text
     assert resolve_backend("apertium") == "apertium" and resolve_backend("hf") == "hf"
-    with pytest.raises(ValueError, match="Unknown back-translation backend 'google'"):
+    with pytest.raises(ValueError, match="back-translation backend: 'google' is not a backend; choose one of auto, "
+                                         "apertium, hf, none"):
         resolve_backend("google")
     assert not available_offline(str(tmp_path / "missing")) and not available_offline("not a/valid//id")
 

@@ -13,12 +13,12 @@ from cselab.document import Heading, Table, number, to_markdown
 from cselab.encoders import load_encoder
 from cselab.errors import ConfigError
 from cselab.evaluation.scoring import Result
-from cselab.probes import suite as registry
 from cselab.probes.runner import run_probes
 from cselab.cli import main
 from cselab.probes.suite import (ProbeOptions, Suite, register_suite, suite_parts, suite_sections, suite_settings,
                                  suites)
 from cselab.registry import Checked, Param, setting
+from tests.conftest import installed
 
 
 ALL = ("sts", "bias", "transfer", "probing", "geometry")
@@ -32,9 +32,7 @@ def test_the_registry_holds_the_suites_in_their_order():
         suite_parts("sts,stss")
 
 
-def test_a_suite_is_one_class_the_runner_and_the_report_pick_up(monkeypatch, data_dir):
-    monkeypatch.setattr(registry, "_SUITES", dict(registry._SUITES))
-
+def test_a_suite_is_one_class_the_runner_and_the_report_pick_up(own_registry, data_dir):
     @register_suite
     class Lengths(Suite):
         """The mean vector norm of the STS-B dev sentences (a made-up probe)."""
@@ -59,21 +57,19 @@ def test_a_suite_is_one_class_the_runner_and_the_report_pick_up(monkeypatch, dat
     assert to_markdown(suite_sections(payload)).endswith(f"| bow   | {norm:.3f}     |")
 
 
-def test_a_package_adds_a_suite_with_an_entry_point(tmp_path, monkeypatch):
-    info = tmp_path / "acme_probes-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-probes\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(f"[{registry.ENTRY_POINTS}]\nacme = acme_probes\n")
+def test_a_package_adds_a_suite_with_an_entry_point(tmp_path, monkeypatch, own_registry):
+    installed(tmp_path, monkeypatch, "acme-probes", "cselab.suites", "acme_probes")
+    own_registry._DISCOVERED.pop("cselab.suites")
     (tmp_path / "acme_probes.py").write_text(
         "from cselab.probes.suite import Suite, register_suite\n\n\n@register_suite\nclass Acme(Suite):\n"
         "    name = 'acme'\n\n    def run(self, encoder):\n        raise NotImplementedError\n\n"
         "    def sections(self, section, spec):\n        return []\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(registry, "_SUITES", dict(registry._SUITES))
     assert list(suites()) == [*ALL, "mteb", "acme"]
     (tmp_path / "acme_probes.py").unlink()
     monkeypatch.delitem(sys.modules, "acme_probes")
-    with pytest.raises(ConfigError, match="entry point acme of acme-probes: importing 'acme_probes' failed"):
+    own_registry._DISCOVERED.pop("cselab.suites")
+    with pytest.raises(ConfigError, match=r"entry point acme_probes of acme-probes \(group cselab.suites\): "
+                                          "importing 'acme_probes' failed"):
         suites()
 
 
@@ -121,20 +117,17 @@ def _declaring(name, **fields):
                                        "run": lambda self, encoder: None, "sections": lambda self, s, spec: []})
 
 
-def test_two_suites_share_a_setting_only_by_declaring_it_alike(monkeypatch):
-    monkeypatch.setattr(registry, "_SUITES", dict(suites()))
+def test_two_suites_share_a_setting_only_by_declaring_it_alike(own_registry):
     register_suite(_declaring("acme", tasks=setting(("sts12",), tuple, "other tasks", items=Param(str))))
     with pytest.raises(ConfigError, match="suite acme: its setting 'tasks' is declared otherwise by suite sts"):
         suite_settings()
-    monkeypatch.setattr(registry, "_SUITES", dict(suites()))
-    registry._SUITES.pop("acme")
+    own_registry._REGISTRY["suite"].pop("acme")
     register_suite(_declaring("acme", limit=setting(3, int, "a limit of its own")))
     with pytest.raises(ConfigError, match="suite acme: its setting 'limit' is a setting of every probe run"):
         suite_settings()
 
 
-def test_probe_runs_options_are_generated_from_the_declarations(monkeypatch, capsys):
-    monkeypatch.setattr(registry, "_SUITES", dict(suites()))
+def test_probe_runs_options_are_generated_from_the_declarations(own_registry, capsys):
     register_suite(_declaring("acme", depth=setting(2, int, "how deep acme digs", min=1, max=9)))
     with pytest.raises(SystemExit):
         main(["probe", "run", "--help"])

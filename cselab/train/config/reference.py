@@ -10,7 +10,7 @@ import argparse
 from typing import Any
 
 from cselab.atomic import write_text_atomic
-from cselab.registry import KINDS, REQUIRED, get, names
+from cselab.registry import REQUIRED, get, names
 from cselab.train.config.methods import describe_presets, load_method, method_profiles, preset_base
 from cselab.train.config.schema import ENCODER, TRAINING, VIEW, loss_plugin
 
@@ -60,7 +60,7 @@ def preset_table() -> list[str]:
 
 def plugin_sections() -> list[str]:
     lines = []
-    for kind in KINDS:
+    for kind in KIND_TITLES:  # the kinds a method names (suites, dev scorers and backends have pages of their own)
         lines += ["", f"## {KIND_TITLES[kind]}"]
         for name in names(kind):
             plugin = get(kind, name)

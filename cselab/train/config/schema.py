@@ -14,7 +14,6 @@ from typing import Any
 from cselab.errors import ConfigError
 from cselab.files import shown
 from cselab.registry import NAME, Param, Plugin, check, check_plugin, get, refuse_moved
-from cselab.train import plugins  # noqa: F401  (every plug-in registered)
 from cselab.train.config.method import MethodConfig
 from cselab.train.config.sections import ENCODER, TRAINING, VIEW, TrainingConfig, head_spec
 

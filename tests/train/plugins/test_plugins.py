@@ -1,5 +1,7 @@
-"""Plug-ins are found, not listed: every module of cselab/train/plugins/ and every module a package names in the
-``cselab.plugins`` entry-point group registers when the package is imported."""
+"""Plug-ins are found, not listed, one way for every kind (cselab.registry.discover): cselab's own modules of the
+kind (every module of cselab/train/plugins/ for the training kinds), then every module a package names in the
+kind's entry-point group (``cselab.train_plugins``, ``cselab.poolers``, ``cselab.suites``, ``cselab.dev_scorers``,
+``cselab.backtranslation``)."""
 
 import sys
 
@@ -8,7 +10,7 @@ import torch
 
 from cselab import registry
 from cselab.errors import ConfigError
-from cselab.train.plugins import ENTRY_POINTS, discover
+from tests.conftest import installed
 
 PLUGIN = '''
 from cselab.registry import register
@@ -26,14 +28,10 @@ class ConstantOne(Loss):
 '''
 
 
-def _installed(tmp_path, monkeypatch, module: str) -> None:
-    """A distribution whose metadata declares ``module`` in the entry-point group, on sys.path."""
-    info = tmp_path / "acme_losses-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: acme-losses\nVersion: 0.1\n")
-    (info / "entry_points.txt").write_text(f"[{ENTRY_POINTS}]\nacme = {module}\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(registry, "_REGISTRY", {kind: dict(found) for kind, found in registry._REGISTRY.items()})
+def _installed(tmp_path, monkeypatch, own_registry, module: str, group: str = "cselab.train_plugins") -> None:
+    """A distribution acme-losses whose metadata declares ``module`` in ``group``, on sys.path, found anew."""
+    installed(tmp_path, monkeypatch, "acme-losses", group, module)
+    own_registry._DISCOVERED.pop("cselab.train_plugins")
 
 
 def test_every_in_tree_kind_is_found_without_a_list():
@@ -48,18 +46,44 @@ def test_every_in_tree_kind_is_found_without_a_list():
     assert VIEW["layer_pooler"].choices == tuple(registry.names("layer_pooler"))  # a view offers every one
 
 
-def test_a_package_declares_its_plug_ins_with_an_entry_point(tmp_path, monkeypatch):
+def test_a_package_declares_its_plug_ins_with_an_entry_point(tmp_path, monkeypatch, own_registry):
     (tmp_path / "acme_losses.py").write_text(PLUGIN)
-    _installed(tmp_path, monkeypatch, "acme_losses")
+    _installed(tmp_path, monkeypatch, own_registry, "acme_losses")
     monkeypatch.delitem(sys.modules, "acme_losses", raising=False)
-    assert discover() == ["acme_losses"]
-    assert registry.get("loss", "constant_one").summary == "1 for the batch: a third-party loss."
+    plugin = registry.get("loss", "constant_one")  # found when asked for
+    assert plugin.summary == "1 for the batch: a third-party loss." and registry.origin(plugin) == "acme-losses==0.1"
+    assert registry.discover("head") == {"acme_losses": "acme-losses==0.1"}  # one group for the training kinds
+    assert registry.origin(registry.get("loss", "info_nce")) is None  # cselab's own
 
 
-def test_an_entry_point_that_does_not_import_names_its_package(tmp_path, monkeypatch):
-    _installed(tmp_path, monkeypatch, "acme_missing")
-    with pytest.raises(ConfigError, match="entry point acme of acme-losses: cannot import 'acme_missing'"):
-        discover()
+def test_an_entry_point_that_does_not_import_names_its_package(tmp_path, monkeypatch, own_registry):
+    _installed(tmp_path, monkeypatch, own_registry, "acme_missing")
+    with pytest.raises(ConfigError, match=r"entry point acme_missing of acme-losses \(group cselab.train_plugins\): "
+                                          "importing 'acme_missing' failed: ModuleNotFoundError"):
+        registry.names("loss")
+    with pytest.raises(ConfigError, match="acme_missing"):  # refused again, not remembered as found
+        registry.names("loss")
+
+
+def test_a_package_in_the_former_group_is_refused_with_the_new_name(tmp_path, monkeypatch, own_registry):
+    (tmp_path / "acme_losses.py").write_text(PLUGIN)
+    _installed(tmp_path, monkeypatch, own_registry, "acme_losses", group="cselab.plugins")
+    with pytest.raises(ConfigError, match="entry point acme_losses of acme-losses is in the group 'cselab.plugins', "
+                                          "which is now 'cselab.train_plugins': rename"):
+        registry.get("loss", "constant_one")
+
+
+def test_a_broken_module_of_cselabs_own_names_its_file_and_line(tmp_path, monkeypatch, own_registry):
+    import cselab.train.plugins as package
+
+    broken = tmp_path / "plugins"
+    broken.mkdir()
+    (broken / "broken.py").write_text("x = 1\nraise RuntimeError('half an edit')\n")
+    monkeypatch.setattr(package, "__path__", [*package.__path__, str(broken)])
+    own_registry._DISCOVERED.pop("cselab.train_plugins")
+    with pytest.raises(ConfigError, match=r"broken.py:2: the plug-in module cannot be imported \(RuntimeError: half "
+                                          r"an edit\); fix or remove it"):
+        registry.names("loss")
 
 
 BASES = {"loss": "cselab.train.plugins.kinds.Loss", "negatives": "cselab.train.plugins.kinds.NegativeSource",
@@ -70,12 +94,13 @@ BASES = {"loss": "cselab.train.plugins.kinds.Loss", "negatives": "cselab.train.p
          "weight_hook": "cselab.train.plugins.kinds.WeightHook",
          "head": "cselab.train.plugins.kinds.Head", "adapter": "cselab.train.plugins.kinds.Adapter",
          "pooler": "cselab.encoders.pooling.Pooler",
-         "layer_pooler": "cselab.encoders.pooling.LayerPooler"}
+         "layer_pooler": "cselab.encoders.pooling.LayerPooler", "suite": "cselab.probes.suite.Suite",
+         "dev_scorer": "cselab.evaluation.scoring.Scorer",
+         "backtranslation": "cselab.augment.backtranslate.Translator"}
 
 
 @pytest.mark.parametrize("kind", registry.KINDS)
-def test_every_kinds_plug_in_must_subclass_its_base(monkeypatch, kind):
-    monkeypatch.setattr(registry, "_REGISTRY", {kind: dict(found) for kind, found in registry._REGISTRY.items()})
+def test_every_kinds_plug_in_must_subclass_its_base(own_registry, kind):
     for wrong in (lambda values, params, gradient=None: values, torch.nn.Module):  # a function, another class
         with pytest.raises(TypeError, match=f"{kind} 'plain': a {kind} plug-in is a subclass of {BASES[kind]}"):
             registry.register(kind, "plain")(wrong)
@@ -98,3 +123,19 @@ def test_a_weight_hook_is_a_module_of_the_objective_so_its_state_is_saved_with_t
     assert dict(objective.named_children())["weight_hook"] is objective.weight_hook
     objective.weight_hook.register_buffer("calls", torch.tensor(3))
     assert int(objective.state_dict()["weight_hook.calls"]) == 3
+
+
+@pytest.mark.parametrize("kind, group, base", [
+    ("pooler", "cselab.poolers", "cselab.encoders.pooling:Pooler"),
+    ("dev_scorer", "cselab.dev_scorers", "cselab.evaluation.scoring:Scorer"),
+    ("suite", "cselab.suites", "cselab.probes.suite:Suite"),
+    ("backtranslation", "cselab.backtranslation", "cselab.augment.backtranslate:Translator")])
+def test_each_kind_is_found_in_its_own_entry_point_group(tmp_path, monkeypatch, own_registry, kind, group, base):
+    module, cls = base.split(":")
+    (tmp_path / "acme_kind.py").write_text(
+        f"from {module} import {cls}\nfrom cselab.registry import register\n\n\n"
+        f"@register({kind!r}, 'acme')\nclass Acme({cls}):\n    name = 'acme'\n")
+    installed(tmp_path, monkeypatch, "acme-kind", group, "acme_kind")
+    own_registry._DISCOVERED.pop(group)
+    monkeypatch.delitem(sys.modules, "acme_kind", raising=False)
+    assert "acme" in registry.names(kind) and registry.origin(registry.get(kind, "acme")) == "acme-kind==0.1"
