@@ -46,12 +46,13 @@ class MethodConfig:
     _resolved: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
-    def from_resolved(cls, resolved: dict[str, Any]) -> MethodConfig:
-        """The object of a resolved method dict (each section already checked)."""
+    def from_resolved(cls, resolved: dict[str, Any], training: TrainingConfig) -> MethodConfig:
+        """The object of a resolved method dict (each section already checked) and its ``training`` section's
+        object, built once where the section was checked."""
         views = {name: ViewConfig(**view) for name, view in resolved["views"].items()}
         return cls(name=resolved["method"], encoder=EncoderConfig(**resolved["encoder"]),
                    views=MappingProxyType(views), losses=frozen(resolved["losses"]), hooks=frozen(resolved["hooks"]),
-                   training=TrainingConfig(**resolved["training"]), description=resolved.get("description", ""),
+                   training=training, description=resolved.get("description", ""),
                    data=resolved.get("data"), data_columns=frozen(resolved.get("data_columns")),
                    imports=tuple(resolved.get("imports", ())),
                    profile=resolved.get("profile"), _resolved=copy.deepcopy(resolved))

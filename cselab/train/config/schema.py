@@ -194,10 +194,11 @@ def _data_columns(columns: dict[str, Any]) -> dict[str, str]:
     return dict(columns)
 
 
-def _training(training: Any) -> dict[str, Any]:
+def _training(training: Any) -> tuple[dict[str, Any], TrainingConfig]:
+    """The training section checked (its values, defaults filled in) and its TrainingConfig, built once: its rules
+    across keys (warm-up ...) run here, before the other sections' checks that read it."""
     resolved = check(training, TRAINING, "training")
-    TrainingConfig(**resolved)  # the rules across keys (warm-up)
-    return resolved
+    return resolved, TrainingConfig(**resolved)
 
 
 def _copies_exist(resolved: dict[str, Any]) -> None:
@@ -249,11 +250,11 @@ def resolve(config: dict[str, Any], source: str) -> MethodConfig:
         _copies_exist(resolved)
         resolved["losses"] = check_losses(top["losses"], resolved["views"])
         resolved["hooks"] = check(top["hooks"] or {}, HOOKS, "hooks")
-        resolved["training"] = _training(top["training"])
+        resolved["training"], training = _training(top["training"])
         check_cacheable(resolved)
     except ConfigError as err:
         raise ConfigError(f"{source}: {err}") from None
-    return MethodConfig.from_resolved(resolved)
+    return MethodConfig.from_resolved(resolved, training)
 
 
 def section_schema(config: dict[str, Any], section: list[str]) -> dict[str, Param]:

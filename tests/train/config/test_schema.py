@@ -136,3 +136,16 @@ def test_a_loss_is_chosen_with_kind_and_its_former_type_is_read_with_a_warning(t
     path.write_text("extends: simcse\nlosses: {extra: {type: info_nce, kind: recall, anchor: anchor}}\n")
     with pytest.raises(ConfigError, match="type 'info_nce' and kind 'recall' disagree"):
         load_method(path)
+
+
+def test_each_sections_rules_run_once_when_a_method_is_read(monkeypatch):
+    calls = {"training": 0, "encoder": 0}
+    for name, cls in (("training", TrainingConfig), ("encoder", EncoderConfig)):
+        rules = cls.rules
+
+        def counted(self, rules=rules, name=name):
+            calls[name] += 1
+            rules(self)
+        monkeypatch.setattr(cls, "rules", counted)
+    method = load_method("osscse")
+    assert calls == {"training": 1, "encoder": 1} and isinstance(method.training, TrainingConfig)
