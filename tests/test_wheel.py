@@ -86,9 +86,27 @@ from importlib.metadata import metadata, files
 meta = metadata("cselab-toolkit")
 print(json.dumps({"author": meta.get("Author") or meta.get("Author-email"), "keywords": meta.get("Keywords"),
                   "classifiers": meta.get_all("Classifier"), "license": meta.get("License-Expression"),
-                  "typed": any(str(f).endswith("cselab/py.typed") for f in files("cselab-toolkit"))}))
+                  "typed": any(str(f).endswith("cselab/py.typed") for f in files("cselab-toolkit")),
+                  "readme": meta.get_payload(), "readme_type": meta.get("Description-Content-Type")}))
 """
     found = json.loads(run(installed, code, tmp_path).strip().splitlines()[-1])
     assert found["author"] == "The cselab developers" and "sentence embeddings" in found["keywords"]
     assert "Typing :: Typed" in found["classifiers"] and "Intended Audience :: Science/Research" in found["classifiers"]
     assert found["license"] == "MIT" and found["typed"]
+    # the index's page: the README with no relative link (dead there), each written as the file it names
+    assert found["readme_type"] == "text/markdown" and "# cselab" in found["readme"]
+    assert "](docs/" not in found["readme"] and "| docs/install.md |" in found["readme"]
+
+
+def test_the_index_readme_makes_relative_links_absolute_or_plain():
+    sys.path.insert(0, str(ROOT / "build_backend"))
+    try:
+        from cselab_build import index_readme
+    finally:
+        sys.path.remove(str(ROOT / "build_backend"))
+    text = "See [docs/train.md](docs/train.md), [the ledger](docs/protocols.md#x), [web](https://x.org) and [top](#a)."
+    assert index_readme(text, "https://example.org/cselab/blob/main/") == (
+        "See [docs/train.md](https://example.org/cselab/blob/main/docs/train.md), [the ledger]"
+        "(https://example.org/cselab/blob/main/docs/protocols.md#x), [web](https://x.org) and [top](#a).")
+    assert index_readme(text, None) == ("See docs/train.md, the ledger (docs/protocols.md#x), [web](https://x.org) "
+                                        "and [top](#a).")
