@@ -324,6 +324,12 @@ def build_probing(corpus: str | os.PathLike, out: str | os.PathLike, seed: int =
         if not groups:
             summary[task] = {"skipped": f"fewer than two classes with {MIN_PER_CLASS} sentences in this corpus"}
             continue
+        per_class = len(next(iter(groups.values())))
+        if per_class < MIN_PER_CLASS:  # --size cut the classes below what a dev and a test split need
+            summary[task] = {"skipped": f"--size {size} leaves {per_class} sentences to each of its {len(groups)} "
+                                        f"classes, under {MIN_PER_CLASS} (too few for a dev and a test split); give "
+                                        f"--size {MIN_PER_CLASS * len(groups)} or more"}
+            continue
         lines = split_lines(groups, rng)
         write_text_atomic(out / PROBING_FILES[task], "\n".join(lines) + "\n")
         parts = Counter(line.split("\t", 1)[0] for line in lines)

@@ -113,3 +113,11 @@ def test_build_probing_writes_the_official_format(data_dir, tmp_path):
     assert labels == ["0", "1", "2", "3", "4", "5"]
     assert len(splits["train"]) + len(splits["dev"]) + len(splits["test"]) <= 200
     assert (tmp_path / "out" / "probing.json").is_file()
+    # a --size that leaves a class too few sentences for its dev and test splits skips the task, saying why
+    small = pb.build_probing(corpus, tmp_path / "small", seed=0, size=60, progress=False)
+    assert small["tasks"]["SentLen"]["skipped"] == ("--size 60 leaves 10 sentences to each of its 6 classes, under "
+                                                    "20 (too few for a dev and a test split); give --size 120 or more")
+    for info in small["tasks"].values():
+        if "file" in info:
+            splits, _ = read_probing_file(tmp_path / "small" / info["file"])
+            assert splits["dev"] and splits["test"] and info["per_class"] >= pb.MIN_PER_CLASS
