@@ -67,7 +67,7 @@ class CselabLoss(nn.Module):
                              f"columns={len(embeddings)}")
         rows = list(range(len(embeddings[0])))
         encoded = {name: (vectors, rows) for name, vectors in zip(self.names, embeddings, strict=True)}
-        for role in self.value_roles:
+        for role in (role for role in self.value_roles if self.params.get(role) is not None):
             if labels is None:
                 raise ValueError(f"CselabLoss({self.name!r}) reads each row's {role}: the dataset needs a label "
                                  "column")

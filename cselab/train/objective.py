@@ -312,7 +312,8 @@ def apply_loss(loss: Loss, context: LossContext, matryoshka: dict | None = None)
         if any(value is None for value in values):  # no row at any width (the same rows at each)
             return None
         return L.matryoshka(values, matryoshka["weights"])
-    names = [loss.views[role] for role in loss.roles] + [value_key(loss.views[role]) for role in loss.value_roles]
+    names = [loss.views[role] for role in loss.roles] + [value_key(loss.views[role]) for role in loss.value_roles
+                                                         if loss.views.get(role) is not None]
     views = aligned(context.encoded, names) if names else []
     views = loss.prepare(views)
     if loss.reduce == "whole_batch":

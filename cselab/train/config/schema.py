@@ -50,7 +50,7 @@ def loss_plugin(name: str, params: Mapping[str, Any], where: str = "") -> Plugin
 def value_columns(losses: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """The numeric data columns the resolved ``losses`` read (a scored pair's ``score``), each once."""
     return sorted({params[role] for name, params in losses.items()
-                   for role in loss_plugin(name, params).cls.value_roles})
+                   for role in loss_plugin(name, params).cls.value_roles if params.get(role) is not None})
 
 
 def renamed_type(params: dict[str, Any], where: str) -> dict[str, Any]:

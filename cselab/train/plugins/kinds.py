@@ -47,9 +47,9 @@ class Loss(nn.Module):
     handed to :meth:`forward` in this order, restricted to the rows that have all of them); ``view_lists`` are
     parameters naming lists of views the loss reads itself from ``context.encoded``; ``value_roles`` are parameters
     each naming a numeric column of the data (a scored pair's ``score``), handed to :meth:`forward` after the views as
-    one float per row, for the same rows (a row without the value is left out as a row without a view); ``reduce`` says
-    how its value
-    reduces over processes (``rows``: one loss per row, averaged over every process's rows; ``whole_batch``: its views
+    one float per row, for the same rows (a row without the value is left out as a row without a view), and those of
+    ``optional_values`` may be null (no column read, nothing handed over); ``reduce`` says how its value reduces over
+    processes (``rows``: one loss per row, averaged over every process's rows; ``whole_batch``: its views
     gathered from all processes first, then one number; ``replicated``: the same number on every process);
     ``needs_initial_weights`` asks for ``context.initial_weights``; ``needs_tokens`` for ``context.tokens`` and
     ``context.model``; ``needs_lm_head`` for an encoder with the model's language-model head (``"masked"``: its
@@ -62,6 +62,7 @@ class Loss(nn.Module):
     roles: ClassVar[tuple[str, ...]] = ()
     view_lists: ClassVar[tuple[str, ...]] = ()
     value_roles: ClassVar[tuple[str, ...]] = ()
+    optional_values: ClassVar[tuple[str, ...]] = ()
     reduce: ClassVar[str] = "rows"
     needs_initial_weights: ClassVar[bool] = False
     needs_tokens: ClassVar[bool] = False
@@ -97,9 +98,11 @@ class Loss(nn.Module):
 
     @classmethod
     def value_schema(cls) -> dict[str, Param]:
-        """The parameters that name numeric columns of the data: one per value role, the role's name by default."""
-        return {role: Param(str, role, help=f"the data column of each row's {role} (a number)")
-                for role in cls.value_roles}
+        """The parameters that name numeric columns of the data: one per value role, the role's name by default (an
+        optional one's: null, none read)."""
+        return {role: Param(str, None, help=f"the data column of each row's {role} (a number), or null for none",
+                            nullable=True) if role in cls.optional_values else
+                Param(str, role, help=f"the data column of each row's {role} (a number)") for role in cls.value_roles}
 
     @classmethod
     def validate(cls, params: dict[str, Any], where: str) -> None:
