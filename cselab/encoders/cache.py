@@ -6,7 +6,8 @@ and tokenizer files of every module, :mod:`cselab.encoders.model_files`), its se
 kind of device (cpu, cuda), the versions of torch, transformers and sentence-transformers (an upgrade can move the
 vectors) and the code that computed them: cselab's version, its git commit and whether the package had changes, and
 the sha256 of the package's files (:func:`cselab.provenance.source`; a checkout with changes gets the key of its
-changed code, so a changed pooler never meets the vectors of the old one). Each write is one or more *chunks*:
+changed code, so a changed pooler never meets the vectors of the old one), and for a pooler an installed package adds
+(an entry point of ``cselab.poolers``), that package and its version. Each write is one or more *chunks*:
 ``SHA256.npz`` holding the key's digest, the sentences (UTF-8) and their float32 vectors, named by the sha256 of its
 own bytes and written atomically. A chunk whose bytes no longer match its name (truncated, edited), that does not
 parse, or that records another key (moved from another folder) is removed with a warning and its sentences are
@@ -36,6 +37,7 @@ from cselab.atomic import write_bytes_atomic
 from cselab.errors import ConfigError
 from cselab.files import clipped
 from cselab.provenance import source
+from cselab.registry import get, names, origin
 from cselab.versions import package_versions
 
 FORMAT = 2
@@ -71,9 +73,12 @@ def cache_key(model_files: str, settings: dict[str, Any], device: str) -> dict[s
     ``model_files`` is :meth:`~cselab.encoders.model_files.ModelFiles.combined`."""
     versions = package_versions(VERSIONED)
     code = source()
+    pooler = settings.get("pooler")
+    package = origin(get("pooler", pooler)) if isinstance(pooler, str) and pooler in names("pooler") else None
     return {"format": FORMAT, "model_files_sha256": model_files, "settings": settings, "device": device,
             "versions": {name: versions[name] for name in VERSIONED},
-            "cselab": {name: code[name] for name in ("version", "commit", "dirty", "source_sha256")}}
+            "cselab": {name: code[name] for name in ("version", "commit", "dirty", "source_sha256")},
+            **({"pooler_package": package} if package else {})}  # cselab's own poolers: the keys they always had
 
 
 def key_digest(key: dict[str, Any]) -> str:

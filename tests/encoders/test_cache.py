@@ -5,6 +5,7 @@ import hashlib
 import json
 import shutil
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -301,3 +302,23 @@ def test_an_unusable_cache_folder_is_a_warning_and_the_scores_are_those_without_
     result = json.loads((tmp_path / "r.json").read_text())
     assert result["sts"] == json.loads((tmp_path / "none.json").read_text())["sts"]
     assert result["embedding_cache"]["failed"].startswith("cannot ")
+
+
+def test_a_pooler_from_a_package_keys_the_vectors_by_its_version(tmp_path, monkeypatch, own_registry):
+    from cselab.encoders.cache import cache_key
+    from tests.conftest import installed
+
+    (tmp_path / "acme_pool.py").write_text(
+        "from cselab.encoders.pooling import Pooler\nfrom cselab.registry import register\n\n\n"
+        "@register('pooler', 'acme_mean')\nclass AcmeMean(Pooler):\n    \"\"\"A package's pooler.\"\"\"\n")
+    installed(tmp_path, monkeypatch, "acme-pool", "cselab.poolers", "acme_pool")
+    own_registry._DISCOVERED.pop("cselab.poolers")
+    monkeypatch.delitem(sys.modules, "acme_pool", raising=False)
+    first = cache_key("x", {"pooler": "acme_mean"}, "cpu")
+    assert first["pooler_package"] == "acme-pool==0.1" and "pooler_package" not in cache_key("x", {"pooler": "avg"},
+                                                                                             "cpu")
+    (tmp_path / "acme_pool-0.1.dist-info").rename(tmp_path / "acme_pool-0.2.dist-info")
+    metadata = tmp_path / "acme_pool-0.2.dist-info" / "METADATA"
+    metadata.write_text(metadata.read_text().replace("Version: 0.1", "Version: 0.2"))
+    own_registry._DISCOVERED.pop("cselab.poolers")
+    assert cache_key("x", {"pooler": "acme_mean"}, "cpu")["pooler_package"] == "acme-pool==0.2"
