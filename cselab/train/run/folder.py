@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from cselab import __version__
+from cselab.registry import discover
 from cselab.atomic import write_json_atomic, write_text_atomic
 from cselab.errors import CselabError, TrainingError
 from cselab.files import read_json, read_yaml, remove_path
@@ -75,12 +76,21 @@ def _written_settings(out: Path, written: dict[str, Any]) -> dict[str, Any]:
 def identity(method: dict[str, Any], base_model: str, data: dict[str, Any], base_weights: str | None = None,
              dev: dict[str, Any] | None = None, auxiliary: dict[str, Any] | None = None) -> dict[str, Any]:
     """What makes a run this run: its config, its data by content (not where it lies), its base model by name and
-    by its weights' sha256, the dev set it picks ``best`` with (the file's sha256 and the pair limit), and the
-    models its losses name (a generator, a teacher: ``auxiliary``, each by spec and weights' sha256), when any."""
+    by its weights' sha256, the dev set it picks ``best`` with (the file's sha256 and the pair limit), the models
+    its losses name (a generator, a teacher: ``auxiliary``, each by spec and weights' sha256), when any, and the
+    installed packages that add training plug-ins or poolers (:func:`plugin_packages`), when any."""
     found = {"format": "cselab-run", "version": 2, "cselab": __version__, "config_sha256": config_sha256(method),
              "base_model": base_model, "base_weights_sha256": base_weights,
              "data": {k: v for k, v in data.items() if k not in ("path", "backtranslation")}, "dev": dev}
-    return {**found, "auxiliary": auxiliary} if auxiliary else found
+    packages = plugin_packages()
+    return {**found, **({"auxiliary": auxiliary} if auxiliary else {}),
+            **({"plugin_packages": packages} if packages else {})}
+
+
+def plugin_packages() -> list[str]:
+    """The installed packages (``name==version``) whose entry points add training plug-ins or poolers: a run resumed
+    after one of them changed is another run, since the code of its losses, heads or poolers may have changed."""
+    return sorted({package for kind in ("loss", "pooler") for package in discover(kind).values()})
 
 
 def loss_models(method: MethodConfig) -> dict[str, str]:

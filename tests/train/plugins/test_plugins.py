@@ -139,3 +139,19 @@ def test_each_kind_is_found_in_its_own_entry_point_group(tmp_path, monkeypatch, 
     own_registry._DISCOVERED.pop(group)
     monkeypatch.delitem(sys.modules, "acme_kind", raising=False)
     assert "acme" in registry.names(kind) and registry.origin(registry.get(kind, "acme")) == "acme-kind==0.1"
+
+
+def test_a_plug_in_package_is_part_of_a_runs_identity(tmp_path, monkeypatch, own_registry):
+    from cselab.train.run.folder import identity
+
+    assert "plugin_packages" not in identity({"method": "simcse"}, "m", {})  # none installed: the identity it had
+    (tmp_path / "acme_losses.py").write_text(PLUGIN)
+    _installed(tmp_path, monkeypatch, own_registry, "acme_losses")
+    monkeypatch.delitem(sys.modules, "acme_losses", raising=False)
+    first = identity({"method": "simcse"}, "m", {})
+    assert first["plugin_packages"] == ["acme-losses==0.1"]
+    (tmp_path / "acme_losses-0.1.dist-info").rename(tmp_path / "acme_losses-0.2.dist-info")
+    metadata = tmp_path / "acme_losses-0.2.dist-info" / "METADATA"
+    metadata.write_text(metadata.read_text().replace("Version: 0.1", "Version: 0.2"))
+    own_registry._DISCOVERED.pop("cselab.train_plugins")
+    assert identity({"method": "simcse"}, "m", {})["plugin_packages"] == ["acme-losses==0.2"]  # a resume is refused
