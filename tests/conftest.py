@@ -54,9 +54,11 @@ def own_registry(monkeypatch):
 
 def installed(folder: Path, monkeypatch, dist: str, group: str, module: str, version: str = "0.1") -> None:
     """A distribution ``dist`` on sys.path (a dist-info in ``folder``) whose metadata declares ``module`` in the
-    entry-point group ``group``, as ``pip install`` leaves one."""
+    entry-point group ``group``, as ``pip install`` leaves one; called again, another version replaces it."""
+    for old in folder.glob(f"{dist.replace('-', '_')}-*.dist-info"):
+        shutil.rmtree(old)
     info = folder / f"{dist.replace('-', '_')}-{version}.dist-info"
-    info.mkdir(exist_ok=True)
+    info.mkdir()
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {dist}\nVersion: {version}\n")
     (info / "entry_points.txt").write_text(f"[{group}]\n{module.split('.')[-1]} = {module}\n")
     monkeypatch.syspath_prepend(str(folder))

@@ -231,10 +231,7 @@ def test_a_back_translation_backend_from_a_package_builds_a_cache_keyed_by_its_v
     key = AugmentConfig(backend="rotate").key("0" * 64)
     assert folder.name == AugmentConfig(backend="rotate").key(manifest["input_sha256"])
     assert backend_package("rotate") == "rotate-backend==0.1" and backend_package("apertium") is None
-    for info in tmp_path.glob("rotate_backend-*.dist-info"):  # a new release of the backend: another cache
-        info.rename(tmp_path / "rotate_backend-0.2.dist-info")
-        text = (tmp_path / "rotate_backend-0.2.dist-info" / "METADATA").read_text()
-        (tmp_path / "rotate_backend-0.2.dist-info" / "METADATA").write_text(text.replace("0.1", "0.2"))
+    installed(tmp_path, monkeypatch, "rotate-backend", "cselab.backtranslation", "rotate_backend", "0.2")  # a release
     own_registry._DISCOVERED.pop("cselab.backtranslation")
     assert backend_package("rotate") == "rotate-backend==0.2" and AugmentConfig(backend="rotate").key("0" * 64) != key
     with pytest.raises(ConfigError, match="augment config.backend: 'rotat' is not a backend \\(did you mean "

@@ -317,8 +317,6 @@ def test_a_pooler_from_a_package_keys_the_vectors_by_its_version(tmp_path, monke
     first = cache_key("x", {"pooler": "acme_mean"}, "cpu")
     assert first["pooler_package"] == "acme-pool==0.1" and "pooler_package" not in cache_key("x", {"pooler": "avg"},
                                                                                              "cpu")
-    (tmp_path / "acme_pool-0.1.dist-info").rename(tmp_path / "acme_pool-0.2.dist-info")
-    metadata = tmp_path / "acme_pool-0.2.dist-info" / "METADATA"
-    metadata.write_text(metadata.read_text().replace("Version: 0.1", "Version: 0.2"))
+    installed(tmp_path, monkeypatch, "acme-pool", "cselab.poolers", "acme_pool", "0.2")  # another release
     own_registry._DISCOVERED.pop("cselab.poolers")
     assert cache_key("x", {"pooler": "acme_mean"}, "cpu")["pooler_package"] == "acme-pool==0.2"

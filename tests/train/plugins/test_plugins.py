@@ -150,8 +150,6 @@ def test_a_plug_in_package_is_part_of_a_runs_identity(tmp_path, monkeypatch, own
     monkeypatch.delitem(sys.modules, "acme_losses", raising=False)
     first = identity({"method": "simcse"}, "m", {})
     assert first["plugin_packages"] == ["acme-losses==0.1"]
-    (tmp_path / "acme_losses-0.1.dist-info").rename(tmp_path / "acme_losses-0.2.dist-info")
-    metadata = tmp_path / "acme_losses-0.2.dist-info" / "METADATA"
-    metadata.write_text(metadata.read_text().replace("Version: 0.1", "Version: 0.2"))
+    installed(tmp_path, monkeypatch, "acme-losses", "cselab.train_plugins", "acme_losses", "0.2")  # another release
     own_registry._DISCOVERED.pop("cselab.train_plugins")
     assert identity({"method": "simcse"}, "m", {})["plugin_packages"] == ["acme-losses==0.2"]  # a resume is refused
