@@ -44,9 +44,11 @@ class ProbeOptions(Checked):
     settings: dict[str, Any] = setting({}, dict, "each suite's own settings by name (Suite.Options)")
 
     def __init__(self, data_dir: str | os.PathLike | None = None, batch_size: int = 64, limit: int | None = None,
-                 seed: int = 0, **settings: Any):
-        self.data_dir, self.batch_size, self.limit, self.seed, self.settings = data_dir, batch_size, limit, seed, \
-            settings
+                 seed: int = 0, settings: dict[str, Any] | None = None, **more: Any):
+        """A suite's settings by keyword (``tasks=...``), or as the mapping ``settings`` (what :func:`dataclasses.
+        replace` passes), or both."""
+        self.data_dir, self.batch_size, self.limit, self.seed = data_dir, batch_size, limit, seed
+        self.settings = {**(settings or {}), **more}
         self.__post_init__()
 
     def rules(self) -> None:

@@ -45,10 +45,10 @@ def st_loss_class(name: str, where: str) -> type:
     return cls
 
 
-def build_st_loss(name: str, args: dict[str, Any], where: str) -> torch.nn.Module:
+def build_st_loss(name: str, args: dict[str, Any], where: str) -> Any:
     """The loss ``name`` built with ``args`` and no model (it reads vectors only)."""
     cls = st_loss_class(name, where)
-    accepted = [p for p in inspect.signature(cls.__init__).parameters if p not in ("self", "model")]
+    accepted = [p for p in inspect.signature(cls).parameters if p != "model"]
     unknown = sorted(set(args) - set(accepted))
     if unknown:
         raise ConfigError(f"{where}.args.{unknown[0]}: {name} takes no such argument; it takes "
@@ -69,7 +69,7 @@ class _SentenceTransformersLoss(Loss):
 
     def __init__(self, loss: str, args: dict[str, Any], **views):
         super().__init__(**views)
-        self.st_loss = build_st_loss(loss, args, loss)
+        self.st_loss: Any = build_st_loss(loss, args, loss)
 
     @classmethod
     def validate(cls, params: dict[str, Any], where: str) -> None:
