@@ -31,7 +31,7 @@ import pkgutil
 import re
 import sys
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from importlib.metadata import entry_points
 from typing import Any, ClassVar
@@ -79,7 +79,7 @@ class Param:
     max: float | None = None
     above: bool = False
     below: bool = False
-    choices: tuple | str | None = None
+    choices: tuple | str | Callable[[], Sequence[Any]] | None = None
     nullable: bool = False
     items: Param | None = None
     length: int | None = None
@@ -87,9 +87,11 @@ class Param:
     words: tuple[str, ...] | None = None
 
     def allowed(self) -> tuple | None:
+        """The allowed values: ``choices``, a kind's plug-ins for ``"plugin:KIND"``, what a function ``choices``
+        gives when called (values found when they are checked, not when the schema is declared)."""
         if isinstance(self.choices, str) and self.choices.startswith("plugin:"):
             return tuple(names(self.choices[len("plugin:"):]))
-        return self.choices
+        return tuple(self.choices()) if callable(self.choices) else self.choices
 
     def describe(self) -> str:
         """The allowed values in words, for error messages and generated docs."""

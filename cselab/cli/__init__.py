@@ -17,6 +17,7 @@ import shutil
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from cselab import __version__
@@ -41,11 +42,13 @@ def build_probe_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(suites: bool = True) -> argparse.ArgumentParser:
+    """``cselab``'s parser; ``suites``: with the options the probe suites declare
+    (:func:`cselab.cli.probe.register`)."""
     parser = _top("cselab", "Contrastive sentence embeddings: augment, train, probe.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     probe.register(commands.add_parser("probe", help="score encoders: STS, bias, transfer, probing, geometry",
-                                            description="Score any encoder."))
+                                            description="Score any encoder."), suites)
     augment.register(commands.add_parser(
         "augment", help="build the cached training corpus (negations, back-translated paraphrases)",
         description="Build the cached training corpus: for each sentence a negation by dependency parse and a "
@@ -130,9 +133,10 @@ def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespac
     return args
 
 
-def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None,
+def main(argv: list[str] | None = None, parser: Callable[[], argparse.ArgumentParser] | None = None,
          command: list[str] | None = None) -> int:
-    """``cselab ...``; ``parser``: another command's (``probe``'s), ``command``: the cselab command line it is."""
+    """``cselab ...``; ``parser``: what builds another command's parser (``probe``'s), ``command``: the cselab
+    command line it is."""
     try:
         try:
             code = _main(argv, parser, command)
@@ -143,9 +147,15 @@ def main(argv: list[str] | None = None, parser: argparse.ArgumentParser | None =
     return code
 
 
-def _main(argv: list[str] | None, parser: argparse.ArgumentParser | None, command: list[str] | None) -> int:
+def _main(argv: list[str] | None, parser: Callable[[], argparse.ArgumentParser] | None,
+          command: list[str] | None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = parse(parser or build_parser(), argv)
+    try:  # the probe commands' options come from the suites found: a broken package of them is one line
+        built = parser() if parser is not None else build_parser(suites="probe" in argv)
+    except CselabError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    args = parse(built, argv)
     record_command(command or ["cselab", *argv])
     terminate = signal.signal(signal.SIGTERM, _terminate) if threading.current_thread() is threading.main_thread() \
         else None
@@ -179,4 +189,4 @@ def probe_main(argv: list[str] | None = None) -> int:
     """The ``probe`` command: ``probe run ...`` is ``cselab probe run ...`` (``--debug`` anywhere is cselab's)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     debug, rest = ["--debug"] if "--debug" in argv else [], [arg for arg in argv if arg != "--debug"]
-    return main([*debug, *rest], build_probe_parser(), ["cselab", *debug, "probe", *rest])
+    return main([*debug, *rest], build_probe_parser, ["cselab", *debug, "probe", *rest])

@@ -14,12 +14,17 @@ from cselab.probes.names import MAX_RESAMPLES, RESAMPLES, SPLIT_RULES
 from cselab.registry import Param, schema_of
 
 
-def register(probe: argparse.ArgumentParser) -> None:
-    """``cselab probe run|splits|compare|build-probing``."""
+def register(probe: argparse.ArgumentParser, suites: bool = True) -> None:
+    """``cselab probe run|splits|compare|build-probing``; ``suites``: with the options the suites declare (their
+    modules found and imported: a command line that runs no probe command leaves them out, so that a broken
+    package of suites stops only the probe commands)."""
     commands = probe.add_subparsers(dest="probe_command", required=True, metavar="COMMAND")
     for name, (texts, add_options, handler) in _commands().items():
         parser = commands.add_parser(name, **texts)
-        add_options(parser)
+        if add_options in (_run_options, _splits_options):
+            add_options(parser, suites)
+        else:
+            add_options(parser)
         parser.set_defaults(handler=handler, interrupted=lambda args: "the results and reports already at --out "
                             "are as they were (a set is written whole or not at all)")
 
@@ -89,7 +94,7 @@ def _commands() -> dict:
     }
 
 
-def _run_options(run: argparse.ArgumentParser) -> None:
+def _run_options(run: argparse.ArgumentParser, suites: bool = True) -> None:
     run.add_argument("--model", required=True, metavar="SPEC",
                      help="alias (minilm), lexical baseline (bow, tfidf, tfidf:PATH), model folder, cselab checkpoint, "
                           "Hugging Face hub name, or package.module:factory (a Python function returning an object "
@@ -101,11 +106,11 @@ def _run_options(run: argparse.ArgumentParser) -> None:
                      help="a sentence's budget, longer ones are cut: tokens (special ones "
                           "included), or with a prompt the sentence's word-pieces, the "
                           "prompt on top (default: the model's limit)")
-    from cselab.probes.suite import suites
+    from cselab.probes.suite import suites as found
 
     run.add_argument("--suite", default="sts", metavar="SUITE",
-                     help=f"which probes to run: {', '.join(suites())}, all, or several joined by commas, e.g. "
-                          "sts,bias (each sentence then encoded once) (default: sts)")
+                     help=f"which probes to run: {', '.join(found()) if suites else 'a suite'}, all, or several "
+                          "joined by commas, e.g. sts,bias (each sentence then encoded once) (default: sts)")
     run.add_argument("--out", default="results.json", help="results JSON to write (default: results.json)")
     run.add_argument("--dims", type=widths, metavar="W,W,...",
                      help="score the vectors cut to each of these widths (a Matryoshka model's), e.g. 64,128,384: "
@@ -117,7 +122,8 @@ def _run_options(run: argparse.ArgumentParser) -> None:
     run.add_argument("--no-cache", action="store_true",
                      help="encode every sentence afresh and keep no vectors (default: vectors are kept in "
                           "$CSELAB_CACHE_DIR or ~/.cache/cselab/embeddings, see docs/probes.md)")
-    _add_probe_settings(run)
+    if suites:
+        _add_probe_settings(run)
 
 
 def _add_probe_settings(run: argparse.ArgumentParser) -> None:
@@ -136,14 +142,15 @@ def _add_probe_settings(run: argparse.ArgumentParser) -> None:
     add_renamed(run, "--split-protocol", "--split-rule", tuple(SPLIT_RULES))
 
 
-def _splits_options(splits: argparse.ArgumentParser) -> None:
+def _splits_options(splits: argparse.ArgumentParser, suites: bool = True) -> None:
     add_data_dir(splits)
     splits.add_argument("--out-dir", default="results/splits", help="folder for splits.json, splits.md, "
                                                                     "pairs.jsonl (default: results/splits)")
     from cselab.probes.suite import suite_settings
 
-    declared = suite_settings()  # the bias suite's declarations: the splits are its
-    add_settings(splits, {name: declared[name][0] for name in ("mer_normalize", "split_rule")})
+    if suites:
+        declared = suite_settings()  # the bias suite's declarations: the splits are its
+        add_settings(splits, {name: declared[name][0] for name in ("mer_normalize", "split_rule")})
     add_renamed(splits, "--protocol", "--split-rule", tuple(SPLIT_RULES))
 
 

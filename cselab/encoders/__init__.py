@@ -7,7 +7,7 @@ _WHERE = {
     "read_checkpoint_info": "cselab.encoders.checkpoint", "write_checkpoint_info": "cselab.encoders.checkpoint",
     "LexicalEncoder": "cselab.encoders.lexical", "ALIASES": "cselab.encoders.specs",
     "EncoderNotFoundError": "cselab.encoders.specs", "load_encoder": "cselab.encoders.loading",
-    "POOLERS": "cselab.encoders.pooling", "TransformerEncoder": "cselab.encoders.transformer",
+"TransformerEncoder": "cselab.encoders.transformer",
 }
 __all__ = sorted(_WHERE)
 __getattr__, __dir__ = exports(__name__, _WHERE)

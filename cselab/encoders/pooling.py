@@ -27,7 +27,7 @@ from typing import ClassVar
 import torch
 
 from cselab.errors import ConfigError
-from cselab.registry import contract, get, names, register
+from cselab.registry import contract, get, register
 
 
 def matching_layer_pooler(pooler: str) -> str:
@@ -107,8 +107,6 @@ class WeightedMean(LayerPooler):
         weights = (mask.cumsum(dim=1) * mask).unsqueeze(-1)
         return (states * weights).sum(1) / weights.sum(1).clamp(min=1.0)
 
-
-LAYER_POOLERS = tuple(names("layer_pooler"))
 
 
 def pool_states(states: torch.Tensor, attention_mask: torch.Tensor, kind: str,
@@ -206,5 +204,3 @@ class AvgTop2(Pooler):
         hidden = outputs.hidden_states
         return masked_mean((hidden[-1] + hidden[-2]) / 2, attention_mask)
 
-
-POOLERS = tuple(names("pooler"))

@@ -4,7 +4,8 @@ import torch
 from torch.utils.data import DataLoader
 from transformers import AutoModel, AutoTokenizer
 
-from cselab.encoders import POOLERS, TransformerEncoder, load_encoder
+from cselab.encoders import TransformerEncoder, load_encoder
+from cselab.registry import names
 
 PROMPT = 'This sentence : "{}" means [MASK] .'
 SENTENCES = ["a man is playing a guitar .", "two dogs run on the beach", "hello", "a man is playing a guitar .",
@@ -43,7 +44,7 @@ def reference(parts, sentence: str, pooler: str, prompt: str | None = None) -> n
     return vector.numpy()
 
 
-@pytest.mark.parametrize("pooler", POOLERS)
+@pytest.mark.parametrize("pooler", names("pooler"))
 def test_every_pooler_matches_a_hand_pooled_single_pass(parts, pooler):
     prompt = PROMPT if pooler == "mask" else None
     vectors = encoder(parts, pooler=pooler, prompt=prompt).encode(SENTENCES, batch_size=4)

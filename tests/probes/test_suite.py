@@ -137,3 +137,19 @@ def test_probe_runs_options_are_generated_from_the_declarations(own_registry, ca
     with pytest.raises(SystemExit):
         main(["probe", "run", "--model", "bow", "--depth", "10"])
     assert "argument --depth: 10 is out of range; expected a whole number from 1 to 9" in capsys.readouterr().err
+
+
+def test_a_broken_package_of_suites_stops_the_probe_commands_alone(tmp_path, monkeypatch, own_registry, capsys):
+    from cselab.cli import probe_main
+
+    (tmp_path / "acme_broken.py").write_text("raise RuntimeError('half an edit')\n")
+    installed(tmp_path, monkeypatch, "acme-broken", "cselab.suites", "acme_broken")
+    own_registry._DISCOVERED.pop("cselab.suites")
+    monkeypatch.delitem(sys.modules, "acme_broken", raising=False)
+    why = ("error: entry point acme_broken of acme-broken (group cselab.suites): importing 'acme_broken' failed: "
+           "RuntimeError: half an edit")
+    assert main(["probe", "run", "--model", "bow"]) == 2 and capsys.readouterr().err.strip() == why
+    assert probe_main(["compare", "a.json"]) == 2 and capsys.readouterr().err.strip() == why
+    with pytest.raises(SystemExit) as done:  # another command builds no suite's options
+        main(["data", "--help"])
+    assert done.value.code == 0

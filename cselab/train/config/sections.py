@@ -10,7 +10,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from cselab.encoders import pooling  # noqa: F401  (the poolers registered: encoder.pooler's choices)
-from cselab.encoders.pooling import LAYER_POOLERS
 from cselab.encoders.transformer import POOL_TOKENS, check_pool_tokens
 from cselab.errors import ConfigError
 from cselab.evaluation.dev import dev_names
@@ -146,7 +145,7 @@ class TrainingConfig(Checked):
     dev: str = setting("stsb", str, "the dev score computed at each evaluation (OUT/best keeps the best score): stsb "
                        "(STS-B dev), sickr (SICK-R dev), sts-dev-avg (their mean), a transfer task's dev accuracy "
                        "(mr, cr, subj, mpqa, sst2, trec, mrpc), transfer-dev-avg (their mean) or none (best = last "
-                       "save)", choices=dev_names())
+                       "save)", choices=dev_names)  # the function: found when a value is checked
 
     def rules(self) -> None:
         if self.warmup >= 1 and self.warmup != int(self.warmup):
@@ -174,7 +173,8 @@ class ViewConfig(Checked):
     prompt: str | None = setting(None, str, "this view's prompt template", nullable=True)
     layers: list[int] | str | None = setting(None, (list, str), "hidden layers pooled too (NAME.layers), or all",
                                              nullable=True, items=Param(int), words=("all",))
-    layer_pooler: str | None = setting(None, str, "how each layer is pooled", choices=LAYER_POOLERS, nullable=True)
+    layer_pooler: str | None = setting(None, str, "how each layer is pooled", choices="plugin:layer_pooler",
+                                       nullable=True)
     frozen: bool = setting(False, bool, "encode with the frozen copy")
     augment: dict | None = setting(None, dict, "an input augmentation, or an output one for a view of another",
                                    nullable=True)

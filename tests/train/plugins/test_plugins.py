@@ -43,7 +43,7 @@ def test_every_in_tree_kind_is_found_without_a_list():
     from cselab.train.config.schema import VIEW
 
     assert registry.names("layer_pooler") == ["avg", "first", "last", "mask", "max", "weighted_mean"]
-    assert VIEW["layer_pooler"].choices == tuple(registry.names("layer_pooler"))  # a view offers every one
+    assert VIEW["layer_pooler"].allowed() == tuple(registry.names("layer_pooler"))  # a view offers every one
 
 
 def test_a_package_declares_its_plug_ins_with_an_entry_point(tmp_path, monkeypatch, own_registry):
@@ -153,3 +153,22 @@ def test_a_plug_in_package_is_part_of_a_runs_identity(tmp_path, monkeypatch, own
     installed(tmp_path, monkeypatch, "acme-losses", "cselab.train_plugins", "acme_losses", "0.2")  # another release
     own_registry._DISCOVERED.pop("cselab.train_plugins")
     assert identity({"method": "simcse"}, "m", {})["plugin_packages"] == ["acme-losses==0.2"]  # a resume is refused
+
+
+@pytest.mark.slow
+def test_a_package_pooler_is_found_in_a_fresh_process(tmp_path, monkeypatch):
+    import json
+    import os
+    import subprocess
+
+    (tmp_path / "acme_pool.py").write_text(
+        "from cselab.encoders.pooling import Avg\nfrom cselab.registry import register\n\n\n"
+        "@register('pooler', 'acme_mean')\nclass AcmeMean(Avg):\n    \"\"\"A package's pooler.\"\"\"\n")
+    installed(tmp_path, monkeypatch, "acme-pool", "cselab.poolers", "acme_pool")
+    code = ("import json; from cselab.train.config.methods import load_method; from cselab import registry; "
+            "method = load_method('simcse', ['encoder.pooler=acme_mean']); "
+            "print(json.dumps([method.encoder.pooler, registry.origin(registry.get('pooler', 'acme_mean'))]))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == ["acme_mean", "acme-pool==0.1"]
