@@ -195,6 +195,7 @@ class Plugin:
 _REGISTRY: dict[str, dict[str, Plugin]] = {kind: {} for kind in KINDS}
 _CONTRACTS: dict[str, type] = {}
 _DISCOVERED: dict[str, dict[str, str]] = {}  # entry-point group -> the modules it imported -> "package==version"
+_REGISTERED_BY: dict[tuple[str, str], str] = {}  # (kind, name) -> the entry-point module whose import registered it
 
 
 def _import_own(module: str) -> None:
@@ -240,11 +241,17 @@ def discover(kind: str) -> dict[str, str]:
         for entry in entry_points(group=group):
             module = entry.value.split(":")[0]
             package = f"{entry.dist.name}=={entry.dist.version}" if entry.dist else "an installed package"
+            before = {(kind, name) for kind, plugins in _REGISTRY.items() for name in plugins}
             try:
                 importlib.import_module(module)
             except Exception as err:  # the package's module to fix, named with the package
+                for kind, plugins in _REGISTRY.items():  # what it registered before it failed: as if never imported
+                    for name in [name for name in plugins if (kind, name) not in before]:
+                        del plugins[name]
                 raise ConfigError(f"entry point {entry.name} of {package.split('==')[0]} (group {group}): importing "
                                   f"{module!r} failed: {type(err).__name__}: {clipped(err)}") from None
+            _REGISTERED_BY.update({(kind, name): module for kind, plugins in _REGISTRY.items() for name in plugins
+                                   if (kind, name) not in before})
             found[module] = package
     except BaseException:
         del _DISCOVERED[group]  # found again, and refused again, next time
@@ -253,10 +260,17 @@ def discover(kind: str) -> dict[str, str]:
 
 
 def origin(plugin: Plugin) -> str | None:
-    """The package (``name==version``) whose entry point registered ``plugin``; None for cselab's own."""
-    module = plugin.cls.__module__
-    return next((package for name, package in discover(plugin.kind).items()
-                 if module == name or module.startswith(name + ".")), None)
+    """The package (``name==version``, as installed now) whose entry point registered ``plugin``, in whichever of
+    its modules; None for cselab's own and for a method's ``imports``."""
+    found = discover(plugin.kind)
+    module = _REGISTERED_BY.get((plugin.kind, plugin.name), plugin.cls.__module__)
+    return next((package for name, package in found.items() if module == name or module.startswith(name + ".")),
+                None)
+
+
+def origins(kind: str) -> dict[str, str]:
+    """The plug-ins of ``kind`` that installed packages add: name -> package (``name==version``)."""
+    return {name: package for name in names(kind) if (package := origin(get(kind, name))) is not None}
 
 
 def contract(kind: str, base: type) -> None:

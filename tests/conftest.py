@@ -49,6 +49,7 @@ def own_registry(monkeypatch):
         registry.discover(kind)
     monkeypatch.setattr(registry, "_REGISTRY", {kind: dict(found) for kind, found in registry._REGISTRY.items()})
     monkeypatch.setattr(registry, "_DISCOVERED", {group: dict(found) for group, found in registry._DISCOVERED.items()})
+    monkeypatch.setattr(registry, "_REGISTERED_BY", dict(registry._REGISTERED_BY))
     return registry
 
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from cselab import __version__
-from cselab.registry import discover
+from cselab.registry import TRAIN_KINDS, origins
 from cselab.atomic import write_json_atomic, write_text_atomic
 from cselab.errors import CselabError, TrainingError
 from cselab.files import read_json, read_yaml, remove_path
@@ -78,19 +78,33 @@ def identity(method: dict[str, Any], base_model: str, data: dict[str, Any], base
     """What makes a run this run: its config, its data by content (not where it lies), its base model by name and
     by its weights' sha256, the dev set it picks ``best`` with (the file's sha256 and the pair limit), the models
     its losses name (a generator, a teacher: ``auxiliary``, each by spec and weights' sha256), when any, and the
-    installed packages that add training plug-ins or poolers (:func:`plugin_packages`), when any."""
+    installed packages that add a plug-in it names (:func:`plugin_packages`), when any."""
     found = {"format": "cselab-run", "version": 2, "cselab": __version__, "config_sha256": config_sha256(method),
              "base_model": base_model, "base_weights_sha256": base_weights,
              "data": {k: v for k, v in data.items() if k not in ("path", "backtranslation")}, "dev": dev}
-    packages = plugin_packages()
+    packages = plugin_packages(method)
     return {**found, **({"auxiliary": auxiliary} if auxiliary else {}),
             **({"plugin_packages": packages} if packages else {})}
 
 
-def plugin_packages() -> list[str]:
-    """The installed packages (``name==version``) whose entry points add training plug-ins or poolers: a run resumed
-    after one of them changed is another run, since the code of its losses, heads or poolers may have changed."""
-    return sorted({package for kind in ("loss", "pooler") for package in discover(kind).values()})
+def plugin_packages(method: dict[str, Any]) -> list[str]:
+    """The installed packages (``name==version``) that add a plug-in the resolved ``method`` names (a loss, a
+    pooler, a head, an augmentation, a dev scorer ...): a run resumed after one of them changed is another run, since
+    its code may have changed."""
+    named = set(method.get("losses", {})) | set(_strings(method))
+    return sorted({package for kind in (*TRAIN_KINDS, "pooler", "layer_pooler", "dev_scorer")
+                   for name, package in origins(kind).items() if name in named})
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string in a nested config."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [text for item in value.values() for text in _strings(item)]
+    if isinstance(value, (list, tuple)):
+        return [text for item in value for text in _strings(item)]
+    return []
 
 
 def loss_models(method: MethodConfig) -> dict[str, str]:

@@ -144,15 +144,16 @@ def test_each_kind_is_found_in_its_own_entry_point_group(tmp_path, monkeypatch, 
 def test_a_plug_in_package_is_part_of_a_runs_identity(tmp_path, monkeypatch, own_registry):
     from cselab.train.run.folder import identity
 
+    mine = {"method": "acme", "losses": {"one": {"kind": "constant_one", "weight": 1.0}}}
     assert "plugin_packages" not in identity({"method": "simcse"}, "m", {})  # none installed: the identity it had
     (tmp_path / "acme_losses.py").write_text(PLUGIN)
     _installed(tmp_path, monkeypatch, own_registry, "acme_losses")
     monkeypatch.delitem(sys.modules, "acme_losses", raising=False)
-    first = identity({"method": "simcse"}, "m", {})
-    assert first["plugin_packages"] == ["acme-losses==0.1"]
+    assert identity(mine, "m", {})["plugin_packages"] == ["acme-losses==0.1"]
+    assert "plugin_packages" not in identity({"method": "simcse", "losses": {"info_nce": {}}}, "m", {})  # unused
     installed(tmp_path, monkeypatch, "acme-losses", "cselab.train_plugins", "acme_losses", "0.2")  # another release
     own_registry._DISCOVERED.pop("cselab.train_plugins")
-    assert identity({"method": "simcse"}, "m", {})["plugin_packages"] == ["acme-losses==0.2"]  # a resume is refused
+    assert identity(mine, "m", {})["plugin_packages"] == ["acme-losses==0.2"]  # a resume is refused
 
 
 @pytest.mark.slow
@@ -172,3 +173,22 @@ def test_a_package_pooler_is_found_in_a_fresh_process(tmp_path, monkeypatch):
                           env={**os.environ, "PYTHONPATH": str(tmp_path)})
     assert done.returncode == 0, done.stderr[-2000:]
     assert json.loads(done.stdout.strip().splitlines()[-1]) == ["acme_mean", "acme-pool==0.1"]
+
+
+def test_a_plug_in_in_a_sibling_module_has_its_package_and_a_failed_import_registers_nothing(tmp_path, monkeypatch,
+                                                                                            own_registry):
+    package = tmp_path / "acme_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "impl.py").write_text(PLUGIN)
+    (package / "plugins.py").write_text("from acme_pkg import impl  # noqa: F401\n")  # the entry point re-exports
+    _installed(tmp_path, monkeypatch, own_registry, "acme_pkg.plugins")
+    assert registry.origin(registry.get("loss", "constant_one")) == "acme-losses==0.1"
+    (tmp_path / "acme_half.py").write_text(PLUGIN + "\nraise RuntimeError('half an edit')\n")
+    monkeypatch.setattr(registry, "_REGISTRY", {kind: dict(found) for kind, found in registry._REGISTRY.items()})
+    registry._REGISTRY["loss"].pop("constant_one")
+    _installed(tmp_path, monkeypatch, own_registry, "acme_half")
+    for _ in range(2):  # the same error again, not "registered twice"
+        with pytest.raises(ConfigError, match="importing 'acme_half' failed: RuntimeError: half an edit"):
+            registry.names("loss")
+        assert "constant_one" not in registry._REGISTRY["loss"]
