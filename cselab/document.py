@@ -125,6 +125,9 @@ Block = Heading | Paragraph | Table | Figure
 
 def check_blocks(blocks: Sequence[Any], where: str) -> list[Block]:
     """``blocks`` as given, each checked to be a block; ``where``: who made them, named in the error."""
+    if not isinstance(blocks, (list, tuple)):
+        raise TypeError(f"{where}: gave {type(blocks).__name__} {str(blocks)[:60]!r}; return a list of "
+                        "cselab.document blocks (Heading, Paragraph, Table, Figure)")
     for block in blocks:
         if not isinstance(block, (Heading, Paragraph, Table, Figure)):
             raise TypeError(f"{where}: {type(block).__name__} {str(block)[:60]!r} is not a report block; return "

@@ -1,8 +1,8 @@
 """One registry for every plug-in kind, each plug-in declared once next to its code.
 
 A plug-in is a name, a typed schema of its parameters (:class:`Param`) and a class, a subclass of its kind's base
-class (the kind's contract: :mod:`cselab.train.plugins.kinds`, :class:`cselab.encoders.pooling.Pooler` and
-:class:`~cselab.encoders.pooling.LayerPooler`)::
+class (the kind's contract, declared with :func:`contract`: :mod:`cselab.train.plugins.kinds`,
+:class:`cselab.encoders.pooling.Pooler`, :class:`~cselab.probes.suite.Suite` ...)::
 
     @register("loss", "triplet", params={"margin": Param(float, 0.5, min=0.0)})
     class Triplet(Loss):
@@ -13,8 +13,11 @@ Kinds (the modules that register them): ``loss`` (:mod:`cselab.train.plugins.los
 ``output_augment`` and ``token_augment`` (:mod:`cselab.train.plugins.augmentations`), ``negatives``
 (:mod:`cselab.train.plugins.negatives`), ``logit_transform`` (:mod:`cselab.train.plugins.transforms`),
 ``weight_hook`` (:mod:`cselab.train.plugins.hooks`), ``head`` (:mod:`cselab.train.plugins.heads`), ``adapter``
-(:mod:`cselab.train.plugins.adapters`), ``pooler`` and
-``layer_pooler`` (:mod:`cselab.encoders.pooling`).
+(:mod:`cselab.train.plugins.adapters`), ``pooler`` and ``layer_pooler`` (:mod:`cselab.encoders.pooling`), ``suite``
+(:mod:`cselab.probes`), ``dev_scorer`` (:mod:`cselab.evaluation.dev`) and ``backtranslation``
+(:mod:`cselab.augment.backtranslate`). Every kind is found one way, :func:`discover`, when a plug-in of it is first
+asked for: those modules (:data:`SOURCES`), then the modules installed packages declare in the kind's entry-point
+group; :func:`origin` names the package of a plug-in a package adds.
 :func:`check` validates a config section against a schema: every key known, every value type-checked, coerced and
 range-checked, defaults filled in; a mistake is a :class:`~cselab.errors.ConfigError` naming the key and what is
 allowed.

@@ -51,3 +51,9 @@ def test_anything_but_a_block_is_refused_naming_who_made_it():
         check_blocks([Heading("Lengths"), "## Lengths"], "suite lengths: sections()")
     with pytest.raises(ValueError, match="level 4"):
         Heading("deep", 4)
+
+
+def test_a_suite_that_returns_text_is_told_to_return_a_list_of_blocks():
+    with pytest.raises(TypeError, match="suite x: sections\\(\\): gave str '## X'; return a list of cselab.document "
+                                        "blocks"):
+        check_blocks("## X", "suite x: sections()")

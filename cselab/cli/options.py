@@ -77,10 +77,13 @@ def add_settings(parser: argparse.ArgumentParser | argparse._ArgumentGroup, sche
     its help, default, choices and bounds come from the declaration, so that a setting is declared in one place."""
     for name, param in schema.items():
         kwargs: dict[str, Any] = {"dest": name, "default": param.default, "help": param.help}
-        if param.type is int:
+        if param.type is bool:
+            kwargs["action"] = argparse.BooleanOptionalAction
+        elif param.type is int:
             kwargs["metavar"] = "N"
-            kwargs["type"] = whole_number(int(param.min), None if param.max is None else int(param.max)) \
-                if param.min is not None else int
+            low = None if param.min is None else int(param.min) + (1 if param.above else 0)
+            high = None if param.max is None else int(param.max) - (1 if param.below else 0)
+            kwargs["type"] = whole_number(low, high) if low is not None else int
         elif param.type is float:
             kwargs["type"] = float
         elif param.type in (tuple, list):
@@ -89,7 +92,7 @@ def add_settings(parser: argparse.ArgumentParser | argparse._ArgumentGroup, sche
             kwargs["metavar"] = "PATH"
         if param.allowed() is not None:
             kwargs["choices"] = param.allowed()
-        if param.default not in (None, ()):
-            shown = ",".join(map(str, param.default)) if isinstance(param.default, tuple) else param.default
+        if param.default not in (None, (), []) and param.type is not bool:  # argparse shows a flag's own default
+            shown = ",".join(map(str, param.default)) if isinstance(param.default, (tuple, list)) else param.default
             kwargs["help"] += f" (default: {shown})"
         parser.add_argument("--" + name.replace("_", "-"), **kwargs)

@@ -22,7 +22,8 @@ from cselab.encoders.base import Encoder
 from cselab.errors import ConfigError, did_you_mean
 from cselab.evaluation.scoring import Result
 from cselab.probes.significance import Stratum
-from cselab.registry import MAX_SEED, Checked, Param, check, contract, get, names, register, schema_of, setting
+from cselab.registry import (MAX_SEED, REQUIRED, Checked, Param, check, contract, get, names, register, schema_of,
+                             setting)
 
 
 @dataclass(init=False)
@@ -198,14 +199,18 @@ def suites() -> dict[str, type[Suite]]:
 def suite_settings() -> dict[str, tuple[Param, tuple[type[Suite], ...]]]:
     """Every suite's own settings (:attr:`Suite.Options`) by name: its declaration and the suites declaring it. Two
     suites share a setting (``classifier``: transfer and probing) by declaring it alike, as a common base of their
-    Options does; declared otherwise, or under the name of one of :class:`ProbeOptions`' fields, it is refused."""
-    common = {f.name for f in fields(ProbeOptions)}
+    Options does; declared otherwise, under a name :class:`ProbeOptions` already has (a field, a method), or without a
+    default (``probe run`` and reports build every suite's options unasked), it is refused."""
+    common = {f.name for f in fields(ProbeOptions)} | {name for name in dir(ProbeOptions) if not name.startswith("_")}
     found: dict[str, tuple[Param, tuple[type[Suite], ...]]] = {}
     for name, cls in suites().items():
         for key, param in (schema_of(cls.Options) if cls.Options is not None else {}).items():
             if key in common:
-                raise ConfigError(f"suite {name}: its setting {key!r} is a setting of every probe run "
+                raise ConfigError(f"suite {name}: its setting {key!r} is a name every probe run's options have "
                                   f"({', '.join(sorted(common))}); give it a name of its own")
+            if param.default is REQUIRED:
+                raise ConfigError(f"suite {name}: its setting {key!r} has no default; give it one (a probe run "
+                                  "that does not run the suite builds its options too)")
             if key in found and found[key][0] != param:
                 raise ConfigError(f"suite {name}: its setting {key!r} is declared otherwise by suite "
                                   f"{found[key][1][0].name}; share one declaration (a common base of their Options) "

@@ -14,10 +14,10 @@ from cselab.encoders import load_encoder
 from cselab.errors import ConfigError
 from cselab.evaluation.scoring import Result
 from cselab.probes.runner import run_probes
-from cselab.cli import main
+from cselab.cli import build_parser, main
 from cselab.probes.suite import (ProbeOptions, Suite, register_suite, suite_parts, suite_sections, suite_settings,
                                  suites)
-from cselab.registry import Checked, Param, setting
+from cselab.registry import REQUIRED, Checked, Param, setting
 from tests.conftest import installed
 
 
@@ -123,12 +123,21 @@ def test_two_suites_share_a_setting_only_by_declaring_it_alike(own_registry):
         suite_settings()
     own_registry._REGISTRY["suite"].pop("acme")
     register_suite(_declaring("acme", limit=setting(3, int, "a limit of its own")))
-    with pytest.raises(ConfigError, match="suite acme: its setting 'limit' is a setting of every probe run"):
+    with pytest.raises(ConfigError, match="suite acme: its setting 'limit' is a name every probe run's options have"):
         suite_settings()
+    for name, declared in (("rules", setting(3, int, "shadowed by a method")),
+                           ("depth", setting(REQUIRED, int, "no default"))):
+        own_registry._REGISTRY["suite"].pop("acme")
+        register_suite(_declaring("acme", **{name: declared}))
+        with pytest.raises(ConfigError, match=f"suite acme: its setting '{name}' "):
+            suite_settings()
 
 
 def test_probe_runs_options_are_generated_from_the_declarations(own_registry, capsys):
-    register_suite(_declaring("acme", depth=setting(2, int, "how deep acme digs", min=1, max=9)))
+    register_suite(_declaring("acme", depth=setting(2, int, "how deep acme digs", min=1, max=9),
+                              deep=setting(False, bool, "dig past the floor")))
+    assert build_parser().parse_args(["probe", "run", "--model", "bow", "--no-deep"]).deep is False
+    assert build_parser().parse_args(["probe", "run", "--model", "bow", "--deep"]).deep is True
     with pytest.raises(SystemExit):
         main(["probe", "run", "--help"])
     shown = capsys.readouterr().out

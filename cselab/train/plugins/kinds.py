@@ -87,6 +87,10 @@ class Loss(nn.Module):
         super().__init_subclass__(**kwargs)
         if cls.reduce not in REDUCTIONS:
             raise TypeError(f"{cls.__qualname__}.reduce = {cls.reduce!r}: expected one of {', '.join(REDUCTIONS)}")
+        stray = [role for role in cls.optional_values if role not in cls.value_roles]
+        if stray:
+            raise TypeError(f"{cls.__qualname__}.optional_values: {stray[0]!r} is none of its value_roles "
+                            f"({', '.join(cls.value_roles) or 'none'})")
 
     @classmethod
     def view_schema(cls) -> dict[str, Param]:
