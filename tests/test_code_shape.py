@@ -209,12 +209,14 @@ def markdown_reads(package: Path = PACKAGE) -> list[str]:
         if where in MARKDOWN_READS_ALLOWED:
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-            if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute) or not node.args:
+            if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
                 continue
             by_re = isinstance(node.func.value, ast.Name) and node.func.value.id == "re"
             if node.func.attr not in (RE_READERS if by_re else TEXT_READERS):
                 continue
-            marks = [c.value for c in ast.walk(node.args[0]) if isinstance(c, ast.Constant)
+            patterns = [*node.args[:1], *(k.value for k in node.keywords if k.arg in ("sep", "pattern", "prefix",
+                                                                                     "suffix", "chars"))]
+            marks = [c.value for pattern in patterns for c in ast.walk(pattern) if isinstance(c, ast.Constant)
                      and isinstance(c.value, str) and any(mark in c.value for mark in MARKDOWN_MARKS)]
             if marks:
                 found.append((where, node.lineno, ast.unparse(node)[:70]))
@@ -233,7 +235,8 @@ def test_the_markdown_check_sees_the_old_reports_parsing(tmp_path):
     (fake / "report.py").write_text(
         "import re\n\n\ndef html(markdown):\n    for block in markdown.split('\\n\\n'):\n"
         "        if block.startswith('|'):\n            rows = [line.split(' | ') for line in block.splitlines()]\n"
-        "        heading = re.match(r'^(#{1,3}) (.*)$', block)\n")
+        "        heading = re.match(r'^(#{1,3}) (.*)$', block)\n"
+        "        cells = block.split(sep=' | ')\n")
     assert [line.split(": ", 1)[0] for line in markdown_reads(fake.parent)] == [
         "cselab/probes/report.py:5", "cselab/probes/report.py:6", "cselab/probes/report.py:7",
-        "cselab/probes/report.py:8"]
+        "cselab/probes/report.py:8", "cselab/probes/report.py:9"]

@@ -164,10 +164,10 @@ def _difference_tables(tables: dict[str, list[dict[str, Any]]], name: str, spec:
         for r in rows:  # a row's decimals are its figure's (Score.digits)
             places = digits.get(r["name"], 2)
             body.append([r["name"], fixed(r["a"], places), fixed(r["b"], places), fixed(r["diff"], places, True),
-                         fixed(r["ci"], places, True), p_cell(r["p"], resamples), p_cell(r["p_holm"], resamples),
+                         fixed(r["ci"], places), p_cell(r["p"], resamples), p_cell(r["p_holm"], resamples),
                          "yes" if r["holds"] else "no"])
         blocks += [Heading(f"{spec} vs {name}: {known[suite].title}", 3),
-                   Table(["Figure", number(name), number(spec), number("Diff.", signed=True),
+                   Table(["Figure", number(name), number(spec), number("Diff."),
                           number(f"{int(100 * LEVEL)}% CI"), number("p"), number("p (Holm)"), "Holds"],
                          body)]
     return blocks
