@@ -74,6 +74,14 @@ class ProbeOptions(Checked):
             return settings[name]
         raise AttributeError(f"{type(self).__name__} has no setting {name!r}{did_you_mean(name, settings)}")
 
+    def __setattr__(self, name: str, value: Any) -> None:
+        """A suite's setting is given when the options are built, where it is checked; set later, it would be
+        neither checked nor read."""
+        if name in self.__dict__.get("settings", {}):
+            raise AttributeError(f"{type(self).__name__}.{name} is a suite's setting: give it when the options are "
+                                 f"built, ProbeOptions({name}=...) or dataclasses.replace(options, {name}=...)")
+        object.__setattr__(self, name, value)
+
 
 @dataclass(frozen=True)
 class Score:

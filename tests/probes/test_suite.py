@@ -1,6 +1,7 @@
 """The suites of `probe run` come from one registry: the runner and the report read them through it, and a new
 suite is one class in one module."""
 
+import dataclasses
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -105,6 +106,10 @@ def test_a_suites_own_settings_are_probe_options_checked_by_its_declaration(monk
     assert [cls.name for cls in suite_settings()["classifier"][1]] == ["transfer", "probing"]  # one declaration
     with pytest.raises(ConfigError, match=r"probe options.batchsize: unknown setting \(did you mean 'batch_size'\?\)"):
         ProbeOptions(batchsize=3)
+    with pytest.raises(AttributeError, match="ProbeOptions.tasks is a suite's setting: give it when the options are "
+                                             "built"):
+        options.tasks = ("sts12",)
+    assert dataclasses.replace(options, tasks=("sts12",)).tasks == ("sts12",) and options.tasks == ("stsb",)
     with pytest.raises(AttributeError, match="ProbeOptions has no setting 'task' \\(did you mean 'tasks'\\?\\)"):
         assert options.task is None  # never reached
 
