@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from pathlib import Path
 
 from cselab.atomic import write_text_atomic
@@ -19,12 +20,9 @@ def register(probe: argparse.ArgumentParser, suites: bool = True) -> None:
     modules found and imported: a command line that runs no probe command leaves them out, so that a broken
     package of suites stops only the probe commands)."""
     commands = probe.add_subparsers(dest="probe_command", required=True, metavar="COMMAND")
-    for name, (texts, add_options, handler) in _commands().items():
+    for name, (texts, add_options, handler) in _commands(suites).items():
         parser = commands.add_parser(name, **texts)
-        if add_options in (_run_options, _splits_options):
-            add_options(parser, suites)
-        else:
-            add_options(parser)
+        add_options(parser)
         parser.set_defaults(handler=handler, interrupted=lambda args: "the results and reports already at --out "
                             "are as they were (a set is written whole or not at all)")
 
@@ -57,20 +55,21 @@ BUILD_EPILOG = """Example:
   probe run --model minilm --suite probing --probing-dir probing/wiki1m"""
 
 
-def _commands() -> dict:
-    """Each ``probe`` subcommand: its parser's texts, the function adding its options, its handler."""
+def _commands(suites: bool = True) -> dict:
+    """Each ``probe`` subcommand: its parser's texts, the function adding its options, its handler; ``suites`` as
+    :func:`register`'s."""
     raw = argparse.RawDescriptionHelpFormatter
     return {
         "run": (dict(help="score an encoder on a probe suite", epilog=RUN_EPILOG, formatter_class=raw,
                      description="Score an encoder on a probe suite; print the tables and write a results JSON, a "
                                  "Markdown and an HTML report beside it, and PNG plots (bias, transfer, probing, "
                                  "geometry)."),
-                _run_options, run_command),
+                partial(_run_options, suites=suites), run_command),
         "splits": (dict(help="build the Cont./Oppn. splits of the STS subsets",
                         description="Split every STS12-16 and STS-B train/test subset into Cont. and Oppn. pairs by "
                                     "its median gold score and median MER; print the table, write it (JSON and "
                                     "Markdown) and every pair with its MER and label (JSONL)."),
-                   _splits_options, splits_command),
+                   partial(_splits_options, suites=suites), splits_command),
         "compare": (dict(help="show results JSONs side by side",
                          description="Render models side by side: STS average, Cont., Oppn., gap, "
                                      "paraphrase-over-negation accuracy, CANNOT similarity, transfer and probing "

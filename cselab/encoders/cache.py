@@ -37,7 +37,7 @@ from cselab.atomic import write_bytes_atomic
 from cselab.errors import ConfigError
 from cselab.files import clipped
 from cselab.provenance import source
-from cselab.registry import get, names, origin
+from cselab.registry import origins
 from cselab.versions import package_versions
 
 FORMAT = 2
@@ -73,8 +73,7 @@ def cache_key(model_files: str, settings: dict[str, Any], device: str) -> dict[s
     ``model_files`` is :meth:`~cselab.encoders.model_files.ModelFiles.combined`."""
     versions = package_versions(VERSIONED)
     code = source()
-    pooler = settings.get("pooler")
-    package = origin(get("pooler", pooler)) if isinstance(pooler, str) and pooler in names("pooler") else None
+    package = origins("pooler").get(settings.get("pooler"))
     return {"format": FORMAT, "model_files_sha256": model_files, "settings": settings, "device": device,
             "versions": {name: versions[name] for name in VERSIONED},
             "cselab": {name: code[name] for name in ("version", "commit", "dirty", "source_sha256")},

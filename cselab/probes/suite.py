@@ -22,7 +22,7 @@ from cselab.encoders.base import Encoder
 from cselab.errors import ConfigError, did_you_mean
 from cselab.evaluation.scoring import Result
 from cselab.probes.significance import Stratum
-from cselab.registry import (MAX_SEED, REQUIRED, Checked, Param, check, contract, get, names, register, schema_of,
+from cselab.registry import (MAX_SEED, REQUIRED, Checked, Param, contract, get, names, register, schema_of,
                              setting)
 
 
@@ -61,12 +61,14 @@ class ProbeOptions(Checked):
             known = sorted({*schema, *(f.name for f in fields(self) if f.name != "settings")})
             raise ConfigError(f"{self.where}.{unknown[0]}: unknown setting{did_you_mean(unknown[0], known)}; known: "
                               f"{', '.join(known)}")
-        given = check(self.settings, schema, self.where)
-        values = {name: given.get(name, param.default) for name, param in schema.items()}
-        for options in {cls.Options for _, owners in declared.values() for cls in owners}:
-            if options is not None:  # each suite's rules across its fields
-                options(**{name: values[name] for name in schema_of(options)})
-        self.settings = values
+        values: dict[str, Any] = {}
+        for options in dict.fromkeys(cls.Options for _, owners in declared.values() for cls in owners
+                                     if cls.Options is not None):
+            # each suite's Options built once: its settings checked, coerced and completed, its rules run
+            own = schema_of(options)
+            built = options(**{name: self.settings[name] for name in own if name in self.settings})
+            values.update({name: getattr(built, name) for name in own})
+        self.settings = {name: values[name] for name in schema}
 
     def __getattr__(self, name: str) -> Any:
         settings = self.__dict__.get("settings", {})
