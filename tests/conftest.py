@@ -43,6 +43,12 @@ def no_data_root(monkeypatch, tmp_path):
 def own_registry(monkeypatch):
     """The plug-in registry, every kind discovered, as a copy the test may add plug-ins to (and forget a kind's
     discovery in, to find a package's entry points again): cselab.registry itself."""
+    return isolated_registry(monkeypatch)
+
+
+def isolated_registry(monkeypatch):
+    """:func:`own_registry` for a helper that has ``monkeypatch``: every kind discovered first, so that what the
+    copy holds is complete and the real registry is as it was after the test."""
     from cselab import registry
 
     for kind in registry.KINDS:

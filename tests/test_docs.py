@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from cselab import registry
 from cselab.document import to_markdown
 from cselab.registry import build, get
 from cselab.train.config.method import with_data
@@ -17,6 +16,7 @@ from cselab.train.config.methods import load_method
 from cselab.train.objective import Objective
 from cselab.train.run.options import RunOptions
 from cselab.train.run.trainer import train
+from tests.conftest import isolated_registry
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
@@ -37,7 +37,7 @@ def page_method(tmp_path, monkeypatch, module: str, method: str, *overrides: str
     for name, text in example_files("adding-a-method.md").items():
         (tmp_path / name).write_text(text)
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(registry, "_REGISTRY", {kind: dict(found) for kind, found in registry._REGISTRY.items()})
+    isolated_registry(monkeypatch)
     monkeypatch.delitem(sys.modules, module, raising=False)
     return load_method(tmp_path / f"{method}.yaml", [*SMALL, *overrides])
 
