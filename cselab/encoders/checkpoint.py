@@ -5,13 +5,15 @@ needs no other flag::
 
     {"format": "cselab-checkpoint", "version": 1,
      "pooler": "cls_before_pooler", "prompt": null, "pool_tokens": "all", "bidirectional": false,
-     "max_length": 32, "normalize": false,
+     "denoise": false, "head": null, "head_before_denoise": false, "max_length": 32, "normalize": false,
      "method": "simcse", "base_model": "bert-base-uncased", "data": {"kind": "corpus", "name": "wiki1m", ...},
      "config": {...}}
 
 ``base_model`` is the base's hub name where it has one (:func:`cselab.encoders.specs.hub_name`), else its folder;
 ``data`` describes what the run trained on (the ``--data`` given, else the method's own), as ``OUT/run.json``
-records it.
+records it. ``denoise`` subtracts the template's own [MASK] vector at test (PromptBERT's supervised runs); ``head``
+(``{kind, ...its parameters}``, :mod:`cselab.encoders.heads`) is a head kept at test, its weights in
+``head.safetensors``, applied after the denoising or, with ``head_before_denoise``, to both vectors before it.
 
 The trainer writes it; :func:`write_checkpoint_info` is the one writer (atomic).
 """
@@ -43,6 +45,9 @@ class CheckpointInfo:
     prompt: str | None = None
     pool_tokens: str = "all"
     bidirectional: bool = False
+    denoise: bool = False
+    head: dict[str, Any] | None = None
+    head_before_denoise: bool = False
     max_length: int = 32
     normalize: bool = False
     method: str | None = None
@@ -56,9 +61,10 @@ class CheckpointInfo:
 
 def needs_module(info: CheckpointInfo) -> bool:
     """Whether sentence-transformers needs cselab's module (:mod:`cselab.encoders.st_module`, loaded with
-    ``trust_remote_code=True``) for the checkpoint: a prompt, a pooler its own Pooling lacks or bidirectional
-    attention."""
-    return bool(info.prompt) or info.pooler not in ("cls_before_pooler", "avg") or info.bidirectional
+    ``trust_remote_code=True``) for the checkpoint: a prompt, a pooler its own Pooling lacks, bidirectional
+    attention or a head kept at test."""
+    return (bool(info.prompt) or info.pooler not in ("cls_before_pooler", "avg") or info.bidirectional
+            or info.head is not None)
 
 
 def write_checkpoint_info(folder: str | os.PathLike, info: CheckpointInfo) -> Path:
@@ -68,7 +74,9 @@ def write_checkpoint_info(folder: str | os.PathLike, info: CheckpointInfo) -> Pa
 
 INFO_SCHEMA = {"pooler": Param(str, "cls_before_pooler", choices="plugin:pooler"),
                "prompt": Param(str, None, nullable=True), "pool_tokens": Param(str, "all", choices=POOL_TOKENS),
-               "bidirectional": Param(bool, False), "max_length": Param(int, 32, min=1),
+               "bidirectional": Param(bool, False), "denoise": Param(bool, False),
+               "head": Param(dict, None, nullable=True), "head_before_denoise": Param(bool, False),
+               "max_length": Param(int, 32, min=1),
                "normalize": Param(bool, False), "method": Param(str, None, nullable=True),
                "base_model": Param(str, None, nullable=True), "data": Param(dict, {}), "config": Param(dict, {})}
 

@@ -29,6 +29,7 @@ from cselab.encoders.cache import EmbeddingCache, cache_key
 from cselab.encoders.model_files import SETTING_SUFFIXES, WEIGHT_SUFFIXES, ModelFiles
 from cselab.encoders.checkpoint import CHECKPOINT_FILE, read_checkpoint_info
 from cselab.encoders.factory import FactoryEncoder, is_factory_spec
+from cselab.encoders.heads import HEAD_FILE, load_head
 from cselab.encoders.pretrained import load_pretrained
 from cselab.encoders.specs import (ALIASES, EncoderNotFoundError, hub_reachable, looks_like_path, missing_folder,
                                    offline_error)
@@ -114,7 +115,11 @@ def _lexical(spec: str, data_dir: str | os.PathLike | None) -> LexicalEncoder:
 def _transformer(path: str, device: str | None, dtype: str, spec: str, **settings) -> TransformerEncoder:
     device = device or default_device()
     model, tokenizer = load_pretrained(path, settings.get("pooler"))
+    if settings.get("head") is not None:  # a head kept at test: its weights beside the model's
+        settings["head"] = load_head(_model_file(path, HEAD_FILE), settings["head"], model.config.hidden_size)
     model = model.to(device=device, dtype=inference_dtype(device, dtype))
+    if settings.get("head") is not None:
+        settings["head"].to(device=device, dtype=next(model.parameters()).dtype)
     return TransformerEncoder(model, tokenizer, spec=spec, **settings)
 
 
@@ -178,7 +183,9 @@ def folder_settings(path: str) -> dict[str, Any] | None:
     if checkpoint is not None:
         info = read_checkpoint_info(checkpoint)
         return {"pooler": info.pooler, "prompt": info.prompt, "pool_tokens": info.pool_tokens,
-                "bidirectional": info.bidirectional, "max_length": info.max_length, "normalize": info.normalize}
+                "bidirectional": info.bidirectional, "denoise": info.denoise, "head": info.head,
+                "head_before_denoise": info.head_before_denoise, "max_length": info.max_length,
+                "normalize": info.normalize}
     if _model_file(path, "modules.json") is None:
         return {"pooler": DEFAULT_POOLER}
     try:

@@ -1,6 +1,6 @@
 """A sentence-transformers module of cselab's, for the checkpoints sentence-transformers' own modules cannot
-express: a prompt template (PromptBERT's, OssCSE's), ``[MASK]``-token pooling, BERT's pooler output (``cls``) and
-the layer-averaging poolers (``avg_first_last``, ``avg_top2``).
+express: a prompt template (PromptBERT's, OssCSE's), ``[MASK]``-token pooling, BERT's pooler output (``cls``), the
+layer-averaging poolers (``avg_first_last``, ``avg_top2``), template denoising and a head kept at test.
 
 The module is cselab's :class:`~cselab.encoders.transformer.TransformerEncoder` (the same tokenisation, prompt,
 truncation and pooling as ``probe run``), so ``SentenceTransformer(FOLDER, trust_remote_code=True)`` encodes the
@@ -20,6 +20,7 @@ import torch
 from sentence_transformers.base.modules.input_module import InputModule
 
 from cselab.encoders.checkpoint import CHECKPOINT_FILE, CheckpointInfo, read_checkpoint_info, write_checkpoint_info
+from cselab.encoders.heads import save_head
 from cselab.encoders.transformer import TransformerEncoder
 
 
@@ -55,6 +56,8 @@ class CselabEncoder(InputModule):
     def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
         self.model.save_pretrained(output_path, safe_serialization=safe_serialization)
         self.tokenizer.save_pretrained(output_path)
+        if self.encoder.head is not None:
+            save_head(output_path, self.encoder.head)
         write_checkpoint_info(output_path, self.info)
 
     @classmethod

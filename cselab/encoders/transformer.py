@@ -73,11 +73,16 @@ class TransformerEncoder(Encoder):
     budget. ``pool_tokens="last_copy"`` pools only the sentence's last copy and the template after it.
     ``bidirectional`` lifts a decoder LM's causal mask (LLM2Vec): every token attends to every real token of its row,
     through transformers' own bidirectional mask for the model's attention implementation.
+
+    ``head`` (a module over the pooled vector, :mod:`cselab.encoders.heads`) maps every vector; with ``denoise``, the
+    template's vector is subtracted before it, or with ``head_before_denoise`` each goes through it first (PromptBERT's
+    supervised BERT run: ``head(h) - head(t)``).
     """
 
     def __init__(self, model, tokenizer, pooler: str = "avg", prompt: str | None = None,
                  max_length: int | None = None, normalize: bool = False, spec: str = "", denoise: bool = False,
-                 prompt_pieces: bool = False, pool_tokens: str = "all", bidirectional: bool = False):
+                 prompt_pieces: bool = False, pool_tokens: str = "all", bidirectional: bool = False,
+                 head: torch.nn.Module | None = None, head_before_denoise: bool = False):
         self._pool = build(get("pooler", pooler, "pooler"), {})
         if pooler == "mask" and not prompt:
             raise ConfigError("pooler 'mask' needs a prompt template, e.g. 'This sentence : \"{}\" means [MASK] .'")
@@ -102,6 +107,10 @@ class TransformerEncoder(Encoder):
             raise ConfigError("template denoising subtracts the template's own [MASK] vector: it needs pooler 'mask' "
                               "and a prompt")
         self.denoise = denoise
+        if head_before_denoise and (head is None or not denoise):
+            raise ConfigError("head_before_denoise: the template's vector goes through the head before it is "
+                              "subtracted; it needs a head and denoise")
+        self.head, self.head_before_denoise = head, head_before_denoise
         if denoise and self.pieces is not None:  # the template alone: its two sides (checked to be its ids)
             self.template_ids, self._before_sentence = self.pieces[0] + self.pieces[1], len(self.pieces[0])
         elif denoise:  # the template alone, and how many of its tokens come before the sentence: once, not per batch
@@ -215,7 +224,10 @@ class TransformerEncoder(Encoder):
         return {**super().describe(), "pooler": self.pooler, "prompt": self.prompt,
                 **({"prompt_pieces": True} if self.pieces is not None else {}),
                 **({"pool_tokens": self.pool_tokens} if self.pool_tokens != "all" else {}),
-                **({"bidirectional": True} if self.bidirectional else {}), "max_length": self.max_length,
+                **({"bidirectional": True} if self.bidirectional else {}),
+                **({"denoise": True} if self.denoise else {}),
+                **({"head": type(self.head).__name__} if self.head is not None else {}),
+                **({"head_before_denoise": True} if self.head_before_denoise else {}), "max_length": self.max_length,
                 "max_length_counts": "the sentence's word-pieces (the prompt on top)" if self.prompt
                 else "tokens, special ones included",
                 "normalize": self.normalize, "dtype": str(next(self.model.parameters()).dtype)}
@@ -320,14 +332,18 @@ class TransformerEncoder(Encoder):
         return torch.where(hits, index, input_ids.shape[1]).min(dim=1).values
 
     def forward_batch(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, model=None,
-                      layers: list[int] | str | None = None, layer_pooler: str | None = None, input_augment=None):
+                      layers: list[int] | str | None = None, layer_pooler: str | None = None, input_augment=None,
+                      head: torch.nn.Module | None | str = "own"):
         """Pooled vectors of a padded batch already on the model's device: the one forward path of inference and
         training. ``model`` runs instead of the encoder's own (training's frozen copy); ``input_augment`` maps
-        the word embeddings (batch, tokens, dim) to what the model reads instead. With ``layers`` (hidden-state
-        indices, 0 = embeddings, negative from the last; or ``"all"``) it returns ``(vectors, layer_vectors)``, the
-        second of shape (batch, layers, dim), each layer pooled with ``layer_pooler`` (by default the one matching
-        the pooler)."""
+        the word embeddings (batch, tokens, dim) to what the model reads instead; ``head`` maps the vectors instead
+        of the encoder's own (None: no head). With ``layers`` (hidden-state indices, 0 = embeddings, negative from
+        the last; or ``"all"``) it returns ``(vectors, layer_vectors)``, the second of shape (batch, layers, dim),
+        each layer pooled with ``layer_pooler`` (by default the one matching the pooler), neither through a head."""
         model = self.model if model is None else model
+        head = self.head if isinstance(head, str) else head
+        if layers is not None and head is not None:
+            raise ConfigError("pooled layers go through no head: give head=None and map them yourself")
         positions = self.mask_positions(input_ids) if "mask" in (self.pooler, layer_pooler) else None
         hook = model.get_input_embeddings().register_forward_hook(
             lambda module, inputs, output: input_augment(output)) if input_augment is not None else None
@@ -340,9 +356,13 @@ class TransformerEncoder(Encoder):
         pooled = self.pool_mask(attention_mask)
         vectors = self._pool(outputs, pooled, positions)
         if self.denoise:
-            vectors = vectors - self.template_vectors(model, attention_mask.sum(dim=1) - len(self.template_ids))
+            template = self.template_vectors(model, attention_mask.sum(dim=1) - len(self.template_ids))
+            if self.head_before_denoise and head is not None:
+                vectors, head = head(vectors) - head(template), None
+            else:
+                vectors = vectors - template
         if layers is None:
-            return vectors
+            return vectors if head is None else head(vectors)
         hidden = outputs.hidden_states
         kind = layer_pooler or self._pool.layer_pooler
         chosen = range(len(hidden)) if layers == "all" else layers

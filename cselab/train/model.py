@@ -57,13 +57,16 @@ class TrainingEncoder(nn.Module):
             backbone = self.adapter.wrap(backbone, getattr(backbone.config, "_name_or_path", "") or "the backbone")
         self.backbone = backbone
         self.lm_head = lm_head  # the model's own LM head (the mlm or mntp loss's), trained and saved in OUT/last
+        self.head = build_head(config.head, config.head_init, backbone.config)
+        self.head_at_test = config.head_at_test  # the head is the view's too, and checkpoints keep it
         self.view = TransformerEncoder(backbone, tokenizer, pooler=config.pooler, prompt=config.prompt,
                                        max_length=max_length, denoise=config.denoise,
                                        prompt_pieces=config.prompt_pieces, pool_tokens=config.pool_tokens,
-                                       bidirectional=config.bidirectional)
+                                       bidirectional=config.bidirectional,
+                                       head=self.head if config.head_at_test else None,
+                                       head_before_denoise=config.head_before_denoise)
         self.prompt = config.prompt
         self._views = {self.prompt: self.view}  # by template as given, before [MASK] becomes the tokenizer's token
-        self.head = build_head(config.head, config.head_init, backbone.config)
         # not a submodule: outside the optimizer, DDP and the saved state (it is rebuilt from the base model)
         self.__dict__["frozen"] = (copy.deepcopy(backbone).to(getattr(torch, config.frozen)).eval()
                                    .requires_grad_(False) if config.frozen else None)
@@ -122,7 +125,8 @@ class TrainingEncoder(nn.Module):
                                                      denoise=self.view.denoise,
                                                      prompt_pieces=self.view.pieces is not None,
                                                      pool_tokens=self.view.pool_tokens,
-                                                     bidirectional=self.view.bidirectional)
+                                                     bidirectional=self.view.bidirectional, head=self.view.head,
+                                                     head_before_denoise=self.view.head_before_denoise)
         return self._views[prompt]
 
     def tokenize(self, sentences: list[str], prompt: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -161,11 +165,19 @@ class TrainingEncoder(nn.Module):
         # TransformerEncoder puts the backbone in eval mode; the frozen copy has dropout only in frozen_mode train
         model.train(self.training and (not frozen or self.frozen_mode == "train"))
         input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
+        use = self.head is not None and use_head and (self.training or self.head_at_test)
+        # the view applies a head that goes before the denoising's subtraction; every other head is applied here
+        inside = use and view.head_before_denoise
+        if inside and (layers is not None or pooled):
+            raise ConfigError("encoder.head_before_denoise: the head goes inside the denoising, so there is no "
+                              "vector before it and no pooled layer through it; a loss that reads them does not go "
+                              "with it")
         with torch.no_grad() if frozen else contextlib.nullcontext():
             result = view.forward_batch(input_ids, attention_mask, model=model, layers=layers,
-                                        layer_pooler=layer_pooler, input_augment=input_augment)
+                                        layer_pooler=layer_pooler, input_augment=input_augment,
+                                        head=self.head if inside else None)
         vectors, stacked = (result.float(), None) if layers is None else (result[0].float(), result[1].float())
-        head = self.head if self.head is not None and use_head and self.training else (lambda x: x)
+        head = self.head if use and not inside else (lambda x: x)
         if layers is None:
             return (head(vectors), vectors) if pooled else head(vectors)
         return head(vectors), head(stacked)

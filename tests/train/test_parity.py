@@ -146,6 +146,42 @@ def released_promptbert_loss(bert, mlp, tokenizer, sentences, temp=0.05, max_len
     return F.cross_entropy(logits, torch.arange(len(sentences)))
 
 
+def released_promptbert_sup_loss(bert, mlp, tokenizer, sentences, temp=0.05, max_length=32, rows=50,
+                                 template=BERT_TEMPLATES[0], roberta=False):
+    """kongds/Prompt-BERT at 690ba6e, supervised (run.sh sup-bert: --mask_embedding_sentence, one template,
+    --mask_embedding_sentence_delta, --mask_embedding_sentence_org_mlp; with ``roberta``, sup-roberta: its template
+    and no org_mlp): a row's sentence, entailment and contradiction each between the one template's two sides
+    (train.py 674-690: bs2, es2 = bs, es), side by side in one pass (train.py 705-708, models.py 124); the [MASK]
+    states (models.py 160); BERT: each through the head transform, less the head transform of the template's own [MASK]
+    state (models.py 78-113 as in the unsupervised run, 106-107, 163-164, 176-177); RoBERTa: less that state, then
+    the MLP (models.py 177, 191); cosine / temp of z1 against z2 and against z3 (models.py 229, 238-240), the hard
+    negative's weight 0 (models.py 250-256), cross-entropy on the diagonal."""
+    before, after = (template[0].strip() if roberta else template[0]), template[1].replace("*mask*",
+                                                                                            tokenizer.mask_token)
+    sides = tokenizer.encode(before)[:-1], tokenizer.encode(after)[1:]
+    texts = [text for row in zip(sentences, entailed(sentences), contradicted(sentences)) for text in row]
+    pieces = [tokenizer.encode(text, add_special_tokens=False)[:max_length] for text in texts]
+    batch = tokenizer.pad({"input_ids": [sides[0] + p + sides[1] for p in pieces]}, return_tensors="pt")
+    states = bert(**batch).last_hidden_state[batch["input_ids"] == tokenizer.mask_token_id]
+    alone = torch.tensor(tokenizer.encode(before + after)).repeat(rows, 1)
+    positions = torch.arange(alone.shape[1]).repeat(rows, 1)
+    positions[:, len(tokenizer.encode(before, add_special_tokens=False)) + 1:] += torch.arange(rows).unsqueeze(-1)
+    delta = bert(input_ids=alone, position_ids=positions).last_hidden_state[alone == tokenizer.mask_token_id]
+    delta = delta[batch["attention_mask"].sum(-1) - alone.shape[1]]
+    z1, z2, z3 = (mlp(states - delta) if roberta else mlp(states) - mlp(delta)).view(len(sentences), 3, -1).unbind(1)
+    logits = torch.cat([F.cosine_similarity(z1.unsqueeze(1), z.unsqueeze(0), dim=-1) for z in (z2, z3)], 1) / temp
+    return F.cross_entropy(logits, torch.arange(len(sentences)))
+
+
+def entailed(sentences):
+    """The test's NLI positives and contradictions: any texts of their own will do for the comparison."""
+    return [f"in other words, {s}" for s in sentences]
+
+
+def contradicted(sentences):
+    return [f"nothing like this: {s[::-1]}" for s in sentences]
+
+
 def negated(sentences):
     """The test's soft negatives: any text of its own per sentence will do for the comparison."""
     return [f"it is not true that {s}" for s in sentences]
@@ -533,6 +569,55 @@ def test_promptbert_parity_sees_a_planted_change(no_dropout_bert, overrides, sam
     bert, mlp = copy.deepcopy(ours.encoder.backbone), copy.deepcopy(ours.encoder.head)
     mine = ours.backward(BATCHES[0])
     theirs = released_promptbert_loss(bert, mlp, AutoTokenizer.from_pretrained(no_dropout_bert), BATCHES[0]).detach()
+    assert (abs(mine - theirs) <= 1e-5 * abs(theirs)) if same else (abs(mine - theirs) > 1e-3 * abs(theirs))
+
+
+def promptbert_sup(method, model):
+    """cselab's run of a promptbert-sup method on ``model``, the released side's copies of its backbone and head, and
+    the released trainer over them."""
+    ours = Cselab(method, model)
+    ours.more = lambda sentences: {"positive": entailed(sentences), "hard_negative": contradicted(sentences)}
+    bert, head = copy.deepcopy(ours.encoder.backbone), copy.deepcopy(ours.encoder.head)
+    named = [(n, p) for n, p in [*bert.named_parameters(), *head.named_parameters()] if p.requires_grad]
+    return ours, bert, head, ReleasedTrainer(named, 1e-3, (0.9, 0.999), 1e-8, 0.0, 0, TOTAL)
+
+
+def test_promptbert_sup_matches_the_released_code(no_dropout_bert):
+    """run.sh sup-bert: the head transform on both the [MASK] vector and the template's, then the subtraction."""
+    method = official("promptbert-sup")
+    assert method.encoder.head["kind"] == "mlm_transform" and method.encoder.head_before_denoise
+    ours, bert, head, trainer = promptbert_sup(method, no_dropout_bert)
+    tokenizer = AutoTokenizer.from_pretrained(no_dropout_bert)
+    # the head's LayerNorm bias is added to both vectors and cancels: its gradient is rounding (see ROUNDING_ONLY);
+    # biases that start at 0 end within 1.3e-5 of their norm (their norm is their move, whose 1e-4 holds)
+    compare(ours, paired(ours, {"backbone": bert, "head": head}),
+            lambda s: released_promptbert_sup_loss(bert, head, tokenizer, s), trainer,
+            (ROUNDING_ONLY, "head.LayerNorm.bias"), weight_rtol=2e-5)
+
+
+def test_promptbert_sup_roberta_matches_the_released_code(no_dropout_roberta):
+    """run.sh sup-roberta: its template and rows, the MLP after the subtraction."""
+    ours, roberta, head, trainer = promptbert_sup(official("promptbert-sup", profile="official-roberta"),
+                                                  no_dropout_roberta)
+    tokenizer = AutoTokenizer.from_pretrained(no_dropout_roberta)
+    compare(ours, paired(ours, {"backbone": roberta, "head": head}),
+            lambda s: released_promptbert_sup_loss(roberta, head, tokenizer, s, template=ROBERTA_TEMPLATES[0],
+                                                   roberta=True), trainer, (ROUNDING_ONLY, "LayerNorm.bias"))
+
+
+@pytest.mark.parametrize(("overrides", "same"), [((), True), (("encoder.head_before_denoise=false",), False),
+                                                 (("encoder.denoise=false", "encoder.denoise_at_test=false",
+                                                   "encoder.head_before_denoise=false"), False),
+                                                 (("losses.info_nce.hard_negative_weight=1.0",), False),
+                                                 (("encoder.prompt='This sentence : \"{}\" means [MASK] .'",),
+                                                  False)])
+def test_promptbert_sup_parity_sees_a_planted_change(no_dropout_bert, overrides, same):
+    """The first loss against the released one: the head after the subtraction, no denoising, a hard negative
+    weighed or the other template each move it by more than 1e-3 of itself."""
+    ours, bert, head, _ = promptbert_sup(official("promptbert-sup", *overrides), no_dropout_bert)
+    mine = ours.backward(BATCHES[0])
+    theirs = released_promptbert_sup_loss(bert, head, AutoTokenizer.from_pretrained(no_dropout_bert),
+                                          BATCHES[0]).detach()
     assert (abs(mine - theirs) <= 1e-5 * abs(theirs)) if same else (abs(mine - theirs) > 1e-3 * abs(theirs))
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cselab.encoders import pooling  # noqa: F401  (the poolers registered: encoder.pooler's choices)
+from cselab.encoders.heads import CHECKPOINT_HEADS
 from cselab.encoders.transformer import POOL_TOKENS, check_pool_tokens
 from cselab.errors import ConfigError
 from cselab.evaluation.dev import dev_names
@@ -33,8 +34,11 @@ class EncoderConfig(Checked):
 
     pooler: str = setting(REQUIRED, str, "how token states become the sentence vector", choices="plugin:pooler")
     prompt: str | None = setting(None, str, "template with {} for the sentence", nullable=True)
-    head: dict | str | None = setting(None, dict, "training-only head: a name, or {kind: NAME, ...its parameters}",
-                                nullable=True, plugin="head")
+    head: dict | str | None = setting(None, dict, "a head over the pooled vector, in training only unless "
+                                      "head_at_test: a name, or {kind: NAME, ...its parameters}", nullable=True,
+                                      plugin="head")
+    head_at_test: bool = setting(False, bool, "keep the head in checkpoints and encode through it (PromptBERT's "
+                                 "supervised runs; heads mlp and mlm_transform)")
     head_init: str = setting("bert", str, "the head's initial weights: bert (normal(0, the backbone's "
                              "initializer_range), biases 0) or torch (PyTorch's default)", choices=("bert", "torch"))
     frozen: str | None = setting(None, str, "dtype of a frozen copy of the initial backbone", choices=DTYPES,
@@ -55,7 +59,14 @@ class EncoderConfig(Checked):
                                    nullable=True, plugin="adapter")
     denoise: bool = setting(False, bool, "PromptBERT's template denoising in training and dev scoring: each prompt "
                             "view's [MASK] vector less that of its template encoded alone, at the positions the "
-                            "template has around a sentence of that length (pooler mask); checkpoints encode without")
+                            "template has around a sentence of that length (pooler mask); checkpoints encode without "
+                            "unless denoise_at_test")
+    denoise_at_test: bool = setting(False, bool, "checkpoints denoise too (PromptBERT's supervised runs: "
+                                    "--mask_embedding_sentence_delta in its evaluation)")
+    head_before_denoise: bool = setting(False, bool, "the [MASK] vector and the template's each go through the head "
+                                        "before the subtraction, head(h) - head(t), in training and at test "
+                                        "(PromptBERT's supervised BERT run, --mask_embedding_sentence_org_mlp); "
+                                        "else head(h - t)")
     prompt_pieces: bool = setting(False, bool, "PromptBERT's training rows in training and dev scoring: the "
                                   "template's two sides and the sentence tokenised apart and joined as ids (with a "
                                   "byte-level BPE such as RoBERTa's the sentence's first word then has no leading "
@@ -78,6 +89,16 @@ class EncoderConfig(Checked):
                               f"float32 (now {self.frozen})")
         if self.denoise and (self.pooler != "mask" or not self.prompt):
             raise ConfigError("encoder.denoise: template denoising needs encoder.pooler mask and an encoder.prompt")
+        kind = self.head["kind"] if isinstance(self.head, dict) else self.head
+        if self.head_at_test and kind not in CHECKPOINT_HEADS:
+            raise ConfigError(f"encoder.head_at_test: a checkpoint keeps a head of kind {' or '.join(CHECKPOINT_HEADS)}"
+                              f", not {'no head' if kind is None else repr(kind)}")
+        if self.denoise_at_test and not self.denoise:
+            raise ConfigError("encoder.denoise_at_test: checkpoints denoise as training does; set encoder.denoise too")
+        if self.head_before_denoise and not (self.denoise and self.head_at_test):
+            raise ConfigError("encoder.head_before_denoise: the template's vector goes through the head before it "
+                              "is subtracted, in training and at test; it needs encoder.denoise and "
+                              "encoder.head_at_test")
         if self.adapter is not None and (self.frozen or self.freeze_embeddings):
             raise ConfigError("encoder.adapter: the adapter's weights alone train; a frozen or momentum copy of the "
                               "backbone, or freeze_embeddings, does not go with it yet")

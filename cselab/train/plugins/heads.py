@@ -1,26 +1,28 @@
-"""Training-only heads over the pooled vector (``encoder.head``): SimCSE's MLP, SG-OPT's projection and DiffCSE's
-BatchNorm projector, and how their weights start (``encoder.head_init``)."""
+"""Heads over the pooled vector (``encoder.head``): SimCSE's MLP, BERT's masked-LM transform (PromptBERT's supervised
+run), SG-OPT's projection and DiffCSE's BatchNorm projector, and how their weights start (``encoder.head_init``). The
+first two a checkpoint can keep (``encoder.head_at_test``): their modules are :mod:`cselab.encoders.heads`'."""
 
 from __future__ import annotations
 
-import torch
 from torch import nn
 
+from cselab.encoders.heads import DenseActNorm, DenseTanh, activations
 from cselab.errors import ConfigError
 from cselab.registry import Param, build_plugin, register
 from cselab.train.plugins.kinds import Head
 
 
 @register("head", "mlp")
-class MLPHead(Head):
-    """SimCSE's training head over the pooled vector: dense layer and tanh."""
+class MLPHead(Head, DenseTanh):
+    """SimCSE's head over the pooled vector: dense layer and tanh."""
 
-    def __init__(self, *, hidden: int):
-        super().__init__()
-        self.dense = nn.Linear(hidden, hidden)
 
-    def forward(self, vectors: torch.Tensor) -> torch.Tensor:
-        return torch.tanh(self.dense(vectors))
+@register("head", "mlm_transform", params={
+    "activation": Param(str, "gelu", "the activation after the dense layer (BERT's hidden_act)", choices=activations),
+    "eps": Param(float, 1e-12, "LayerNorm's epsilon (BERT's layer_norm_eps)", min=0.0, above=True)})
+class MLMTransformHead(Head, DenseActNorm):
+    """BERT's masked-LM head transform as a head (PromptBERT's supervised BERT run): dense layer, the activation,
+    LayerNorm; BERT's initialisation (LayerNorm's weight 1, bias 0, as PyTorch's)."""
 
 
 @register("head", "projection", params={

@@ -221,8 +221,9 @@ class WeightHook(nn.Module):
 
 
 class Head(nn.Module):
-    """A training-only head over the pooled vector (kind ``head``): built as ``cls(hidden=..., **params)``, with
-    ``hidden`` the backbone's hidden size; ``forward`` maps the pooled vectors. Checkpoints leave it out."""
+    """A head over the pooled vector (kind ``head``): built as ``cls(hidden=..., **params)``, with ``hidden`` the
+    backbone's hidden size; ``forward`` maps the pooled vectors. Checkpoints leave it out, unless
+    ``encoder.head_at_test`` keeps one of the kinds :mod:`cselab.encoders.heads` can load."""
 
 
 class Adapter:

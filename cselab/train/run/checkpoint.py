@@ -15,6 +15,7 @@ from safetensors.torch import load_model
 
 from cselab.atomic import disk_full, write_json_atomic, write_text_atomic
 from cselab.encoders.checkpoint import CheckpointInfo
+from cselab.encoders.heads import HEAD_FILE
 from cselab.errors import TrainingError
 from cselab.files import clipped, read_json, remove_path
 from cselab.train.model import TrainingEncoder, save_checkpoint
@@ -85,6 +86,8 @@ class Checkpoints:
             if not isinstance(saved.get("step"), int) or not isinstance(saved.get("best"), (int, float)):
                 raise state.StateError(f"{best / BEST_STATE}: expected the numbers step and best")
             load_model(core.backbone, str(best / "model.safetensors"))
+            if core.head_at_test:  # the checkpoint keeps the head: it restarts from it too
+                load_model(core.head, str(best / HEAD_FILE))
             if core.momentum is not None:  # the momentum copy follows the weights the run restarts from
                 core.frozen.load_state_dict(core.backbone.state_dict())
         except Exception as err:

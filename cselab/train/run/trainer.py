@@ -72,6 +72,9 @@ class Trainer:
         # limit, at most 512 tokens), as SimCSE evaluates
         self.info = CheckpointInfo(pooler=method.encoder.pooler, prompt=method.encoder.prompt,
                                    pool_tokens=method.encoder.pool_tokens, bidirectional=method.encoder.bidirectional,
+                                   denoise=method.encoder.denoise_at_test,
+                                   head=dict(method.encoder.head) if method.encoder.head_at_test else None,
+                                   head_before_denoise=method.encoder.head_before_denoise,
                                    max_length=self.core.view.limit, normalize=started.base_normalizes,
                                    method=method.name, base_model=hub_name(str(model)),
                                    data=self.facts["identity"]["data"], config=method.to_dict())
@@ -79,7 +82,8 @@ class Trainer:
                                            prompt=self.info.prompt, max_length=self.info.max_length,
                                            denoise=method.encoder.denoise,  # as PromptBERT's dev scoring
                                            prompt_pieces=method.encoder.prompt_pieces,
-                                           pool_tokens=self.info.pool_tokens, bidirectional=self.info.bidirectional)
+                                           pool_tokens=self.info.pool_tokens, bidirectional=self.info.bidirectional,
+                                           head=self.core.view.head, head_before_denoise=self.info.head_before_denoise)
         early_stop = [EarlyStop(self.cfg.early_stop, self.cfg.early_stop_rule)] if self.cfg.early_stop else []
         self.callbacks = [Schedule(options.log_every, self.cfg.eval_steps, self.cfg.eval_at_end), *early_stop,
                           *options.callbacks]
@@ -94,7 +98,7 @@ class Trainer:
             self.loop.step, self.best = saved["step"], saved["best"]
             set_schedule_step(self.parts.scheduler, self.loop.step)
             set_seed(self.cfg.seed + self.loop.step + self.accelerator.process_index)
-            afresh = ["optimizer", *(["head"] if self.core.head is not None else []),
+            afresh = ["optimizer", *(["head"] if self.core.head is not None and not self.core.head_at_test else []),
                       *(f"auxiliary.{name}" for name in self.core.auxiliary),
                       *(["objective state"] if self.parts.objective.state_dict() else [])]
             self.record({"restarted_from": str(self.out / "best"), "at_step": self.loop.step, "afresh": afresh})

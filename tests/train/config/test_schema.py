@@ -29,7 +29,8 @@ MISTAKES = {  # (method, --set): what the one line says after "METHOD: KEY: "
     ("sam", "hooks.weights.kind=sma"): "unknown weight hook 'sma' (did you mean 'sam'?); known: awp, sam",
     ("simcse", "losses.info_nce.kind=info_nse"): "unknown loss 'info_nse' (did you mean 'info_nce'?); known: ",
     ("simcse", "losses.info_nce.positive=positiv"): "'positiv' is not a view; views: anchor, positive",
-    ("simcse", "encoder.head=mpl"): "unknown head 'mpl' (did you mean 'mlp'?); known: batchnorm_mlp, mlp, projection",
+    ("simcse", "encoder.head=mpl"): "unknown head 'mpl' (did you mean 'mlp'?); known: batchnorm_mlp, mlm_transform, "
+                                    "mlp, projection",
     ("simcse", "training.optimizer=adam"): "'adam' is not allowed; expected one of adamw, adamw_legacy",
     ("simcse", "training.max_grad_norm=0"): "0.0 is out of range; expected a number > 0 or null",
     ("sg", "encoder.frozen_mode=on"): "'on' is not allowed; expected one of eval, train",

@@ -60,7 +60,8 @@ def test_simcse_sup_official_profile_is_the_released_script(capsys):
     training = config["training"]
     assert (training["lr"], training["batch_size"], training["epochs"], training["max_length"],
             training["eval_steps"], training["mixed_precision"]) == (5e-5, 512, 3, 32, 125, "fp16")
-    assert config["encoder"]["pooler"] == "cls" and config["losses"]["info_nce"]["temperature"] == 0.05
+    assert config["encoder"]["pooler"] == "cls_before_pooler" and config["encoder"]["head"] == {"kind": "mlp"}
+    assert config["encoder"]["head_at_test"] and config["losses"]["info_nce"]["temperature"] == 0.05
 
 
 def test_simcse_sup_trains_from_a_triplet_csv(tiny_bert_dir, tmp_path, data_dir):

@@ -36,7 +36,8 @@ def _installed(tmp_path, monkeypatch, own_registry, module: str, group: str = "c
 
 def test_every_in_tree_kind_is_found_without_a_list():
     assert {"info_nce", "two_way_margin", "recall", "nt_xent", "sg_opt"} <= set(registry.names("loss"))
-    assert registry.names("head") == ["batchnorm_mlp", "mlp", "projection"] and "sam" in registry.names("weight_hook")
+    assert registry.names("head") == ["batchnorm_mlp", "mlm_transform", "mlp", "projection"]
+    assert "sam" in registry.names("weight_hook")
     assert "gmm" in registry.names("negatives") and "gaussian_noise" in registry.names("input_augment")
     assert "queue" in registry.names("negatives") and registry.names("token_augment") == ["word_repetition"]
     assert "rtd" in registry.names("loss")
