@@ -12,9 +12,9 @@ too. Sections (``--only`` picks some):
   sentences/s, tokens/s, peak memory, TFLOP/s and MFU against the device's dense bf16 peak. FLOPs per step =
   3 x forward, forward per sequence of S tokens = 2 N S + 4 L S^2 d (N: non-embedding parameters, L layers,
   width d), summed over the method's encoded views. Then the SimCSE family (``--family``: ``promptbert``,
-  ``sncse``, ``esimcse``, ``diffcse``, ``rankcse`` by default) at batch 64 in bf16, eager: one row each, the models
-  their losses name being random stand-ins of the released ones' sizes (``benchmarks/stand_ins.py``; ``infocse``
-  reads a masked-LM head too).
+  ``promptbert-sup``, ``sncse``, ``esimcse``, ``diffcse``, ``rankcse``, ``infocse`` by default) at batch 64 in
+  bf16, eager: one row each, the models their losses name being random stand-ins of the released ones' sizes
+  (``benchmarks/stand_ins.py``; ``infocse`` reads a masked-LM head too).
 - ``levers``: ``simcse`` at batch 512 and 64 (bf16 on CUDA) as the trainer steps, then with one lever more per row:
   batches collated ahead, no host sync in the step, ``torch.compile``, CUDA graphs (batch 64), torch's fused AdamW
   (a what-if: not LegacyAdamW's update); ``osscse`` at batch 64 with the first two (see :class:`Stepper`).
@@ -252,8 +252,8 @@ class Stepper:
     def rows(self, step: int) -> dict[str, list[str]]:
         start = (step % 4) * self.batch_size
         batch = self.pool[start:start + self.batch_size]
-        return {"text": batch, "paraphrase": [" ".join(reversed(s.split())) for s in batch],
-                "negation": ["not " + s for s in batch]}
+        other, negated = [" ".join(reversed(s.split())) for s in batch], ["not " + s for s in batch]
+        return {"text": batch, "paraphrase": other, "negation": negated, "positive": other, "hard_negative": negated}
 
     def step(self, step: int, bf16: bool, fp16: bool = False) -> float:
         """One training step as the trainer takes it: the batch collated (tokenised), then forward, backward and
@@ -808,7 +808,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile-methods", default="simcse", help="profile: the methods (default: simcse)")
     parser.add_argument("--deadline", type=float, help="seconds after which what is left is skipped (and said to be): "
                                                        "a lent device's time is short")
-    parser.add_argument("--family", default="promptbert,sncse,esimcse,diffcse,rankcse,infocse",
+    parser.add_argument("--family", default="promptbert,promptbert-sup,sncse,esimcse,diffcse,rankcse,infocse",
                         help="steps: methods timed once each at batch 64 in bf16, eager (empty: none)")
     parser.add_argument("--compile-all", action="store_true", help="torch.compile in every mode, not only bf16")
     parser.add_argument("--peak-tflops", type=float, help="the device's dense bf16 peak, for MFU (default: "

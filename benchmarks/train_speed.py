@@ -60,7 +60,8 @@ def run(variant: str, model: str, batch_size: int, steps: int, max_length: int) 
     trainable = [p for p in encoder.parameters() if p.requires_grad]
 
     def ours(batch):  # the trainer's own step: views, losses, FGSM/SAM/AWP passes, generated negatives
-        rows = {"text": batch, "paraphrase": [s[::-1] for s in batch], "negation": ["not " + s for s in batch]}
+        other, negated = [s[::-1] for s in batch], ["not " + s for s in batch]  # every column a preset reads
+        rows = {"text": batch, "paraphrase": other, "negation": negated, "positive": other, "hard_negative": negated}
         objective.new_batch()
         encoder.new_batch()  # a momentum copy follows the weights (ESimCSE), as the trainer's loop
         backward_pass(encoder, objective, rows, lambda loss: loss.backward(),

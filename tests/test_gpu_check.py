@@ -25,7 +25,7 @@ def test_every_section_runs_with_tiny_models(tmp_path, device):
     assert run.returncode == 0, run.stderr[-3000:]
     report = json.loads((tmp_path / "gpu-check.json").read_text())
     configurations = {(r["method"], r["batch"], r["mode"]) for r in report["steps"]}
-    family = ("promptbert", "sncse", "esimcse", "diffcse", "rankcse", "infocse")  # one row each, stand-in models
+    family = ("promptbert", "promptbert-sup", "sncse", "esimcse", "diffcse", "rankcse", "infocse")  # one row each
     plan = {(m, b, mode) for m in ("simcse", "osscse") for b in (8, 16) for mode in ("fp32", "bf16")}
     assert configurations == plan | {(m, 8, "bf16") for m in family}
     for row in report["steps"]:
