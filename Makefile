@@ -95,7 +95,8 @@ bench: setup
 GPU_PYTHON ?= python3
 # the lent devices' python3 (the device tool's KINDS.md); for another: make gpu-wheels GPU_WHEEL_PYTHON=3.11
 GPU_WHEEL_PYTHON ?= 3.12
-GPU_WHEELS := rapidfuzz datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 pyarrow==26.0.1 peft==0.21.2
+GPU_WHEELS := rapidfuzz datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 pyarrow==26.0.1 peft==0.21.2 \
+	bitsandbytes==0.50.2
 GPU_CHECK ?= --deadline 480
 gpu-wheels: setup
 	$(BIN)/pip download -q $(GPU_WHEELS) --only-binary=:all: --no-deps --python-version $(GPU_WHEEL_PYTHON) \

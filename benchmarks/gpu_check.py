@@ -37,7 +37,8 @@ too. Sections (``--only`` picks some):
   classifier (SentEval's full classifier setup, nested 10-fold CV) on an MR-sized problem, which runs on the CPU.
 - ``lora``: a decoder LM's LoRA step (``benchmarks/lora_step.py``): a Qwen2 of Qwen2-0.5B's shape (``--tiny``: a
   2-layer Llama) over the synthetic vocabulary, batch 64 (8), length 32, bf16 autocast on CUDA, LoRA r 8 on q_proj and
-  v_proj with and without gradient checkpointing, each in a process of its own: seconds per step and peak memory.
+  v_proj with and without gradient checkpointing, and QLoRA (the base in 4 bits, NF4) with it, each in a process of
+  its own: seconds per step and peak memory.
 - ``profile``: ``torch.profiler`` over the steps of each of ``--profile-methods`` (``simcse``) at each of
   ``--profile-batches`` (bf16 on CUDA): the step split into collation (tokenising), forward, backward and
   optimizer, the device's busy time per step, and the top operators.
@@ -78,7 +79,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from stand_ins import LM_HEAD, stand_in_models, with_lm_head  # noqa: E402  (benchmarks/ is not a package)
 NEEDED = {"torch": "all", "transformers": "all", "accelerate": "all", "numpy": "all", "scipy": "probes",
           "sklearn": "probes", "yaml": "all", "safetensors": "run", "tqdm": "all", "rapidfuzz": "augment",
-          "sentence_transformers": "peer", "datasets": "peer", "peft": "lora"}
+          "sentence_transformers": "peer", "datasets": "peer", "peft": "lora", "bitsandbytes": "lora"}
 SECTIONS = ("steps", "agreement", "run", "augment", "probes", "profile", "levers", "cached", "peer", "lora")
 DEADLINE = [math.inf]  # time.monotonic() past which what is left is skipped (--deadline)
 TINY_SETTINGS = {"infocse": ("losses.aggregation_mlm.layers=1",)}  # what the 2-layer tiny model needs changed
@@ -517,7 +518,7 @@ def measure_lora(args, work: Path) -> list[dict]:
     batch = 8 if args.tiny else 64
     (work / "lora-sentences.txt").write_text("\n".join(sentences(batch * (args.steps + 2), seed=3)), encoding="utf-8")
     rows = []
-    for variant in ("lora", "lora-ckpt"):
+    for variant in ("lora", "lora-ckpt", "qlora-ckpt"):
         if late():
             rows.append({"variant": variant, "error": "skipped: past the deadline"})
             continue

@@ -1,10 +1,11 @@
 """A decoder LM's training step with LoRA against full fine-tuning: random Llama weights from a config (``tiny``: hidden
-32, 2 layers; ``100m``: hidden 768, 12 layers, 12 heads, MLP 2048, about 110M parameters; ``0.5b``: a Qwen2 of
+64, 2 layers; ``100m``: hidden 768, 12 layers, 12 heads, MLP 2048, about 110M parameters; ``0.5b``: a Qwen2 of
 Qwen2-0.5B's shape, 24 layers of width 896, 14 heads with 2 key-value heads, MLP 4864, over the tokenizer's
 vocabulary), the packaged MiniLM's tokenizer (or ``--tokenizer DIR``), SimCSE's objective with last-token pooling
 through the trainer's own ``backward_pass`` (under bf16 autocast with ``--bf16``), AdamW over what trains, on
 wiki1m's sentences (or the lines of ``--sentences FILE``). Variants: ``full`` (every weight trains), ``lora`` (r 8 on
-q_proj and v_proj), ``lora-ckpt`` (the same with gradient checkpointing). Each runs in its own process, so its peak
+q_proj and v_proj), ``lora-ckpt`` (the same with gradient checkpointing), ``qlora-ckpt`` (that over the base loaded
+in 4 bits, NF4 with double quantization, bf16 compute: QLoRA). Each runs in its own process, so its peak
 memory (max RSS on CPU, peak allocated on CUDA) is its own. ``benchmarks/gpu_check.py``'s ``lora`` section runs the
 ``0.5b`` one on a lent GPU.
 
@@ -25,12 +26,14 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from timing import time_steps  # noqa: E402  (benchmarks/ is not a package)
 
-SIZES = {"tiny": dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2),
+SIZES = {"tiny": dict(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2),  # 64: the
+         # width bitsandbytes' CPU kernels take
          "100m": dict(hidden_size=768, intermediate_size=2048, num_hidden_layers=12, num_attention_heads=12),
          "0.5b": dict(hidden_size=896, intermediate_size=4864, num_hidden_layers=24, num_attention_heads=14,
                       num_key_value_heads=2)}
-VARIANTS = ("full", "lora", "lora-ckpt")
-LORA = "encoder.adapter={kind: lora, r: 8, alpha: 16, target_modules: [q_proj, v_proj]}"
+VARIANTS = ("full", "lora", "lora-ckpt", "qlora-ckpt")
+ADAPTERS = {"lora": "encoder.adapter={kind: lora, r: 8, alpha: 16, target_modules: [q_proj, v_proj]}",
+            "qlora": "encoder.adapter={kind: lora, r: 8, alpha: 16, target_modules: [q_proj, v_proj], quantize: nf4}"}
 
 
 def decoder(size: str, folder: Path, tokenizer_dir: str | None = None) -> Path:
@@ -64,10 +67,10 @@ def run(variant: str, size: str, batch_size: int, steps: int, max_length: int, d
     sentences = (Path(sentences_file).read_text(encoding="utf-8").splitlines() if sentences_file
                  else load_corpus("wiki1m"))[: batch_size * (steps + 2)]
     overrides = ["encoder.pooler=last", "encoder.head=null", f"training.max_length={max_length}",
-                 *([LORA] if variant != "full" else [])]
+                 *([ADAPTERS[variant.removesuffix("-ckpt")]] if variant != "full" else [])]
     method = load_method("simcse", overrides)
     objective, encoder = Objective(method), build_encoder(method, str(path))
-    if variant == "lora-ckpt":
+    if variant.endswith("-ckpt"):
         checkpoint_activations(encoder.backbone, size)
     encoder.to(device)
     trainable = [p for p in encoder.parameters() if p.requires_grad]

@@ -371,13 +371,18 @@ def build_plugin(kind: str, spec: Mapping[str, Any] | None, **context) -> Any:
 
 
 def check_plugin(kind: str, value: Any, where: str) -> dict[str, Any]:
-    """A ``{kind: NAME, params...}`` mapping checked against plug-in NAME's schema."""
+    """A ``{kind: NAME, params...}`` mapping checked against plug-in NAME's schema, then by the class's own
+    ``validate(params, where)`` where it has one (rules across its parameters)."""
     if not isinstance(value, dict) or "kind" not in value:
         raise ConfigError(f"{where}: expected a mapping with kind: one of {', '.join(names(kind))}")
     plugin = get(kind, value["kind"], f"{where}.kind")
     params = {k: v for k, v in value.items() if k != "kind"}
     refuse_moved(plugin, params, where)
-    return {"kind": plugin.name, **check(params, plugin.schema(), where)}
+    checked = check(params, plugin.schema(), where)
+    validate = getattr(plugin.cls, "validate", None)
+    if validate is not None:
+        validate(checked, where)
+    return {"kind": plugin.name, **checked}
 
 
 def refuse_moved(plugin: Plugin, section: dict[str, Any], where: str) -> None:

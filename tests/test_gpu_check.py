@@ -59,7 +59,8 @@ def test_every_section_runs_with_tiny_models(tmp_path, device):
     assert all(r["steps_per_s"] > 0 for r in peer["runs"])
     assert "| simcse | 8 | fp32 | False |" in (tmp_path / "gpu-check.md").read_text()
     lora = report["lora"]  # a tiny Llama here; a Qwen2 of Qwen2-0.5B's shape on a GPU
-    assert [(r["variant"], r["size"], r["batch"]) for r in lora] == [("lora", "tiny", 8), ("lora-ckpt", "tiny", 8)]
+    assert [(r["variant"], r["size"], r["batch"]) for r in lora] == [("lora", "tiny", 8), ("lora-ckpt", "tiny", 8),
+                                                                      ("qlora-ckpt", "tiny", 8)]
     assert all(r["step_s"] > 0 and r["peak_mib"] > 0 and 0 < r["trainable"] < r["parameters"] for r in lora)
 
 

@@ -76,10 +76,11 @@ def check_max_length(path: str, max_length: int, where: str) -> None:
                           f"embeddings or tokenizer limit); give at most {limit}")
 
 
-def load_model(path: str, needs_pooler: bool = False, config: dict | None = None):
+def load_model(path: str, needs_pooler: bool = False, config: dict | None = None, options: dict | None = None):
     """The transformers model of a folder or hub name, ``config``'s fields set on its config (each one a field the
-    config has); weights that do not load, or that leave part of the model its config describes at random (a pooler
-    layer aside, unless ``needs_pooler``), are a ModelError."""
+    config has), ``options`` further keywords of ``from_pretrained`` (a quantization config); weights that do not
+    load, or that leave part of the model its config describes at random (a pooler layer aside, unless
+    ``needs_pooler``), are a ModelError."""
     from transformers import AutoConfig, AutoModel
     from transformers.utils import logging as transformers_logging
 
@@ -92,7 +93,7 @@ def load_model(path: str, needs_pooler: bool = False, config: dict | None = None
     verbosity = transformers_logging.get_verbosity()
     transformers_logging.set_verbosity_error()  # a head's weights beside the base are expected; missing ones below
     try:
-        model, info = AutoModel.from_pretrained(path, output_loading_info=True, **(config or {}))
+        model, info = AutoModel.from_pretrained(path, output_loading_info=True, **(config or {}), **(options or {}))
     except Exception as err:  # a missing, truncated, refused (pickle) or mismatched weights file
         raise ModelError(f"{path}: the weights cannot be loaded ({type(err).__name__}: {clipped(err)})") from None
     finally:
@@ -104,11 +105,11 @@ def load_model(path: str, needs_pooler: bool = False, config: dict | None = None
     return model
 
 
-def load_pretrained(path: str, pooler: str | None = None, config: dict | None = None):
+def load_pretrained(path: str, pooler: str | None = None, config: dict | None = None, options: dict | None = None):
     """``(model, tokenizer)`` of a folder or hub name, both checked (see the module docstring); ``config``: fields
-    set on the model's config (:func:`load_model`)."""
+    set on the model's config, ``options``: further keywords of ``from_pretrained`` (:func:`load_model`)."""
     tokenizer = load_tokenizer(path)
-    return load_model(path, needs_pooler=pooler == "cls", config=config), tokenizer
+    return load_model(path, needs_pooler=pooler == "cls", config=config, options=options), tokenizer
 
 
 # model.pt: the extra weights a Condenser folder keeps beside its encoder (InfoCSE's aggregation head reads them)

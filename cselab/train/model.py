@@ -100,7 +100,9 @@ class TrainingEncoder(nn.Module):
         and completed with its defaults); with ``lm_head`` (``"masked"`` or ``"causal"``), the model's LM head of that
         kind too (:func:`load_lm_head`)."""
         config = EncoderConfig(**settings)
-        backbone, tokenizer = load_pretrained(str(name_or_path), config.pooler, config.model_config)
+        adapter = build_plugin("adapter", config.adapter)  # a k-bit adapter loads the base quantized
+        backbone, tokenizer = load_pretrained(str(name_or_path), config.pooler, config.model_config,
+                                              adapter.load_options() if adapter is not None else None)
         head = load_lm_head(str(name_or_path), backbone, lm_head) if lm_head else None
         return cls(backbone, tokenizer, config, max_length, head)
 

@@ -4,13 +4,18 @@ trained instead of it.
 - ``lora``: LoRA (Hu et al., 2022) through peft: a rank-``r`` update ``B A`` scaled by ``alpha / r`` beside each
   ``target_modules`` linear layer (peft's default modules for the model's type when none are named; every linear
   layer with ``all-linear``), dropout ``dropout`` on its input; ``B`` starts at 0, so the first step starts from
-  the base model.
+  the base model. With ``quantize`` (QLoRA, Dettmers et al., 2023), the base's linear layers load in 4 bits through
+  bitsandbytes (``nf4``, with ``double_quant``) and compute in ``compute_dtype``; the adapter trains over them, and a
+  checkpoint holds the base's dequantized weights with the update merged in, in ``compute_dtype``: a plain model that
+  needs no bitsandbytes. (8-bit loading is not offered: bitsandbytes 0.50's int8 matmul fails on a CPU.)
 """
 
 from __future__ import annotations
 
 import copy
+from typing import Any
 
+import torch
 from torch import nn
 
 from cselab.errors import ConfigError
@@ -19,26 +24,62 @@ from cselab.registry import Param, register
 from cselab.train.plugins.kinds import Adapter
 
 
-@register("adapter", "lora", params={
+PARAMS = {
     "r": Param(int, 8, "the update's rank", min=1),
     "alpha": Param(float, 16.0, "the update's scale is alpha / r", min=0.0, above=True),
     "dropout": Param(float, 0.05, "dropout on the adapter's input", min=0.0, max=1.0, below=True),
     "target_modules": Param((list, str), None, "the linear layers that get an update, by name (null: peft's default "
                             "for the model's type; all-linear: every linear layer, peft's spelling)", nullable=True,
-                            items=Param(str), words=("all-linear",))})
-class LoRA(Adapter):
-    """LoRA through peft (``pip install 'cselab-toolkit[llm]'``)."""
+                            items=Param(str), words=("all-linear",)),
+    "quantize": Param(str, None, "load the base's linear layers in 4 bits through bitsandbytes and train the adapter "
+                      "over them (QLoRA): nf4 (its NormalFloat) or fp4; null: the base in its own precision",
+                      choices=("nf4", "fp4"), nullable=True),
+    "double_quant": Param(bool, True, "with quantize, quantize the quantization constants too (QLoRA's)"),
+    "compute_dtype": Param(str, "bfloat16", "with quantize, the dtype the 4-bit layers compute in and the "
+                           "checkpoint's merged weights are saved in", choices=("bfloat16", "float16", "float32"))}
 
-    def __init__(self, r: int, alpha: float, dropout: float, target_modules: list[str] | str | None):
+
+@register("adapter", "lora", params=PARAMS)
+class LoRA(Adapter):
+    """LoRA through peft, QLoRA with bitsandbytes (``pip install 'cselab-toolkit[llm]'``)."""
+
+    def __init__(self, r: int, alpha: float, dropout: float, target_modules: list[str] | str | None,
+                 quantize: str | None, double_quant: bool, compute_dtype: str):
         self.r, self.alpha, self.dropout, self.target_modules = r, alpha, dropout, target_modules
+        self.quantize, self.double_quant, self.compute_dtype = quantize, double_quant, compute_dtype
+
+    @classmethod
+    def validate(cls, params: dict[str, Any], where: str) -> None:
+        for key in ("double_quant", "compute_dtype"):
+            if params.get("quantize") is None and params[key] != PARAMS[key].default:
+                raise ConfigError(f"{where}.{key}: set, and it acts only on a quantized base; leave it at its default "
+                                  f"or set {where}.quantize (nf4 or fp4)")
+
+    def load_options(self) -> dict[str, Any]:
+        if self.quantize is None:
+            return {}
+        try:
+            import bitsandbytes  # noqa: F401
+        except ImportError:
+            raise ConfigError("encoder.adapter.quantize: 4-bit loading needs bitsandbytes: pip install "
+                              "'cselab-toolkit[llm]'") from None
+        from transformers import BitsAndBytesConfig
+
+        dtype = getattr(torch, self.compute_dtype)
+        return {"quantization_config": BitsAndBytesConfig(
+            load_in_4bit=True, bnb_4bit_quant_type=self.quantize, bnb_4bit_use_double_quant=self.double_quant,
+            bnb_4bit_compute_dtype=dtype), "dtype": dtype}
 
     def wrap(self, backbone: nn.Module, model: str) -> nn.Module:
         try:
-            from peft import LoraConfig, get_peft_model
+            from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
         except ImportError:
             raise ConfigError("encoder.adapter: lora needs peft: pip install 'cselab-toolkit[llm]'") from None
         config = LoraConfig(r=self.r, lora_alpha=self.alpha, lora_dropout=self.dropout,
                             target_modules=self.target_modules)
+        if self.quantize is not None:  # the frozen base's other weights in float32, as QLoRA trains
+            backbone = prepare_model_for_kbit_training(backbone, use_gradient_checkpointing=False)
+            one_cpu_kernel(backbone)
         try:
             return get_peft_model(backbone, config)
         except ValueError as err:  # target modules not found, or none known for this model type
@@ -48,4 +89,58 @@ class LoRA(Adapter):
                               f"{clipped(err, 160)}; its linear layers: {', '.join(linear) or 'none'}") from None
 
     def merged(self, backbone: nn.Module) -> nn.Module:
-        return copy.deepcopy(backbone).merge_and_unload()
+        if self.quantize is None:
+            return copy.deepcopy(backbone).merge_and_unload()
+        return dequantized_merge(backbone, getattr(torch, self.compute_dtype))
+
+
+def one_cpu_kernel(backbone: nn.Module) -> None:
+    """On a CPU, bitsandbytes repacks a 4-bit weight for another kernel at its first pass without gradients (a dev
+    score) and computes with it from then on, in training too: a run's steps would then depend on where it resumed.
+    Each 4-bit layer keeps the kernel it trains with."""
+    from bitsandbytes.nn import Linear4bit
+
+    for module in backbone.modules():
+        if isinstance(module, Linear4bit):
+            module.support_avx512bf16_for_cpu = False
+
+
+def dequantized_merge(backbone: nn.Module, dtype: torch.dtype) -> nn.Module:
+    """A 4-bit base with LoRA as a plain model of the base's architecture in ``dtype``: each adapted layer's weight
+    dequantized with its update ``B A alpha / r`` added, every other 4-bit layer dequantized, every other weight as it
+    is; the trained model is left as it is."""
+    from bitsandbytes.nn import Linear4bit
+    from peft.tuners.lora import LoraLayer
+    from peft.utils.integrations import dequantize_module_weight
+    from transformers import AutoModel
+
+    base = backbone.get_base_model()
+    config = copy.deepcopy(base.config)
+    for key in ("quantization_config", "_pre_quantization_dtype"):
+        if hasattr(config, key):
+            delattr(config, key)
+    with torch.device("meta"):  # no initialisation: it would draw from the run's random generators
+        plain = AutoModel.from_config(config, dtype=torch.float32)
+    adapted = {name: module for name, module in base.named_modules() if isinstance(module, LoraLayer)}
+    state = {}
+    for name, module in base.named_modules():
+        if any(name.startswith(f"{outer}.") for outer in adapted):
+            continue  # the base layer, the update's factors and dropout of an adapted layer
+        layer = module.get_base_layer() if name in adapted else module
+        if isinstance(layer, Linear4bit):
+            weight = dequantize_module_weight(layer).float()
+            for adapter in module.active_adapters if name in adapted else ():
+                weight = weight + module.get_delta_weight(adapter).float()
+            state[f"{name}.weight"] = weight
+            if layer.bias is not None:
+                state[f"{name}.bias"] = layer.bias.detach().float()
+            continue
+        prefix = f"{name}." if name else ""
+        state.update({prefix + key: tensor.detach().float() for key, tensor in layer.named_parameters(recurse=False)})
+        state.update({prefix + key: tensor.clone() for key, tensor in layer.named_buffers(recurse=False)})
+    saved = plain.state_dict().keys()  # the rest are buffers a model computes (rotary frequencies): the base's
+    plain.load_state_dict({key: value for key, value in state.items() if key in saved}, strict=True, assign=True)
+    for name, module in plain.named_modules():
+        for key in module._non_persistent_buffers_set:
+            module._buffers[key] = state[f"{name}.{key}" if name else key]
+    return plain.to(dtype).eval()

@@ -227,9 +227,13 @@ class Head(nn.Module):
 
 
 class Adapter:
-    """A parameter-efficient adapter (kind ``adapter``, ``encoder.adapter``): :meth:`wrap` gives the backbone with the
-    adapter's weights added and only those trainable (model names the backbone in errors); :meth:`merged` a plain
+    """A parameter-efficient adapter (kind ``adapter``, ``encoder.adapter``): :meth:`load_options` are further
+    keywords of the backbone's ``from_pretrained`` (a k-bit quantization config); :meth:`wrap` gives the backbone with
+    the adapter's weights added and only those trainable (model names the backbone in errors); :meth:`merged` a plain
     backbone with them folded in, a copy (what a checkpoint holds), the trained one left as it is."""
+
+    def load_options(self) -> dict[str, Any]:
+        return {}
 
     def wrap(self, backbone: nn.Module, model: str) -> nn.Module:
         raise NotImplementedError
