@@ -96,6 +96,20 @@ def train_killed_after_first_save(argv: list[str]) -> None:
         main(argv)
 
 
+def straight_and_resumed(root: Path, argv_for) -> Path:
+    """``root`` with the train command ``argv_for(out)`` run straight into ``root/full``, and into ``root/half`` killed
+    after its first save (at step 2), then run again to resume."""
+    import json
+
+    from cselab.cli import main
+
+    assert main(argv_for(root / "full")) == 0
+    train_killed_after_first_save(argv_for(root / "half"))
+    assert json.loads((root / "half" / "last" / "trainer_state.json").read_text())["step"] == 2
+    assert main(argv_for(root / "half")) == 0
+    return root
+
+
 def copy_of(finished_run, tmp_path, name="half") -> Path:
     out = tmp_path / name
     shutil.copytree(finished_run / name, out)
@@ -122,3 +136,17 @@ class Payload:
 
     def __reduce__(self):
         return (Path.touch, (self.marker,))
+
+
+def without_package(monkeypatch, package: str) -> None:
+    """Imports of ``package`` (and its modules) fail from now on in this test, as where it is not installed."""
+    import builtins
+
+    real_import = builtins.__import__
+
+    def refuse(name, *args, **kwargs):
+        if name == package or name.startswith(f"{package}."):
+            raise ImportError(f"No module named {package!r}")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", refuse)

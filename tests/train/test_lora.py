@@ -2,8 +2,6 @@
 its first save resumes bit-identical, OUT/best holds the merged weights and loads in sentence-transformers,
 ``probe run`` and ``as_mteb`` to the same vectors, and what cannot be is refused in one line."""
 
-import builtins
-import json
 import shutil
 
 import numpy as np
@@ -20,29 +18,24 @@ from cselab.train.config.methods import load_method
 from cselab.train.objective import Objective
 from cselab.train.run.optim import build_optimizer
 from cselab.train.run.setup import build_encoder
-from tests.runs import SETTINGS, one_line_error, train_killed_after_first_save
+from tests.runs import SETTINGS, one_line_error, straight_and_resumed, without_package
 
 LORA = "encoder.adapter={kind: lora, r: 4, alpha: 8, target_modules: [q_proj, v_proj]}"
 PREFIX = "backbone.base_model.model."
 SENTENCES = ["a quick brown fox jumps over the lazy dog", "dogs run", "never trust a sentence that ends"]
 
 
-def lora_args(model, cache, data_dir, out, *extra):
+def lora_args(model, cache, data_dir, out, *extra, adapter=LORA):
     return ["train", "--method", "simcse", "--model", str(model), "--data", str(cache), "--data-dir", str(data_dir),
             "--eval-limit", "20", "--out", str(out), *SETTINGS, "--set", "training.lr=1e-2", "--set",
-            "encoder.pooler=last", "--set", "encoder.head=null", "--set", LORA, *extra]
+            "encoder.pooler=last", "--set", "encoder.head=null", "--set", adapter, *extra]
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, tiny_decoders, tiny_cache, data_dir):
     """A LoRA run of 4 steps (saved at 2 and 4) and the same run killed after its save at step 2, then resumed."""
-    root = tmp_path_factory.mktemp("lora")
-    llama = tiny_decoders["llama"]
-    assert main(lora_args(llama, tiny_cache, data_dir, root / "full")) == 0
-    train_killed_after_first_save(lora_args(llama, tiny_cache, data_dir, root / "half"))
-    assert json.loads((root / "half" / "last" / "trainer_state.json").read_text())["step"] == 2
-    assert main(lora_args(llama, tiny_cache, data_dir, root / "half")) == 0
-    return root
+    return straight_and_resumed(tmp_path_factory.mktemp("lora"),
+                                lambda out: lora_args(tiny_decoders["llama"], tiny_cache, data_dir, out))
 
 
 @pytest.mark.slow
@@ -98,14 +91,7 @@ def test_what_cannot_be_is_refused_in_one_line(runs, tiny_decoders, tiny_cache, 
         load_method("sg", [LORA])
     with pytest.raises(ConfigError, match="encoder.adapter.r: 0 is out of range"):
         load_method("simcse", ["encoder.adapter={kind: lora, r: 0}"])
-    real_import = builtins.__import__
-
-    def no_peft(name, *args, **kwargs):
-        if name == "peft" or name.startswith("peft."):
-            raise ImportError("No module named 'peft'")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_peft)
+    without_package(monkeypatch, "peft")
     with pytest.raises(ConfigError, match="encoder.adapter: lora needs peft: pip install 'cselab-toolkit\\[llm\\]'"):
         build_encoder(load_method("simcse", ["encoder.pooler=last", "encoder.head=null", LORA]),
                       str(tiny_decoders["llama"]))

@@ -3,7 +3,6 @@ a random Llama 64 wide (bitsandbytes' CPU kernels take rows of 64). Only the ada
 bit-identical, OUT/best is a plain model (the 4-bit weights dequantized, the update merged in) that loads in
 sentence-transformers, ``probe run`` and ``as_mteb`` to the same vectors, and the merge is the trained model."""
 
-import builtins
 import copy
 import json
 
@@ -13,14 +12,14 @@ import torch
 from safetensors.torch import load_file
 from sentence_transformers import SentenceTransformer
 
-from cselab.cli import main
 from cselab.encoders import load_encoder
 from cselab.encoders.mteb_model import as_mteb
 from cselab.errors import ConfigError
 from cselab.train.config.methods import load_method
 from cselab.train.run.setup import build_encoder
 from tests.conftest import save_tiny_decoder
-from tests.runs import SETTINGS, train_killed_after_first_save
+from tests.runs import straight_and_resumed, without_package
+from tests.train.test_lora import lora_args
 
 QLORA = "encoder.adapter={kind: lora, r: 4, alpha: 8, target_modules: [q_proj, v_proj], quantize: nf4}"
 SENTENCES = ["a quick brown fox jumps over the lazy dog", "dogs run", "never trust a sentence that ends"]
@@ -31,20 +30,11 @@ def llama(tmp_path_factory):
     return save_tiny_decoder(tmp_path_factory.mktemp("llama-64"), "llama", hidden=64)
 
 
-def qlora_args(model, cache, data_dir, out, *extra):
-    return ["train", "--method", "simcse", "--model", str(model), "--data", str(cache), "--data-dir", str(data_dir),
-            "--eval-limit", "20", "--out", str(out), *SETTINGS, "--set", "training.lr=1e-2", "--set",
-            "encoder.pooler=last", "--set", "encoder.head=null", "--set", QLORA, *extra]
-
-
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, llama, tiny_cache, data_dir):
     """A QLoRA run of 4 steps (saved at 2 and 4), and the same run killed after its save at step 2, then resumed."""
-    root = tmp_path_factory.mktemp("qlora")
-    assert main(qlora_args(llama, tiny_cache, data_dir, root / "full")) == 0
-    train_killed_after_first_save(qlora_args(llama, tiny_cache, data_dir, root / "half"))
-    assert main(qlora_args(llama, tiny_cache, data_dir, root / "half")) == 0
-    return root
+    return straight_and_resumed(tmp_path_factory.mktemp("qlora"),
+                                lambda out: lora_args(llama, tiny_cache, data_dir, out, adapter=QLORA))
 
 
 def with_random_update(method, model):
@@ -110,13 +100,6 @@ def test_what_cannot_be_is_refused_in_one_line(llama, monkeypatch):
         load_method("simcse", ["encoder.adapter={kind: lora, double_quant: false}"])
     with pytest.raises(ConfigError, match=r"encoder.adapter.quantize: 'nf8' is not allowed; expected one of nf4, fp4"):
         load_method("simcse", ["encoder.adapter={kind: lora, quantize: nf8}"])
-    real_import = builtins.__import__
-
-    def no_bitsandbytes(name, *args, **kwargs):
-        if name == "bitsandbytes" or name.startswith("bitsandbytes."):
-            raise ImportError("No module named 'bitsandbytes'")
-        return real_import(name, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "__import__", no_bitsandbytes)
+    without_package(monkeypatch, "bitsandbytes")
     with pytest.raises(ConfigError, match=r"encoder.adapter.quantize: 4-bit loading needs bitsandbytes: pip install "):
         build_encoder(load_method("simcse", ["encoder.pooler=last", "encoder.head=null", QLORA]), str(llama))
