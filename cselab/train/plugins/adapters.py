@@ -65,10 +65,9 @@ class LoRA(Adapter):
                               "'cselab-toolkit[llm]'") from None
         from transformers import BitsAndBytesConfig
 
-        dtype = getattr(torch, self.compute_dtype)
         return {"quantization_config": BitsAndBytesConfig(
             load_in_4bit=True, bnb_4bit_quant_type=self.quantize, bnb_4bit_use_double_quant=self.double_quant,
-            bnb_4bit_compute_dtype=dtype), "dtype": dtype}
+            bnb_4bit_compute_dtype=getattr(torch, self.compute_dtype))}
 
     def wrap(self, backbone: nn.Module, model: str) -> nn.Module:
         try:
