@@ -371,17 +371,16 @@ def build_plugin(kind: str, spec: Mapping[str, Any] | None, **context) -> Any:
 
 
 def check_plugin(kind: str, value: Any, where: str) -> dict[str, Any]:
-    """A ``{kind: NAME, params...}`` mapping checked against plug-in NAME's schema, then by the class's own
-    ``validate(params, where)`` where it has one (rules across its parameters)."""
+    """A ``{kind: NAME, params...}`` mapping checked against plug-in NAME's schema, then by the class's
+    ``validate(params, where)`` where the kind's base class declares one (rules across its parameters)."""
     if not isinstance(value, dict) or "kind" not in value:
         raise ConfigError(f"{where}: expected a mapping with kind: one of {', '.join(names(kind))}")
     plugin = get(kind, value["kind"], f"{where}.kind")
     params = {k: v for k, v in value.items() if k != "kind"}
     refuse_moved(plugin, params, where)
     checked = check(params, plugin.schema(), where)
-    validate = getattr(plugin.cls, "validate", None)
-    if validate is not None:
-        validate(checked, where)
+    if hasattr(_CONTRACTS.get(kind), "validate"):  # a kind whose base class declares rules across parameters
+        plugin.cls.validate(checked, where)
     return {"kind": plugin.name, **checked}
 
 

@@ -62,7 +62,10 @@ def load_head(path: Path | None, spec: dict[str, Any], hidden: int) -> nn.Module
     if spec.get("kind") not in CHECKPOINT_HEADS:
         raise ModelError(f"cselab.json's head {spec.get('kind')!r}: none a checkpoint can hold "
                          f"({', '.join(CHECKPOINT_HEADS)})")
-    head = CHECKPOINT_HEADS[spec["kind"]](hidden=hidden, **{key: value for key, value in spec.items() if key != "kind"})
+    try:
+        head = CHECKPOINT_HEADS[spec["kind"]](hidden=hidden, **{k: v for k, v in spec.items() if k != "kind"})
+    except (TypeError, KeyError) as err:  # a parameter the kind has not, or a value it cannot take
+        raise ModelError(f"cselab.json's head {spec}: not the parameters of a {spec['kind']} head ({err})") from None
     if path is None:
         raise ModelError(f"{HEAD_FILE}: missing beside cselab.json, which names a head kept at test")
     try:

@@ -34,6 +34,8 @@ class CselabEncoder(InputModule):
         super().__init__()
         self.encoder = encoder
         self.model = encoder.model  # a submodule, so that the model's .to(device) moves it
+        if encoder.head is not None:
+            self.head = encoder.head  # a head kept at test moves with it
         self.tokenizer = encoder.tokenizer
         self.info = info
 

@@ -113,10 +113,12 @@ class TransformerEncoder(Encoder):
         self.head, self.head_before_denoise = head, head_before_denoise
         if denoise and self.pieces is not None:  # the template alone: its two sides (checked to be its ids)
             self.template_ids, self._before_sentence = self.pieces[0] + self.pieces[1], len(self.pieces[0])
-        elif denoise:  # the template alone, and how many of its tokens come before the sentence: once, not per batch
-            before, after = self.prompt.split("{}")
-            self.template_ids = self.tokenizer(before + after)["input_ids"]
-            self._before_sentence = len(self.tokenizer(before)["input_ids"]) - 1
+        elif denoise:  # the template alone, and how many of its tokens come before the sentence: once, not per batch;
+            # as PromptBERT's evaluation.py get_delta: a space for the sentence, a run of three spaces made one, the
+            # side before the sentence counted stripped (a byte-level BPE reads spaces; WordPiece does not)
+            before = self.prompt.split("{}")[0]
+            self.template_ids = self.tokenizer(self.prompt.replace("{}", " ").replace("   ", " ").strip())["input_ids"]
+            self._before_sentence = len(self.tokenizer(before.strip())["input_ids"]) - 1
 
     def _sides(self, prompt: str) -> tuple[list[int], list[int]]:
         """The (filled) template's ids before the sentence (the start token and the stripped text before ``{}``)

@@ -3,16 +3,16 @@
 :class:`TrainingEncoder` is a transformers backbone with the poolers and prompts of
 :class:`~cselab.encoders.TransformerEncoder` (tokenisation, padding and pooling are that
 class's, so training and probing see sentences the same way) and, when a method asks for them,
-a head used in training only (SimCSE's dense + tanh, SG-OPT's projection), pooled
+a head used in training (SimCSE's dense + tanh, SG-OPT's projection; kept at test with ``head_at_test``), pooled
 intermediate layers (SSCL's negatives, SG-OPT's views), a frozen copy of the initial
 backbone (SG-OPT's BERT_F) or a momentum copy that follows it (ESimCSE), and the trained auxiliary
 models of its losses (DiffCSE's discriminator), which checkpoints leave out.
 
 :func:`save_checkpoint` writes a folder that ``probe run --model FOLDER`` reads as it is
 (weights in safetensors, tokenizer, ``cselab.json``) and that sentence-transformers loads with the same
-vectors: ``SentenceTransformer(FOLDER)`` for the ``cls_before_pooler`` and ``avg`` poolers without a prompt
-(its own Transformer and Pooling modules), ``SentenceTransformer(FOLDER, trust_remote_code=True)`` for every
-other pooler and any prompt (cselab's module, :mod:`cselab.encoders.st_module`).
+vectors: ``SentenceTransformer(FOLDER)`` for the ``cls_before_pooler`` and ``avg`` poolers without a prompt or a
+kept head (its own Transformer and Pooling modules), ``SentenceTransformer(FOLDER, trust_remote_code=True)`` for
+every other pooler, any prompt and a head kept at test (cselab's module, :mod:`cselab.encoders.st_module`).
 """
 
 from __future__ import annotations
@@ -39,12 +39,13 @@ ST_POOLING = {"cls_before_pooler": "pooling_mode_cls_token", "avg": "pooling_mod
 
 
 class TrainingEncoder(nn.Module):
-    """A backbone with a pooler, an optional prompt, an optional training-only head and an optional frozen copy, as
+    """A backbone with a pooler, an optional prompt, an optional head and an optional frozen copy, as
     the method's ``encoder`` section (an :class:`~cselab.train.config.sections.EncoderConfig`) says; a sentence keeps
     at most ``max_length`` tokens in training.
 
     ``head``: ``{"kind": "mlp"}`` (SimCSE), ``{"kind": "projection", ...}`` (SG-OPT), applied to every view in
-    training, its weights started as ``head_init`` says. ``frozen``: a dtype name (``"float32"``, ``"bfloat16"``,
+    training (and at test with ``head_at_test``, the view's own head then), its weights started as ``head_init``
+    says. ``frozen``: a dtype name (``"float32"``, ``"bfloat16"``,
     ``"float16"``) to keep a frozen copy of the initial backbone (no gradient; SG-OPT's BERT_F); ``frozen_mode``
     ``"eval"`` runs it without dropout, ``"train"`` with (as SG-BERT's released code does); with ``momentum`` the copy
     follows the backbone (:meth:`new_batch`), a momentum encoder whose weights are training state (``OUT/last``).
@@ -140,7 +141,8 @@ class TrainingEncoder(nn.Module):
                 use_head: bool = True, layers: list[int] | str | None = None, layer_pooler: str | None = None,
                 frozen: bool = False, input_augment=None, mlm: bool = False, auxiliary: str | None = None,
                 condition: torch.Tensor | None = None, pooled: bool = False):
-        """Pooled vectors of a tokenized batch (through the head in training when there is one). Training calls
+        """Pooled vectors of a tokenized batch (through the head in training, and at test too when the checkpoint keeps
+        it). Training calls
         this through the accelerate/DDP wrapper, so that gradients are synchronised across processes.
 
         With ``layers`` (hidden-state indices, 0 = embeddings, negative from the last; or ``"all"``) it returns

@@ -7,6 +7,7 @@ import json
 import pytest
 import torch
 from accelerate import Accelerator
+from accelerate.utils import set_seed
 from safetensors.torch import load_file
 from transformers import AutoModel, AutoTokenizer
 
@@ -78,9 +79,12 @@ def test_the_checkpoint_keeps_the_head_and_denoises_as_the_released_evaluation(s
     encoder = load_encoder(str(best), cache=False)
     ours = encoder.encode(SENTENCES)
     torch.testing.assert_close(torch.from_numpy(ours), released_vectors(best, SENTENCES), atol=1e-5, rtol=1e-5)
-    theirs = SentenceTransformer(str(best), device="cpu", trust_remote_code=True).encode(SENTENCES)
-    assert abs(ours - theirs).max() < 1e-6
-    # the trained head, not a new one: the head moved in training, and the vectors are its
+    model = SentenceTransformer(str(best), device="cpu", trust_remote_code=True)
+    assert abs(ours - model.encode(SENTENCES)).max() < 1e-6
+    model.to(torch.float64)  # the kept head moves with the model (as to a GPU)
+    assert abs(ours - model.encode(SENTENCES)).max() < 1e-5
+    # the trained head, not the run's first one (set_seed(training.seed) before the encoder is built, as setup)
+    set_seed(load_method("promptbert-sup").training.seed)
     start = build_encoder(load_method("promptbert-sup"), str(tiny_bert_dir))
     assert not torch.equal(start.head.dense.weight, encoder.head.dense.weight)
 
@@ -144,3 +148,20 @@ def test_supervised_simcse_keeps_its_mlp_as_the_released_checkpoint_does(tiny_be
     torch.testing.assert_close(torch.from_numpy(ours), released, atol=1e-6, rtol=1e-5)
     theirs = SentenceTransformer(str(best), device="cpu", trust_remote_code=True).encode(SENTENCES)
     assert abs(theirs - ours).max() < 1e-6
+
+
+def test_a_byte_level_bpe_denoises_at_test_with_the_released_template(tiny_roberta_dir):
+    """evaluation.py get_delta (47-70) for run.sh sup-roberta's template, restated: *sent_0* a space, underscores
+    spaces, stripped, a run of three spaces made one; the sentence's place after the stripped side before it."""
+    from cselab.encoders.transformer import TransformerEncoder
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_roberta_dir)
+    template = "*cls*_This_sentence_:_'_*sent_0*_'_means*mask*.*sep+*"  # run.sh:116
+    text = template.replace("*mask*", tokenizer.mask_token).replace("*sep+*", "").replace("*cls*", "").replace(
+        "*sent_0*", " ")
+    released_before = len(tokenizer.encode(text.split(" ")[0].replace("_", " ").strip())) - 2 + 1
+    released_ids = tokenizer(text.replace("_", " ").strip().replace("   ", " "))["input_ids"]
+    prompt = load_method("promptbert-sup", profile="roberta-base").encoder.prompt
+    encoder = TransformerEncoder(AutoModel.from_pretrained(tiny_roberta_dir), tokenizer, pooler="mask", prompt=prompt,
+                                 denoise=True)
+    assert encoder.template_ids == released_ids and encoder._before_sentence == released_before

@@ -99,6 +99,9 @@ class EncoderConfig(Checked):
             raise ConfigError("encoder.head_before_denoise: the template's vector goes through the head before it "
                               "is subtracted, in training and at test; it needs encoder.denoise and "
                               "encoder.head_at_test")
+        if self.head_before_denoise and self.frozen:
+            raise ConfigError("encoder.head_before_denoise: the head goes inside the denoising, which a frozen or "
+                              "momentum copy's no-gradient views would run it in; it does not go with encoder.frozen")
         if self.adapter is not None and (self.frozen or self.freeze_embeddings):
             raise ConfigError("encoder.adapter: the adapter's weights alone train; a frozen or momentum copy of the "
                               "backbone, or freeze_embeddings, does not go with it yet")

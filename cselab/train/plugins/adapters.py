@@ -105,13 +105,15 @@ def one_cpu_kernel(backbone: nn.Module) -> None:
 
 
 def dequantized_merge(backbone: nn.Module, dtype: torch.dtype) -> nn.Module:
-    """A 4-bit base with LoRA as a plain model of the base's architecture in ``dtype``: each adapted layer's weight
-    dequantized with its update ``B A alpha / r`` added, every other 4-bit layer dequantized, every other weight as it
-    is; the trained model is left as it is."""
+    """A 4-bit base with LoRA as a plain model of the base's architecture, on the CPU in ``dtype``: each 4-bit layer
+    dequantized, each adapted layer with its update ``B A alpha / r`` added, every other weight as it is (a GPT-2
+    ``Conv1D``, which the 4-bit load turned into a linear layer, transposed back); the trained model is left as it
+    is. Built tensor by tensor, so that no full-precision copy of the model is ever on the training device."""
     from bitsandbytes.nn import Linear4bit
     from peft.tuners.lora import LoraLayer
     from peft.utils.integrations import dequantize_module_weight
     from transformers import AutoModel
+    from transformers.pytorch_utils import Conv1D
 
     base = backbone.get_base_model()
     config = copy.deepcopy(base.config)
@@ -119,27 +121,32 @@ def dequantized_merge(backbone: nn.Module, dtype: torch.dtype) -> nn.Module:
         if hasattr(config, key):
             delattr(config, key)
     with torch.device("meta"):  # no initialisation: it would draw from the run's random generators
-        plain = AutoModel.from_config(config, dtype=torch.float32)
+        plain = AutoModel.from_config(config, dtype=dtype)
+    shapes = dict(plain.named_modules())
     adapted = {name: module for name, module in base.named_modules() if isinstance(module, LoraLayer)}
     state = {}
     for name, module in base.named_modules():
         if any(name.startswith(f"{outer}.") for outer in adapted):
             continue  # the base layer, the update's factors and dropout of an adapted layer
         layer = module.get_base_layer() if name in adapted else module
-        if isinstance(layer, Linear4bit):
-            weight = dequantize_module_weight(layer).float()
+        prefix = f"{name}." if name else ""
+        if isinstance(layer, Linear4bit) or name in adapted:
+            weight = (dequantize_module_weight(layer) if isinstance(layer, Linear4bit) else layer.weight).float()
             for adapter in module.active_adapters if name in adapted else ():
                 weight = weight + module.get_delta_weight(adapter).float()
-            state[f"{name}.weight"] = weight
+            if isinstance(shapes.get(name), Conv1D) and isinstance(layer, Linear4bit):
+                weight = weight.T
+            state[f"{prefix}weight"] = weight.to("cpu", dtype)
             if layer.bias is not None:
-                state[f"{name}.bias"] = layer.bias.detach().float()
+                state[f"{prefix}bias"] = layer.bias.detach().to("cpu", dtype)
             continue
-        prefix = f"{name}." if name else ""
-        state.update({prefix + key: tensor.detach().float() for key, tensor in layer.named_parameters(recurse=False)})
-        state.update({prefix + key: tensor.clone() for key, tensor in layer.named_buffers(recurse=False)})
+        state.update({prefix + key: tensor.detach().to("cpu", dtype) for key, tensor in
+                      layer.named_parameters(recurse=False)})
+        state.update({prefix + key: tensor.detach().to("cpu", copy=True) for key, tensor in
+                      layer.named_buffers(recurse=False)})
     saved = plain.state_dict().keys()  # the rest are buffers a model computes (rotary frequencies): the base's
     plain.load_state_dict({key: value for key, value in state.items() if key in saved}, strict=True, assign=True)
     for name, module in plain.named_modules():
         for key in module._non_persistent_buffers_set:
             module._buffers[key] = state[f"{name}.{key}" if name else key]
-    return plain.to(dtype).eval()
+    return plain.eval()

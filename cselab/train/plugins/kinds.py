@@ -232,6 +232,10 @@ class Adapter:
     the adapter's weights added and only those trainable (model names the backbone in errors); :meth:`merged` a plain
     backbone with them folded in, a copy (what a checkpoint holds), the trained one left as it is."""
 
+    @classmethod
+    def validate(cls, params: dict[str, Any], where: str) -> None:
+        """Rules across the adapter's checked ``params`` (``where`` names its section in an error)."""
+
     def load_options(self) -> dict[str, Any]:
         return {}
 
