@@ -102,10 +102,12 @@ gpu-wheels: setup
 	$(BIN)/pip download -q $(GPU_WHEELS) --only-binary=:all: --no-deps --python-version $(GPU_WHEEL_PYTHON) \
 		--platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 -d .gpu-wheels
 
+# Every wheel carried in .gpu-wheels is installed (pyarrow only where the device's is older than datasets asks).
 gpu-check:
-	@if [ -d .gpu-wheels ]; then $(GPU_PYTHON) -m pip install -q --no-index --no-deps --find-links .gpu-wheels \
-		rapidfuzz datasets dill multiprocess peft; $(GPU_PYTHON) -c 'import pyarrow, sys; sys.exit(int(pyarrow.__version__.split(".")[0]) < 24)' \
-		|| $(GPU_PYTHON) -m pip install -q --no-index --no-deps --find-links .gpu-wheels pyarrow; fi
+	@if ls .gpu-wheels/*.whl >/dev/null 2>&1; then $(GPU_PYTHON) -m pip install -q --no-index --no-deps \
+		$$(ls .gpu-wheels/*.whl | grep -v /pyarrow-) || exit 1; \
+		$(GPU_PYTHON) -c 'import pyarrow, sys; sys.exit(int(pyarrow.__version__.split(".")[0]) < 24)' \
+		|| $(GPU_PYTHON) -m pip install -q --no-index --no-deps .gpu-wheels/pyarrow-*.whl; fi
 	PYTHONPATH=. $(GPU_PYTHON) benchmarks/gpu_check.py --device cuda --out benchmarks/gpu-check $(GPU_CHECK)
 
 clean:

@@ -11,17 +11,23 @@ too. Sections (``--only`` picks some):
   and bf16 under ``torch.compile`` (``--compile-all``: every mode; ``--compile-only``: no eager rows): steps/s,
   sentences/s, tokens/s, peak memory, TFLOP/s and MFU against the device's dense bf16 peak. FLOPs per step =
   3 x forward, forward per sequence of S tokens = 2 N S + 4 L S^2 d (N: non-embedding parameters, L layers,
-  width d), summed over the method's encoded views. Then the SimCSE family (``--family``: ``promptbert``,
-  ``promptbert-sup``, ``sncse``, ``esimcse``, ``diffcse``, ``rankcse``, ``infocse`` by default) at batch 64 in
-  bf16, eager: one row each, the models their losses name being random stand-ins of the released ones' sizes
-  (``benchmarks/stand_ins.py``; ``infocse`` reads a masked-LM head too).
+  width d), summed over the method's encoded views.
 - ``levers``: ``simcse`` at batch 512 and 64 (bf16 on CUDA) as the trainer steps, then with one lever more per row:
   batches collated ahead, no host sync in the step, ``torch.compile``, CUDA graphs (batch 64), torch's fused AdamW
   (a what-if: not LegacyAdamW's update); ``osscse`` at batch 64 with the first two (see :class:`Stepper`).
 - ``cached``: cached InfoNCE, batch 4,096 by mini-batches of 256 against plain batch 256: peak memory and time
   per sentence.
-- ``peer``: ``cselab``'s ``train`` beside ``SentenceTransformerTrainer`` on the same work at batch 64 and 512
-  (``benchmarks/peer_trainer.py``), their first-batch losses compared with dropout off.
+- ``ceiling``: ``cselab train --method simcse`` as users run it (its defaults: compiled, CUDA graphs, batches
+  tokenised ahead, nothing read back each step) beside the same step as a plain PyTorch loop
+  (``benchmarks/ceiling.py``, no cselab import) and beside ``SentenceTransformerTrainer`` on the same work
+  (``benchmarks/peer_trainer.py``), at batch 512 and 64, each in a process of its own: steps/s, MFU, the ratios; then
+  ``osscse`` through ``cselab train`` at batch 64. First, both libraries' loss of one batch with dropout off.
+- ``family``: the SimCSE family (``--family``: ``promptbert``, ``promptbert-sup``, ``sncse``, ``esimcse``,
+  ``diffcse``, ``rankcse``, ``infocse`` by default) through ``cselab train`` at batch 64 in bf16, not compiled: one
+  row each, the models their losses name being random stand-ins of the released ones' sizes
+  (``benchmarks/stand_ins.py``; ``infocse`` reads a masked-LM head too).
+- ``encode``: ``probe run``'s encoding beside sentence-transformers' ``encode`` of the same model: sentences/s and
+  that the vectors agree.
 - ``agreement``: 20 ``simcse`` steps from the same weights and data, dropout off, in fp32, in bf16 and in fp16
   (autocast with a gradient scaler, the official profiles' precision): each step's losses within 5% (relative)
   of fp32's, none NaN.
@@ -79,8 +85,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from stand_ins import LM_HEAD, stand_in_models, with_lm_head  # noqa: E402  (benchmarks/ is not a package)
 NEEDED = {"torch": "all", "transformers": "all", "accelerate": "all", "numpy": "all", "scipy": "probes",
           "sklearn": "probes", "yaml": "all", "safetensors": "run", "tqdm": "all", "rapidfuzz": "augment",
-          "sentence_transformers": "peer", "datasets": "peer", "peft": "lora", "bitsandbytes": "lora"}
-SECTIONS = ("steps", "agreement", "run", "augment", "probes", "profile", "levers", "cached", "peer", "lora")
+          "sentence_transformers": "ceiling", "datasets": "ceiling", "peft": "lora", "bitsandbytes": "lora"}
+SECTIONS = ("steps", "agreement", "run", "augment", "probes", "profile", "levers", "cached", "ceiling", "family",
+            "encode", "lora")
 DEADLINE = [math.inf]  # time.monotonic() past which what is left is skipped (--deadline)
 TINY_SETTINGS = {"infocse": ("losses.aggregation_mlm.layers=1",)}  # what the 2-layer tiny model needs changed
 PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "A10": 125.0}
@@ -371,7 +378,6 @@ def measure_steps(args, model_dir: Path, peak: float | None) -> list[dict]:
     if not args.no_compile:
         plan += [(m, b, mode, True) for m in methods for b in batches
                  for mode in (modes if args.compile_all else ["bf16"])]
-    plan += [(m, batches[0] if args.tiny else 64, "bf16", False) for m in args.family.split(",") if m]
     rows = []
     for method, batch, mode, compiled in plan:
         import torch
@@ -382,10 +388,7 @@ def measure_steps(args, model_dir: Path, peak: float | None) -> list[dict]:
             continue
         reset_peak(args.device)
         try:
-            base = with_lm_head(str(model_dir), model_dir.parent) if method in LM_HEAD else model_dir
-            stepper = Stepper(method, base, args.device, batch,
-                              [*stand_in_models(method, str(model_dir), model_dir.parent, args.tiny),
-                               *(TINY_SETTINGS.get(method, ()) if args.tiny else ())])
+            stepper = Stepper(method, model_dir, args.device, batch)
             if compiled:
                 stepper.compile()
             row.update(timed(stepper, set_mode(mode), args, peak))
@@ -464,10 +467,54 @@ def measure_cached(args, model_dir: Path, peak: float | None) -> dict:
     return found
 
 
-def measure_peer(args, model_dir: Path, work: Path) -> dict:
-    """``cselab train`` beside ``SentenceTransformerTrainer`` on the same work (``benchmarks/peer_trainer.py``): the
-    first batch's loss in each, dropout off and in fp32, then steps/s of each trainer at each batch (bf16 on
-    CUDA)."""
+def run_json(command: list[str], timeout: float) -> dict:
+    """The last JSON line a benchmark subprocess (the same process tree, a fresh process: its own compilation caches
+    and CUDA context) prints; its stderr's tail in the error where it fails."""
+    run = subprocess.run([sys.executable, *command], cwd=ROOT, capture_output=True, text=True, timeout=timeout,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    if run.returncode != 0:
+        print(run.stderr[-5000:], file=sys.stderr, flush=True)
+        raise RuntimeError(f"{Path(command[0]).name} exited {run.returncode}: {run.stderr.strip().splitlines()[-1:]}")
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def left(args) -> float:
+    """Seconds a subprocess may take: what is left before the deadline (10 minutes without one)."""
+    return max(DEADLINE[0] - time.monotonic(), 30.0) if math.isfinite(DEADLINE[0]) else 600.0
+
+
+def simcse_flops(model_dir: Path, batch: int, length: int = 32) -> float:
+    """A simcse step's FLOPs (the module docstring's formula): two views of ``batch`` rows of ``length`` tokens."""
+    import torch
+    from transformers import AutoConfig, AutoModel
+
+    config = AutoConfig.from_pretrained(model_dir)
+    with torch.device("meta"):
+        model = AutoModel.from_config(config)
+    embedding = sum(p.numel() for p in model.get_input_embeddings().parameters())
+    non_embedding = sum(p.numel() for p in model.parameters()) - embedding
+    forward = 2 * non_embedding * length + 4 * config.num_hidden_layers * length ** 2 * config.hidden_size
+    return 3 * forward * 2 * batch
+
+
+def write_rows(path: Path, count: int, seed: int) -> Path:
+    """A JSON-lines table of ``count`` rows with every column a preset reads (text, paraphrase, negation, positive,
+    hard_negative), each text filling the 32 tokens."""
+    rows = []
+    for text in sentences(count, seed=seed):
+        other, negated = " ".join(reversed(text.split())), "not " + text
+        rows.append({"text": text, "paraphrase": other, "negation": negated, "positive": other,
+                     "hard_negative": negated})
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def measure_ceiling(args, model_dir: Path, work: Path, peak: float | None) -> dict:
+    """``cselab train --method simcse`` (the same work as sentence-transformers': ``peer_trainer.SAME_WORK``) beside
+    the same step as a plain PyTorch loop (``benchmarks/ceiling.py``: compiled, CUDA graphs on CUDA) and beside
+    ``SentenceTransformerTrainer``, at batch 512 and 64, each in a process of its own: steps/s, MFU and the ratios;
+    then ``osscse`` as ``cselab train`` runs it at batch 64. First, that the work is the same: both libraries' loss of
+    one batch, dropout off, in fp32."""
     import peer_trainer
 
     cuda = args.device.startswith("cuda")
@@ -481,32 +528,143 @@ def measure_peer(args, model_dir: Path, work: Path) -> dict:
             check["sentence_transformers"])
     except Exception:  # noqa: BLE001  (the timings still run)
         check["error"] = row_error()
-    found = {"first_batch": check}
+    found: dict = {"same_work": check}
     del first
+    speed = ["--set", "training.compile=false"] if args.no_compile else []
     rows = []
-    for batch, steps, skip in ((8, 12, 4), (16, 8, 3)) if args.tiny else ((64, 100, 20), (512, 40, 10)):
-        texts = sentences(batch * steps, seed=20 + batch)
-        corpus = work / f"peer-{batch}.txt"
-        corpus.write_text("\n".join(texts) + "\n", encoding="utf-8")
-        for trainer in ("sentence-transformers", "cselab"):
-            row = {"trainer": trainer, "batch": batch, "steps": steps, "timed_after": skip}
-            if late():
-                rows.append({**row, "error": "skipped: past the deadline"})
-                continue
-            reset_peak(args.device)
-            out = work / f"peer-{trainer}-{batch}"
-            try:
-                if trainer == "cselab":
-                    times = peer_trainer.cselab_train(model_dir, args.device, corpus, batch, steps, cuda, out)
-                else:
-                    times = peer_trainer.st_train(model_dir, args.device, texts, batch, steps, cuda, out)
-                row.update({"steps_per_s": peer_trainer.steps_per_s(times, skip),
-                            "peak_mib": peak_memory_mib(args.device)})
-            except Exception:  # noqa: BLE001  (the other trainer's rows still run)
-                row["error"] = row_error()
-            rows.append(row)
-            print(json.dumps(row), flush=True)
+    for batch, steps, skip in ((16, 8, 3), (8, 12, 4)) if args.tiny else ((512, 40, 10), (64, 100, 20)):
+        corpus = work / f"ceiling-{batch}.txt"
+        corpus.write_text("\n".join(sentences(batch * steps, seed=20 + batch)) + "\n", encoding="utf-8")
+        flops = simcse_flops(model_dir, batch)
+        commands = {
+            "ceiling": [str(ROOT / "benchmarks" / "ceiling.py"), str(model_dir), str(corpus), "--batch", str(batch),
+                        "--steps", str(steps - skip), "--warmup", str(skip), "--device", args.device,
+                        *(["--graphs"] if cuda and not args.no_compile else []),
+                        *(["--eager"] if args.no_compile else [])],
+            "cselab": [str(ROOT / "benchmarks" / "peer_trainer.py"), "cselab", str(model_dir), str(corpus),
+                       *_common(batch, steps, skip, args, work / f"cselab-{batch}"),
+                       *(f"--set={value}" for value in peer_trainer.SAME_WORK), *speed],
+            "sentence-transformers": [str(ROOT / "benchmarks" / "peer_trainer.py"), "sentence-transformers",
+                                      str(model_dir), str(corpus), *_common(batch, steps, skip, args,
+                                                                            work / f"st-{batch}")]}
+        for trainer, command in commands.items():
+            rows.append(_timed_row({"trainer": trainer, "method": "simcse", "batch": batch, "steps": steps,
+                                    "timed_after": skip}, command, args, flops, peak))
+            if trainer == "cselab" and "error" in rows[-1] and not speed:  # its figure without compilation, said so
+                rows.append(_timed_row({"trainer": "cselab, compile false", "method": "simcse", "batch": batch,
+                                        "steps": steps, "timed_after": skip},
+                                       [*command, "--set", "training.compile=false"], args, flops, peak))
+    batch, steps, skip = (8, 12, 4) if args.tiny else (64, 100, 20)
+    table = write_rows(work / "osscse-rows.jsonl", batch * steps, seed=31)
+    rows.append(_timed_row({"trainer": "cselab", "method": "osscse", "batch": batch, "steps": steps,
+                            "timed_after": skip},
+                           [str(ROOT / "benchmarks" / "peer_trainer.py"), "cselab", str(model_dir), str(table),
+                            *_common(batch, steps, skip, args, work / "osscse"), "--method", "osscse", "--set",
+                            "training.lr=1e-5", *speed, "--profile", "3" if args.tiny else "5"], args, None, peak))
     found["runs"] = rows
+    found["ratios"] = _ratios(rows)
+    return found
+
+
+def _common(batch: int, steps: int, skip: int, args, out: Path) -> list[str]:
+    return ["--batch", str(batch), "--steps", str(steps), "--skip", str(skip), "--device", args.device, "--out",
+            str(out)]
+
+
+def _timed_row(row: dict, command: list[str], args, flops: float | None, peak: float | None) -> dict:
+    """One subprocess's figures (and the MFU of ``flops`` a step), or its error, or that the deadline passed."""
+    if late():
+        return {**row, "error": "skipped: past the deadline"}
+    try:
+        found = run_json(command, left(args))
+        row.update({key: value for key, value in found.items() if key not in row})
+        if flops:
+            row["tflops"] = flops * row["steps_per_s"] / 1e12
+            row["mfu"] = row["tflops"] / peak if peak else None
+    except Exception:  # noqa: BLE001  (the row says why; the others still run)
+        row["error"] = row_error()
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def _ratios(rows: list[dict]) -> dict:
+    """cselab's steps/s over the ceiling's and over sentence-transformers', by batch."""
+    rates = {(r["trainer"], r["batch"]): r["steps_per_s"] for r in rows if r["method"] == "simcse" and "error" not in r}
+    ratios = {}
+    for (trainer, batch), value in rates.items():
+        for other in ("ceiling", "sentence-transformers"):
+            if trainer == "cselab" and (other, batch) in rates:
+                ratios[f"cselab/{other}@{batch}"] = value / rates[other, batch]
+    return ratios
+
+
+def measure_family(args, model_dir: Path, work: Path, peak: float | None) -> list[dict]:
+    """The SimCSE family (``--family``) as ``cselab train`` runs each, at batch 64 in bf16 with the trainer's levers
+    but compilation (each would compile anew): steps/s, one row each; the models their losses name are random
+    stand-ins of the released ones' sizes (``benchmarks/stand_ins.py``)."""
+    import peer_trainer
+
+    batch, steps, skip = (8, 8, 3) if args.tiny else (64, 40, 10)
+    table = write_rows(work / "family-rows.jsonl", batch * steps, seed=41)
+    rows = []
+    for method in [m for m in args.family.split(",") if m]:
+        row = {"method": method, "batch": batch, "steps": steps, "timed_after": skip}
+        if late():
+            rows.append({**row, "error": "skipped: past the deadline"})
+            continue
+        reset_peak(args.device)
+        try:
+            base = with_lm_head(str(model_dir), model_dir.parent) if method in LM_HEAD else model_dir
+            overrides = (*stand_in_models(method, str(model_dir), model_dir.parent, args.tiny),
+                         *(TINY_SETTINGS.get(method, ()) if args.tiny else ()), "training.compile=false")
+            found = peer_trainer.cselab_train(Path(base), args.device, table, batch, steps, skip,
+                                              args.device.startswith("cuda"), work / f"family-{method}", method,
+                                              overrides)
+            row.update(found)
+        except Exception:  # noqa: BLE001  (the row says why; the other rows still run)
+            row["error"] = row_error()
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    return rows
+
+
+def measure_encode(args, model_dir: Path) -> dict:
+    """``probe run``'s encoding (the encoder ``load_encoder`` gives, mean pooling, no embedding cache) beside
+    sentence-transformers' own ``encode`` of the same model (its Transformer and mean Pooling): the same sentences
+    (5-60 words), batch 128, bf16 on CUDA for both; sentences/s, and that both give the same vectors (their cosines,
+    and the Spearman correlation of the two encoders' similarities of consecutive pairs)."""
+    import numpy as np
+    import torch
+    from scipy.stats import spearmanr
+    from sentence_transformers import SentenceTransformer, models
+
+    from cselab.encoders import load_encoder
+
+    count, batch = (512, 64) if args.tiny else (40000, 128)
+    texts = sentences(count, seed=9, words=(5, 60))
+    cuda = args.device.startswith("cuda")
+    cselab = load_encoder(str(model_dir), pooler="avg", device=args.device, cache=False)
+    width = json.loads((model_dir / "config.json").read_text())["hidden_size"]
+    peer = SentenceTransformer(modules=[models.Transformer(str(model_dir)), models.Pooling(width, "mean")],
+                               device=args.device)
+    if cuda:
+        peer = peer.to(torch.bfloat16)
+    found, vectors = {"sentences": count, "batch": batch, "dtype": "bfloat16" if cuda else "float32"}, {}
+    for name, encode in (("cselab", lambda: cselab.encode(texts, batch_size=batch)),
+                         ("sentence_transformers", lambda: peer.encode(texts, batch_size=batch,
+                                                                       convert_to_numpy=True))):
+        (cselab.encode if name == "cselab" else peer.encode)(texts[:256], batch_size=batch)  # warm-up
+        synchronize(args.device)
+        clock = time.perf_counter()
+        vectors[name] = np.asarray(encode(), dtype=np.float32)
+        synchronize(args.device)
+        found[f"{name}_sentences_per_s"] = count / (time.perf_counter() - clock)
+    a, b = vectors["cselab"], vectors["sentence_transformers"]
+    cosine = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
+    pairs = [(a[:-1] * a[1:]).sum(1) / np.linalg.norm(a[:-1], axis=1) / np.linalg.norm(a[1:], axis=1),
+             (b[:-1] * b[1:]).sum(1) / np.linalg.norm(b[:-1], axis=1) / np.linalg.norm(b[1:], axis=1)]
+    found.update({"speedup": found["cselab_sentences_per_s"] / found["sentence_transformers_sentences_per_s"],
+                  "min_cosine": float(cosine.min()), "pair_similarity_spearman": float(spearmanr(*pairs)[0])})
     return found
 
 
@@ -765,6 +923,23 @@ def step_table(title: str, rows: list[dict], first: tuple[str, ...]) -> list[str
     return [*lines, ""]
 
 
+def rate_table(title: str, rows: list[dict], first: tuple[str, ...]) -> list[str]:
+    """A Markdown table of whole trainers' figures: each row's ``first`` columns, steps/s, TFLOP/s, MFU and peak
+    memory (or its error)."""
+    lines = [title, "", f"| {' | '.join((*first, 'steps/s', 'TFLOP/s', 'MFU', 'peak MiB'))} |",
+             "|" + "---|" * (len(first) + 4)]
+    for r in rows:
+        head = " | ".join(str(r[key]) for key in first)
+        if "error" in r:
+            lines.append(f"| {head} | {r['error']} | | | |")
+            continue
+        tflops = f"{r['tflops']:.1f}" if r.get("tflops") is not None else "n/a"
+        mfu = f"{100 * r['mfu']:.1f}%" if r.get("mfu") is not None else "n/a"
+        memory = f"{r['peak_mib']:.0f}" if r.get("peak_mib") is not None else "n/a"
+        lines.append(f"| {head} | {r['steps_per_s']:.2f} | {tflops} | {mfu} | {memory} |")
+    return [*lines, ""]
+
+
 def markdown(report: dict) -> str:
     lines = [f"# GPU check: {report['device_name']}", "",
              f"{report['date']}, torch {report['torch']}, CUDA {report['cuda']}, driver {report['driver']}, "
@@ -782,9 +957,22 @@ def markdown(report: dict) -> str:
         for key in ("by_cpu", "by_device"):
             if key in profile:
                 lines += [f"### {key}", "", "```", profile[key], "```", ""]
+    if "ceiling" in report:
+        lines += rate_table("## cselab train beside the ceiling loop and SentenceTransformerTrainer (length 32, bf16 "
+                            "on CUDA)", report["ceiling"]["runs"], ("trainer", "method", "batch"))
+        lines += [f"- {name}: {value:.2f}x" for name, value in report["ceiling"]["ratios"].items()] + [""]
+        lines += ["Same work, one batch, dropout off, fp32:", "", "```json",
+                  json.dumps(report["ceiling"]["same_work"], indent=1), "```", ""]
+        for row in report["ceiling"]["runs"]:
+            for key, table in row.get("profile", {}).items():
+                if key.startswith("by_"):
+                    lines += [f"### {row['method']}, batch {row['batch']}, profile {key}", "", "```", table, "```", ""]
+    if "family" in report:
+        lines += rate_table("## The SimCSE family through cselab train (batch 64, bf16 on CUDA, not compiled)",
+                            report["family"], ("method", "batch"))
     for section, text in report.get("failed", {}).items():
         lines += [f"## {section}: failed", "", "```", text, "```", ""]
-    for section in ("lora", "peer", "cached", "agreement", "run", "augment", "probes"):
+    for section in ("encode", "lora", "cached", "agreement", "run", "augment", "probes"):
         if section in report:
             lines += [f"## {section}", "", "```json", json.dumps(report[section], indent=1, default=str)[:4000],
                       "```", ""]
@@ -810,7 +998,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--deadline", type=float, help="seconds after which what is left is skipped (and said to be): "
                                                        "a lent device's time is short")
     parser.add_argument("--family", default="promptbert,promptbert-sup,sncse,esimcse,diffcse,rankcse,infocse",
-                        help="steps: methods timed once each at batch 64 in bf16, eager (empty: none)")
+                        help="family: methods timed once each through cselab train at batch 64 (empty: none)")
     parser.add_argument("--compile-all", action="store_true", help="torch.compile in every mode, not only bf16")
     parser.add_argument("--peak-tflops", type=float, help="the device's dense bf16 peak, for MFU (default: "
                                                           "known for H100, H200, A100, L40S, A10)")
@@ -848,7 +1036,9 @@ def main(argv: list[str] | None = None) -> int:
             args, work), "run": lambda: measure_run(args, model_dir, work), "augment": lambda: measure_augment(
             args, work), "probes": lambda: measure_probes(args, model_dir), "profile": lambda: measure_profile(
             args, model_dir), "levers": lambda: measure_levers(args, model_dir, peak), "cached": lambda: measure_cached(
-            args, model_dir, peak), "peer": lambda: measure_peer(args, model_dir, work),
+            args, model_dir, peak), "ceiling": lambda: measure_ceiling(args, model_dir, work, peak),
+            "family": lambda: measure_family(args, model_dir, work, peak), "encode": lambda: measure_encode(
+            args, model_dir),
             "lora": lambda: measure_lora(args, work)}
         for section in sections:
             started = time.perf_counter()
@@ -889,8 +1079,8 @@ def row_error() -> str:
 
 def failed_rows(report: dict) -> int:
     """Rows that failed (not those skipped past the deadline), in every section that has rows."""
-    rows = [*report.get("steps", []), *report.get("levers", []), *report.get("peer", {}).get("runs", []),
-            report.get("peer", {}).get("first_batch", {}), *report.get("lora", [])]
+    rows = [*report.get("steps", []), *report.get("levers", []), *report.get("ceiling", {}).get("runs", []),
+            report.get("ceiling", {}).get("same_work", {}), *report.get("family", []), *report.get("lora", [])]
     return sum("error" in row and not row["error"].startswith("skipped") for row in rows)
 
 

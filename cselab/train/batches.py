@@ -7,6 +7,10 @@ encodes its own share, and in-batch negatives are gathered from all of them (:mo
 
 from __future__ import annotations
 
+import contextlib
+import copy
+import queue
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -61,19 +65,70 @@ class EpochOrder(Sampler[int]):
 
 class Collator:
     """Rows -> :class:`Batch`: the column of each ``(column, prompt)`` of ``keys`` tokenised with the encoder's
-    tokenizer, that prompt and ``max_length``."""
+    tokenizer, that prompt and ``max_length``. ``own_tokenizer``: through a copy of the tokenizer of its own (the
+    training loader's, which a background thread runs while the step may tokenise too; views made here, in the
+    caller's thread); ``pin``: the token tensors in pinned memory, copied to a CUDA device without a wait."""
 
-    def __init__(self, encoder, keys: list[Key]):
-        self.encoder, self.keys = encoder, keys
+    def __init__(self, encoder, keys: list[Key], own_tokenizer: bool = False, pin: bool = False):
+        self.encoder, self.keys, self.pin = encoder, keys, pin
+        tokenizer = copy.deepcopy(encoder.tokenizer) if own_tokenizer else None
+        self.views = {prompt: encoder.text_view(prompt, tokenizer) for prompt in dict.fromkeys(p for _, p in keys)}
 
     def __call__(self, rows: dict[str, list]) -> Batch:
         batch = Batch(rows)
         for column, prompt in self.keys:
             present = [i for i, value in enumerate(rows[column]) if value]
-            ids, mask = self.encoder.tokenize([rows[column][i] for i in present], prompt=prompt) if present \
+            view = self.views[prompt]
+            ids, mask = view.pad(view.tokenize([rows[column][i] for i in present], warn=False)) if present \
                 else (None, None)
+            if self.pin and ids is not None:
+                ids, mask = ids.pin_memory(), mask.pin_memory()
             batch.tokens[column, prompt] = (present, ids, mask)
         return batch
+
+
+class Ahead(Iterator):
+    """The items of ``items`` made up to ``depth`` ahead in a daemon thread (a bounded queue): the training batches
+    tokenised while the step computes (the Rust tokenizer releases the GIL). An error in the thread is raised by the
+    ``next`` that would have returned the item; :meth:`close` stops the thread."""
+
+    def __init__(self, items: Iterator, depth: int):
+        self.queue: queue.Queue = queue.Queue(depth)
+        self.stopped = threading.Event()
+        self.thread = threading.Thread(target=self._fill, args=(items,), name="cselab-batches", daemon=True)
+        self.thread.start()
+
+    def _put(self, entry: tuple) -> bool:
+        while not self.stopped.is_set():
+            try:
+                self.queue.put(entry, timeout=0.1)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def _fill(self, items: Iterator) -> None:
+        try:
+            for item in items:
+                if not self._put((item, None)):
+                    return
+        except BaseException as err:  # noqa: BLE001  (handed to the consumer, raised there)
+            self._put((None, err))
+            return
+        self._put((None, StopIteration()))
+
+    def __next__(self):
+        item, error = self.queue.get()
+        if error is not None:
+            self.close()
+            raise error
+        return item
+
+    def close(self) -> None:
+        self.stopped.set()
+        while self.thread.is_alive():
+            with contextlib.suppress(queue.Empty):
+                self.queue.get(timeout=0.1)
 
 
 def row_texts(rows, keys: list[Key]) -> list[tuple[str, ...]]:

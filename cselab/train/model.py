@@ -31,7 +31,7 @@ from cselab.encoders.pretrained import load_pretrained
 from cselab.encoders.transformer import TransformerEncoder
 from cselab.errors import ConfigError
 from cselab.registry import build_plugin
-from cselab.train.config.sections import EncoderConfig
+from cselab.train.config.sections import PAD_MULTIPLE, EncoderConfig
 from cselab.train.language_models import load_lm_head
 from cselab.train.plugins.heads import build_head
 
@@ -72,6 +72,7 @@ class TrainingEncoder(nn.Module):
         self.__dict__["frozen"] = (copy.deepcopy(backbone).to(getattr(torch, config.frozen)).eval()
                                    .requires_grad_(False) if config.frozen else None)
         self.frozen_mode, self.momentum = config.frozen_mode, config.momentum
+        self.__dict__["compiled"] = None  # the backbone through torch.compile (compile_backbone): not a submodule
         if config.momentum is not None and config.momentum_start == "random":
             self.frozen.apply(backbone._init_weights)  # the backbone's initialisation, drawn anew
         # trained auxiliary models of the method's losses (DiffCSE's discriminator): in the optimizer, DDP and OUT/last,
@@ -111,6 +112,13 @@ class TrainingEncoder(nn.Module):
     def tokenizer(self):
         return self.view.tokenizer
 
+    def compile_backbone(self, cuda_graphs: bool = False) -> None:
+        """Training's passes of the backbone through ``torch.compile`` (the same weights; the dev scorer, the
+        language-model head's passes and checkpoints use the plain backbone), each batch's rows padded with the
+        tokenizer's padding to a multiple of :data:`PAD_MULTIPLE` tokens (fewer shapes to compile; the pooled vectors
+        are the same); replayed as CUDA graphs with ``cuda_graphs``."""
+        self.__dict__["compiled"] = torch.compile(self.backbone, mode="reduce-overhead" if cuda_graphs else None)
+
     def checkpoint_view(self) -> TransformerEncoder:
         """The encoder a checkpoint holds: the trained one, or with an adapter a copy whose backbone has the
         adapter's weights merged in (a plain model of the base's architecture)."""
@@ -131,6 +139,16 @@ class TrainingEncoder(nn.Module):
                                                      bidirectional=self.view.bidirectional, head=self.view.head,
                                                      head_before_denoise=self.view.head_before_denoise)
         return self._views[prompt]
+
+    def text_view(self, prompt: str | None = None, tokenizer=None) -> TransformerEncoder:
+        """The view of ``prompt`` (the encoder's by default) for tokenising only, with ``tokenizer`` instead of the
+        encoder's when given (a copy another thread uses); the backbone's mode is left as it was."""
+        training = self.backbone.training
+        view = copy.copy(self._view(prompt))
+        self.backbone.train(training)
+        if tokenizer is not None:
+            view.tokenizer = tokenizer
+        return view
 
     def tokenize(self, sentences: list[str], prompt: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Padded token ids and attention mask of ``sentences`` in ``prompt`` (the encoder's by default)."""
@@ -168,7 +186,11 @@ class TrainingEncoder(nn.Module):
             model.to(device)  # the frozen copy follows the backbone (it is not a submodule)
         # TransformerEncoder puts the backbone in eval mode; the frozen copy has dropout only in frozen_mode train
         model.train(self.training and (not frozen or self.frozen_mode == "train"))
-        input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
+        input_ids, attention_mask = (t.to(device, non_blocking=True) for t in (input_ids, attention_mask))
+        if self.compiled is not None and self.training and not frozen:
+            model = self.compiled
+            input_ids, attention_mask = padded(input_ids, attention_mask, self.tokenizer.pad_token_id or 0,
+                                               PAD_MULTIPLE, self.view.limit)
         use = self.head is not None and use_head and (self.training or self.head_at_test)
         # the view applies a head that goes before the denoising's subtraction; every other head is applied here
         inside = use and view.head_before_denoise
@@ -195,6 +217,19 @@ class TrainingEncoder(nn.Module):
         """Pooled vectors of ``sentences``; ``prompt`` overrides the encoder's template for this call
         (e.g. the second view of a prompt-based positive pair); ``options`` as in :meth:`forward`."""
         return self(*self.tokenize(sentences, prompt), prompt=prompt, use_head=use_head, **options)
+
+
+def padded(input_ids: torch.Tensor, attention_mask: torch.Tensor, pad_id: int, multiple: int, limit: int
+           ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded rows widened with ``pad_id`` (attention 0) to the next multiple of ``multiple`` tokens, at most
+    ``limit`` (the model's positions)."""
+    width = input_ids.shape[1]
+    target = min(-(-width // multiple) * multiple, max(limit, width))
+    if target == width:
+        return input_ids, attention_mask
+    extra = target - width
+    return (torch.nn.functional.pad(input_ids, (0, extra), value=pad_id),
+            torch.nn.functional.pad(attention_mask, (0, extra), value=0))
 
 
 def save_checkpoint(folder: str | os.PathLike, encoder: TrainingEncoder, info: CheckpointInfo) -> Path:

@@ -23,7 +23,8 @@ from cselab.train.distributed import gather_rows, global_count, global_mean
 from cselab.train.plugins import functional as L
 from cselab.train.plugins.kinds import Augment, Loss, LossContext, NegativeSource, TokenAugment
 from cselab.train.config.method import MethodConfig
-from cselab.train.config.sections import ViewConfig
+from cselab.encoders.transformer import MASK_PLACEHOLDER
+from cselab.train.config.sections import EncoderConfig, ViewConfig
 from cselab.train.config.schema import loss_plugin, value_columns
 
 Encoded = dict[str, tuple[torch.Tensor, list[int]]]
@@ -93,7 +94,7 @@ class Objective(nn.Module):
     the resolved config; ``objective(model, rows)`` gives each loss of a batch. Its ``state_dict`` holds the plug-ins'
     own state (e.g. a memory bank), saved with the run and restored on resume."""
 
-    def __init__(self, method: MethodConfig):
+    def __init__(self, method: MethodConfig, merge: bool = False):
         super().__init__()
         self.method = method.name
         self.views = tuple(View.from_config(name, view) for name, view in method.views.items())
@@ -102,6 +103,10 @@ class Objective(nn.Module):
         self.forward_keys: list[Key] = list(dict.fromkeys((v.column, v.prompt) for v in self.views if not v.of))
         self.view_keys = {v.name: (v.column, v.prompt) for v in self.views if not v.of}  # a view's tokenisation
         self.shared_pass = shared_passes(self.views)
+        # the passes run as one (training.merge_passes): each pass's first view -> the first views of its group
+        groups = merged_passes(self.views, method.encoder) if merge else [[name] for name in dict.fromkeys(
+            passed[0].name for passed in self.shared_pass.values())]
+        self.merged = {lead: group for group in groups for lead in group}
         self.interleaved = method.training.view_rows == "interleaved"
         self.names = list(method.losses)
         self.weights = {name: params["weight"] for name, params in method.losses.items()}
@@ -157,8 +162,9 @@ class Objective(nn.Module):
                 base, present = out[view.of]
                 out[view.name] = (view.from_base(base, captured, directions), present)
             else:
-                out.update(_forward_views(model, encoder, self.shared_pass[view.name], batch, captured, directions,
-                                          self.interleaved, self.pooled))
+                passes = [self.shared_pass[lead] for lead in self.merged[view.name]]
+                out.update(_forward_passes(model, encoder, passes, batch, captured, directions, self.interleaved,
+                                           self.pooled))
         return out
 
     def losses_on(self, encoded: Encoded, initial_weights: Callable[[], tuple] | None = None, model=None,
@@ -228,38 +234,113 @@ def _split(tensor: torch.Tensor, copies: int, interleaved: bool) -> tuple[torch.
     return tensor.unflatten(0, (-1, copies)).unbind(1)
 
 
-def _forward_views(model, encoder, views: list[View], batch: Batch, captured, directions,
-                   interleaved: bool = False, pooled: set[str] = frozenset()) -> dict[str, tuple]:
-    """The vectors of ``views`` (one column, prompt, layers and copy) from one forward pass: their rows repeated
-    once per view (stacked, or ``interleaved`` as SimCSE's released code lays them out), each copy drawing its own
-    dropout masks; a view in ``pooled`` also gives ``NAME.pooled``, its vectors before the training head."""
-    first, copies = views[0], len(views)
-    present, input_ids, attention_mask = batch.tokens[first.column, first.prompt]
-    if present:
-        if first.tokens is not None:
-            input_ids, attention_mask = first.tokens(input_ids, attention_mask, encoder.tokenizer.pad_token_id or 0)
-        if copies > 1:
-            input_ids, attention_mask = (_copies(t, copies, interleaved) for t in (input_ids, attention_mask))
-        keep = any(view.name in pooled for view in views)
+def merged_passes(views: tuple[View, ...], encoder: EncoderConfig) -> list[list[str]]:
+    """The forward passes (each named by its first view, :func:`shared_passes`) grouped into those that can run as
+    one (``training.merge_passes``): passes without an augment, of the same copy, layers and layer pooler, whose
+    templates pool alike (the mask token on the same side of the sentence for the mask pooler; the same template
+    where denoising or ``pool_tokens`` read the template itself). Their vectors are those of separate passes, each
+    row's attention reading its own tokens only."""
+    shared, leads, seen = shared_passes(views), [], set()
+    for view in views:
+        if not view.of and view.name not in seen:
+            leads.append(view)
+            seen.update(v.name for v in shared[view.name])
+
+    def key(view: View):
+        if view.augment is not None or view.tokens is not None:
+            return ("alone", view.name)
+        prompt = view.prompt if view.prompt is not None else encoder.prompt
+        if encoder.denoise or encoder.pool_tokens != "all":
+            template: Any = prompt
+        elif "mask" in (encoder.pooler, view.layer_pooler) and prompt:
+            template = prompt.find(MASK_PLACEHOLDER) > prompt.find("{}")
+        else:
+            template = None
+        layers = tuple(view.layers) if isinstance(view.layers, (list, tuple)) else view.layers
+        return (view.frozen, layers, view.layer_pooler, template)
+
+    groups: dict[Any, list[str]] = {}
+    for view in leads:
+        groups.setdefault(key(view), []).append(view.name)
+    return list(groups.values())
+
+
+def _stacked(blocks: list[tuple[torch.Tensor, torch.Tensor]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Blocks of right-padded rows (ids, mask) as one batch, each padded to the widest."""
+    width = max(ids.shape[1] for ids, _ in blocks)
+    pad = torch.nn.functional.pad
+    return (torch.cat([pad(ids, (0, width - ids.shape[1]), value=pad_id) for ids, _ in blocks]),
+            torch.cat([pad(mask, (0, width - mask.shape[1]), value=0) for _, mask in blocks]))
+
+
+def _forward_passes(model, encoder, passes: list[list[View]], batch: Batch, captured, directions,
+                    interleaved: bool = False, pooled: set[str] = frozenset()) -> dict[str, tuple]:
+    """The vectors of the views of ``passes`` from one forward pass. Each pass's views (one column, prompt, layers and
+    copy) have their rows repeated once per view (stacked, or ``interleaved`` as SimCSE's released code lays them
+    out), each copy drawing its own dropout masks; several passes (:func:`merged_passes`) have their rows stacked,
+    padded to the longest. A view in ``pooled`` also gives ``NAME.pooled``, its vectors before the training head."""
+    first, pad_id = passes[0][0], encoder.tokenizer.pad_token_id or 0
+    device = next(encoder.backbone.parameters()).device
+    blocks = []
+    for views in passes:
+        present, input_ids, attention_mask = batch.tokens[views[0].column, views[0].prompt]
+        if present:
+            if views[0].tokens is not None:
+                input_ids, attention_mask = views[0].tokens(input_ids, attention_mask, pad_id)
+            input_ids, attention_mask = (t.to(device, non_blocking=True) for t in (input_ids, attention_mask))
+            if len(views) > 1:
+                input_ids, attention_mask = (_copies(t, len(views), interleaved) for t in (input_ids, attention_mask))
+        blocks.append((views, present, input_ids, attention_mask))
+    live = [(ids, mask) for _, present, ids, mask in blocks if present]
+    if live:
+        keep = any(view.name in pooled for views in passes for view in views)
+        input_ids, attention_mask = live[0] if len(live) == 1 else _stacked(live, pad_id)
         result = model(input_ids, attention_mask, prompt=first.prompt, layers=first.layers,
                        layer_pooler=first.layer_pooler, frozen=first.frozen,
                        input_augment=first.input_augment(captured, directions), pooled=keep)
         if keep:  # the second is the vectors before the head
             (vectors, before), layers = result, None
-            before = _split(before, copies, interleaved)
         else:
-            vectors, layers = result if first.layers else (result, None)
-        vectors = _split(vectors, copies, interleaved)
-        layers = [None] * copies if layers is None else _split(layers, copies, interleaved)
-    else:
-        empty = encoder.empty()
-        vectors, layers = [empty] * copies, [empty.unsqueeze(1) if first.layers else None] * copies
-        before = [empty] * copies
+            (vectors, layers), before = (result if first.layers else (result, None)), None
+        sizes = [len(ids) for ids, _ in live]
+        parts = [_parts(tensor, sizes) for tensor in (vectors, layers, before)]
+    out, number = {}, 0
+    for views, present, _, _ in blocks:
+        if present:
+            out.update(_views_of(views, present, *(part[number] for part in parts), interleaved, pooled))
+            number += 1
+        else:
+            out.update(_views_of(views, present, *_empty(encoder, views[0]), interleaved, pooled))
+    return out
+
+
+def _parts(tensor: torch.Tensor | None, sizes: list[int]) -> list[torch.Tensor | None]:
+    """``tensor``'s rows cut into blocks of ``sizes`` rows (as it is for one block)."""
+    if tensor is None:
+        return [None] * len(sizes)
+    return [tensor] if len(sizes) == 1 else list(tensor.split(sizes))
+
+
+def _empty(encoder, first: View) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """The vectors, layers and vectors before the head of a pass no row has."""
+    empty = encoder.empty()
+    return empty, empty.unsqueeze(1) if first.layers else None, empty
+
+
+def _views_of(views: list[View], present: list[int], vectors: torch.Tensor, layers: torch.Tensor | None,
+              before: torch.Tensor | None, interleaved: bool, pooled: set[str]) -> dict[str, tuple]:
+    """Each view of one pass: its rows of ``vectors`` (and ``layers``, ``before``: the vectors before the head), laid
+    out by :func:`_copies` (a pass no row has: the same empty tensors for each)."""
+    copies = len(views)
+    split = (lambda tensor: _split(tensor, copies, interleaved)) if present else (lambda tensor: [tensor] * copies)
+    vectors = split(vectors)
+    layers = [None] * copies if layers is None else split(layers)
+    before = [None] * copies if before is None else split(before)
     out = {}
-    for index, (view, view_vectors, view_layers) in enumerate(zip(views, vectors, layers, strict=True)):
+    for view, view_vectors, view_layers, view_before in zip(views, vectors, layers, before, strict=True):
         out[view.name] = (view_vectors, present)
         if view.name in pooled:
-            out[f"{view.name}.pooled"] = (before[index], present)
+            out[f"{view.name}.pooled"] = (view_before, present)
         if view_layers is not None:
             out[f"{view.name}.layers"] = (view_layers, present)
     return out
@@ -279,7 +360,7 @@ def row_values(batch: Batch | None, columns: list[str], device) -> Encoded:
     for column in columns:
         present = [i for i, value in enumerate(batch.rows[column]) if value is not None and value != ""]
         values = [float(batch.rows[column][i]) for i in present]
-        out[value_key(column)] = (torch.tensor(values, dtype=torch.float32, device=device), present)
+        out[value_key(column)] = (torch.tensor(values, dtype=torch.float32).to(device, non_blocking=True), present)
     return out
 
 
@@ -292,13 +373,18 @@ def truncated(context: LossContext, width: int) -> LossContext:
 
 
 def aligned(encoded: Encoded, names: list[str]) -> list[torch.Tensor]:
-    """The views' vectors restricted to the rows all of them have (possibly none)."""
+    """The views' vectors restricted to the rows all of them have (possibly none): a view that has just those rows as
+    it is, the others' rows picked by an index copied to their device without a wait."""
     common = sorted(set.intersection(*(set(encoded[n][1]) for n in names)))
     result = []
     for name in names:
         vectors, present = encoded[name]
+        if list(present) == common:
+            result.append(vectors)
+            continue
         index = {row: k for k, row in enumerate(present)}
-        result.append(vectors[[index[row] for row in common]])
+        picked = torch.tensor([index[row] for row in common], dtype=torch.long)
+        result.append(vectors[picked.to(vectors.device, non_blocking=True)])
     return result
 
 

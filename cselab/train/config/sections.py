@@ -18,6 +18,8 @@ from cselab.files import shown
 from cselab.registry import MAX_SEED, REQUIRED, Checked, Param, get, schema_of, setting
 
 DTYPES = ("float32", "bfloat16", "float16")
+AUTO = "auto"  # a speed setting decided by the device (cselab.train.run.execution)
+PAD_MULTIPLE = 16  # a compiled backbone's rows are padded to a multiple of this many tokens (fewer shapes)
 
 
 def head_spec(head: Any) -> Any:
@@ -170,11 +172,28 @@ class TrainingConfig(Checked):
                        "(STS-B dev), sickr (SICK-R dev), sts-dev-avg (their mean), a transfer task's dev accuracy "
                        "(mr, cr, subj, mpqa, sst2, trec, mrpc), transfer-dev-avg (their mean) or none (best = last "
                        "save)", choices=dev_names)  # the function: found when a value is checked
+    # how the steps execute (docs/train.md, "Speed"): none changes the method's math; auto decides by the device
+    prefetch: int = setting(2, int, "batches tokenised ahead of the step in a background thread (0: each batch "
+                            "tokenised in its step)", min=0)
+    compile: bool | str = setting(AUTO, (bool, str), "torch.compile the backbone (its rows padded to a multiple of "
+                                  f"{PAD_MULTIPLE} tokens) and the losses' math: auto (on a CUDA device; off on the "
+                                  "CPU, or where the method cannot, with a note saying why), true or false",
+                                  words=(AUTO,))
+    cuda_graphs: bool | str = setting(AUTO, (bool, str), "replay the compiled backbone as CUDA graphs: auto (where "
+                                      "it is compiled on a CUDA device and the step allows, else a note says why "
+                                      "not), true (refused where it cannot) or false", words=(AUTO,))
+    merge_passes: bool | str = setting(AUTO, (bool, str), "views that differ only in column or prompt (same copy, "
+                                       "layers and pooling, no augment) share one forward pass, their rows padded to "
+                                       "one length: auto (on a CUDA device), true or false; the same vectors with "
+                                       "dropout off, other dropout masks with it on", words=(AUTO,))
 
     def rules(self) -> None:
         if self.warmup >= 1 and self.warmup != int(self.warmup):
             raise ConfigError(f"training.warmup: {shown(self.warmup)} is neither a fraction below 1 nor a whole "
                               "number of steps")
+        if self.cuda_graphs is True and self.compile is False:
+            raise ConfigError("training.cuda_graphs: true replays the compiled backbone, and training.compile is "
+                              "false; set compile to true or auto, or cuda_graphs to auto or false")
 
 
 def warmup_steps(warmup: float, total: int) -> int:

@@ -24,9 +24,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import functools
 import math
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -61,6 +64,36 @@ def dynamic_margin(similarities: torch.Tensor, labels: torch.Tensor) -> torch.Te
     return positive / (similarities.shape[1] - 1)
 
 
+_COMPILING: contextvars.ContextVar[bool] = contextvars.ContextVar("cselab_compiling_losses", default=False)
+
+
+@contextlib.contextmanager
+def compiled(on: bool = True) -> Iterator[None]:
+    """Inside (``on``), the functions marked :func:`compilable` run through ``torch.compile``: a training step's, when
+    the run compiles (``training.compile``)."""
+    token = _COMPILING.set(on)
+    try:
+        yield
+    finally:
+        _COMPILING.reset(token)
+
+
+def compilable(function: Callable) -> Callable:
+    """``function`` through ``torch.compile`` (compiled at its first call inside :func:`compiled`), as it is
+    outside."""
+    found: list[Callable] = []
+
+    @functools.wraps(function)
+    def run(*args, **kwargs):
+        if not _COMPILING.get():
+            return function(*args, **kwargs)
+        if not found:
+            found.append(torch.compile(function))
+        return found[0](*args, **kwargs)
+    return run
+
+
+@compilable
 def info_nce(anchors: torch.Tensor, positives: torch.Tensor, temperature: float = 0.05,
              extra_negatives: torch.Tensor | None = None, offset: int = 0, reduction: str = "mean",
              transform: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None, multitask: bool = False,
@@ -122,6 +155,7 @@ def sg_opt(sentences: torch.Tensor, guides: torch.Tensor, temperature: float = 0
     return (torch.logaddexp(positives, others.unsqueeze(1)) - positives).mean()
 
 
+@compilable
 def two_way_margin(anchors: torch.Tensor, paraphrases: torch.Tensor, negations: torch.Tensor,
                    alpha: float = 0.05, beta: float = 0.2, reduction: str = "mean") -> torch.Tensor:
     """Two-way max-margin loss, mean over rows (zero, still differentiable, for no rows) or per row
@@ -135,11 +169,16 @@ def two_way_margin(anchors: torch.Tensor, paraphrases: torch.Tensor, negations: 
 
 
 def recall(parameters: Iterable[torch.Tensor], initial: Iterable[torch.Tensor], gamma: float = 2e-3) -> torch.Tensor:
-    """``gamma / 2`` times the squared distance of the parameters to their initial values."""
-    terms = [((p - p0.to(p.device)) ** 2).sum() for p, p0 in zip(parameters, initial, strict=True)]
-    if not terms:
+    """``gamma / 2`` times the squared distance of the parameters to their initial values (each tensor's distance
+    through torch's multi-tensor kernels: a few launches for a model's hundreds of weights, forward and backward)."""
+    parameters, initial = list(parameters), list(initial)
+    if len(parameters) != len(initial):
+        raise ValueError(f"recall(): {len(parameters)} parameters and {len(initial)} initial values")
+    if not parameters:
         raise ValueError("recall() needs at least one parameter")
-    return 0.5 * gamma * torch.stack(terms).sum()
+    device = parameters[0].device
+    norms = torch._foreach_norm(torch._foreach_sub(parameters, [p0.to(device) for p0 in initial]))
+    return 0.5 * gamma * torch.stack(norms).square().sum()
 
 
 def mask_tokens(input_ids: torch.Tensor, maskable: torch.Tensor, probability: float, mask_id: int, vocab_size: int,

@@ -166,12 +166,12 @@ def masked_views(context: LossContext, names: list[str], probability: float, mas
     tokens and padding kept; ``mask_id``: the tokenizer's mask token by default) with their labels."""
     encoder = getattr(context.model, "module", context.model)
     tokenizer, device = encoder.tokenizer, next(encoder.backbone.parameters()).device
-    special = torch.tensor(tokenizer.all_special_ids, device=device)
+    special = torch.tensor(tokenizer.all_special_ids).to(device, non_blocking=True)
     for name in names:
         present, input_ids, attention_mask = context.tokens(name)
         if not present:
             continue
-        input_ids, attention_mask = input_ids.to(device), attention_mask.to(device)
+        input_ids, attention_mask = (t.to(device, non_blocking=True) for t in (input_ids, attention_mask))
         masked, labels = L.mask_tokens(input_ids, attention_mask.bool() & ~torch.isin(input_ids, special),
                                        probability, tokenizer.mask_token_id if mask_id is None else mask_id,
                                        len(tokenizer), mask_share=mask_share)

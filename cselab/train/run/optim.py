@@ -30,18 +30,25 @@ class LegacyAdamW(torch.optim.Optimizer):
         m ← β₁ m + (1 − β₁) g;   v ← β₂ v + (1 − β₂) g²
         θ ← θ − lr · sqrt(1 − β₂ᵗ) / (1 − β₁ᵗ) · m / (sqrt(v) + ε)
         θ ← θ − lr · λ · θ          (the weight decay, after the update)
+
+    With ``fused`` (None: where the parameters are on a CUDA device) the update of the parameters that share a
+    device, dtype and step count is torch's fused Adam kernel (``torch._fused_adam_``: one launch), given
+    ``ε / sqrt(1 − β₂ᵗ)`` for ε, which is the same update (torch adds ε after dividing ``sqrt(v)`` by
+    ``sqrt(1 − β₂ᵗ)``); the decay follows as above. The state is the same either way (``step`` a count,
+    ``exp_avg``, ``exp_avg_sq``), so a run resumes on either path.
     """
 
     def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-6,
-                 weight_decay: float = 0.0):
+                 weight_decay: float = 0.0, fused: bool | None = None):
         super().__init__(params, {"lr": lr, "betas": tuple(betas), "eps": eps, "weight_decay": weight_decay})
+        self.fused = fused
 
     @torch.no_grad()
     def step(self, closure=None):
         """One update of every parameter with a gradient: the same operations as one loop per parameter, applied
-        with torch's ``_foreach`` kernels to all the parameters of a group that share a device, dtype and step
-        count: a few kernel launches per group instead of a few per parameter (see benchmarks/RESULTS.md, GPU
-        check)."""
+        with torch's ``_foreach`` kernels (or its fused Adam kernel, ``fused``) to all the parameters of a group that
+        share a device, dtype and step count: a few kernel launches per group instead of a few per parameter (see
+        benchmarks/RESULTS.md, GPU check)."""
         loss = None
         if closure is not None:
             with torch.enable_grad():
@@ -59,10 +66,13 @@ class LegacyAdamW(torch.optim.Optimizer):
                     state["exp_avg_sq"] = torch.zeros_like(parameter)
                 state["step"] += 1
                 together.setdefault((parameter.device, parameter.dtype, state["step"]), []).append(parameter)
-            for (_, _, step), parameters in together.items():
+            for (device, _, step), parameters in together.items():
                 grads = [p.grad for p in parameters]
                 exp_avg = [self.state[p]["exp_avg"] for p in parameters]
                 exp_avg_sq = [self.state[p]["exp_avg_sq"] for p in parameters]
+                if self.fused or (self.fused is None and device.type == "cuda"):
+                    fused_update(parameters, grads, exp_avg, exp_avg_sq, group, step)
+                    continue
                 torch._foreach_mul_(exp_avg, beta1)
                 torch._foreach_add_(exp_avg, grads, alpha=1.0 - beta1)
                 torch._foreach_mul_(exp_avg_sq, beta2)
@@ -76,6 +86,19 @@ class LegacyAdamW(torch.optim.Optimizer):
         return loss
 
 
+def fused_update(parameters: list[torch.Tensor], grads: list[torch.Tensor], exp_avg: list[torch.Tensor],
+                 exp_avg_sq: list[torch.Tensor], group: dict[str, Any], step: int) -> None:
+    """:class:`LegacyAdamW`'s update of ``parameters`` (one device, dtype and step count) in torch's fused Adam kernel,
+    then the decay after it."""
+    beta1, beta2 = group["betas"]
+    steps = [torch.full((), float(step), dtype=torch.float32, device=parameters[0].device)] * len(parameters)
+    torch._fused_adam_(parameters, grads, exp_avg, exp_avg_sq, [], steps, lr=group["lr"], beta1=beta1, beta2=beta2,
+                       weight_decay=0.0, eps=group["eps"] / math.sqrt(1.0 - beta2 ** step), amsgrad=False,
+                       maximize=False)
+    if group["weight_decay"] > 0.0:
+        torch._foreach_add_(parameters, parameters, alpha=-group["lr"] * group["weight_decay"])
+
+
 def parameter_groups(named: Iterable[tuple[str, torch.Tensor]], cfg: TrainingConfig) -> list[dict[str, Any]]:
     """Two groups: the parameters that take ``weight_decay`` and those whose name contains one of ``no_decay``."""
     decay, exempt = [], []
@@ -84,12 +107,17 @@ def parameter_groups(named: Iterable[tuple[str, torch.Tensor]], cfg: TrainingCon
     return [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": exempt, "weight_decay": 0.0}]
 
 
-def build_optimizer(named: Iterable[tuple[str, torch.Tensor]], cfg: TrainingConfig) -> torch.optim.Optimizer:
+def build_optimizer(named: Iterable[tuple[str, torch.Tensor]], cfg: TrainingConfig, fused: bool = False
+                    ) -> torch.optim.Optimizer:
     """The ``training.optimizer`` over the named trainable parameters, with every argument from ``cfg``: ``lr``,
     ``adam_betas``, ``adam_eps``, ``weight_decay`` (0 in most presets, as SimCSE's Hugging Face Trainer; torch's own
-    default, 0.01, would pull the weights to 0) and ``no_decay``."""
-    kind = LegacyAdamW if cfg.optimizer == "adamw_legacy" else torch.optim.AdamW
-    return kind(parameter_groups(named, cfg), lr=cfg.lr, betas=tuple(cfg.adam_betas), eps=cfg.adam_eps)
+    default, 0.01, would pull the weights to 0) and ``no_decay``. ``fused``: the update in fused kernels (a CUDA
+    device's run; the same update)."""
+    groups = parameter_groups(named, cfg)
+    options = {"lr": cfg.lr, "betas": tuple(cfg.adam_betas), "eps": cfg.adam_eps}
+    if cfg.optimizer == "adamw_legacy":
+        return LegacyAdamW(groups, **options, fused=fused)
+    return torch.optim.AdamW(groups, **options, **({"fused": True} if fused else {}))
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainingConfig, total: int):
@@ -110,11 +138,11 @@ def set_schedule_step(scheduler, step: int) -> None:
 
 
 def clip_and_step(optimizer, scheduler, parameters: list[torch.Tensor], max_grad_norm: float | None,
-                  clip=torch.nn.utils.clip_grad_norm_) -> float | None:
+                  clip=torch.nn.utils.clip_grad_norm_) -> torch.Tensor | None:
     """One optimizer step: the gradients' total norm clipped to ``max_grad_norm`` (with ``clip``; None: not
     clipped), then the optimizer and the schedule stepped and the gradients cleared. Returns the norm before
-    clipping (None when not clipped)."""
-    norm = None if max_grad_norm is None else float(clip(parameters, max_grad_norm))
+    clipping, on the device (None when not clipped): nothing is read back."""
+    norm = None if max_grad_norm is None else torch.as_tensor(clip(parameters, max_grad_norm)).detach()
     optimizer.step()
     scheduler.step()
     optimizer.zero_grad()

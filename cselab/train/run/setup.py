@@ -21,6 +21,7 @@ from cselab.train.config.schema import loss_plugin
 from cselab.train.config.sections import TrainingConfig
 from cselab.train.model import TrainingEncoder
 from cselab.train.objective import Objective
+from cselab.train.run.execution import Execution, plan
 from cselab.train.run.optim import build_optimizer, build_scheduler
 from cselab.train.batches import Collator, training_loader
 
@@ -113,25 +114,33 @@ class TrainingSetup:
     per_epoch: int
     total: int
     initial: list[torch.Tensor] | None
+    execution: Execution
 
     @property
     def trainable(self) -> list[torch.Tensor]:
         return [p for p in self.encoder.parameters() if p.requires_grad]
 
     def initial_weights(self) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
-        """What ``recall`` compares: the backbone's weights now and at the start."""
-        return list(self.encoder.backbone.parameters()), self.initial
+        """What ``recall`` compares: the backbone's weights now and at the start (moved to the backbone's device
+        once, the first time the backbone is found there)."""
+        current = list(self.encoder.backbone.parameters())
+        if self.initial and self.initial[0].device != current[0].device:
+            self.initial = [tensor.to(current[0].device) for tensor in self.initial]
+        return current, self.initial
 
 
 def setup(method: MethodConfig, model: str, rows, where: str = "the training data", processes: int = 1,
-          data_dir: str | os.PathLike | None = None, eval_limit: int | None = None) -> TrainingSetup:
+          data_dir: str | os.PathLike | None = None, eval_limit: int | None = None,
+          execution: Execution | None = None) -> TrainingSetup:
     """``method``'s training parts over the backbone ``model`` and the training ``rows`` (``where`` names them in an
     error), for ``processes`` processes; seeded with ``training.seed`` first, so that the same method builds the same
     initial weights. The dev scorer (``training.dev`` over ``data_dir``, ``eval_limit`` pairs) reads its data when it
-    first runs."""
+    first runs. ``execution``: how the steps execute (:func:`~cselab.train.run.execution.plan`; by default, on the
+    CPU)."""
     cfg = method.training
+    execution = execution or plan(method, "cpu", processes)
     set_seed(cfg.seed)
-    objective = Objective(method)
+    objective = Objective(method, merge=execution.merge_passes)
     check_hooks(objective, cfg, processes)
     per_epoch, total = step_counts(len(rows), cfg, where)
     encoder = build_encoder(method, model)
@@ -140,8 +149,13 @@ def setup(method: MethodConfig, model: str, rows, where: str = "the training dat
     check_matryoshka(objective, encoder)
     attach_auxiliary(encoder, objective)
     initial = initial_weights(encoder) if objective.needs_initial_weights else None
-    optimizer = build_optimizer([(n, p) for n, p in encoder.named_parameters() if p.requires_grad], cfg)
+    optimizer = build_optimizer([(n, p) for n, p in encoder.named_parameters() if p.requires_grad], cfg,
+                                execution.fused_update)
+    if execution.compile:
+        encoder.compile_backbone(execution.cuda_graphs)
     reached = -(-total * cfg.grad_accum // per_epoch)  # the epochs the run's steps reach (the last maybe in part)
-    loader = training_loader(rows, Collator(encoder, objective.forward_keys), cfg, reached)
+    ahead = execution.prefetch > 0
+    collator = Collator(encoder, objective.forward_keys, own_tokenizer=ahead, pin=ahead and execution.device == "cuda")
+    loader = training_loader(rows, collator, cfg, reached)
     return TrainingSetup(cfg, objective, encoder, optimizer, build_scheduler(optimizer, cfg, total), loader,
-                         dev_scorer(cfg.dev, data_dir, eval_limit), per_epoch, total, initial)
+                         dev_scorer(cfg.dev, data_dir, eval_limit), per_epoch, total, initial, execution)

@@ -22,6 +22,7 @@ from cselab.train.run.checkpoint import Checkpoints
 from cselab.train.run.launch import start_trackers
 from cselab.train.run.options import RunOptions
 from cselab.train.run.data import training_rows
+from cselab.train.run.execution import plan
 from cselab.train.run.setup import TrainingSetup, setup
 
 logger = logging.getLogger(__name__)
@@ -67,8 +68,9 @@ def start(accelerator: Accelerator, method: MethodConfig, model: str, data, out:
                 method.training.max_length), f"views.{name}.tokens (training.max_length, lengthened)")
     weights = weight_files(str(model))
     normalizes = base_normalizes(str(model))
+    execution = plan(method, accelerator.device.type, accelerator.num_processes)  # a lever it cannot take: refused
     mine = run_folder.run_identity(method, model, source, data_dir, eval_limit, weights)
-    made = provenance(str(accelerator.device), weights)
+    made = {**provenance(str(accelerator.device), weights), "execution": execution.describe()}
     run_folder.check_or_write(out, mine, method.to_dict(), write=accelerator.is_main_process, provenance=made)
     checkpoints = Checkpoints(out, accelerator)
     checkpoints.remove_partials()
@@ -77,7 +79,7 @@ def start(accelerator: Accelerator, method: MethodConfig, model: str, data, out:
         start_trackers(accelerator, method.to_dict(), mine, out)
     try:
         parts = setup(method, str(model), rows, source.get("path") or source.get("name"), accelerator.num_processes,
-                      data_dir, eval_limit)
+                      data_dir, eval_limit, execution)
     except BaseException:
         if reporting:
             accelerator.end_training()

@@ -22,7 +22,9 @@ import json
 import logging
 import math
 import os
+import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -43,7 +45,7 @@ from cselab.train.run import folder as run_folder
 from cselab.train.run.card import model_card
 from cselab.train.run.callbacks import EarlyStop, Schedule, TrainerControl, TrainerState, stateful
 from cselab.train.run.launch import launch
-from cselab.train.run.loop import Diverged, Loop
+from cselab.train.run.loop import Diverged, Loop, StepLosses
 from cselab.train.run.optim import set_schedule_step
 from cselab.train.run.options import RunOptions
 from cselab.train.run.start import Started, start
@@ -112,14 +114,16 @@ class Trainer:
                 else:
                     logger.warning("%s: no saved state for the callback %s; it starts afresh", self.last, name)
 
-    def state(self, losses: dict[str, float]) -> TrainerState:
-        """What the callbacks see after the step just taken."""
+    def state(self, losses: Mapping[str, float]) -> TrainerState:
+        """What the callbacks see after the step just taken (the losses read from the device when a callback looks
+        at them)."""
         return TrainerState(step=self.loop.step, total=self.parts.total, epoch=self.loop.epoch,
-                            losses=MappingProxyType(dict(losses)), dev=self.dev,
+                            losses=losses if isinstance(losses, StepLosses) else MappingProxyType(dict(losses)),
+                            dev=self.dev,
                             best=None if self.best == -math.inf else self.best, improved=self.improved,
                             config=self.method, main=self.main)
 
-    def _call(self, hook: str, losses: dict[str, float], control: TrainerControl) -> str | None:
+    def _call(self, hook: str, losses: Mapping[str, float], control: TrainerControl) -> str | None:
         """Every callback's ``hook``; returns the class name of the one that ended the run, if one did."""
         state, stopped_by = self.state(losses), None
         for callback in self.callbacks:
@@ -132,11 +136,14 @@ class Trainer:
             vars(control).update(vars(main_control))
         return stopped_by
 
-    def after_step(self, losses: dict[str, float]) -> str | None:
+    def after_step(self, losses: Mapping[str, float]) -> str | None:
         """Carry out what the callbacks decided after the step just taken; returns the class name of the callback
-        that ended the run, if one did (the run then ends evaluated and saved at this step)."""
+        that ended the run, if one did (the run then ends evaluated and saved at this step). Before anything is
+        logged, evaluated or saved, the steps so far are checked for a loss that was not finite."""
         control = TrainerControl()
         stopped_by = self._call("on_step", losses, control)
+        if control.should_log or control.should_evaluate or control.should_save or control.should_stop:
+            self.loop.check()
         if control.should_log:
             losses = self.loop.mean_over_processes(losses)
             self.record({**losses, "lr": self.parts.scheduler.get_last_lr()[0],
@@ -150,7 +157,7 @@ class Trainer:
             self.record({"stopped_by": stopped_by, **({"reason": control.reason} if control.reason else {})})
         return stopped_by
 
-    def evaluate_and_save(self, losses: dict[str, float], control: TrainerControl) -> str | None:
+    def evaluate_and_save(self, losses: Mapping[str, float], control: TrainerControl) -> str | None:
         """Save ``OUT/last``; with ``control.should_evaluate`` first run the dev scorer, keep ``OUT/best`` (with
         ``training.dev: none`` every evaluation is the best) and call the callbacks' ``on_evaluate``; returns the
         class name of the callback that ended the run then, if one did."""
@@ -168,7 +175,7 @@ class Trainer:
             self.record({self.dev_key: self.dev, "best": self.best} if self.dev is not None else {"saved": "best"})
         return stopped_by
 
-    def _evaluate(self, losses: dict[str, float], control: TrainerControl | None) -> str | None:
+    def _evaluate(self, losses: Mapping[str, float], control: TrainerControl | None) -> str | None:
         score = None
         if self.main and self.parts.dev is not None:
             self.core.eval()
@@ -204,6 +211,8 @@ class Trainer:
                 self.record({self.dev_key: self.best, "best": self.best, "initial": True})
             self.clock = time.perf_counter()
             self.core.train()
+            if self.main:
+                print(self.parts.execution.line(), file=sys.stderr)
             with Progress(f"train {self.method.name}", self.parts.total, "step", self.loop.step,
                           enabled=progress and self.main) as bar:
                 for losses in self.loop.steps():
@@ -212,10 +221,12 @@ class Trainer:
                     bar.set_postfix(**self.shown)
                     if stopped_by:
                         break
+            self.loop.check()  # steps after the last save: a loss that was not finite still ends the run in error
         except Diverged as err:
             raise TrainingError(f"{err}; the last good state is {self.out / 'last'} (best checkpoint "
                                 f"{self.out / 'best'}); lower training.lr or check the data") from None
         finally:
+            self.loop.close()
             if self.options.reporting:
                 self.accelerator.end_training()
         return self._finish(stopped_by)

@@ -1,0 +1,274 @@
+"""How the steps execute (cselab.train.run.execution): the levers a device takes, and that with them a run trains the
+same steps as without (batches tokenised ahead, passes merged, compiled, the fused update, nothing read back each
+step), and still names the first step whose loss was not finite."""
+
+import json
+import math
+import sys
+import threading
+import traceback
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from cselab.errors import ConfigError, TrainingError
+from cselab.train.config.methods import load_method, preset_names
+from cselab.train.objective import Objective, merged_passes
+from cselab.train.run.execution import plan
+from cselab.train.run.optim import LegacyAdamW
+from cselab.train.run.options import RunOptions
+from cselab.train.run.trainer import train
+from tests.runs import base_for, data_for, models_for
+
+#: Today's path: each batch tokenised in its step, one pass per column and prompt, not compiled.
+TODAY = ("training.prefetch=0", "training.merge_passes=false", "training.compile=false")
+#: The levers a CUDA run takes that a CPU can run too (the fused update has its own test; CUDA graphs need CUDA).
+LEVERS = ("training.prefetch=2", "training.merge_passes=true")
+STEPS = 10
+CSELAB = str(Path(__file__).resolve().parents[3] / "cselab")
+
+
+def test_a_cuda_device_takes_every_lever_and_the_cpu_none_but_the_thread():
+    simcse = load_method("simcse")
+    on_cuda, on_cpu = plan(simcse, "cuda"), plan(simcse, "cpu")
+    assert (on_cuda.compile, on_cuda.cuda_graphs, on_cuda.merge_passes, on_cuda.fused_update) == (True,) * 4
+    assert (on_cpu.compile, on_cpu.cuda_graphs, on_cpu.merge_passes, on_cpu.fused_update) == (False,) * 4
+    assert on_cuda.prefetch == on_cpu.prefetch == 2 and not on_cuda.notes and not on_cpu.notes
+    assert on_cuda.line() == ("training on cuda: batches tokenised 2 ahead, compiled, CUDA graphs, passes merged, "
+                              "fused optimizer update")
+
+
+@pytest.mark.parametrize(("preset", "note"), [
+    ("sam", "CUDA graphs off: SAM/AWP take a second pass at perturbed weights"),
+    ("esimcse", "CUDA graphs off: a frozen or momentum copy (a teacher) runs beside the backbone"),
+    ("memory-bank", "CUDA graphs off: losses.info_nce's generated negatives keep a memory of past batches"),
+    ("diffcse", "CUDA graphs off: losses.rtd runs the model on inputs of its own"),
+    ("promptbert", "CUDA graphs off: PromptBERT's template passes vary in shape with the sentences' lengths"),
+    ("input-noise", "compile off: views.positive's input augment runs as a hook inside the backbone"),
+    ("prompteol", "compile off: an adapter (peft) wraps the backbone"),
+])
+def test_a_lever_auto_cannot_take_is_off_with_a_note_naming_why(preset, note):
+    execution = plan(load_method(preset), "cuda")
+    assert note in execution.notes and note in execution.line() and execution.describe()["notes"] == [note]
+
+
+def test_a_lever_asked_for_where_it_cannot_be_taken_is_refused():
+    with pytest.raises(ConfigError, match=r"training.cuda_graphs: true, and CUDA graphs cannot be used here: SAM/AWP"):
+        plan(load_method("sam", ["training.cuda_graphs=true"]), "cuda")
+    with pytest.raises(ConfigError, match=r"training.cuda_graphs: true, .* CUDA graphs need a CUDA device"):
+        plan(load_method("simcse", ["training.cuda_graphs=true"]), "cpu")
+    with pytest.raises(ConfigError, match=r"training.compile: true, and compile cannot be used here: an adapter"):
+        plan(load_method("prompteol", ["training.compile=true"]), "cuda")
+    with pytest.raises(ConfigError, match=r"training.cuda_graphs: true replays the compiled backbone"):
+        load_method("simcse", ["training.cuda_graphs=true", "training.compile=false"])
+    with pytest.raises(ConfigError, match=r"training.compile: 'yes' is not valid; expected true/false or 'auto'"):
+        load_method("simcse", ["training.compile=yes"])
+    off = plan(load_method("simcse", ["training.compile=false", "training.merge_passes=false"]), "cuda")
+    assert (off.compile, off.cuda_graphs, off.merge_passes, off.notes) == (False, False, False, ())
+
+
+def test_passes_merge_where_their_rows_pool_alike():
+    def groups(preset, *settings):
+        method = load_method(preset, list(settings))
+        return merged_passes(Objective(method).views, method.encoder)
+
+    # osscse: the two templates put [MASK] after the sentence; the mask pooler reads each row's own
+    assert groups("osscse") == [["anchor", "positive", "paraphrase", "negation"]]
+    assert groups("simcse") == [["anchor"]]  # one pass already (two dropout views of one column)
+    # a [MASK] before the sentence is found the other way: never in one pass with a template that has it after
+    assert groups("osscse", "views.positive.prompt='[MASK] : \"{}\"'") == [["anchor", "paraphrase", "negation"],
+                                                                          ["positive"]]
+    # denoising subtracts each template's own vector: only the same template shares a pass
+    assert groups("promptbert") == [["anchor"], ["positive"]]
+    assert groups("esimcse") == [["anchor"], ["positive"], ["momentum"]]  # its repetition's own; the copy's own
+
+
+def test_the_fused_update_is_legacy_adamw_s(tmp_path):
+    torch.manual_seed(0)
+    shapes = [(7, 5), (5,), (3, 2, 4)]
+    for decay in (0.0, 0.01):
+        runs = []
+        for fused in (False, True):
+            torch.manual_seed(1)
+            parameters = [torch.nn.Parameter(torch.randn(shape)) for shape in shapes]
+            optimizer = LegacyAdamW([{"params": parameters[:2], "weight_decay": decay},
+                                     {"params": parameters[2:], "weight_decay": 0.0}], lr=1e-3, eps=1e-8, fused=fused)
+            for _ in range(20):
+                for p in parameters:
+                    p.grad = torch.randn_like(p) * 1e-3
+                optimizer.step()
+            runs.append((parameters, optimizer.state_dict()))
+        (before, state), (after, fused_state) = runs
+        for a, b in zip(before, after, strict=True):  # 20 steps, float32: rounding alone (a planted eps is 1e-4)
+            torch.testing.assert_close(b, a, rtol=1e-6, atol=1e-7)
+        assert [s["step"] for s in fused_state["state"].values()] == [s["step"] for s in state["state"].values()]
+
+
+def _quiet(preset: str) -> list[str]:
+    """Settings that turn a preset's remaining dropout off (an adapter's, a decoder's attention)."""
+    method = load_method(preset)
+    return [*(["encoder.adapter.dropout=0.0"] if method.encoder.adapter else []),
+            *(["encoder.model_config.attention_dropout=0.0"] if method.encoder.model_config else [])]
+
+
+def _trained(preset: str, settings, quiet_bert: Path, cache: Path, folder: Path, out: Path, threads: int | None = None
+             ) -> tuple[list[float], dict[str, torch.Tensor]]:
+    """Every logged loss of ``STEPS`` steps of ``preset`` (dropout off) with ``settings``, and its last weights."""
+    base, overrides = base_for(preset, quiet_bert, folder)
+    method = load_method(preset, ["training.batch_size=16", "training.max_length=24", f"training.max_steps={STEPS}",
+                                  f"training.eval_steps={STEPS}", "training.seed=0", "training.dev=none",
+                                  "training.epochs=2", *models_for(preset, folder), *overrides,
+                                  *_quiet(preset), *settings])
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads or before)
+    try:
+        train(method, base, data_for(preset, cache), out, RunOptions(log_every=1, progress=False))
+    finally:
+        torch.set_num_threads(before)
+    log = [json.loads(line) for line in (out / "log.jsonl").read_text().splitlines()]
+    return [r[k] for r in log for k in sorted(r) if k not in ("step", "lr", "seconds") and isinstance(r[k], float)], \
+        load_file(out / "last" / "model.safetensors")
+
+
+def deviation(a: tuple, b: tuple) -> tuple[float, float]:
+    """The largest relative difference of two runs' logged figures, and of their weights (relative to the largest
+    weight)."""
+    (figures, weights), (other_figures, other_weights) = a, b
+    assert len(figures) == len(other_figures) and weights.keys() == other_weights.keys()
+    figure = max((abs(x - y) / max(abs(x), 1e-12) for x, y in zip(figures, other_figures) if x == x or y == y),
+                 default=0.0)
+    scale = max(w.abs().max().item() for w in weights.values())
+    return figure, max((weights[k] - other_weights[k]).abs().max().item() for k in weights) / scale
+
+
+@pytest.fixture(scope="module")
+def quiet_bert(tmp_path_factory) -> Path:
+    """The tiny BERT with its dropout off."""
+    from transformers import BertModel
+
+    from tests.conftest import save_tiny_bert
+
+    return save_tiny_bert(tmp_path_factory.mktemp("quiet-bert"), BertModel, hidden=32, layers=2,
+                          hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", preset_names())
+def test_with_the_levers_every_preset_trains_todays_steps(preset, quiet_bert, tiny_cache, tmp_path_factory):
+    """Dropout off, 10 steps: the logged losses, parts and gradient norms and the last weights equal today's path to
+    1e-6 (measured: 0 for every preset whose passes do not merge). Where passes merge, rows padded to another width
+    round otherwise: the basis is then the spread of today's path itself on 1 and 2 threads, measured here (a
+    preset's rounding amplified by its conditioning: PromptBERT's supervised run moves by 8e-5 with the threads), and
+    the levers' deviation must stay within 4 times it."""
+    folder = tmp_path_factory.mktemp("levers")
+    today = _trained(preset, TODAY, quiet_bert, tiny_cache, folder, folder / "today")
+    levers = _trained(preset, LEVERS, quiet_bert, tiny_cache, folder, folder / "levers")
+    found = deviation(today, levers)
+    method = load_method(preset)
+    if all(len(group) == 1 for group in merged_passes(Objective(method).views, method.encoder)):
+        assert found == (0.0, 0.0)
+        return
+    spread = deviation(today, _trained(preset, TODAY, quiet_bert, tiny_cache, folder, folder / "one-thread", 1))
+    assert found[0] <= max(1e-6, 4 * spread[0]) and found[1] <= max(1e-6, 4 * spread[1]), (found, spread)
+
+
+@pytest.mark.slow
+def test_a_merged_pass_that_read_another_rows_padding_is_caught(quiet_bert, tiny_cache, tmp_path, monkeypatch):
+    """The check above catches a real change of a merged pass: its rows attending to the padding they were widened
+    with (an attention mask of ones)."""
+    from cselab.train import objective
+
+    stacked = objective._stacked
+    monkeypatch.setattr(objective, "_stacked", lambda blocks, pad_id: (lambda ids, mask: (
+        ids, torch.ones_like(mask)))(*stacked(blocks, pad_id)))
+    today = _trained("osscse", TODAY, quiet_bert, tiny_cache, tmp_path, tmp_path / "today")
+    planted = _trained("osscse", LEVERS, quiet_bert, tiny_cache, tmp_path, tmp_path / "planted")
+    assert deviation(today, planted)[0] > 1e-3
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", ["simcse", "osscse"])
+def test_a_compiled_step_trains_the_eager_steps(preset, quiet_bert, tiny_cache, tmp_path):
+    """torch.compile on the CPU (Inductor's C++ kernels, which fuse and so sum in other orders) with the other levers,
+    against today's path: the logged figures (losses, parts, gradient norms) and the weights within 4 times the
+    spread of today's path itself on 1 and 2 threads, or 2e-6, whichever is larger. Measured here: simcse 8.4e-5
+    (a gradient norm; the threads move it by 1.0e-4) and 5.8e-6 (weights; 2.8e-6), osscse 1.3e-6 (1.9e-7) and 6e-8;
+    a pass that read the padding moves figures by more than 1e-3 (the planted change above)."""
+    today = _trained(preset, TODAY, quiet_bert, tiny_cache, tmp_path, tmp_path / "today")
+    compiled = _trained(preset, (*LEVERS, "training.compile=true"), quiet_bert, tiny_cache, tmp_path,
+                        tmp_path / "compiled")
+    spread = deviation(today, _trained(preset, TODAY, quiet_bert, tiny_cache, tmp_path, tmp_path / "one-thread", 1))
+    found = deviation(today, compiled)
+    assert all(value <= max(2e-6, 4 * basis) for value, basis in zip(found, spread)), (found, spread)
+    assert json.loads((tmp_path / "compiled" / "run.json").read_text())["provenance"]["execution"]["compile"]
+
+
+class _Reads:
+    """Counts cselab's reads of a tensor's value by the host (``item``, ``float``, ``int``, ``bool``, ``tolist``,
+    ``numpy``) in the main thread (the batches' thread reads CPU tensors only). transformers' own eager attention
+    mask reads whether a batch has padding (``padding_mask.all()``, masking_utils); a compiled backbone does not."""
+
+    METHODS = ("item", "__float__", "__int__", "__bool__", "tolist", "numpy")
+
+    def __init__(self, monkeypatch):
+        self.count, self.on, self.where = 0, False, []
+        for name in self.METHODS:
+            original = getattr(torch.Tensor, name)
+
+            def counted(tensor, *args, _original=original, _name=name, **kwargs):
+                caller = sys._getframe(1).f_code.co_filename
+                if self.on and threading.current_thread() is threading.main_thread() and CSELAB in caller:
+                    self.count += 1
+                    self.where.append(f"{_name} at {traceback.format_stack(limit=3)[0].strip()}")
+                return _original(tensor, *args, **kwargs)
+            monkeypatch.setattr(torch.Tensor, name, counted)
+
+
+@pytest.mark.parametrize("preset", ["simcse", "osscse", "sncse", "promptbert"])
+def test_a_step_reads_nothing_back_from_the_device(preset, tiny_bert_dir, tiny_cache, tmp_path, monkeypatch):
+    """No loss, part, finiteness or gradient norm is read in a step: a GPU's queue is never drained between steps
+    (the trainer reads them at log, evaluation and save steps)."""
+    from cselab.train.run.loop import Loop
+
+    reads, step = _Reads(monkeypatch), Loop.train_step
+
+    def counted(loop):
+        reads.on = True
+        try:
+            return step(loop)
+        finally:
+            reads.on = False
+    monkeypatch.setattr(Loop, "train_step", counted)
+    base, overrides = base_for(preset, tiny_bert_dir, tmp_path)
+    train(load_method(preset, ["training.batch_size=16", "training.max_length=24", "training.max_steps=4",
+                               "training.eval_steps=4", "training.dev=none", "training.merge_passes=true",
+                               *overrides]), base, tiny_cache, tmp_path / "run", RunOptions(progress=False))
+    assert reads.count == 0, reads.where
+
+
+def test_a_loss_that_stops_being_finite_is_named_at_its_step_and_nothing_after_it_is_saved(
+        tiny_bert_dir, tiny_cache, tmp_path, own_registry):
+    """The third step's loss is NaN, read at the next save (step 4): the run stops naming step 3, OUT/last stays the
+    save of step 2 and the log has nothing past it."""
+    from cselab.train.plugins.kinds import Loss
+    from cselab.train.plugins.losses import InfoNCE
+
+    class NaNAtThree(InfoNCE):
+        calls = 0
+
+        def forward(self, views, context):
+            NaNAtThree.calls += 1
+            value = super().forward(views, context)
+            return value * math.nan if NaNAtThree.calls == 3 else value
+
+    own_registry.register("loss", "nan_at_three", params=own_registry.get("loss", "info_nce").params)(NaNAtThree)
+    assert issubclass(NaNAtThree, Loss)
+    method = load_method("simcse", ["training.batch_size=16", "training.max_length=24", "training.max_steps=6",
+                                    "training.eval_steps=2", "training.dev=none", "losses.info_nce.kind=nan_at_three"])
+    with pytest.raises(TrainingError, match=r"the loss became nan at step 3; the last good state is"):
+        train(method, str(tiny_bert_dir), tiny_cache, tmp_path / "run", RunOptions(progress=False, log_every=10))
+    assert json.loads((tmp_path / "run" / "last" / "trainer_state.json").read_text())["step"] == 2
+    log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
+    assert max(r["step"] for r in log) == 2
