@@ -235,7 +235,7 @@ class Stepper:
             self.encoder.frozen.to(device)
         self.trainable = self.parts.trainable
         self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda _: 1.0)
-        self.collate = self.parts.loader.collate_fn
+        self.collate = self.parts.collator
         self.torch = torch
         self.collated, self.sync, self.graphs = None, True, False
 
@@ -532,7 +532,9 @@ def measure_ceiling(args, model_dir: Path, work: Path, peak: float | None) -> di
     del first
     speed = ["--set", "training.compile=false"] if args.no_compile else []
     rows = []
-    for batch, steps, skip in ((16, 8, 3), (8, 12, 4)) if args.tiny else ((512, 40, 10), (64, 100, 20)):
+    plan = {512: (512, 40, 10), 64: (64, 100, 20)}
+    for batch, steps, skip in ((16, 8, 3), (8, 12, 4)) if args.tiny else (
+            plan[int(b)] for b in args.ceiling_batches.split(",") if b):
         corpus = work / f"ceiling-{batch}.txt"
         corpus.write_text("\n".join(sentences(batch * steps, seed=20 + batch)) + "\n", encoding="utf-8")
         flops = simcse_flops(model_dir, batch)
@@ -555,7 +557,7 @@ def measure_ceiling(args, model_dir: Path, work: Path, peak: float | None) -> di
                                         "steps": steps, "timed_after": skip},
                                        [*command, "--set", "training.compile=false"], args, flops, peak))
     batch, steps, skip = (8, 12, 4) if args.tiny else (64, 100, 20)
-    table = write_rows(work / "osscse-rows.jsonl", batch * steps, seed=31)
+    table = write_rows(work / "osscse-rows.jsonl", batch * (steps + 5), seed=31)
     rows.append(_timed_row({"trainer": "cselab", "method": "osscse", "batch": batch, "steps": steps,
                             "timed_after": skip},
                            [str(ROOT / "benchmarks" / "peer_trainer.py"), "cselab", str(model_dir), str(table),
@@ -994,6 +996,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", default="", help="steps: of fp32, tf32, bf16 (default: all three on CUDA, else the "
                                                     "first and the last)")
     parser.add_argument("--profile-batches", default="64", help="profile: the batch sizes (default: 64)")
+    parser.add_argument("--ceiling-batches", default="512,64", help="ceiling: the simcse batch sizes, of 512 and 64 "
+                                                                      "(default: both)")
     parser.add_argument("--profile-methods", default="simcse", help="profile: the methods (default: simcse)")
     parser.add_argument("--deadline", type=float, help="seconds after which what is left is skipped (and said to be): "
                                                        "a lent device's time is short")

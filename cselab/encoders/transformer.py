@@ -19,7 +19,7 @@ from cselab.registry import build, get
 
 MASK_PLACEHOLDER = "[MASK]"
 EOS_PLACEHOLDER = "[EOS]"
-READ_BACK = 64  # batches whose vectors a CUDA device hands back in one copy (the host runs ahead meanwhile)
+READ_BACK = 64  # batches encoded from one copy to the device and back (the host runs ahead meanwhile)
 #: Which tokens the pooler reads: every real token, or (echo embeddings) the sentence's last copy and what follows it.
 POOL_TOKENS = ("all", "last_copy")
 #: Poolers that read the pooled tokens (the others read one fixed position, which ``last_copy`` cannot move).
@@ -395,9 +395,9 @@ class TransformerEncoder(Encoder):
 
     def encode_ids(self, ids: list[list[int]], batch_size: int = 64, show_progress_bar: bool | None = False
                    ) -> np.ndarray:
-        """Vectors of already tokenized sentences, in length-sorted batches padded to their longest member. On a CUDA
-        device the batches go over from pinned memory and their vectors come back :data:`READ_BACK` batches at a time,
-        so that the host prepares the next batches while the device computes."""
+        """Vectors of already tokenized sentences, in length-sorted batches padded to their longest member, handled
+        :data:`READ_BACK` batches at a time: on a CUDA device their ids go over in one copy from pinned memory and
+        their vectors come back in one, so that the host prepares the next batches while the device computes."""
         order = np.argsort([-len(row) for row in ids], kind="stable")
         batches = [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
         if progress.active():  # a probe suite's bar counts them
@@ -406,30 +406,31 @@ class TransformerEncoder(Encoder):
             show = len(batches) > 20 and sys.stderr.isatty() if show_progress_bar is None else show_progress_bar
         out = np.empty((len(ids), self.dim), dtype=np.float32)
         device = self.device
-        cuda, pending = device.type == "cuda", []
-        with torch.inference_mode():
-            for batch in tqdm(batches, desc="Encoding", unit="batch", disable=not show):
-                input_ids, attention_mask = self.pad([ids[i] for i in batch])
-                if cuda:
-                    input_ids, attention_mask = input_ids.pin_memory(), attention_mask.pin_memory()
-                vectors = self.forward_batch(input_ids.to(device, non_blocking=True),
-                                             attention_mask.to(device, non_blocking=True))
-                if self.normalize:
-                    vectors = torch.nn.functional.normalize(vectors.float(), dim=-1)
-                pending.append((batch, vectors.float()))
-                if not cuda or len(pending) == READ_BACK:
-                    _read_back(pending, out)
-                progress.advance(len(batch))
-            _read_back(pending, out)
+        with torch.inference_mode(), tqdm(total=len(batches), desc="Encoding", unit="batch", disable=not show) as bar:
+            for start in range(0, len(batches), READ_BACK):
+                chunk = batches[start:start + READ_BACK]
+                vectors = []
+                for batch, (input_ids, attention_mask) in zip(chunk, on_device(
+                        [self.pad([ids[i] for i in batch]) for batch in chunk], device), strict=True):
+                    batch_vectors = self.forward_batch(input_ids, attention_mask)
+                    if self.normalize:
+                        batch_vectors = torch.nn.functional.normalize(batch_vectors.float(), dim=-1)
+                    vectors.append(batch_vectors.float())
+                    progress.advance(len(batch))
+                    bar.update()
+                out[np.concatenate(chunk)] = torch.cat(vectors).cpu().numpy()
         return out
 
 
-def _read_back(pending: list[tuple[np.ndarray, torch.Tensor]], out: np.ndarray) -> None:
-    """The vectors of the ``pending`` batches into their rows of ``out`` (one copy from the device); ``pending``
-    emptied."""
-    if pending:
-        out[np.concatenate([rows for rows, _ in pending])] = torch.cat([v for _, v in pending]).cpu().numpy()
-        pending.clear()
+def on_device(batches: list[tuple[torch.Tensor, ...]], device: torch.device) -> list[tuple[torch.Tensor, ...]]:
+    """CPU tensors (``batches`` of them) on ``device``: as they are on the CPU; on a CUDA device, one copy of them all
+    from one pinned buffer (no wait for the device), cut back into each tensor there."""
+    if device.type != "cuda":
+        return batches
+    tensors = [tensor for batch in batches for tensor in batch]
+    flat = torch.cat([tensor.flatten() for tensor in tensors]).pin_memory().to(device, non_blocking=True)
+    pieces = iter(flat.split([tensor.numel() for tensor in tensors]))
+    return [tuple(next(pieces).view(tensor.shape) for tensor in batch) for batch in batches]
 
 
 def check_pool_tokens(pool_tokens: str, pooler: str, prompt: str | None) -> str:

@@ -11,7 +11,8 @@ import contextlib
 import copy
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import torch
@@ -88,17 +89,19 @@ class Collator:
 
 
 class Ahead(Iterator):
-    """The items of ``items`` made up to ``depth`` ahead in a daemon thread (a bounded queue): the training batches
-    tokenised while the step computes (the Rust tokenizer releases the GIL). An error in the thread is raised by the
-    ``next`` that would have returned the item; :meth:`close` stops the thread."""
+    """The items of ``items`` through ``work`` (a batch's tokenisation), up to ``depth`` of them ahead of the
+    consumer, each in a thread of its own (the Rust tokenizer releases the GIL, so ``depth`` batches are tokenised at
+    once), in their order: a thread reads ``items`` and hands each to the pool. An error, in reading or in ``work``, is
+    raised by the ``next`` that would have returned that item; :meth:`close` stops the threads."""
 
-    def __init__(self, items: Iterator, depth: int):
+    def __init__(self, items: Iterator, depth: int, work: Callable = lambda item: item):
         self.queue: queue.Queue = queue.Queue(depth)
         self.stopped = threading.Event()
-        self.thread = threading.Thread(target=self._fill, args=(items,), name="cselab-batches", daemon=True)
+        self.pool = ThreadPoolExecutor(depth, thread_name_prefix="cselab-batch")
+        self.thread = threading.Thread(target=self._fill, args=(items, work), name="cselab-batches", daemon=True)
         self.thread.start()
 
-    def _put(self, entry: tuple) -> bool:
+    def _put(self, entry) -> bool:
         while not self.stopped.is_set():
             try:
                 self.queue.put(entry, timeout=0.1)
@@ -107,28 +110,32 @@ class Ahead(Iterator):
                 continue
         return False
 
-    def _fill(self, items: Iterator) -> None:
+    def _fill(self, items: Iterator, work: Callable) -> None:
         try:
             for item in items:
-                if not self._put((item, None)):
+                if self.stopped.is_set() or not self._put(self.pool.submit(work, item)):
                     return
         except BaseException as err:  # noqa: BLE001  (handed to the consumer, raised there)
-            self._put((None, err))
+            self._put(err)
             return
-        self._put((None, StopIteration()))
+        self._put(StopIteration())
 
     def __next__(self):
-        item, error = self.queue.get()
-        if error is not None:
+        entry = self.queue.get()
+        try:
+            if isinstance(entry, BaseException):
+                raise entry
+            return entry.result()
+        except BaseException:
             self.close()
-            raise error
-        return item
+            raise
 
     def close(self) -> None:
         self.stopped.set()
         while self.thread.is_alive():
             with contextlib.suppress(queue.Empty):
                 self.queue.get(timeout=0.1)
+        self.pool.shutdown(wait=True, cancel_futures=True)
 
 
 def row_texts(rows, keys: list[Key]) -> list[tuple[str, ...]]:
@@ -174,20 +181,26 @@ class NoDuplicateBatches(BatchSampler):
             yield batch
 
 
-def training_loader(rows, collator: Collator, config: TrainingConfig, epochs: int = 1) -> DataLoader:
+def as_rows(rows: dict[str, list]) -> dict[str, list]:
+    """The loader's batches as the rows they are: the trainer tokenises them (:class:`Collator`), ahead of the step
+    where it can (:class:`Ahead`)."""
+    return rows
+
+
+def training_loader(rows, config: TrainingConfig, keys: list[Key], epochs: int = 1) -> DataLoader:
     """Batches of ``training.batch_size`` rows in :class:`EpochOrder` (``sampler: no_duplicates``: through
-    :class:`NoDuplicateBatches`), the last partial one dropped, collated by ``collator``; its own generator, so that
-    iterating draws nothing from the global RNG (dropout's). ``epochs``: how many epochs the run reaches; with
-    ``no_duplicates`` each is drawn once here, so that an epoch the duplicates cannot fill is refused before the
-    first step, not when training reaches it."""
+    :class:`NoDuplicateBatches`, the texts of the views ``keys`` compared), the last partial one dropped, as rows
+    (:func:`as_rows`; the trainer tokenises them); its own generator, so that iterating draws nothing from the global
+    RNG (dropout's). ``epochs``: how many epochs the run reaches; with ``no_duplicates`` each is drawn once here, so
+    that an epoch the duplicates cannot fill is refused before the first step, not when training reaches it."""
     order = EpochOrder(len(rows), config.seed)
     if config.sampler == "no_duplicates":
-        batches = NoDuplicateBatches(order, config.batch_size, row_texts(rows, collator.keys))
+        batches = NoDuplicateBatches(order, config.batch_size, row_texts(rows, keys))
         for epoch in range(epochs):
             order.set_epoch(epoch)
             for _ in batches:
                 pass
         order.set_epoch(0)
-        return DataLoader(RowsDataset(rows), batch_sampler=batches, collate_fn=collator, generator=torch.Generator())
+        return DataLoader(RowsDataset(rows), batch_sampler=batches, collate_fn=as_rows, generator=torch.Generator())
     return DataLoader(RowsDataset(rows), batch_size=config.batch_size, sampler=order, drop_last=True,
-                      collate_fn=collator, generator=torch.Generator())
+                      collate_fn=as_rows, generator=torch.Generator())

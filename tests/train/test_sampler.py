@@ -51,10 +51,10 @@ def test_the_prepared_loader_passes_the_epoch_to_the_sampler():
     from accelerate import Accelerator
 
     from cselab.train.config.methods import load_method
-    from cselab.train.batches import Collator, training_loader
+    from cselab.train.batches import training_loader
 
     config = load_method("simcse", ["training.batch_size=8", "training.sampler=no_duplicates"]).training
-    loader = Accelerator(cpu=True).prepare(training_loader(ColumnRows({"text": TEXTS}), Collator(None, []), config))
+    loader = Accelerator(cpu=True).prepare(training_loader(ColumnRows({"text": TEXTS}), config, []))
     loader.set_epoch(3)
     assert loader.batch_sampler.sampler.epoch == 3 or loader.batch_sampler.batch_sampler.sampler.epoch == 3
 

@@ -168,17 +168,34 @@ def two_way_margin(anchors: torch.Tensor, paraphrases: torch.Tensor, negations: 
     return per_row if reduction == "none" else per_row.mean()
 
 
+class _Recall(torch.autograd.Function):
+    """``gamma / 2 * sum_i ||theta_i - theta*_i||^2`` and its gradient ``gamma (theta_i - theta*_i)``, each over all
+    the tensors at once with torch's multi-tensor kernels: a few launches for a model's hundreds of weights, where
+    autograd through per-tensor operations (or through ``_foreach_norm``) launches several per weight."""
+
+    @staticmethod
+    def forward(ctx, gamma: float, count: int, *tensors: torch.Tensor) -> torch.Tensor:
+        parameters, initial = tensors[:count], tensors[count:]
+        differences = torch._foreach_sub(parameters, initial)
+        ctx.gamma, ctx.count = gamma, count
+        ctx.save_for_backward(*differences)
+        return 0.5 * gamma * torch.stack(torch._foreach_norm(differences)).square().sum()
+
+    @staticmethod
+    def backward(ctx, grad: torch.Tensor):
+        gradients = torch._foreach_mul(list(ctx.saved_tensors), grad * ctx.gamma)
+        return (None, None, *gradients, *([None] * ctx.count))
+
+
 def recall(parameters: Iterable[torch.Tensor], initial: Iterable[torch.Tensor], gamma: float = 2e-3) -> torch.Tensor:
-    """``gamma / 2`` times the squared distance of the parameters to their initial values (each tensor's distance
-    through torch's multi-tensor kernels: a few launches for a model's hundreds of weights, forward and backward)."""
+    """``gamma / 2`` times the squared distance of the parameters to their initial values (:class:`_Recall`)."""
     parameters, initial = list(parameters), list(initial)
     if len(parameters) != len(initial):
         raise ValueError(f"recall(): {len(parameters)} parameters and {len(initial)} initial values")
     if not parameters:
         raise ValueError("recall() needs at least one parameter")
     device = parameters[0].device
-    norms = torch._foreach_norm(torch._foreach_sub(parameters, [p0.to(device) for p0 in initial]))
-    return 0.5 * gamma * torch.stack(norms).square().sum()
+    return _Recall.apply(gamma, len(parameters), *parameters, *(p0.to(device).detach() for p0 in initial))
 
 
 def mask_tokens(input_ids: torch.Tensor, maskable: torch.Tensor, probability: float, mask_id: int, vocab_size: int,

@@ -4,8 +4,8 @@ each step's losses). It knows nothing of the run folder: the trainer saves, eval
 Nothing is read back from the device in a step: the losses, their parts and the gradient norm stay there as
 :class:`StepLosses`, read when the trainer logs, evaluates or saves (or a callback reads them), and a loss that is not
 finite is watched for on the device (:class:`Divergence`): :meth:`Loop.check` names the first step that gave one
-before anything after it is logged or saved. The batches are tokenised ``training.prefetch`` ahead in a background
-thread (:class:`~cselab.train.batches.Ahead`)."""
+before anything after it is logged or saved. The batches are tokenised ``training.prefetch`` ahead in background
+threads (:class:`~cselab.train.batches.Ahead`)."""
 
 from __future__ import annotations
 
@@ -148,8 +148,8 @@ class Loop:
         (:meth:`check`)."""
         accum, objective, batches = self.cfg.grad_accum, self.parts.objective, []
         if self.batches is None:
-            depth = self.execution.prefetch
-            self.batches = Ahead(self._batches(), depth) if depth else self._batches()
+            depth, collate = self.execution.prefetch, self.parts.collator
+            self.batches = Ahead(self._batches(), depth, collate) if depth else map(collate, self._batches())
         for _ in range(accum):
             local = next(self.batches)
             objective.new_batch()

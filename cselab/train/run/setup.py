@@ -110,6 +110,7 @@ class TrainingSetup:
     optimizer: torch.optim.Optimizer
     scheduler: Any
     loader: DataLoader
+    collator: Collator
     dev: Scorer | None
     per_epoch: int
     total: int
@@ -156,6 +157,6 @@ def setup(method: MethodConfig, model: str, rows, where: str = "the training dat
     reached = -(-total * cfg.grad_accum // per_epoch)  # the epochs the run's steps reach (the last maybe in part)
     ahead = execution.prefetch > 0
     collator = Collator(encoder, objective.forward_keys, own_tokenizer=ahead, pin=ahead and execution.device == "cuda")
-    loader = training_loader(rows, collator, cfg, reached)
-    return TrainingSetup(cfg, objective, encoder, optimizer, build_scheduler(optimizer, cfg, total), loader,
+    loader = training_loader(rows, cfg, objective.forward_keys, reached)
+    return TrainingSetup(cfg, objective, encoder, optimizer, build_scheduler(optimizer, cfg, total), loader, collator,
                          dev_scorer(cfg.dev, data_dir, eval_limit), per_epoch, total, initial, execution)
