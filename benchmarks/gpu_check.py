@@ -661,6 +661,16 @@ def measure_encode(args, model_dir: Path) -> dict:
         vectors[name] = np.asarray(encode(), dtype=np.float32)
         synchronize(args.device)
         found[f"{name}_sentences_per_s"] = count / (time.perf_counter() - clock)
+    clock = time.perf_counter()
+    cselab.tokenize(texts)
+    found["cselab_tokenize_s"] = time.perf_counter() - clock  # the host's share of cselab's figure
+    import peer_trainer
+
+    profiled = peer_trainer.Profiled(args.device, 1)
+    profiled.at(0)
+    cselab.encode(texts[:4096], batch_size=batch)
+    profiled.at(1)
+    found["cselab_profile_4096"] = profiled.found
     a, b = vectors["cselab"], vectors["sentence_transformers"]
     cosine = (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
     pairs = [(a[:-1] * a[1:]).sum(1) / np.linalg.norm(a[:-1], axis=1) / np.linalg.norm(a[1:], axis=1),
@@ -944,7 +954,8 @@ def rate_table(title: str, rows: list[dict], first: tuple[str, ...]) -> list[str
 
 def markdown(report: dict) -> str:
     lines = [f"# GPU check: {report['device_name']}", "",
-             f"{report['date']}, torch {report['torch']}, CUDA {report['cuda']}, driver {report['driver']}, "
+             f"{report['date']}, torch {report['torch']}, transformers {report.get('transformers')}, CUDA "
+             f"{report['cuda']}, driver {report['driver']}, "
              f"{'tiny models' if report['tiny'] else 'BERT-base size'}; command: `{report['command']}`", ""]
     if report.get("skipped"):
         lines += [f"Skipped, past the deadline: {', '.join(report['skipped'])}.", ""]
@@ -1022,7 +1033,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"--device {args.device}: torch {torch.__version__} sees no CUDA device", file=sys.stderr)
         return 2
     cuda = args.device.startswith("cuda")
+    import transformers
+
     report = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "tiny": args.tiny,
+              "transformers": transformers.__version__,
               "device": args.device, "device_name": torch.cuda.get_device_name(args.device) if cuda
               else platform.processor() or "cpu", "torch": torch.__version__, "cuda": torch.version.cuda,
               "driver": _driver() if cuda else None, "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),

@@ -272,3 +272,43 @@ def test_a_loss_that_stops_being_finite_is_named_at_its_step_and_nothing_after_i
     assert json.loads((tmp_path / "run" / "last" / "trainer_state.json").read_text())["step"] == 2
     log = [json.loads(line) for line in (tmp_path / "run" / "log.jsonl").read_text().splitlines()]
     assert max(r["step"] for r in log) == 2
+
+
+@pytest.mark.parametrize("preset", ["simcse", "osscse", "promptbert", "promptbert-sup", "esimcse", "echo"])
+def test_batches_tokenised_ahead_are_the_batches_tokenised_in_the_step(preset, tiny_bert_dir, tiny_cache, tmp_path):
+    """The threads' batches (their own tokenizer copy, in order) hold today's ids for every view: prompts, templates in
+    pieces, echo's copies, supervised triplets."""
+    from cselab.train.batches import Ahead
+    from cselab.train.run.data import training_rows
+    from cselab.train.run.setup import setup
+
+    base, overrides = base_for(preset, tiny_bert_dir, tmp_path)
+    method = load_method(preset, ["training.batch_size=16", "training.max_length=24", *overrides])
+    rows, _ = training_rows(method, data_for(preset, tiny_cache))
+    parts = setup(method, base, rows)
+    ahead = Ahead(iter(parts.loader), 3, parts.collator)
+    try:
+        for raw in parts.loader:
+            theirs, ours = next(ahead), parts.collator(raw)
+            assert theirs.tokens.keys() == ours.tokens.keys() and theirs.tokens
+            for key, (present, ids, mask) in ours.tokens.items():
+                assert theirs.tokens[key][0] == present
+                if present:  # a view no row of the batch has: no ids on either side
+                    assert torch.equal(theirs.tokens[key][1], ids) and torch.equal(theirs.tokens[key][2], mask)
+    finally:
+        ahead.close()
+
+
+def test_an_error_in_a_batch_thread_is_raised_by_the_step_that_wanted_the_batch():
+    from cselab.train.batches import Ahead
+
+    def work(item):
+        if item == 3:
+            raise ValueError("batch 3 cannot be tokenised")
+        return item * 10
+
+    ahead = Ahead(iter(range(10)), 2, work)
+    assert [next(ahead) for _ in range(3)] == [0, 10, 20]
+    with pytest.raises(ValueError, match="batch 3 cannot be tokenised"):
+        next(ahead)
+    assert not ahead.thread.is_alive()
