@@ -16,17 +16,31 @@ from typing import Any, Literal
 KINDS = ("text", "number", "interval")
 
 
-def fixed(value: float | int | Sequence[float] | None, digits: int = 2, signed: bool = False) -> str:
+class Formatted(str):
+    """A figure already written as text by the code that computed it (``85.00/80.00``, ``≤ 0.005``): the one kind of
+    string a figure column takes. A plain string there (a figure a results file holds as text) is a TypeError, so
+    that a report never shows text where a number belongs."""
+
+
+def fixed(value: float | int | Sequence[float] | None, digits: int = 2, signed: bool = False) -> Formatted:
     """A figure with ``digits`` decimals (``signed``: with its sign); an int as it is, None as ``n/a``, a pair (an
-    interval) as ``[low, high]``, each signed."""
+    interval) as ``[low, high]``, each signed. A value that is no number is a TypeError naming it."""
     if value is None:
-        return "n/a"
+        return Formatted("n/a")
     if isinstance(value, (list, tuple)):
-        low, high = value
-        return f"[{low:+.{digits}f}, {high:+.{digits}f}]"
-    if isinstance(value, numbers.Integral) and not isinstance(value, bool):  # numpy's integers too
-        return str(value)
-    return f"{value:{'+' if signed else ''}.{digits}f}"
+        low, high = (_figure(v) for v in value)
+        return Formatted(f"[{low:+.{digits}f}, {high:+.{digits}f}]")
+    figure = _figure(value)
+    if isinstance(figure, numbers.Integral):  # numpy's integers too
+        return Formatted(str(figure))
+    return Formatted(f"{figure:{'+' if signed else ''}.{digits}f}")
+
+
+def _figure(value: Any) -> numbers.Real:
+    """``value`` when it is a number (not a bool), else a TypeError naming it."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"a figure must be a number, not {type(value).__name__} {str(value)[:40]!r}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -54,7 +68,8 @@ class Column:
 
     - ``text``: any value, as ``str`` gives it; left-aligned.
     - ``number``: a float with ``digits`` decimals (``signed``: with its sign), an int as it is, None as ``n/a``, a
-      str as its suite formatted it (``85.00/80.00``, ``≤ 0.005``); right-aligned.
+      :class:`Formatted` text as its suite wrote it (``85.00/80.00``, ``≤ 0.005``); right-aligned. Any other value
+      (a plain string) is a TypeError.
     - ``interval``: a pair (low, high), each signed with ``digits`` decimals, in brackets; right-aligned.
     """
 
@@ -69,7 +84,7 @@ class Column:
 
     def format(self, value: Any) -> str:
         """``value`` as this column writes it."""
-        if self.kind == "text" or isinstance(value, str):
+        if self.kind == "text" or isinstance(value, Formatted):
             return str(value)
         if self.kind == "interval" and value is not None:
             return fixed(tuple(value), self.digits)
@@ -135,10 +150,16 @@ def check_blocks(blocks: Sequence[Any], where: str) -> list[Block]:
     return list(blocks)
 
 
+def one_line(text: str) -> str:
+    """``text`` on one line: every line break Python knows (``\\n``, ``\\r``, ``\\r\\n``, ``\\v``, ``\\f``, the
+    Unicode separators) a space, so that a user's label cannot end a table row or a heading."""
+    return " ".join(text.splitlines()) if text else text
+
+
 def _markdown_cell(text: str) -> str:
-    """A cell's text in a Markdown table: a ``|`` (a user's label) escaped, so that it stays in its cell, and a line
-    break as a space."""
-    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+    """A cell's text in a Markdown table: on one line (:func:`one_line`), a ``|`` (a user's label) escaped, so that it
+    stays in its cell."""
+    return one_line(text).replace("\\", "\\\\").replace("|", "\\|")
 
 
 def markdown_table(table: Table) -> str:
@@ -152,7 +173,7 @@ def markdown_table(table: Table) -> str:
 
 def _markdown_block(block: Block) -> str:
     if isinstance(block, Heading):
-        return f"{'#' * block.level} {block.text}"
+        return f"{'#' * block.level} {one_line(block.text)}"
     if isinstance(block, Paragraph):
         return block.text
     if isinstance(block, Table):

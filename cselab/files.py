@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from cselab.errors import ConfigError, CselabError, DataError
+from cselab.errors import ConfigError, CselabError, DataError, ModelError
 
 MAX_DEPTH = 64
 MAX_DIGITS = 64
@@ -99,6 +99,23 @@ def parse_json(text: str, where: str, error: type[CselabError]) -> Any:
         raise error(f"{where}: nested more than {MAX_DEPTH} levels deep") from None
     _check_depth(value, path, error)
     return value
+
+
+def read_tensors(path: str | os.PathLike, error: type[CselabError] = ModelError) -> dict[str, Any]:
+    """The tensors of a weights file a user's folder holds: safetensors, or a torch file of tensors alone
+    (``weights_only``); a missing, empty, truncated or damaged one is an ``error`` naming it, in one line."""
+    path = Path(path)
+    try:
+        if path.suffix == ".safetensors":
+            from safetensors.torch import load_file
+
+            return load_file(str(path))
+        import torch
+
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # safetensors' SafetensorError (a short or bad header), torch's unpickling and zip errors
+        raise error(f"{path}: not a readable weights file ({type(err).__name__}: {clipped(err, 100)}); write it again "
+                    "or remove it") from None
 
 
 def read_json(path: str | os.PathLike, error: type[CselabError] = DataError, expect: type | None = dict) -> Any:

@@ -11,13 +11,13 @@ class (the kind's contract, declared with :func:`contract`: :mod:`cselab.train.p
 
 Kinds (the modules that register them): ``loss`` (:mod:`cselab.train.plugins.losses`), ``input_augment``,
 ``output_augment`` and ``token_augment`` (:mod:`cselab.train.plugins.augmentations`), ``negatives``
-(:mod:`cselab.train.plugins.negatives`), ``logit_transform`` (:mod:`cselab.train.plugins.transforms`),
-``weight_hook`` (:mod:`cselab.train.plugins.hooks`), ``head`` (:mod:`cselab.train.plugins.heads`), ``adapter``
-(:mod:`cselab.train.plugins.adapters`), ``pooler`` and ``layer_pooler`` (:mod:`cselab.encoders.pooling`), ``suite``
-(:mod:`cselab.probes`), ``dev_scorer`` (:mod:`cselab.evaluation.dev`) and ``backtranslation``
-(:mod:`cselab.augment.backtranslate`). Every kind is found one way, :func:`discover`, when a plug-in of it is first
-asked for: those modules (:data:`SOURCES`), then the modules installed packages declare in the kind's entry-point
-group; :func:`origin` names the package of a plug-in a package adds.
+(:mod:`cselab.train.plugins.negatives`), ``logit_transform`` (:mod:`cselab.train.plugins.transforms`), ``weight_hook``
+(:mod:`cselab.train.plugins.hooks`), ``head`` (:mod:`cselab.train.plugins.heads`), ``adapter``
+(:mod:`cselab.train.plugins.adapters`), ``text`` (:mod:`cselab.train.plugins.texts`), ``pooler`` and ``layer_pooler``
+(:mod:`cselab.encoders.pooling`), ``suite`` (:mod:`cselab.probes`), ``dev_scorer`` (:mod:`cselab.evaluation.dev`) and
+``backtranslation`` (:mod:`cselab.augment.backtranslate`). Every kind is found one way, :func:`discover`, when a plug-in
+of it is first asked for: those modules (:data:`SOURCES`), then the modules installed packages declare in the kind's
+entry-point group; :func:`origin` names the package of a plug-in a package adds.
 :func:`check` validates a config section against a schema: every key known, every value type-checked, coerced and
 range-checked, defaults filled in; a mistake is a :class:`~cselab.errors.ConfigError` naming the key and what is
 allowed.
@@ -47,7 +47,7 @@ NAME = re.compile(r"[a-z0-9_-]+")  # the names of plug-ins, views and losses
 MAX_SEED = 2**32 - 1  # the largest seed numpy, scikit-learn and torch all take
 MAX_SEEDS = 1000  # seeds of one sweep (`cselab sweep --seeds`): each is a training run
 TRAIN_KINDS = ("loss", "input_augment", "output_augment", "token_augment", "negatives", "logit_transform",
-               "weight_hook", "head", "adapter")
+               "weight_hook", "head", "adapter", "text")
 KINDS = (*TRAIN_KINDS, "pooler", "layer_pooler", "suite", "dev_scorer", "backtranslation")
 
 #: Where each kind's plug-ins are found (:func:`discover`): its entry-point group, and cselab's own modules that
@@ -73,7 +73,10 @@ class Param:
     a string too), or a tuple of them; ``min``/``max`` bound numbers (``above``/``below``: strictly); ``words`` are
     the strings allowed beside a number; ``choices`` lists the allowed values (those of a plug-in kind when it is
     ``"plugin:KIND"``); ``nullable`` allows None; ``items`` types a list's or tuple's items and ``length`` fixes its
-    length; ``plugin`` makes the value a ``{kind: NAME, ...}`` mapping checked against that kind's plug-in."""
+    length; ``plugin`` makes the value a ``{kind: NAME, ...}`` mapping checked against that kind's plug-in. An empty
+    string, list or tuple is refused (code that reads the value would take it for no value at all: peft's default
+    modules for an empty ``target_modules``, no prompt for an empty ``prompt``) unless ``empty`` allows it, which it
+    does by default where the default itself is empty."""
 
     type: type | tuple[type, ...]
     default: Any = REQUIRED
@@ -88,6 +91,7 @@ class Param:
     length: int | None = None
     plugin: str | None = None
     words: tuple[str, ...] | None = None
+    empty: bool | None = None
 
     def allowed(self) -> tuple | None:
         """The allowed values: ``choices``, a kind's plug-ins for ``"plugin:KIND"``, what a function ``choices``
@@ -125,6 +129,10 @@ class Param:
         if self.plugin:
             return check_plugin(self.plugin, value, where)
         value = self._coerce(value, where)
+        if isinstance(value, (str, list, tuple)) and not value and not self._takes_empty():
+            kind = "an empty string" if isinstance(value, str) else "an empty list"
+            raise ConfigError(f"{where}: {kind} is no value (it would be read as none); give one"
+                              + (", or leave the key out" if self.default is not REQUIRED else ""))
         allowed = self.allowed()
         if allowed is not None and value not in allowed:
             raise ConfigError(f"{where}: {shown(value)} is not allowed; expected {self.describe()}")
@@ -136,6 +144,11 @@ class Param:
             if self.items is not None:
                 value = type(value)(self.items.check(item, f"{where}[{i}]") for i, item in enumerate(value))
         return value
+
+    def _takes_empty(self) -> bool:
+        if self.empty is not None:
+            return self.empty
+        return isinstance(self.default, (str, list, tuple)) and not self.default
 
     def _coerce(self, value: Any, where: str) -> Any:
         types = self.type if isinstance(self.type, tuple) else (self.type,)

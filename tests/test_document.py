@@ -4,12 +4,12 @@ blocks."""
 import numpy as np
 import pytest
 
-from cselab.document import (Column, Figure, Heading, Paragraph, Table, check_blocks, fixed, number, stacked,
-                             to_html, to_markdown)
+from cselab.document import (Column, Figure, Formatted, Heading, Paragraph, Table, check_blocks, fixed, number,
+                             stacked, to_html, to_markdown)
 
 
 def test_a_column_writes_its_values_by_its_kind():
-    assert [number("x").format(v) for v in (72.3749, None, 12, np.int64(7), "85.00/80.00")] == [
+    assert [number("x").format(v) for v in (72.3749, None, 12, np.int64(7), Formatted("85.00/80.00"))] == [
         "72.37", "n/a", "12", "7", "85.00/80.00"]
     assert number("d", 3, signed=True).format(0.1234) == "+0.123" and number("d", signed=True).format(-1.0) == "-1.00"
     assert Column("ci", "interval", 2).format((-0.125, 1.5)) == "[-0.12, +1.50]"
@@ -17,6 +17,26 @@ def test_a_column_writes_its_values_by_its_kind():
     assert fixed([0.5, 1.25], 1, True) == "[+0.5, +1.2]" and fixed(None) == "n/a"
     with pytest.raises(ValueError, match="kind 'numeric', expected one of text, number, interval"):
         Column("x", "numeric")  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("value", ["72.37", "n/a", True, b"72", {"a": 1}])
+def test_a_figure_column_refuses_what_is_no_number_unless_its_code_wrote_it(value):
+    """By class: text where a figure belongs (a results file holding a figure as a string) is an error, not a cell;
+    only text the computing code wrote (Formatted) stands in a figure column."""
+    with pytest.raises(TypeError, match="a figure must be a number"):
+        number("STS").format(value)
+    with pytest.raises(TypeError, match="a figure must be a number"):
+        Column("CI", "interval").format(["low", 2.0])
+
+
+@pytest.mark.parametrize("line_break", ["\n", "\r", "\r\n", "\v", "\f", "\x1c", "\x85", "\u2028", "\u2029"])
+def test_no_line_break_of_a_label_ends_a_table_row_or_a_heading(line_break):
+    """By class: every line break Python knows, in a cell or a heading (a user's --label), is written as a space."""
+    label = f"run{line_break}two"
+    markdown = to_markdown([Heading(f"Differences against {label}"), Table(["Model", number("STS")],
+                                                                           [[label, 1.0], ["other", 2.0]])])
+    assert markdown.splitlines() == ["## Differences against run two", "", "| Model   | STS  |", "| ------- | ---- |",
+                                     "| run two | 1.00 |", "| other   | 2.00 |"]
 
 
 def test_a_table_is_refused_a_row_of_the_wrong_length():

@@ -597,6 +597,34 @@ def test_probe_compare_never_writes_over_an_input_and_checks_its_out_before_work
     assert copy.read_bytes() == before
 
 
+@pytest.mark.parametrize("field", [("sts", "avg"), ("sts", "STS12", "all")])
+def test_a_results_file_whose_figure_is_text_is_refused_by_compare_in_one_line(results_json, tmp_path, capsys,
+                                                                                  field):
+    """A figure a results JSON holds as a string is named, not printed as a figure (it was, once reports were
+    blocks: the regression the audit found)."""
+    payload = json.loads(results_json.read_text())
+    node = payload
+    for key in field[:-1]:
+        node = node[key]
+    node[field[-1]] = "79.5"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(payload))
+    assert main(["probe", "compare", str(results_json), str(bad)]) == 2
+    error = one_line_error(capsys)
+    assert f"{bad}: not a results JSON of `probe run`" in error and "a figure must be a number" in error
+
+
+@pytest.mark.parametrize("line_break", ["\r", "\n", "\u2028"])
+def test_a_label_with_a_line_break_stays_in_its_row(results_json, tmp_path, capsys, line_break):
+    other = tmp_path / "b.json"
+    shutil.copy(results_json, other)
+    shutil.copy(results_json.with_suffix(".items.npz"), tmp_path / results_json.with_suffix(".items.npz").name)
+    assert main(["probe", "compare", str(results_json), str(other), "--label", f"1=first{line_break}run"]) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| first run")]
+    assert rows and all(line.endswith("|") for line in rows) and "first\r" not in out
+
+
 @pytest.fixture
 def unreadable(monkeypatch):
     """Makes a file unreadable: its mode 000, or, for root (whom no mode stops), the error the system would give
@@ -1026,3 +1054,88 @@ def test_output_into_a_closed_pipe_ends_quietly():
         process.stdout.close()  # the reader is gone before the command writes
         err = process.stderr.read().decode()
         assert process.wait(timeout=300) in (0, 141) and "Traceback" not in err and "Exception" not in err, err
+
+
+def _fewer_rows(folder: Path, model_class, rows: int) -> Path:
+    """The model in ``folder`` saved again with ``rows`` embedding rows (its tokenizer left as it is)."""
+    config = model_class.config_class.from_pretrained(folder)
+    config.vocab_size = rows
+    model_class(config).save_pretrained(folder)
+    return folder
+
+
+@pytest.mark.parametrize("case", ["a tokenizer past the embeddings", "a decoder's end token past them"])
+@pytest.mark.parametrize("command", ["train", "probe"])
+def test_a_tokenizer_whose_ids_pass_the_models_embeddings_is_refused_before_work(tmp_path, tiny_cache, data_dir,
+                                                                                 capsys, case, command):
+    """By class: every model cselab loads is checked against the tokenizer that feeds it (an IndexError deep in the
+    forward pass before)."""
+    from transformers import BertModel, LlamaModel
+
+    from tests.conftest import save_tiny_bert, save_tiny_decoder
+
+    if case == "a tokenizer past the embeddings":  # bert-base-uncased's 30,522 tokens, 1,000 rows
+        folder = _fewer_rows(save_tiny_bert(tmp_path / "model", BertModel, hidden=32, layers=1), BertModel, 1000)
+        expected = "ids reach 30521"
+    else:  # the tiny Llama with an end token (its padding too) added to its tokenizer past the model's rows
+        from transformers import AutoTokenizer
+
+        folder = save_tiny_decoder(tmp_path / "model", "llama")
+        tokenizer = AutoTokenizer.from_pretrained(folder)
+        rows = len(tokenizer)
+        tokenizer.add_special_tokens({"eos_token": "<|end|>"})
+        tokenizer.save_pretrained(folder)
+        folder = _fewer_rows(folder, LlamaModel, rows)
+        expected = "'<|end|>'"
+    argv = (train_args(folder, tiny_cache, data_dir, tmp_path / "run") if command == "train" else
+            ["probe", "run", "--model", str(folder), "--pooler", "avg", "--suite", "sts", "--limit", "10",
+             "--data-dir", str(data_dir), "--no-cache", "--out", str(tmp_path / "r.json")])
+    assert main(argv) == 2
+    error = one_line_error(capsys)
+    assert f"{folder}: the tokenizer's ids reach" in error and "embedding rows: they are not a pair" in error
+    assert expected in error and not (tmp_path / "run" / "best").exists()
+
+
+def test_a_generator_of_fewer_ids_than_the_models_is_refused_before_training(tmp_path, tiny_bert_dir, tiny_cache,
+                                                                              data_dir, capsys):
+    from transformers import BertForMaskedLM
+
+    from tests.conftest import save_tiny_bert
+
+    generator = _fewer_rows(save_tiny_bert(tmp_path / "generator", BertForMaskedLM, hidden=32, layers=1),
+                            BertForMaskedLM, 20000)
+    argv = train_args(tiny_bert_dir, tiny_cache, data_dir, tmp_path / "run", "--set",
+                      f"losses.rtd.generator={generator}")
+    argv[argv.index("simcse")] = "diffcse"
+    assert main(argv) == 2
+    assert f"losses.rtd.generator: {generator}: the tokenizer's ids reach 30521" in one_line_error(capsys)
+
+
+@pytest.mark.parametrize(("setting", "message"), [
+    ("encoder.adapter={kind: lora, target_modules: ''}", "encoder.adapter.target_modules: '' is not valid"),
+    ("encoder.adapter={kind: lora, target_modules: []}", "encoder.adapter.target_modules: an empty list is no value"),
+    ("encoder.adapter={kind: lora, target_modules: ['']}",
+     r"encoder.adapter.target_modules\[0\]: an empty string is no value"),
+    ("encoder.prompt=''", "encoder.prompt: an empty string is no value"),
+    ("views.anchor.prompt=''", "views.anchor.prompt: an empty string is no value"),
+    ("views.anchor.layers=[]", "views.anchor.layers: an empty list is no value"),
+    ("data=''", "data: an empty string is no value"),
+])
+def test_an_empty_value_is_refused_where_it_would_be_read_as_none(setting, message, capsys):
+    """By class (every checked setting of every schema): an empty string or list where code would take it for no
+    value (peft's default modules for an empty target_modules, and a saved config that records nothing) is one line;
+    a setting whose default is empty, or that says so (training.no_decay: [] decays every weight), takes one."""
+    assert main(["train", "--method", "simcse", "--set", setting, "--show-config"]) == 2
+    assert re.search(message, one_line_error(capsys))
+    assert main(["train", "--method", "simcse", "--set", "training.no_decay=[]", "--set", "description=''",
+                 "--show-config"]) == 0
+
+
+@pytest.mark.parametrize("option", ["--transfer-tasks", "--tasks", "--mteb-tasks"])
+def test_an_empty_task_list_is_refused_not_scored_as_nothing(option, tmp_path, capsys):
+    suite = {"--transfer-tasks": "transfer", "--tasks": "sts", "--mteb-tasks": "mteb"}[option]
+    assert main(["probe", "run", "--model", "bow", "--suite", suite, option, "", "--out", str(tmp_path / "r.json")]) \
+        == 2
+    error = one_line_error(capsys)
+    assert ("needs --mteb-tasks NAME" if suite == "mteb" else "an empty list is no value") in error
+    assert not (tmp_path / "r.json").exists()

@@ -85,3 +85,23 @@ def test_a_folder_a_failed_block_made_and_left_empty_is_removed_and_any_other_ke
     with kept_only_if_written(tmp_path / "ok"):  # no failure: whatever it is, it stays
         (tmp_path / "ok").mkdir()
     assert (tmp_path / "ok").is_dir()
+
+
+@pytest.mark.parametrize("suffix", [".safetensors", ".pt"])
+@pytest.mark.parametrize("damage", ["empty", "truncated", "other bytes"])
+def test_every_weights_file_a_folder_holds_is_read_or_named_in_one_line(tmp_path, suffix, damage):
+    """By class: a head kept at test, a Condenser's model.pt, any weights file cselab reads itself."""
+    import torch
+    from safetensors.torch import save_file
+
+    from cselab.errors import ModelError
+    from cselab.files import read_tensors
+
+    path = tmp_path / f"weights{suffix}"
+    tensors = {"w": torch.arange(6.0).view(2, 3)}
+    save_file(tensors, str(path)) if suffix == ".safetensors" else torch.save(tensors, path)
+    assert torch.equal(read_tensors(path)["w"], tensors["w"])
+    data = path.read_bytes()
+    path.write_bytes({"empty": b"", "truncated": data[:len(data) // 2], "other bytes": b"\x00\x01 nothing"}[damage])
+    with pytest.raises(ModelError, match=rf"{path}: not a readable weights file \(\w+: "):
+        read_tensors(path)

@@ -6,10 +6,14 @@ run`` gives); each probe suite scores a ``--limit 30`` run.
 
 The numbers are computed in a process whose numerical libraries are pinned to one thread and to the same kernels on
 every x86-64 CPU with AVX2 (``tests/golden_numbers.py``): unpinned, thread counts and CPUs move rank-based figures by
-up to 2e-3. Pinned, ten runs (five on one core, five beside a load of three busy processes) gave the same bits
-(``_spread`` in the golden file, measured by ``tests/golden_spread.py``), so every number must equal
-``tests/golden.json`` to :data:`RELATIVE` (far above that spread, far below the 1e-4 change the check must catch: a
-test plants one). A deliberate change regenerates the file in a commit of its own that says why:
+up to 2e-3. Pinned, repeated runs on one machine give the same bits, but another CPU still moves a figure whose
+rounding its computation amplifies (PromptBERT's denoising subtracts two nearly equal vectors: a gradient norm moved
+by 2e-6 on another AMD EPYC). ``tests/golden_spread.py`` measures, per section, the largest difference from the
+golden file in repeated and loaded runs and at other thread counts (another order of the same kernels' sums, as
+another CPU's; ``_spread`` in the golden file: its CPU, date and conditions, and the kernel paths the pins hold off):
+a section's numbers must equal ``tests/golden.json``'s to :data:`RELATIVE` or twice its measured spread, whichever is
+wider (:func:`tolerance`), and every tolerance stays below the 1e-4 change the check must catch (a test plants one).
+A deliberate change regenerates the file in a commit of its own that says why:
 ``CSELAB_WRITE_GOLDEN=1 pytest tests/test_golden.py``.
 """
 
@@ -61,13 +65,20 @@ def computed(tmp_path_factory, tiny_bert_dir, tiny_cache, data_dir):
     return json.loads(out.read_text()), runs
 
 
+def tolerance(section: str, golden: dict) -> float:
+    """``section``'s relative tolerance: :data:`RELATIVE`, or twice the spread measured for it in repeated runs and
+    across thread counts (``_spread.sections``), whichever is wider."""
+    return max(RELATIVE, 2 * golden.get("_spread", {}).get("sections", {}).get(section, 0.0))
+
+
 def check(section: str, found: dict[str, float], golden: dict) -> None:
-    """``found`` equals the golden numbers of ``section`` to :data:`RELATIVE`."""
+    """``found`` equals the golden numbers of ``section`` to its :func:`tolerance`."""
     assert "error" not in found, found.get("error")
     assert section in golden, f"{section}: not in {GOLDEN.name}; write it with CSELAB_WRITE_GOLDEN=1"
     assert found.keys() == golden[section].keys()
+    relative = tolerance(section, golden)
     for key, value in golden[section].items():
-        assert found[key] == pytest.approx(value, rel=RELATIVE, abs=1e-12, nan_ok=True), f"{section}: {key}"
+        assert found[key] == pytest.approx(value, rel=relative, abs=1e-12, nan_ok=True), f"{section}: {key}"
 
 
 def _compare(section: str, computed) -> None:
@@ -99,6 +110,7 @@ def test_every_probe_suites_scores_are_the_golden_ones(model, computed):
 
 def test_a_planted_change_of_1e_4_fails_the_check():
     golden = json.loads(GOLDEN.read_text())
+    assert all(tolerance(section, golden) < 1e-4 for section in golden if not section.startswith("_"))
     for section in ("train/osscse", "probe/tiny-bert"):
         found = dict(golden[section])
         check(section, found, golden)

@@ -20,8 +20,9 @@ The trainer writes it; :func:`write_checkpoint_info` is the one writer (atomic).
 
 from __future__ import annotations
 
+import logging
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +33,7 @@ from cselab.errors import ConfigError, ModelError
 from cselab.files import read_json, shown
 from cselab.registry import Param, check, get
 
+logger = logging.getLogger(__name__)
 CHECKPOINT_FILE = "cselab.json"
 FORMAT = "cselab-checkpoint"
 VERSION = 1
@@ -54,6 +56,7 @@ class CheckpointInfo:
     base_model: str | None = None
     data: dict[str, Any] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
+    weights_sha256: str | None = None  # the folder's weights this lineage describes (combined_sha256 of its files)
 
     def __post_init__(self):
         get("pooler", self.pooler, "pooler")
@@ -68,8 +71,34 @@ def needs_module(info: CheckpointInfo) -> bool:
 
 
 def write_checkpoint_info(folder: str | os.PathLike, info: CheckpointInfo) -> Path:
-    """Write ``cselab.json`` into ``folder`` atomically (temporary file, then rename)."""
-    return write_json_atomic(Path(folder) / CHECKPOINT_FILE, {"format": FORMAT, "version": VERSION, **asdict(info)})
+    """Write ``cselab.json`` into ``folder`` atomically (temporary file, then rename), once the folder's weights are
+    written: it records their sha256, which its lineage (``method``, ``data``, ``config``) describes. Rewritten over
+    other weights than those it was read with (a checkpoint trained further elsewhere, sentence-transformers' trainer
+    say), it drops that lineage, with a warning: what the new weights were trained on is not known here."""
+    from cselab.encoders.pretrained import combined_sha256, weight_files
+
+    digest = combined_sha256(weight_files(str(folder)))
+    if info.weights_sha256 is not None and digest != info.weights_sha256 and (info.data or info.config):
+        logger.warning("%s: its weights are not those %s was read with (trained further?): what they were trained "
+                       "on is not known, so the earlier run's lineage (method %s, data %s) is left out", folder,
+                       CHECKPOINT_FILE, info.method, (info.data or {}).get("name"))
+        info = replace(info, method=None, data={}, config={})
+    return write_json_atomic(Path(folder) / CHECKPOINT_FILE, {"format": FORMAT, "version": VERSION,
+                                                              **asdict(replace(info, weights_sha256=digest))})
+
+
+def trusted(info: CheckpointInfo, folder: str | os.PathLike) -> CheckpointInfo:
+    """``info`` as ``folder``'s lineage: as it is where the folder's weights are those ``cselab.json`` recorded (or
+    it recorded none: a checkpoint written before cselab did), else without its ``method``, ``data`` and ``config``
+    (the weights changed after it was written), with a warning."""
+    from cselab.encoders.pretrained import combined_sha256, weight_files
+
+    if info.weights_sha256 is None or combined_sha256(weight_files(str(folder))) == info.weights_sha256:
+        return info
+    logger.warning("%s: its weights are not those its %s describes (changed after cselab wrote it): the earlier "
+                   "run's lineage (method %s, data %s) is left out", folder, CHECKPOINT_FILE, info.method,
+                   (info.data or {}).get("name"))
+    return replace(info, method=None, data={}, config={})
 
 
 INFO_SCHEMA = {"pooler": Param(str, "cls_before_pooler", choices="plugin:pooler"),
@@ -78,7 +107,8 @@ INFO_SCHEMA = {"pooler": Param(str, "cls_before_pooler", choices="plugin:pooler"
                "head": Param(dict, None, nullable=True), "head_before_denoise": Param(bool, False),
                "max_length": Param(int, 32, min=1),
                "normalize": Param(bool, False), "method": Param(str, None, nullable=True),
-               "base_model": Param(str, None, nullable=True), "data": Param(dict, {}), "config": Param(dict, {})}
+               "base_model": Param(str, None, nullable=True), "data": Param(dict, {}), "config": Param(dict, {}),
+               "weights_sha256": Param(str, None, nullable=True)}
 
 
 def read_checkpoint_info(path: str | os.PathLike) -> CheckpointInfo:

@@ -13,6 +13,7 @@ from torch import nn
 
 from cselab.atomic import write_bytes_atomic
 from cselab.errors import ModelError
+from cselab.files import read_tensors
 
 HEAD_FILE = "head.safetensors"
 
@@ -56,9 +57,8 @@ def activations() -> tuple[str, ...]:
 
 def load_head(path: Path | None, spec: dict[str, Any], hidden: int) -> nn.Module:
     """The head ``spec`` names with the weights of the ``head.safetensors`` at ``path`` (every one, none besides), in
-    eval mode; a missing file or other tensors are a :class:`ModelError` naming the file."""
-    from safetensors.torch import load_file
-
+    eval mode; a missing, empty, truncated or damaged file, or other tensors, are a :class:`ModelError` naming the
+    file."""
     if spec.get("kind") not in CHECKPOINT_HEADS:
         raise ModelError(f"cselab.json's head {spec.get('kind')!r}: none a checkpoint can hold "
                          f"({', '.join(CHECKPOINT_HEADS)})")
@@ -69,7 +69,7 @@ def load_head(path: Path | None, spec: dict[str, Any], hidden: int) -> nn.Module
     if path is None:
         raise ModelError(f"{HEAD_FILE}: missing beside cselab.json, which names a head kept at test")
     try:
-        head.load_state_dict(load_file(path))
+        head.load_state_dict(read_tensors(path))
     except RuntimeError as err:
         raise ModelError(f"{path}: not the weights of a {spec['kind']} head of width {hidden}: "
                          f"{str(err).splitlines()[0]}") from None

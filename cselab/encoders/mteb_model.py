@@ -19,7 +19,7 @@ from mteb.models.abs_encoder import AbsEncoder
 from mteb.models.model_meta import ModelMeta
 
 from cselab.encoders.base import Encoder
-from cselab.encoders.checkpoint import CHECKPOINT_FILE, read_checkpoint_info
+from cselab.encoders.checkpoint import CHECKPOINT_FILE, read_checkpoint_info, trusted
 from cselab.encoders.loading import DEFAULT_POOLER, folder_settings, load_encoder, resolve_backbone
 from cselab.encoders.specs import ALIAS_NAMES, ALIASES, hub_name, recorded_hub_name
 from cselab.encoders.transformer import TransformerEncoder
@@ -71,8 +71,9 @@ def model_name(spec: str) -> str:
 
 
 def _checkpoint(spec: str):
+    """A checkpoint folder's ``cselab.json``, its lineage only where the folder's weights are those it describes."""
     path = Path(os.path.expanduser(spec)) / CHECKPOINT_FILE
-    return read_checkpoint_info(path) if path.is_file() else None
+    return trusted(read_checkpoint_info(path), path.parent) if path.is_file() else None
 
 
 def _parameters(encoder: Encoder) -> int | None:

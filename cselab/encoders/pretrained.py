@@ -9,6 +9,7 @@ turns each of these into one :class:`~cselab.errors.ModelError` naming the folde
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
 from cselab.checksum import sha256
@@ -30,8 +31,9 @@ def load_tokenizer(path: str):
     if folder.is_dir() and not any((folder / name).is_file() for name in TOKENIZER_FILES):
         raise ModelError(f"{path}: no tokenizer files ({', '.join(TOKENIZER_FILES)}); copy the tokenizer of the "
                          "model it was trained from into the folder")
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(path)
+    try:  # a bidirectional checkpoint's config read as its base's (transformers would warn at cselab's model type)
+        config = auto_config(path) if bidirectional_checkpoint(path) else None
+        tokenizer = AutoTokenizer.from_pretrained(path, **({"config": config} if config is not None else {}))
     except Exception as err:  # any failure of the library to read the folder is the folder's to fix
         raise ModelError(f"{path}: the tokenizer cannot be loaded ({type(err).__name__}: {clipped(err)})") from None
     if len(tokenizer) < SMALLEST_VOCABULARY:
@@ -61,13 +63,55 @@ def token_limit(config, tokenizer) -> int:
     return min(tokenizer.model_max_length, DEFAULT_MAX_LENGTH, positions)
 
 
+#: A checkpoint whose model attends bidirectionally (LLM2Vec) has a model type of cselab's in its config.json, so that
+#: transformers refuses to load it (its own classes of the base's type attend causally: other vectors, without a
+#: word), with the base's type and why beside it; cselab reads it as the base's (:func:`auto_config`).
+BIDIRECTIONAL_TYPE = "cselab-bidirectional"
+BASE_TYPE = "cselab_base_model_type"
+NOTE = "cselab_note"
+
+
+def mark_bidirectional(folder: str | Path) -> None:
+    """Give the checkpoint ``folder``'s config.json cselab's model type (see :data:`BIDIRECTIONAL_TYPE`)."""
+    from cselab.atomic import write_json_atomic
+
+    path = Path(folder) / "config.json"
+    config = json.loads(path.read_text(encoding="utf-8"))
+    base = config.get(BASE_TYPE, config["model_type"])
+    write_json_atomic(path, {**config, "model_type": BIDIRECTIONAL_TYPE, BASE_TYPE: base, NOTE: (
+        f"attends bidirectionally (LLM2Vec), which transformers' {base} classes do not: load it with cselab (pip "
+        "install cselab-toolkit), SentenceTransformer(PATH, trust_remote_code=True) or "
+        "cselab.encoders.load_encoder(PATH)")})
+
+
+def bidirectional_checkpoint(path: str) -> bool:
+    """Whether the folder ``path`` is a checkpoint cselab marked bidirectional (:func:`mark_bidirectional`)."""
+    file = Path(path) / "config.json"
+    try:
+        return file.is_file() and json.loads(file.read_text(encoding="utf-8")).get("model_type") == BIDIRECTIONAL_TYPE
+    except (OSError, ValueError, AttributeError):  # a config.json transformers will name when it reads it
+        return False
+
+
+def auto_config(path: str):
+    """The transformers config of a folder or hub name, a bidirectional checkpoint's (:data:`BIDIRECTIONAL_TYPE`) as
+    its base's type."""
+    from transformers import AutoConfig, PretrainedConfig
+
+    fields, _ = PretrainedConfig.get_config_dict(path)  # the file as written, the folder's or the hub's
+    if fields.get("model_type") != BIDIRECTIONAL_TYPE:
+        return AutoConfig.from_pretrained(path)
+    base = fields.pop(BASE_TYPE)
+    for key in ("model_type", NOTE):
+        fields.pop(key, None)
+    return AutoConfig.for_model(base, **fields)
+
+
 def check_max_length(path: str, max_length: int, where: str) -> None:
     """Refuse a ``max_length`` (named ``where``) above the tokens the model of ``path`` takes, from its config and
     tokenizer, before its weights load (a sentence that long would index past its position embeddings)."""
-    from transformers import AutoConfig
-
     try:
-        config = AutoConfig.from_pretrained(path)
+        config = auto_config(path)
     except Exception as err:  # no config.json, or one transformers cannot read
         raise ModelError(f"{path}: the config cannot be loaded ({type(err).__name__}: {clipped(err)})") from None
     limit = token_limit(config, load_tokenizer(path))
@@ -81,19 +125,20 @@ def load_model(path: str, needs_pooler: bool = False, config: dict | None = None
     config has), ``options`` further keywords of ``from_pretrained`` (a quantization config); weights that do not
     load, or that leave part of the model its config describes at random (a pooler layer aside, unless
     ``needs_pooler``), are a ModelError."""
-    from transformers import AutoConfig, AutoModel
+    from transformers import AutoModel
     from transformers.utils import logging as transformers_logging
 
-    if config:
-        fields = AutoConfig.from_pretrained(path)
-        unknown = [key for key in config if not hasattr(fields, key)]
-        if unknown:
-            raise ConfigError(f"encoder.model_config.{unknown[0]}: {path}'s config ({type(fields).__name__}) has no "
-                              "such field")
+    fields = auto_config(path)
+    unknown = [key for key in config or {} if not hasattr(fields, key)]
+    if unknown:
+        raise ConfigError(f"encoder.model_config.{unknown[0]}: {path}'s config ({type(fields).__name__}) has no "
+                          "such field")
+    for key, value in (config or {}).items():
+        setattr(fields, key, value)
     verbosity = transformers_logging.get_verbosity()
     transformers_logging.set_verbosity_error()  # a head's weights beside the base are expected; missing ones below
     try:
-        model, info = AutoModel.from_pretrained(path, output_loading_info=True, **(config or {}), **(options or {}))
+        model, info = AutoModel.from_pretrained(path, config=fields, output_loading_info=True, **(options or {}))
     except Exception as err:  # a missing, truncated, refused (pickle) or mismatched weights file
         raise ModelError(f"{path}: the weights cannot be loaded ({type(err).__name__}: {clipped(err)})") from None
     finally:
@@ -106,10 +151,25 @@ def load_model(path: str, needs_pooler: bool = False, config: dict | None = None
 
 
 def load_pretrained(path: str, pooler: str | None = None, config: dict | None = None, options: dict | None = None):
-    """``(model, tokenizer)`` of a folder or hub name, both checked (see the module docstring); ``config``: fields
-    set on the model's config, ``options``: further keywords of ``from_pretrained`` (:func:`load_model`)."""
+    """``(model, tokenizer)`` of a folder or hub name, both checked (see the module docstring), and checked to be a
+    pair (:func:`check_vocabulary`); ``config``: fields set on the model's config, ``options``: further keywords of
+    ``from_pretrained`` (:func:`load_model`)."""
     tokenizer = load_tokenizer(path)
-    return load_model(path, needs_pooler=pooler == "cls", config=config, options=options), tokenizer
+    model = load_model(path, needs_pooler=pooler == "cls", config=config, options=options)
+    check_vocabulary(tokenizer, model.get_input_embeddings().num_embeddings, path, "embedding rows")
+    return model, tokenizer
+
+
+def check_vocabulary(tokenizer, rows: int, where: str, what: str, error: type[Exception] = ModelError) -> None:
+    """Refuse ``tokenizer`` where one of its token ids (its vocabulary, added and special tokens included: a decoder's
+    end token that pads) is not below ``rows`` (a model's ``what``: its embedding rows, or the ids a head predicts):
+    the model would index past them deep in a forward pass."""
+    vocabulary = tokenizer.get_vocab()
+    token, highest = max(vocabulary.items(), key=lambda item: item[1], default=(None, -1))
+    if highest >= rows:
+        raise error(f"{where}: the tokenizer's ids reach {highest} ({token!r}), and the model has {rows} {what}: "
+                    "they are not a pair; give the model's own tokenizer (or resize its embeddings to the tokenizer "
+                    "and save it)")
 
 
 # model.pt: the extra weights a Condenser folder keeps beside its encoder (InfoCSE's aggregation head reads them)

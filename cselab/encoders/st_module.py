@@ -21,6 +21,7 @@ from sentence_transformers.base.modules.input_module import InputModule
 
 from cselab.encoders.checkpoint import CHECKPOINT_FILE, CheckpointInfo, read_checkpoint_info, write_checkpoint_info
 from cselab.encoders.heads import save_head
+from cselab.encoders.pretrained import mark_bidirectional
 from cselab.encoders.transformer import TransformerEncoder
 
 
@@ -57,6 +58,8 @@ class CselabEncoder(InputModule):
 
     def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
         self.model.save_pretrained(output_path, safe_serialization=safe_serialization)
+        if self.info.bidirectional:  # transformers' own classes of the base's type would attend causally
+            mark_bidirectional(output_path)
         self.tokenizer.save_pretrained(output_path)
         if self.encoder.head is not None:
             save_head(output_path, self.encoder.head)

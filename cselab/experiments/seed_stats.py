@@ -20,7 +20,7 @@ import numpy as np
 from cselab.errors import DataError
 from cselab.probes.paired import read_items
 from cselab.probes.sts import sts_items
-from cselab.document import Column, Paragraph, Table, number, to_markdown
+from cselab.document import Column, Formatted, Paragraph, Table, number, to_markdown
 from cselab.probes.significance import RESAMPLES, hierarchical, holds, holm
 
 FEW_SEEDS = 3  # below this many seeds a method's seed variance is hardly resampled
@@ -74,7 +74,8 @@ def comparison_markdown(comparison: dict[str, Any]) -> str:
         return f"No between-method test: {comparison['skipped']}."
     title = (f"{comparison['figure']} against {comparison['baseline']}: {comparison['test']}, "
              f"{comparison['resamples']} resamples, seed {comparison['seed']}; p Holm-corrected across methods")
-    body = [[row["label"], f"{row['seeds'][0]} / {row['seeds'][1]}", row["diff"], row["ci"], row["p"], row["p_holm"],
+    body = [[row["label"], Formatted(f"{row['seeds'][0]} / {row['seeds'][1]}"), row["diff"], row["ci"], row["p"],
+             row["p_holm"],
              "yes" if row["holds"] else f"no ({min(row['seeds'])} seed(s))" if min(row["seeds"]) < FEW_SEEDS
              else "no"] for row in comparison["rows"]]
     few = [row["label"] for row in comparison["rows"] if min(row["seeds"]) < FEW_SEEDS]

@@ -41,7 +41,7 @@ from cselab.errors import ConfigError, DataError, TrainingError
 from cselab.experiments.seed_stats import compare_methods, comparison_markdown
 from cselab.files import check_folder, kept_only_if_written, read_json, shown
 from cselab.probes.geometry import alignment_uniformity
-from cselab.document import Paragraph, Table, number, to_markdown
+from cselab.document import Formatted, Paragraph, Table, number, to_markdown
 from cselab.probes.significance import t_interval
 from cselab.probes.results import changed_files, checksums
 from cselab.probes.runner import run_suite, write_items
@@ -334,9 +334,9 @@ def summarize(results: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def summary_markdown(rows: list[dict[str, Any]], columns: dict[str, dict[str, Any]]) -> str:
     body = [[row["label"], ", ".join(map(str, row["seeds"])),
-             *("{0:.{2}f} ± {1:.{2}f}".format(row[c]["mean"], row[c]["std"], column["digits"])
+             *(Formatted("{0:.{2}f} ± {1:.{2}f}".format(row[c]["mean"], row[c]["std"], column["digits"]))
                for c, column in columns.items()),
-             "[{:.2f}, {:.2f}]".format(*row["avg"]["ci95"]) if row["avg"]["ci95"] else "(one seed)"]
+             Formatted("[{:.2f}, {:.2f}]".format(*row["avg"]["ci95"]) if row["avg"]["ci95"] else "(one seed)")]
             for row in rows]
     return to_markdown([Paragraph("Mean ± std over seeds (std with ddof 1); the interval is Student's t over seeds"),
                         Table(["Method", "Seeds", *map(number, columns), number("avg 95% CI")], body)])

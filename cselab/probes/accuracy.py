@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from cselab.document import Block, Column, Heading, Paragraph, Table, number, stacked
+from cselab.document import Block, Column, Formatted, Heading, Paragraph, Table, number, stacked
 from cselab.errors import DataError
 from cselab.evaluation.setups import CLASSIFIER_SETUPS
 from cselab.probes.paired import aligned, item_groups
@@ -53,7 +53,7 @@ class AccuracySuite(Suite):
     def table(self, section: dict[str, Any], model: str) -> Table:
         """Test accuracy x 100 per task (MRPC: accuracy/F1) and the average."""
         tasks = self.tasks(section)
-        values = [f"{v['acc']:.2f}/{v['f1']:.2f}" if "f1" in v else v["acc"] for v in tasks.values()]
+        values = [Formatted(f"{v['acc']:.2f}/{v['f1']:.2f}") if "f1" in v else v["acc"] for v in tasks.values()]
         columns: list[Column] = [Column("Model"), *(number(name) for name in tasks)]
         if "avg" in section:
             columns, values = [*columns, number("Avg.")], [*values, section["avg"]]
@@ -63,9 +63,9 @@ class AccuracySuite(Suite):
         """Per task: validation and test accuracy, chosen weight decay (and classifier), sizes, classifier time."""
         rows = []
         for name, v in self.tasks(section).items():
-            sizes = " / ".join(str(v[k]) for k in ("n_all", "n_train", "n_dev", "n_test") if k in v)
+            sizes = Formatted(" / ".join(str(v[k]) for k in ("n_all", "n_train", "n_dev", "n_test") if k in v))
             classifier = "LR" if not v.get("nhid") else f"MLP {v['nhid']}, dropout {v['dropout']}"
-            reg = str(v["reg"]) if not isinstance(v["reg"], list) else "per fold"
+            reg = Formatted(str(v["reg"]) if not isinstance(v["reg"], list) else "per fold")
             rows.append([name, v["devacc"], v["acc"], classifier, reg, sizes, v["classifier_s"]])
         return Table(["Task", number("Dev acc."), number("Test acc."), "Classifier", number("L2"), number("Sizes"),
                       number("Time (s)", 1)], rows)

@@ -17,7 +17,7 @@ import numpy as np
 
 from cselab.checksum import sha256
 from cselab.data import DataNotFoundError, NegationPairs, load_cannot
-from cselab.document import Block, Heading, Paragraph, Table, number
+from cselab.document import Block, Formatted, Heading, Paragraph, Table, number
 from cselab.encoders import Encoder
 from cselab.evaluation.scoring import Result
 from cselab.metrics import spearman
@@ -171,7 +171,7 @@ class BiasSuite(Suite):
                       "averages weight each part by its own size, as the paper's Table 3."),
             Table([number("Cont. (wavg)"), number("Oppn. (wavg)"), number("Gap"), number("Paraphrase > negation")],
                   [[splits["cont_wavg"], splits["oppn_wavg"], splits["gap"],
-                    f"{'n/a' if share is None else f'{share:.1f}'}% of {accuracy['n']}"]]),
+                    Formatted(f"{'n/a' if share is None else f'{share:.1f}'}% of {accuracy['n']}")]]),
             Heading("Cont. and Oppn. per subset", 3),
             Table(["Subset", number("Cont."), number("Oppn."), number("#Cont."), number("#Oppn.")],
                   [[name, v["cont"], v["oppn"], v["n_cont"], v["n_oppn"]] for name, v in splits["subsets"].items()]),

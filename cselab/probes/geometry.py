@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from cselab.data import corpus_path, load_sts, read_corpus
-from cselab.document import Block, Heading, Paragraph, Table, number
+from cselab.document import Block, Formatted, Heading, Paragraph, Table, number
 from cselab.encoders import Encoder
 from cselab.errors import DataError
 from cselab.evaluation.scoring import Result
@@ -210,7 +210,8 @@ class GeometrySuite(Suite):
             poolers = list(layers["sts_by_layer"])
             blocks.append(Table([number("Layer"), number("TokSim", 3), number("Cosine to previous layer", 3),
                                  *(number(f"STS-B {p}") for p in poolers)],
-                                [[i, layers["token_similarity"][i], layers["inter_layer_cosine"][i - 1] if i else "",
+                                [[i, layers["token_similarity"][i],
+                                  layers["inter_layer_cosine"][i - 1] if i else Formatted(""),
                                   *(layers["sts_by_layer"][p][i] for p in poolers)]
                                  for i in range(layers["layers"] + 1)]))
         blocks.append(Heading("STS after PCA (Spearman x 100)", 3))
@@ -219,7 +220,7 @@ class GeometrySuite(Suite):
         dims = sorted(pca["dims"], key=int, reverse=True)
         tasks = [t for t in pca["dims"][dims[0]] if t != "avg"]
         return [*blocks, Table([number("Dims"), *(number(t) for t in tasks), number("Avg.")],
-                               [[d, *(pca["dims"][d][t] for t in (*tasks, "avg"))] for d in dims]),
+                               [[int(d), *(pca["dims"][d][t] for t in (*tasks, "avg"))] for d in dims]),
                 Paragraph(f"Principal directions from {pca['reference_sentences']} sentences of {pca['reference']}.")]
 
     def main_scores(self, section: dict[str, Any]) -> dict[str, float | None]:

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from cselab.document import Block, Figure, Heading, Paragraph, Table, check_blocks, fixed, number, to_markdown
+from cselab.document import (Block, Figure, Formatted, Heading, Paragraph, Table, check_blocks, fixed, number,
+                             to_markdown)
 from cselab.errors import ConfigError, DataError
 from cselab.files import clipped, read_json
 from cselab.probes.paired import (item_conflicts, paired_figures, paired_tables, read_items, setting_differences,
@@ -143,15 +144,15 @@ def differences_report(paths: Sequence[str], payloads: Sequence[dict[str, Any]],
     return blocks
 
 
-def p_cell(p: float, resamples: int) -> str:
+def p_cell(p: float, resamples: int) -> Formatted:
     """A p-value for a table: three decimals, two significant digits below 0.001, and ``≤ FLOOR`` at the smallest
     value ``resamples`` random permutations give (2/(resamples+1), two-sided: none was as extreme)."""
     floor = 2 / (resamples + 1)
     if math.isnan(p):
-        return "n/a"
+        return Formatted("n/a")
     if math.isclose(p, floor, rel_tol=1e-9):
-        return f"≤ {floor:.2g}"
-    return f"{p:.3f}" if p >= 0.001 else f"{p:.2g}"
+        return Formatted(f"≤ {floor:.2g}")
+    return Formatted(f"{p:.3f}" if p >= 0.001 else f"{p:.2g}")
 
 
 def _difference_tables(tables: dict[str, list[dict[str, Any]]], name: str, spec: str, resamples: int

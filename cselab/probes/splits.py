@@ -29,7 +29,7 @@ import numpy as np
 
 from cselab.atomic import write_json_atomic, write_text_atomic
 from cselab.data import STSPairs, load_sts
-from cselab.document import Table, number, to_markdown
+from cselab.document import Formatted, Table, number, to_markdown
 from cselab.errors import ConfigError
 from cselab.files import check_folder
 from cselab.mer import mer_pairs
@@ -127,8 +127,8 @@ def split_table(splits: Sequence[SubsetSplit]) -> str:
     """Markdown: subset, #Cont., #Oppn., median score, median MER; excluded subsets marked with the reason."""
     used = [s for s in splits if s.included]
     rows = [[s.name, s.n_cont, s.n_oppn, s.median_score, s.median_mer, _used(s)] for s in splits]
-    rows.append([f"**used: {len(used)} subsets**", sum(s.n_cont for s in used), sum(s.n_oppn for s in used), "", "",
-                 ""])
+    rows.append([f"**used: {len(used)} subsets**", sum(s.n_cont for s in used), sum(s.n_oppn for s in used),
+                 Formatted(""), Formatted(""), ""])
     return to_markdown([Table(["Subset", number("#Cont."), number("#Oppn."), number("Median score"),
                                number("Median MER", 4), "Used"], rows)])
 

@@ -66,12 +66,14 @@ class EpochOrder(Sampler[int]):
 
 class Collator:
     """Rows -> :class:`Batch`: the column of each ``(column, prompt)`` of ``keys`` tokenised with the encoder's
-    tokenizer, that prompt and ``max_length``. ``own_tokenizer``: through a copy of the tokenizer of its own (the
-    training loader's, which a background thread runs while the step may tokenise too; views made here, in the
-    caller's thread); ``pin``: the token tensors in pinned memory, copied to a CUDA device without a wait."""
+    tokenizer, that prompt and ``max_length``, after the column's text plug-in where ``texts`` names one (the method's
+    ``texts``). ``own_tokenizer``: through a copy of the tokenizer of its own (the training loader's, which a
+    background thread runs while the step may tokenise too; views made here, in the caller's thread); ``pin``: the
+    token tensors in pinned memory, copied to a CUDA device without a wait."""
 
-    def __init__(self, encoder, keys: list[Key], own_tokenizer: bool = False, pin: bool = False):
-        self.encoder, self.keys, self.pin = encoder, keys, pin
+    def __init__(self, encoder, keys: list[Key], texts: dict[str, Callable[[str], str]] | None = None,
+                 own_tokenizer: bool = False, pin: bool = False):
+        self.encoder, self.keys, self.texts, self.pin = encoder, keys, texts or {}, pin
         tokenizer = copy.deepcopy(encoder.tokenizer) if own_tokenizer else None
         self.views = {prompt: encoder.text_view(prompt, tokenizer) for prompt in dict.fromkeys(p for _, p in keys)}
 
@@ -80,8 +82,8 @@ class Collator:
         for column, prompt in self.keys:
             present = [i for i, value in enumerate(rows[column]) if value]
             view = self.views[prompt]
-            ids, mask = view.pad(view.tokenize([rows[column][i] for i in present], warn=False)) if present \
-                else (None, None)
+            ids, mask = view.pad(view.tokenize(texts_of(rows, column, present, self.texts), warn=False)) \
+                if present else (None, None)
             if self.pin and ids is not None:
                 ids, mask = ids.pin_memory(), mask.pin_memory()
             batch.tokens[column, prompt] = (present, ids, mask)
@@ -138,10 +140,20 @@ class Ahead(Iterator):
         self.pool.shutdown(wait=True, cancel_futures=True)
 
 
-def row_texts(rows, keys: list[Key]) -> list[tuple[str, ...]]:
-    """Each row's texts as its forward views encode them: one per ``(column, prompt)`` the row has a value of, the
-    prompt marked in front (two views of one column and prompt read one text)."""
-    columns = [(rows[column], prompt) for column, prompt in keys]
+def texts_of(rows: dict[str, list], column: str, present: list[int], texts: dict[str, Callable[[str], str]]
+             ) -> list[str]:
+    """The ``present`` rows' texts of ``column``, through the column's text plug-in if ``texts`` names one."""
+    values = [rows[column][i] for i in present]
+    return [texts[column](value) for value in values] if column in texts else values
+
+
+def row_texts(rows, keys: list[Key], texts: dict[str, Callable[[str], str]] | None = None) -> list[tuple[str, ...]]:
+    """Each row's texts as its forward views encode them (after the columns' text plug-ins ``texts``): one per
+    ``(column, prompt)`` the row has a value of, the prompt marked in front (two views of one column and prompt read
+    one text)."""
+    texts = texts or {}
+    columns = [([texts[column](v) if v and column in texts else v for v in rows[column]], prompt)
+               for column, prompt in keys]
     if len(columns) == 1 and columns[0][1] is None:
         return [(value,) if value else () for value in columns[0][0]]
     return [tuple(dict.fromkeys(f"{prompt or ''}\0{values[i]}" for values, prompt in columns if values[i]))
@@ -187,15 +199,17 @@ def as_rows(rows: dict[str, list]) -> dict[str, list]:
     return rows
 
 
-def training_loader(rows, config: TrainingConfig, keys: list[Key], epochs: int = 1) -> DataLoader:
+def training_loader(rows, config: TrainingConfig, keys: list[Key], epochs: int = 1,
+                    texts: dict[str, Callable[[str], str]] | None = None) -> DataLoader:
     """Batches of ``training.batch_size`` rows in :class:`EpochOrder` (``sampler: no_duplicates``: through
-    :class:`NoDuplicateBatches`, the texts of the views ``keys`` compared), the last partial one dropped, as rows
+    :class:`NoDuplicateBatches`, the texts of the views ``keys`` compared, after the ``texts`` plug-ins), the last
+    partial one dropped, as rows
     (:func:`as_rows`; the trainer tokenises them); its own generator, so that iterating draws nothing from the global
     RNG (dropout's). ``epochs``: how many epochs the run reaches; with ``no_duplicates`` each is drawn once here, so
     that an epoch the duplicates cannot fill is refused before the first step, not when training reaches it."""
     order = EpochOrder(len(rows), config.seed)
     if config.sampler == "no_duplicates":
-        batches = NoDuplicateBatches(order, config.batch_size, row_texts(rows, keys))
+        batches = NoDuplicateBatches(order, config.batch_size, row_texts(rows, keys, texts))
         for epoch in range(epochs):
             order.set_epoch(epoch)
             for _ in batches:

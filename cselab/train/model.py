@@ -12,22 +12,26 @@ models of its losses (DiffCSE's discriminator), which checkpoints leave out.
 (weights in safetensors, tokenizer, ``cselab.json``) and that sentence-transformers loads with the same
 vectors: ``SentenceTransformer(FOLDER)`` for the ``cls_before_pooler`` and ``avg`` poolers without a prompt or a
 kept head (its own Transformer and Pooling modules), ``SentenceTransformer(FOLDER, trust_remote_code=True)`` for
-every other pooler, any prompt and a head kept at test (cselab's module, :mod:`cselab.encoders.st_module`).
+every other pooler, any prompt and a head kept at test (cselab's module, :mod:`cselab.encoders.st_module`). A run with
+an adapter (LoRA) writes the base with the adapter merged in, and beside it ``adapter/``, the adapter alone as peft
+writes it, which ``PeftModel.from_pretrained(base, FOLDER / "adapter")`` loads.
 """
 
 from __future__ import annotations
 
 import contextlib
 import copy
+import json
 import os
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
 
 from cselab.atomic import with_umask, write_json_atomic
 from cselab.encoders.checkpoint import CheckpointInfo, needs_module, write_checkpoint_info
-from cselab.encoders.pretrained import load_pretrained
+from cselab.encoders.pretrained import auto_config, load_pretrained, mark_bidirectional
 from cselab.encoders.transformer import TransformerEncoder
 from cselab.errors import ConfigError
 from cselab.registry import build_plugin
@@ -36,6 +40,7 @@ from cselab.train.language_models import load_lm_head
 from cselab.train.plugins.heads import build_head
 
 ST_POOLING = {"cls_before_pooler": "pooling_mode_cls_token", "avg": "pooling_mode_mean_tokens"}
+ADAPTER = "adapter"  # a checkpoint's subfolder holding an adapter as its library writes it (peft's files for LoRA)
 
 
 class TrainingEncoder(nn.Module):
@@ -73,6 +78,7 @@ class TrainingEncoder(nn.Module):
                                    .requires_grad_(False) if config.frozen else None)
         self.frozen_mode, self.momentum = config.frozen_mode, config.momentum
         self.__dict__["compiled"] = None  # the backbone through torch.compile (compile_backbone): not a submodule
+        self.base_settings: dict[str, Any] = {}  # the base's own values of its config fields training changed
         if config.momentum is not None and config.momentum_start == "random":
             self.frozen.apply(backbone._init_weights)  # the backbone's initialisation, drawn anew
         # trained auxiliary models of the method's losses (DiffCSE's discriminator): in the optimizer, DDP and OUT/last,
@@ -106,7 +112,10 @@ class TrainingEncoder(nn.Module):
         backbone, tokenizer = load_pretrained(str(name_or_path), config.pooler, config.model_config,
                                               adapter.load_options() if adapter is not None else None)
         head = load_lm_head(str(name_or_path), backbone, lm_head) if lm_head else None
-        return cls(backbone, tokenizer, config, max_length, head)
+        encoder = cls(backbone, tokenizer, config, max_length, head)
+        base = auto_config(str(name_or_path))  # a training-time dropout is not the checkpoint's (save_checkpoint)
+        encoder.base_settings = {key: getattr(base, key) for key in config.model_config or {} if "dropout" in key}
+        return encoder
 
     @property
     def tokenizer(self):
@@ -239,11 +248,15 @@ def save_checkpoint(folder: str | os.PathLike, encoder: TrainingEncoder, info: C
     from cselab.encoders.st_module import save_with_module  # sentence-transformers, when saving
 
     view = encoder.checkpoint_view()
+    if encoder.adapter is not None:  # beside the merged model, the adapter as its library writes it
+        encoder.adapter.save(encoder.backbone, str(folder / ADAPTER))
     if needs_module(info):
         save_with_module(folder, view, info)
+        outside_config(folder, encoder, info)
         with_umask(folder)
         return folder
     view.model.save_pretrained(folder, safe_serialization=True)
+    outside_config(folder, encoder, info)
     view.tokenizer.save_pretrained(folder)
     modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
                {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
@@ -263,6 +276,17 @@ def save_checkpoint(folder: str | os.PathLike, encoder: TrainingEncoder, info: C
     write_checkpoint_info(folder, info)
     with_umask(folder)
     return folder
+
+
+def outside_config(folder: Path, encoder: TrainingEncoder, info: CheckpointInfo) -> None:
+    """The checkpoint's config.json as transformers' own classes should read it: the base's values of the dropout
+    settings training changed (``encoder.model_config``: LLM2Vec's attention_dropout), and, for bidirectional
+    attention, a model type of cselab's (:func:`~cselab.encoders.pretrained.mark_bidirectional`)."""
+    if encoder.base_settings:
+        path = folder / "config.json"
+        write_json_atomic(path, {**json.loads(path.read_text(encoding="utf-8")), **encoder.base_settings})
+    if info.bidirectional:
+        mark_bidirectional(folder)
 
 
 def sentence_transformers_config() -> dict:

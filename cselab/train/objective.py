@@ -18,7 +18,7 @@ import torch
 from torch import nn
 
 from cselab.registry import build, build_plugin
-from cselab.train.batches import Batch, Collator, Key
+from cselab.train.batches import Batch, Collator, Key, texts_of
 from cselab.train.distributed import gather_rows, global_count, global_mean
 from cselab.train.plugins import functional as L
 from cselab.train.plugins.kinds import Augment, Loss, LossContext, NegativeSource, TokenAugment
@@ -103,6 +103,8 @@ class Objective(nn.Module):
         self.forward_keys: list[Key] = list(dict.fromkeys((v.column, v.prompt) for v in self.views if not v.of))
         self.view_keys = {v.name: (v.column, v.prompt) for v in self.views if not v.of}  # a view's tokenisation
         self.shared_pass = shared_passes(self.views)
+        # the columns whose texts a text plug-in changes before they are tokenised (the method's texts)
+        self.texts = {column: build_plugin("text", spec) for column, spec in (method.texts or {}).items()}
         # the passes run as one (training.merge_passes): each pass's first view -> the first views of its group
         groups = merged_passes(self.views, method.encoder) if merge else [[name] for name in dict.fromkeys(
             passed[0].name for passed in self.shared_pass.values())]
@@ -133,7 +135,8 @@ class Objective(nn.Module):
     def as_batch(self, model, rows: Batch | dict[str, list]) -> Batch:
         """``rows`` as the training loader gives them (tokenised by :class:`~cselab.train.batches.Collator`): a
         :class:`Batch` as it is, plain rows (column -> values, a library call's) collated here."""
-        return rows if isinstance(rows, Batch) else Collator(getattr(model, "module", model), self.forward_keys)(rows)
+        return rows if isinstance(rows, Batch) else Collator(getattr(model, "module", model), self.forward_keys,
+                                                             self.texts)(rows)
 
     def encode(self, model, rows: Batch | dict[str, list], captured: dict | None = None,
                directions: dict | None = None, reuse: Encoded | None = None) -> Encoded:
@@ -173,8 +176,8 @@ class Objective(nn.Module):
         out. ``initial_weights()`` gives the current and initial parameters, ``model`` and ``batch`` a view's tokens
         and the encoder (for losses that need them)."""
         tokens = None if batch is None else (lambda name: batch.tokens[self.view_keys[name]])
-        texts = None if batch is None else (lambda name: [batch.rows[self.view_keys[name][0]][row]
-                                                          for row in batch.tokens[self.view_keys[name]][0]])
+        texts = None if batch is None else (lambda name: texts_of(batch.rows, self.view_keys[name][0],
+                                                                  batch.tokens[self.view_keys[name]][0], self.texts))
         if self.value_columns:
             encoded = {**encoded, **row_values(batch, self.value_columns, next(iter(encoded.values()))[0].device)}
         context = LossContext(encoded, initial_weights, tokens, model, texts)

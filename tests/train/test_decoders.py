@@ -4,6 +4,7 @@ with its end token on the right, gradient checkpointing leaves the loss and grad
 docs' decoder example (bf16, checkpointing) trains, its checkpoint loading in sentence-transformers and ``probe run``
 to the same vectors."""
 
+import json
 import re
 import shlex
 import shutil
@@ -128,3 +129,37 @@ def test_the_docs_decoder_methods_train_and_their_checkpoints_load_everywhere_al
         ours = load_encoder(str(best), cache=False, device="cpu").encode(SENTENCES)
         theirs = SentenceTransformer(str(best), device="cpu", trust_remote_code=True).encode(SENTENCES)
         np.testing.assert_allclose(theirs, ours, atol=1e-6)
+        outside_cselab(best, info, ours)
+
+
+def outside_cselab(best, info, ours):
+    """What transformers and peft make of a decoder run's checkpoint: its LoRA adapter, as peft writes it, loads onto
+    the base with peft's own loader to the same vectors; a bidirectional one is refused by transformers' AutoModel
+    (its classes would attend causally), and its config keeps the base's dropout, not training's; the card says the
+    folder holds no LM head."""
+    from peft import PeftModel
+
+    from cselab.encoders import TransformerEncoder
+    from cselab.encoders.pretrained import load_model
+
+    adapter = json.loads((best / "adapter" / "adapter_config.json").read_text())
+    assert (best / "adapter" / "adapter_model.safetensors").is_file()
+    base = load_model(adapter["base_model_name_or_path"])  # LLM2Vec's second step: the first step's checkpoint
+    model = PeftModel.from_pretrained(base, str(best / "adapter")).eval()
+    theirs = TransformerEncoder(model, load_tokenizer(str(best)), pooler=info.pooler, prompt=info.prompt,
+                                max_length=info.max_length, pool_tokens=info.pool_tokens,
+                                bidirectional=info.bidirectional).encode(SENTENCES)
+    np.testing.assert_allclose(theirs, ours, atol=1e-5)
+    card = (best / "README.md").read_text()
+    assert "`adapter/` holds the adapter alone" in card
+    # the Llama causal LM's head is not kept (LLM2Vec's second step starts from the first's checkpoint, which has none)
+    assert ("LlamaForCausalLM head" in card) == (adapter["base_model_name_or_path"] != str(best.parent.parent /
+                                                                                          "llm2vec-mntp" / "best"))
+    config = json.loads((best / "config.json").read_text())
+    if info.bidirectional:
+        assert config["model_type"] == "cselab-bidirectional" and config["cselab_base_model_type"] == "llama"
+        with pytest.raises(ValueError, match="cselab-bidirectional"):
+            AutoModel.from_pretrained(best)
+        assert config["attention_dropout"] == 0.0  # LLM2Vec trains at 0.3 (encoder.model_config)
+    else:
+        assert config["model_type"] == "llama" and isinstance(AutoModel.from_pretrained(best), torch.nn.Module)

@@ -104,6 +104,19 @@ def test_a_checkpoint_naming_a_head_without_its_weights_is_refused(sup_run, tmp_
         load_encoder(str(copy), cache=False)
 
 
+@pytest.mark.parametrize("damage", ["empty", "truncated", "not safetensors"])
+def test_a_damaged_head_file_is_one_line_naming_it(sup_run, tmp_path, damage):
+    import shutil
+
+    copy = tmp_path / "best"
+    shutil.copytree(sup_run / "best", copy)
+    data = (copy / HEAD_FILE).read_bytes()
+    (copy / HEAD_FILE).write_bytes({"empty": b"", "truncated": data[:len(data) // 2],
+                                    "not safetensors": b"{}garbage"}[damage])
+    with pytest.raises(ModelError, match=rf"{copy / HEAD_FILE}: not a readable weights file \("):
+        load_encoder(str(copy), cache=False)
+
+
 def test_restarting_from_best_restores_the_kept_head(sup_run, tiny_bert_dir, tmp_path):
     method = load_method("promptbert-sup")
     core = build_encoder(method, str(tiny_bert_dir))

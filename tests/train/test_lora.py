@@ -95,3 +95,14 @@ def test_what_cannot_be_is_refused_in_one_line(runs, tiny_decoders, tiny_cache, 
     with pytest.raises(ConfigError, match="encoder.adapter: lora needs peft: pip install 'cselab-toolkit\\[llm\\]'"):
         build_encoder(load_method("simcse", ["encoder.pooler=last", "encoder.head=null", LORA]),
                       str(tiny_decoders["llama"]))
+
+
+@pytest.mark.parametrize("kind", ["llama", "gpt2"])
+def test_a_rank_no_memory_can_hold_is_refused_before_it_is_allocated(tiny_decoders, kind):
+    """A rank whose factors (with gradients and Adam's states) need more than the machine's memory (1e8 on the tiny
+    models: hundreds of GiB) is one line, GPT-2's Conv1D layers counted as linear ones; before peft allocates it."""
+    adapter = "encoder.adapter={kind: lora, r: 100000000, target_modules: all-linear}"
+    method = load_method("simcse", ["encoder.pooler=last", "encoder.head=null", adapter])
+    with pytest.raises(ConfigError, match=r"encoder.adapter.r: 100000000 would take about [\d,]+ GiB for its "
+                                          r"factors .* a rank beyond 32 \(its layers' full rank\) adds nothing"):
+        build_encoder(method, str(tiny_decoders[kind]))

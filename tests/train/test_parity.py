@@ -11,11 +11,16 @@ and ``construct_negtives``). cselab's side runs its own functions, the ones the 
 optimizer steps with the gradient norm clipped (an attention key's bias aside, see ROUNDING_ONLY): each tensor to 1e-5
 of its norm, and its move over the three steps to 1e-4 of that move (Adam's steps hardly depend on a gradient's scale,
 so a wrong optimizer, epsilon, schedule or clipping shows in the moves: each such change, planted, moved them by 4e-3 to
-0.7 of themselves; the objective shows in the loss).
+0.7 of themselves; the objective shows in the loss). Basis: where the two sides' spread across thread counts and
+kernel paths, measured by ``tests/parity_spread.py`` (parity_spread.json), is wider, a figure's tolerance is twice it.
 """
 
 import copy
+import json
 import math
+import os
+import string
+from pathlib import Path
 
 import pytest
 import torch
@@ -188,19 +193,25 @@ def negated(sentences):
 
 
 def released_sncse_loss(bert, mlp, tokenizer, sentences, temp=0.05, alpha=0.1, beta=0.3, weight=1e-3, max_length=32):
-    """Sense-GVT/SNCSE at faa013e (train_SNCSE.py 490-536, simcse/models.py 112-159): three rows a sentence, side by
-    side in one pass: the sentence in 'This sentence : "..." means [MASK] .', in 'This sentence of "..." means
-    [MASK] .', and its negation in the second; each row cut so that the whole fits max_length (the sentence keeps
-    max_length - prefix - suffix - 2 word-pieces); the [MASK] states through the MLP; cosine / temp of z1 against
-    z2 with cross-entropy on the diagonal (the soft negative no column), plus weight times the mean of
-    relu(delta + alpha) + relu(-delta - beta), delta = cos(z1, z3) - cos(z1, z2)."""
+    """Sense-GVT/SNCSE at faa013e (train_SNCSE.py 490-536, simcse/models.py 112-159): a sentence that does not end in
+    one of Python's string.punctuation gets " ." (train_SNCSE.py 508-509), and so does its negation (513-514; here the
+    test's negation of the sentence as written, as if the soft-negative file held it under the sentence with " .");
+    three rows a sentence, side by side in one pass: the sentence in 'This sentence : "..." means [MASK] .', in 'This
+    sentence of "..." means [MASK] .', and its negation in the second; each row cut so that the whole fits max_length
+    (the sentence keeps max_length - prefix - suffix - 2 word-pieces); the [MASK] states through the MLP; cosine /
+    temp of z1 against z2 with cross-entropy on the diagonal (the soft negative no column), plus weight times the
+    mean of relu(delta + alpha) + relu(-delta - beta), delta = cos(z1, z3) - cos(z1, z2)."""
     first, second = ('This sentence : "', '" means [MASK] .'), ('This sentence of "', '" means [MASK] .')
+
+    def punctuated(text):
+        return text if text.strip()[-1] in string.punctuation else text + " ."
 
     def row(template, text):
         before, after = (tokenizer.encode(part, add_special_tokens=False) for part in template)
         words = tokenizer.encode(text, add_special_tokens=False)[:max_length - len(before) - len(after) - 2]
         return [tokenizer.cls_token_id, *before, *words, *after, tokenizer.sep_token_id]
-    rows = [r for s, n in zip(sentences, negated(sentences)) for r in (row(first, s), row(second, s), row(second, n))]
+    pairs = [(punctuated(s), punctuated(n)) for s, n in zip(sentences, negated(sentences))]
+    rows = [r for s, n in pairs for r in (row(first, s), row(second, s), row(second, n))]
     batch = tokenizer.pad({"input_ids": rows}, return_tensors="pt")
     states = bert(**batch).last_hidden_state
     z1, z2, z3 = mlp(states[batch["input_ids"] == tokenizer.mask_token_id]).view(len(sentences), 3, -1).unbind(1)
@@ -446,32 +457,68 @@ def paired(ours: Cselab, modules: dict[str, torch.nn.Module]) -> dict[str, tuple
 ROUNDING_ONLY = "attention.self.key.bias"
 
 
+SPREAD = Path(__file__).with_name("parity_spread.json")
+#: Each figure's tolerance where the measured spread asks for none wider: loss, gradients (one vector, in norm) and
+#: each step's gradient norm to 1e-5 (relative), each weight to ``weight_rtol`` of its norm, its move to 1e-4 of it.
+LIMITS = {"loss": 1e-5, "gradient": 1e-5, "norms": 1e-5, "moves": 1e-4}
+
+
+def current_test() -> str:
+    """The running test's function name."""
+    return os.environ["PYTEST_CURRENT_TEST"].split(" ")[0].split("::")[-1].split("[")[0]
+
+
+def limits(weight_rtol: float, test: str) -> dict[str, float]:
+    """``test``'s tolerance for each figure: :data:`LIMITS`, or twice the largest difference measured between the
+    two sides across thread counts and kernel paths (``tests/parity_spread.py``, kept in parity_spread.json with its
+    basis), whichever is wider (PromptBERT's denoising subtracts two nearly equal vectors: rounding there grows)."""
+    measured = json.loads(SPREAD.read_text())["tests"].get(test, {}) if SPREAD.exists() else {}
+    base = {**LIMITS, "weights": weight_rtol}
+    return {figure: max(limit, 2 * measured.get(figure, 0.0)) for figure, limit in base.items()}
+
+
 def compare(ours: Cselab, pairs, released_loss, trainer: ReleasedTrainer, rounding_only=(ROUNDING_ONLY,),
             batches=BATCHES, every_loss=False, weight_rtol=1e-5):
-    """The first batch's loss and gradients (``every_loss``: each batch's), then every parameter after
-    the clipped steps of ``batches`` (those ending in one of ``rounding_only`` by gradient only), each to
-    ``weight_rtol`` of its norm."""
+    """:func:`differences`, each within :func:`limits`. With ``CSELAB_PARITY_RECORD=FILE`` they are appended to FILE
+    instead (``tests/parity_spread.py``)."""
+    found = differences(ours, pairs, released_loss, trainer, rounding_only, batches, every_loss)
+    if os.environ.get("CSELAB_PARITY_RECORD"):
+        with open(os.environ["CSELAB_PARITY_RECORD"], "a", encoding="utf-8") as record:
+            record.write(json.dumps({"test": current_test(), **found}) + "\n")
+        return
+    allowed = limits(weight_rtol, current_test())
+    assert all(found[figure] <= allowed[figure] for figure in found), (found, allowed)
+
+
+def differences(ours: Cselab, pairs, released_loss, trainer: ReleasedTrainer, rounding_only=(ROUNDING_ONLY,),
+                batches=BATCHES, every_loss=False) -> dict[str, float]:
+    """How far the two sides part: the first batch's loss and gradients (``every_loss``: each batch's), each step's
+    gradient norm, then every parameter after the clipped steps of ``batches`` (those ending in one of
+    ``rounding_only`` by gradient only) and its move, each the largest relative difference."""
     initial = {name: a.detach().clone() for name, (a, _) in pairs.items()}
+    found = {"loss": 0.0, "gradient": 0.0, "norms": 0.0, "weights": 0.0, "moves": 0.0}
     norms = []
     for step, sentences in enumerate(batches):
         mine, theirs = ours.backward(sentences), released_loss(sentences)
         theirs.backward()
         if step == 0 or every_loss:
-            torch.testing.assert_close(mine, theirs.detach(), rtol=1e-5, atol=0)
+            found["loss"] = max(found["loss"], (abs(mine - theirs.detach()) / abs(theirs.detach())).item())
             # every gradient as one vector, relative to its norm (one pass of 2N rows sums in another order than
             # two passes of N, which moves the entries that are 0 up to rounding by more than 1e-5 of themselves)
             ours_grad, their_grad = (torch.cat([p.grad.flatten() for p in side]) for side in zip(*pairs.values()))
-            assert torch.linalg.vector_norm(ours_grad - their_grad) <= 1e-5 * torch.linalg.vector_norm(their_grad)
-        norms.append((ours.step(), trainer.step()))
-    assert [a for a, _ in norms] == pytest.approx([b for _, b in norms], rel=1e-5)
+            found["gradient"] = max(found["gradient"], (torch.linalg.vector_norm(ours_grad - their_grad)
+                                                        / torch.linalg.vector_norm(their_grad)).item())
+        norms.append((float(ours.step()), float(trainer.step())))
+    found["norms"] = max(abs(a - b) / abs(b) for a, b in norms)
     assert max(a for a, _ in norms) > trainer.max_norm  # the clipping acted
-    for name, (a, b) in pairs.items():  # per tensor, in norm: the weights to 1e-5, their moves to 1e-4
+    for name, (a, b) in pairs.items():  # per tensor, in norm: the weights, and their moves over the steps
         if name.endswith(rounding_only):
             continue
-        moved = torch.linalg.vector_norm(b - initial[name])
-        assert torch.linalg.vector_norm(a - b) <= weight_rtol * torch.linalg.vector_norm(b), name
-        assert torch.linalg.vector_norm(a - b) <= 1e-4 * moved, name
+        difference, moved = torch.linalg.vector_norm(a - b).item(), torch.linalg.vector_norm(b - initial[name]).item()
+        found["weights"] = max(found["weights"], difference / torch.linalg.vector_norm(b).item())
+        found["moves"] = max(found["moves"], difference / moved if moved else 0.0 if difference == 0 else math.inf)
     assert max((a - initial[name]).abs().max().item() for name, (a, _) in pairs.items()) > 1e-4  # they moved
+    return found
 
 
 def test_simcse_official_matches_the_released_code(no_dropout_bert):
@@ -605,6 +652,21 @@ def test_promptbert_sup_roberta_matches_the_released_code(no_dropout_roberta):
                                                    roberta=True), trainer, (ROUNDING_ONLY, "LayerNorm.bias"))
 
 
+@pytest.mark.parametrize("planted", ["training.adam_eps=1e-7", "training.max_grad_norm=0.9",
+                                     "training.adam_betas=[0.9, 0.99]", "training.weight_decay=0.01"])
+def test_the_widest_tolerance_still_sees_a_planted_step_change(no_dropout_bert, planted):
+    """promptbert-sup's tolerances are the widest the measured spread set (weights to 6.5e-5 of their norm, moves to
+    1.2e-3 of themselves): an optimizer that differs from the released one in one setting still fails them (measured:
+    weights 1.9e-4 to 5e-2 off, moves 1.9e-3 to 8e-2)."""
+    ours, bert, head, trainer = promptbert_sup(official("promptbert-sup", planted), no_dropout_bert)
+    tokenizer = AutoTokenizer.from_pretrained(no_dropout_bert)
+    found = differences(ours, paired(ours, {"backbone": bert, "head": head}),
+                        lambda s: released_promptbert_sup_loss(bert, head, tokenizer, s), trainer,
+                        (ROUNDING_ONLY, "head.LayerNorm.bias"))
+    allowed = limits(2e-5, "test_promptbert_sup_matches_the_released_code")
+    assert any(found[figure] > allowed[figure] for figure in found), (found, allowed)
+
+
 @pytest.mark.parametrize(("overrides", "same"), [((), True), (("encoder.head_before_denoise=false",), False),
                                                  (("encoder.denoise=false", "encoder.denoise_at_test=false",
                                                    "encoder.head_before_denoise=false"), False),
@@ -635,11 +697,13 @@ def test_sncse_official_matches_the_released_code(no_dropout_bert):
 
 @pytest.mark.parametrize(("overrides", "same"), [((), True), (("losses.two_way_margin.alpha=0.2",), False),
                                                  (("losses.two_way_margin.weight=0",), False),
-                                                 (("losses.two_way_margin.beta=0.05",), False)])
+                                                 (("losses.two_way_margin.beta=0.05",), False),
+                                                 (("texts=null",), False)])
 def test_sncse_parity_sees_a_planted_change(no_dropout_bert, overrides, same):
     """The first loss against the released one with its margins weighed up (the released 1e-3 leaves the margin's
-    share near float rounding on a tiny model): equal as configured; another alpha, beta or no margin moves it by
-    more than 1e-3 of itself."""
+    share near float rounding on a tiny model): equal as configured; another alpha, beta or no margin, or the
+    sentences (none of the test's ends in punctuation) tokenised without the released " .", moves it by more than
+    1e-3 of itself."""
     ours = Cselab(official("sncse", "losses.two_way_margin.weight=1.0", *overrides), no_dropout_bert)
     ours.more = lambda sentences: {"negation": negated(sentences)}
     bert, mlp = copy.deepcopy(ours.encoder.backbone), copy.deepcopy(ours.encoder.head)

@@ -43,6 +43,7 @@ class MethodConfig:
     data_columns: Mapping[str, str] | None = None  # a table's column for each column the views read
     imports: tuple[str, ...] = ()
     profile: str | None = None
+    texts: Mapping[str, Mapping[str, Any]] | None = None  # a column's texts changed before tokenising (kind text)
     _resolved: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     @classmethod
@@ -54,8 +55,8 @@ class MethodConfig:
                    views=MappingProxyType(views), losses=frozen(resolved["losses"]), hooks=frozen(resolved["hooks"]),
                    training=training, description=resolved.get("description", ""),
                    data=resolved.get("data"), data_columns=frozen(resolved.get("data_columns")),
-                   imports=tuple(resolved.get("imports", ())),
-                   profile=resolved.get("profile"), _resolved=copy.deepcopy(resolved))
+                   imports=tuple(resolved.get("imports", ())), profile=resolved.get("profile"),
+                   texts=frozen(resolved.get("texts")), _resolved=copy.deepcopy(resolved))
 
     def to_dict(self) -> dict[str, Any]:
         """The resolved method as plain data (``method`` is its name; a key whose default is null is left out): what

@@ -19,10 +19,12 @@ A method (``cselab/train/config/presets/*.yaml``, or any path) has:
   step (:mod:`cselab.train.plugins.hooks`);
 - ``training``: batch size, learning rate, AdamW's ``weight_decay``, ``adam_betas`` and ``adam_eps``,
   epochs, ``early_stop`` (patience in evaluations) ... (see :mod:`cselab.train.run.trainer`);
-- optionally ``data`` (the corpus or cache the method trains on when ``--data`` is not given, e.g. SG's
-  STS-B sentences), ``description`` (one line for ``--list-methods``), ``extends`` (a preset this one
-  changes; deep-merged, ``section: null`` removes a section of the base and ``key: null`` sets a value to
-  null) and ``profiles`` (name ->
+- optionally ``texts`` (a data column's texts changed before a training batch is tokenised, by a text
+  plug-in: SNCSE's released " ." after a sentence without final punctuation), ``data`` (the corpus or
+  cache the method trains on when ``--data`` is not given, e.g. SG's STS-B sentences), ``description``
+  (one line for ``--list-methods``), ``extends`` (a preset this one changes; deep-merged,
+  ``section: null`` removes a section of the base and ``key: null`` sets a value to null) and
+  ``profiles`` (name ->
   ``{dotted.key: value}``, e.g. a paper's per-backbone defaults, picked with ``--profile``; a preset
   inherits the profiles of the one it extends, and its own profile of the same name replaces the base's).
 

@@ -20,7 +20,8 @@ KIND_TITLES = {"loss": "Losses", "input_augment": "Input augmentations (a forwar
                "negatives": "Generated negatives (`losses.NAME.generated`)",
                "logit_transform": "Logit transforms (`losses.NAME.transform`)", "weight_hook": "Weight hooks "
                "(`hooks.weights`)", "head": "Training heads (`encoder.head`)",
-               "adapter": "Adapters (`encoder.adapter`)", "pooler": "Poolers (`encoder.pooler`)",
+               "adapter": "Adapters (`encoder.adapter`)", "text": "Text changes before tokenising (`texts.COLUMN`)",
+               "pooler": "Poolers (`encoder.pooler`)",
                "layer_pooler": "Layer poolers (`views.NAME.layer_pooler`)"}
 
 NEEDS = {"gradient": "needs_gradient", "hidden_states": "hidden_states", "initial_weights": "needs_initial_weights"}

@@ -25,6 +25,8 @@ TOP = {
                           "positive: sent1, hard_negative: hard_neg} (default: the table's own names or a known "
                           "layout)", nullable=True),
     "imports": Param(list, [], "modules imported first (a method's own plug-ins)", items=Param(str)),
+    "texts": Param(dict, None, "a data column's texts changed before a training batch is tokenised: {COLUMN: {kind: "
+                   "NAME, ...}} (a text plug-in; SNCSE's released training: end_punctuation)", nullable=True),
     "profile": Param(str, None, "the profile applied (a record)", nullable=True),
     "encoder": Param(dict), "views": Param(dict), "losses": Param(dict),
     "hooks": Param(dict, {}, "step hooks"), "training": Param(dict),
@@ -187,6 +189,18 @@ def _encoder(encoder: Any) -> dict[str, Any]:
     return check(encoder, ENCODER, "encoder")
 
 
+def _texts(texts: dict[str, Any], views: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The ``texts`` section: each a column a view reads, changed by a text plug-in."""
+    read = sorted({view["column"] for view in views.values() if "column" in view})
+    result = {}
+    for column, spec in texts.items():
+        if column not in read:
+            raise ConfigError(f"texts.{column}: no view reads the column {shown(column)}; the views read "
+                              f"{', '.join(read)}")
+        result[column] = check_plugin("text", spec, f"texts.{column}")
+    return result
+
+
 def _data_columns(columns: dict[str, Any]) -> dict[str, str]:
     for ours, theirs in columns.items():
         if not isinstance(theirs, str) or not theirs:
@@ -251,6 +265,8 @@ def resolve(config: dict[str, Any], source: str) -> MethodConfig:
         resolved["losses"] = check_losses(top["losses"], resolved["views"])
         resolved["hooks"] = check(top["hooks"] or {}, HOOKS, "hooks")
         resolved["training"], training = _training(top["training"])
+        if top.get("texts"):
+            resolved["texts"] = _texts(top["texts"], resolved["views"])
         check_cacheable(resolved)
     except ConfigError as err:
         raise ConfigError(f"{source}: {err}") from None
@@ -260,6 +276,8 @@ def resolve(config: dict[str, Any], source: str) -> MethodConfig:
 def section_schema(config: dict[str, Any], section: list[str]) -> dict[str, Param]:
     """The schema of the section at path ``section`` of a resolved ``config`` (:meth:`MethodConfig.to_dict`; empty
     when it has none)."""
+    if not section:
+        return TOP
     if section in (["encoder"], ["training"], ["hooks"]):
         return {"encoder": ENCODER, "training": TRAINING, "hooks": HOOKS}[section[0]]
     if len(section) == 2 and section[0] == "views":

@@ -140,7 +140,7 @@ class TrainingConfig(Checked):
                              "before the bias correction, decay after the update)", choices=("adamw", "adamw_legacy"))
     weight_decay: float = setting(0.0, float, "AdamW's decoupled decay", min=0.0)
     no_decay: list[str] = setting(["bias", "LayerNorm.weight"], list, "parameters whose name contains one of these "
-                                  "take no weight decay", items=Param(str))
+                                  "take no weight decay (an empty list: all do)", items=Param(str), empty=True)
     adam_betas: list[float] = setting([0.9, 0.999], list, items=Param(float, min=0.0, max=1.0, below=True), length=2)
     adam_eps: float = setting(1e-8, float, min=0.0, above=True)
     max_grad_norm: float | None = setting(1.0, float, "clip the gradients' total norm to this before each step "

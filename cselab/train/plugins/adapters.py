@@ -13,6 +13,7 @@ trained instead of it.
 from __future__ import annotations
 
 import copy
+import os
 from typing import Any
 
 import torch
@@ -74,6 +75,7 @@ class LoRA(Adapter):
             from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
         except ImportError:
             raise ConfigError("encoder.adapter: lora needs peft: pip install 'cselab-toolkit[llm]'") from None
+        check_rank(self.r, backbone, model)
         config = LoraConfig(r=self.r, lora_alpha=self.alpha, lora_dropout=self.dropout,
                             target_modules=self.target_modules)
         if self.quantize is not None:  # the frozen base's other weights in float32, as QLoRA trains
@@ -91,6 +93,39 @@ class LoRA(Adapter):
         if self.quantize is None:
             return copy.deepcopy(backbone).merge_and_unload()
         return dequantized_merge(backbone, getattr(torch, self.compute_dtype))
+
+    def save(self, backbone: nn.Module, folder: str) -> None:
+        """peft's own files (``adapter_config.json``, ``adapter_model.safetensors``), which ``PeftModel.from_pretrained
+        (base, folder)`` loads onto the base (with QLoRA, onto the base loaded in 4 bits as it trained)."""
+        backbone.save_pretrained(folder, safe_serialization=True)
+
+
+def features(module: nn.Module) -> tuple[int, int] | None:
+    """A layer's (in, out) features, where LoRA can adapt it: a linear layer (a 4-bit one too) or GPT-2's
+    ``Conv1D``; None for any other module."""
+    if isinstance(module, nn.Linear):
+        return module.in_features, module.out_features
+    weight = getattr(module, "weight", None)
+    if type(module).__name__ == "Conv1D" and isinstance(weight, torch.Tensor) and weight.dim() == 2:
+        return tuple(weight.shape)
+    return None
+
+
+def check_rank(r: int, backbone: nn.Module, model: str) -> None:
+    """Refuse a rank whose factors could not be held: ``r`` x (in + out) float32 values for every layer it may adapt,
+    with their gradients and Adam's two states, against this machine's memory (before peft allocates them)."""
+    layers = [shape for shape in map(features, backbone.modules()) if shape is not None]
+    needed = 16 * r * sum(i + o for i, o in layers)
+    try:
+        memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):  # a system that does not say
+        return
+    if needed > memory:
+        full = max((min(shape) for shape in layers), default=0)
+        raise ConfigError(f"encoder.adapter.r: {r} would take about {needed / 2**30:,.0f} GiB for its factors (with "
+                          f"their gradients and Adam's states) over {model}'s {len(layers)} linear layers, more than "
+                          f"this machine's {memory / 2**30:,.0f} GiB; a rank beyond {full} (its layers' full rank) "
+                          "adds nothing (LoRA's are 4-64)")
 
 
 def one_cpu_kernel(backbone: nn.Module) -> None:

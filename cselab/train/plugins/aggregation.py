@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from cselab.errors import ConfigError
+from cselab.files import read_tensors
 from cselab.registry import Param, register
 from cselab.train.plugins import functional as L
 from cselab.train.plugins.kinds import Loss, LossContext
@@ -52,7 +53,7 @@ def condenser_head(layers: nn.ModuleList, path: str) -> None:
     saved = Path(path) / "model.pt"
     if not saved.is_file():
         return
-    state = torch.load(saved, map_location="cpu", weights_only=True)
+    state = read_tensors(saved)
     head = {key[len("c_head."):]: value for key, value in state.items() if key.startswith("c_head.")}
     if head:
         layers.load_state_dict(head)

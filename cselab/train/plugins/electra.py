@@ -97,13 +97,21 @@ class ReplacedTokenDetection(Loss):
         """Load the generator (checked to share the model's vocabulary) and build the discriminator: a copy of the
         initial backbone, its pooler left out of training, and a two-way head."""
         from cselab.encoders.loading import resolve_backbone
-        from cselab.encoders.pretrained import load_tokenizer
+        from cselab.encoders.pretrained import check_vocabulary, load_tokenizer
         from cselab.train.language_models import load_masked_lm
 
         path = resolve_backbone(self.spec)
         same_vocabulary(load_tokenizer(path), encoder.tokenizer, self.spec, "losses.rtd.generator")
-        self.__dict__["generator"] = load_masked_lm(path, "the rtd loss's generator",
-                                                    "predicts the replaced tokens with").requires_grad_(False)
+        generator = load_masked_lm(path, "the rtd loss's generator", "predicts the replaced tokens with")
+        where = f"losses.rtd.generator: {self.spec}"  # it reads the model's ids, and its predictions are the model's
+        check_vocabulary(encoder.tokenizer, generator.get_input_embeddings().num_embeddings, where, "embedding rows",
+                         ConfigError)
+        predicts = generator.get_output_embeddings().out_features
+        if predicts > encoder.backbone.get_input_embeddings().num_embeddings:
+            raise ConfigError(f"{where}: predicts {predicts} token ids, and the model trained has "
+                              f"{encoder.backbone.get_input_embeddings().num_embeddings} embedding rows: its "
+                              "predictions would index past them; use a generator of the model's vocabulary")
+        self.__dict__["generator"] = generator.requires_grad_(False)
         model = copy.deepcopy(encoder.backbone)
         if getattr(model, "pooler", None) is not None:
             model.pooler.requires_grad_(False)  # unused: no gradient for DDP to wait for

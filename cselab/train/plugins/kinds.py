@@ -1,11 +1,11 @@
 """The contracts of the training plug-in kinds, one base class each: a loss is a :class:`Loss`, a source of generated
 negatives a :class:`NegativeSource`, a change of a loss's similarities a :class:`LogitTransform`, a view's input or
 output augmentation an :class:`Augment`, a view's token-level augmentation a :class:`TokenAugment`, a step's weight
-perturbation a :class:`WeightHook`, a training head a :class:`Head`, a parameter-efficient adapter an
-:class:`Adapter`. Each is built once per run from its validated parameters (each parameter of the schema is a keyword
-of the constructor; a head's first argument is the backbone's hidden size), so a plug-in owns its settings and its
-state; the module kinds' ``state_dict`` (extra state included) is saved with the run and restored on resume.
-(Poolers, used by inference encoders too, have theirs in :mod:`cselab.encoders.pooling`.)
+perturbation a :class:`WeightHook`, a training head a :class:`Head`, a parameter-efficient adapter an :class:`Adapter`,
+a change of a data column's texts a :class:`TextTransform`. Each is built once per run from its validated parameters
+(each parameter of the schema is a keyword of the constructor; a head's first argument is the backbone's hidden size),
+so a plug-in owns its settings and its state; the module kinds' ``state_dict`` (extra state included) is saved with the
+run and restored on resume. (Poolers, used by inference encoders too, have theirs in :mod:`cselab.encoders.pooling`.)
 
 :func:`cselab.registry.register` refuses a plug-in that is not a subclass of its kind's base class.
 """
@@ -226,11 +226,22 @@ class Head(nn.Module):
     ``encoder.head_at_test`` keeps one of the kinds :mod:`cselab.encoders.heads` can load."""
 
 
+class TextTransform:
+    """A change of a data column's texts before the training batch is tokenised (kind ``text``, the method's
+    ``texts: {COLUMN: {kind: NAME, ...}}``): called with one text, returns the text the views of that column read
+    (SNCSE's released training appends " ." where a sentence ends without punctuation). Stateless: the same text
+    always gives the same result."""
+
+    def __call__(self, text: str) -> str:
+        raise NotImplementedError
+
+
 class Adapter:
     """A parameter-efficient adapter (kind ``adapter``, ``encoder.adapter``): :meth:`load_options` are further
     keywords of the backbone's ``from_pretrained`` (a k-bit quantization config); :meth:`wrap` gives the backbone with
     the adapter's weights added and only those trainable (model names the backbone in errors); :meth:`merged` a plain
-    backbone with them folded in, a copy (what a checkpoint holds), the trained one left as it is."""
+    backbone with them folded in, a copy (what a checkpoint holds), the trained one left as it is; :meth:`save` the
+    adapter alone, as its library writes it (a checkpoint's ``adapter/`` too)."""
 
     @classmethod
     def validate(cls, params: dict[str, Any], where: str) -> None:
@@ -245,6 +256,11 @@ class Adapter:
     def merged(self, backbone: nn.Module) -> nn.Module:
         raise NotImplementedError
 
+    def save(self, backbone: nn.Module, folder: str) -> None:
+        """Write the adapter's own weights and settings into ``folder`` as its library writes them (a checkpoint's
+        ``adapter/``), so that the library's own loader puts them back on the base."""
+        raise NotImplementedError
+
 
 contract("loss", Loss)
 contract("negatives", NegativeSource)
@@ -255,3 +271,4 @@ contract("token_augment", TokenAugment)
 contract("weight_hook", WeightHook)
 contract("head", Head)
 contract("adapter", Adapter)
+contract("text", TextTransform)

@@ -3,7 +3,8 @@ sentence-transformers metadata header the hub renders, then what cselab knows of
 weights' sha256, method and profile, the training data and its fingerprint, the step and the dev score it was saved
 at, the protocol ledger's rows where this run's settings differ from the paper or the released code, the resolved
 config, the provenance, and how to load it (sentence-transformers, cselab, MTEB). Publishing stays the user's call
-(``SentenceTransformer(OUT/best).push_to_hub(...)``)."""
+(``SentenceTransformer(OUT/best).push_to_hub(...)``, with ``trust_remote_code=True`` where the checkpoint needs
+cselab's module; whoever loads it then needs cselab installed, which the card's Use section says)."""
 
 from __future__ import annotations
 
@@ -94,12 +95,52 @@ def _dev(method: MethodConfig, identity: dict[str, Any], score: float | None) ->
     return f"{score:.2f} on {method.training.dev}" + (f", its first {limit} pairs (--eval-limit)" if limit else "")
 
 
-def _use(info: CheckpointInfo) -> str:
-    """The loading snippet: cselab's own module needs ``trust_remote_code=True`` (its class is installed with
-    cselab; nothing is downloaded)."""
+def _use(info: CheckpointInfo, method: MethodConfig) -> list[str]:
+    """The loading snippet: cselab's own module needs ``trust_remote_code=True`` and cselab installed (its class is
+    installed with cselab; nothing is downloaded); a run with an adapter says where the adapter is and how peft loads
+    it."""
     remote = ", trust_remote_code=True" if needs_module(info) else ""
-    return ("```python\nfrom sentence_transformers import SentenceTransformer\n\nmodel = SentenceTransformer(\"PATH\""
-            f"{remote})\nvectors = model.encode([\"A sentence.\"])\n```")
+    parts = ["```python\nfrom sentence_transformers import SentenceTransformer\n\nmodel = SentenceTransformer(\"PATH\""
+             f"{remote})\nvectors = model.encode([\"A sentence.\"])\n```",
+             "or `cselab.encoders.load_encoder(\"PATH\")`, or `probe run --model PATH` to score it; in MTEB 2, "
+             "`mteb.evaluate(cselab.encoders.mteb_model.as_mteb(\"PATH\"), tasks)` (its ModelMeta lists what it was "
+             "trained on)."]
+    if remote:
+        parts.append("The folder encodes through cselab's own sentence-transformers module (its prompt, pooler or "
+                     "head), a class of the installed cselab: `pip install cselab-toolkit` first; "
+                     "`trust_remote_code=True` lets sentence-transformers import it, and nothing is downloaded.")
+    kept = _without_lm_head(info)
+    if kept:
+        parts.append(kept)
+    adapter = method.encoder.adapter
+    if adapter is not None:
+        base = "the base loaded in 4 bits as it trained (its quantization_config: " + json.dumps(
+            {key: adapter[key] for key in ("quantize", "double_quant", "compute_dtype")}) + ")" \
+            if adapter.get("quantize") else "the base"
+        parts.append(f"The folder is the base with the {adapter['kind']} adapter merged in; `adapter/` holds the "
+                     "adapter alone, as peft writes it: `PeftModel.from_pretrained(AutoModel.from_pretrained(BASE), "
+                     f"\"PATH/adapter\")` puts it back on {base}, and cselab's encoder over that model "
+                     f"(pooler {info.pooler}, prompt {info.prompt!r}) gives this folder's vectors.")
+    return parts
+
+
+def _without_lm_head(info: CheckpointInfo) -> str | None:
+    """Why the folder holds its base's model without the language-model head the base has (a causal or masked LM's),
+    when it has one; None otherwise, or when the base's config is not at hand."""
+    from transformers import PretrainedConfig
+
+    try:
+        config, _ = PretrainedConfig.get_config_dict(info.base_model)
+    except (OSError, ValueError):  # a hub name not in the local cache, offline
+        return None
+    heads = [name for name in config.get("architectures") or [] if name.endswith(("ForCausalLM", "ForMaskedLM"))]
+    if not heads:
+        return None
+    kind = "AutoModelForCausalLM" if heads[0].endswith("ForCausalLM") else "AutoModelForMaskedLM"
+    return (f"The folder holds the model the sentence vectors come from, without {info.base_model}'s {heads[0]} "
+            "head: cselab trains sentence vectors, and a checkpoint keeps no language-model head (a loss that trains "
+            f"one keeps it in OUT/last), so `{kind}.from_pretrained(PATH)` would start that head at random; take it "
+            f"from {info.base_model} where it is wanted.")
 
 
 def model_card(method: MethodConfig, info: CheckpointInfo, facts: dict[str, Any], step: int,
@@ -127,10 +168,7 @@ def model_card(method: MethodConfig, info: CheckpointInfo, facts: dict[str, Any]
     parts.append("\n".join(["| paper | quantity | paper | released code | this run | why |",
                             "|---|---|---|---|---|---|", *table]) if table else
                  "None: the run keeps every ledgered setting, and none of them deviates from the paper or its code.")
-    parts += ["## Use", _use(info),
-              "or `cselab.encoders.load_encoder(\"PATH\")`, or `probe run --model PATH` to score it; in MTEB 2, "
-              "`mteb.evaluate(cselab.encoders.mteb_model.as_mteb(\"PATH\"), tasks)` (its ModelMeta lists what it was "
-              "trained on).",
+    parts += ["## Use", *_use(info, method),
               "## Configuration", "```yaml\n" + yaml.safe_dump(method.to_dict(), sort_keys=False, width=110) + "```",
               "## Provenance", "```json\n" + json.dumps(facts.get("provenance"), indent=1) + "\n```"]
     return "\n\n".join(part for part in parts if part) + "\n"

@@ -41,6 +41,9 @@ LOCK = ".lock"
 ARTIFACTS = ("best", "best.tmp", "best.old", "last", "last.tmp", "last.old", "log.jsonl", "tensorboard", CONFIG,
              IDENTITY)
 RESTARTS = ("best",)  # what --restart-from may name
+# run.json's fields that are not compared one by one: the config (by its resolved settings) and the data (by content)
+# are compared their own way; the provenance of each session is a record, not the run's identity
+NOT_COMPARED = {"config_sha256", "data", "provenance", "resumed"}
 AFRESH = "start afresh with --overwrite (deletes this run's files), or give another --out"
 
 
@@ -175,7 +178,7 @@ def check_or_write(out: Path, mine: dict[str, Any], method: dict[str, Any], writ
         if not changed and theirs.get("config_sha256") not in (config_sha256(written), legacy):
             changed = [f"{CONFIG} (edited since the run began)"]
     changed += _differences({"data": _content(theirs.get("data"))}, {"data": _content(mine["data"])})
-    for field in ("base_model", "base_weights_sha256", "auxiliary", "dev", "cselab", "version"):
+    for field in sorted((set(theirs) | set(mine)) - NOT_COMPARED):  # every other field of the identity, by name
         changed += _differences({field: theirs.get(field)}, {field: mine.get(field)})
     if changed:
         raise TrainingError(f"{out}: a different run: {changed[0]}" + (f" and {len(changed) - 1} more"

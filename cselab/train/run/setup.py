@@ -156,7 +156,8 @@ def setup(method: MethodConfig, model: str, rows, where: str = "the training dat
         encoder.compile_backbone(execution.cuda_graphs)
     reached = -(-total * cfg.grad_accum // per_epoch)  # the epochs the run's steps reach (the last maybe in part)
     ahead = execution.prefetch > 0
-    collator = Collator(encoder, objective.forward_keys, own_tokenizer=ahead, pin=ahead and execution.device == "cuda")
-    loader = training_loader(rows, cfg, objective.forward_keys, reached)
+    collator = Collator(encoder, objective.forward_keys, objective.texts, own_tokenizer=ahead,
+                        pin=ahead and execution.device == "cuda")
+    loader = training_loader(rows, cfg, objective.forward_keys, reached, objective.texts)
     return TrainingSetup(cfg, objective, encoder, optimizer, build_scheduler(optimizer, cfg, total), loader, collator,
                          dev_scorer(cfg.dev, data_dir, eval_limit), per_epoch, total, initial, execution)

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from cselab import registry
-from cselab.errors import ConfigError
+from cselab.errors import ConfigError, TrainingError
+from cselab.train.run.folder import check_or_write
 from tests.conftest import installed
 
 PLUGIN = '''
@@ -94,6 +95,7 @@ BASES = {"loss": "cselab.train.plugins.kinds.Loss", "negatives": "cselab.train.p
          "token_augment": "cselab.train.plugins.kinds.TokenAugment",
          "weight_hook": "cselab.train.plugins.kinds.WeightHook",
          "head": "cselab.train.plugins.kinds.Head", "adapter": "cselab.train.plugins.kinds.Adapter",
+         "text": "cselab.train.plugins.kinds.TextTransform",
          "pooler": "cselab.encoders.pooling.Pooler",
          "layer_pooler": "cselab.encoders.pooling.LayerPooler", "suite": "cselab.probes.suite.Suite",
          "dev_scorer": "cselab.evaluation.scoring.Scorer",
@@ -150,11 +152,30 @@ def test_a_plug_in_package_is_part_of_a_runs_identity(tmp_path, monkeypatch, own
     (tmp_path / "acme_losses.py").write_text(PLUGIN)
     _installed(tmp_path, monkeypatch, own_registry, "acme_losses")
     monkeypatch.delitem(sys.modules, "acme_losses", raising=False)
-    assert identity(mine, "m", {})["plugin_packages"] == ["acme-losses==0.1"]
+    first = identity(mine, "m", {})
+    assert first["plugin_packages"] == ["acme-losses==0.1"]
     assert "plugin_packages" not in identity({"method": "simcse", "losses": {"info_nce": {}}}, "m", {})  # unused
     installed(tmp_path, monkeypatch, "acme-losses", "cselab.train_plugins", "acme_losses", "0.2")  # another release
     own_registry._DISCOVERED.pop("cselab.train_plugins")
-    assert identity(mine, "m", {})["plugin_packages"] == ["acme-losses==0.2"]  # a resume is refused
+    assert identity(mine, "m", {})["plugin_packages"] == ["acme-losses==0.2"]
+    out = tmp_path / "run"  # a run begun with 0.1 is not resumed with 0.2: its loss's code may differ
+    out.mkdir()
+    check_or_write(out, first, mine)
+    with pytest.raises(TrainingError, match=r"a different run: plugin_packages \(\['acme-losses==0.2'\] now, "
+                                            r"\['acme-losses==0.1'\] in this OUT\)"):
+        check_or_write(out, identity(mine, "m", {}), mine)
+
+
+def test_every_field_of_a_runs_identity_is_compared_on_resume(tmp_path):
+    """By class: a field the identity gains is compared without being listed (plugin_packages was recorded, never
+    compared, and a run resumed after its plug-in changed trained another loss)."""
+    from cselab.train.run.folder import identity
+
+    mine = identity({"method": "simcse"}, "m", {})
+    check_or_write(tmp_path, {**mine, "future_field": 1}, {"method": "simcse"})
+    with pytest.raises(TrainingError, match=r"a different run: future_field \(2 now, 1 in this OUT\)"):
+        check_or_write(tmp_path, {**mine, "future_field": 2}, {"method": "simcse"})
+    check_or_write(tmp_path, {**mine, "future_field": 1}, {"method": "simcse"})  # the same run resumes
 
 
 @pytest.mark.slow

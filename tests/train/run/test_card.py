@@ -129,7 +129,8 @@ def test_checkpoint_files_follow_the_umask(minilm_run):
 
 
 @pytest.mark.slow
-def test_mteb_sees_the_lineage_of_a_checkpoint_cselab_train_wrote(minilm_run, tiny_bert_dir, data_dir, tmp_path):
+def test_mteb_sees_the_lineage_of_a_checkpoint_cselab_train_wrote(minilm_run, tiny_bert_dir, data_dir, tmp_path,
+                                                                   caplog):
     from cselab.encoders.mteb_model import as_mteb
 
     meta = as_mteb(str(minilm_run[0] / "best")).mteb_model_meta
@@ -144,6 +145,41 @@ def test_mteb_sees_the_lineage_of_a_checkpoint_cselab_train_wrote(minilm_run, ti
     meta = as_mteb(str(out / "best")).mteb_model_meta
     assert meta.training_datasets == {"STSBenchmark"}  # --data stsb-sentences: not zero-shot on STS-B
     assert "trust_remote_code=True" in (out / "best" / "README.md").read_text()
+    lineage_after_training_elsewhere(out / "best", tmp_path, caplog)
+
+
+def lineage_after_training_elsewhere(best, tmp_path, caplog):
+    """The checkpoint saved again by sentence-transformers keeps its lineage; trained further by
+    SentenceTransformerTrainer (a cselab loss) and saved, it no longer claims the run's data, with a warning; and its
+    weights replaced in place under the old cselab.json, mteb's lineage leaves the data out too."""
+    from datasets import Dataset
+    from sentence_transformers import SentenceTransformer, SentenceTransformerTrainer, \
+        SentenceTransformerTrainingArguments
+
+    from cselab.encoders.mteb_model import as_mteb
+    from cselab.integrations.sentence_transformers import CselabLoss
+
+    model = SentenceTransformer(str(best), device="cpu", trust_remote_code=True)
+    model.save(str(tmp_path / "as-saved"))
+    assert json.loads((tmp_path / "as-saved" / "cselab.json").read_text())["data"]["name"] == "stsb-sentences"
+    texts = [f"sentence number {i} of the test" for i in range(16)]
+    args = SentenceTransformerTrainingArguments(output_dir=str(tmp_path / "st"), max_steps=2, learning_rate=1e-3,
+                                                per_device_train_batch_size=8, report_to=[], use_cpu=True,
+                                                save_strategy="no", seed=0)
+    SentenceTransformerTrainer(model=model, args=args, train_dataset=Dataset.from_dict({"a": texts, "b": texts}),
+                               loss=CselabLoss(model, "info_nce")).train()
+    with caplog.at_level("WARNING"):
+        model.save(str(tmp_path / "further"))
+    info = json.loads((tmp_path / "further" / "cselab.json").read_text())
+    assert info["data"] == {} and info["method"] is None and "trained further?" in caplog.text
+    assert not as_mteb(str(tmp_path / "further")).mteb_model_meta.training_datasets
+    model.save(str(tmp_path / "as-saved"))  # new weights under... their own cselab.json: the same drop
+    caplog.clear()
+    old = json.loads((best / "cselab.json").read_text())
+    (tmp_path / "as-saved" / "cselab.json").write_text(json.dumps(old))  # the old lineage over other weights
+    with caplog.at_level("WARNING"):
+        assert not as_mteb(str(tmp_path / "as-saved")).mteb_model_meta.training_datasets
+    assert "its weights are not those its cselab.json describes" in caplog.text
 
 
 def test_the_metas_loader_loads_the_encoder_with_its_settings(minilm_run):

@@ -1,0 +1,69 @@
+"""How far cselab's official profiles and the released code part, figure by figure, across thread counts and CPU
+kernel paths: ``tests/train/test_parity.py``'s comparisons run under each variation below (one setting changed at a
+time from the machine's defaults), each recording its differences (loss, gradients, gradient norms, weights, their
+moves) instead of asserting them; the largest per test and figure, with the variations, the CPU and the date, is the
+basis of the tests' tolerances (twice it, where wider than their own: :func:`tests.train.test_parity.limits`).
+
+    CSELAB_DATA_DIR=../shared/data .venv/bin/python -m tests.parity_spread [--write]
+
+Python 3.12 is not among the variations: torch 2.13's CPU build for it is not on this machine's disk, and PyPI's
+default build for it is CUDA's (gigabytes).
+"""
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+from datetime import date
+from pathlib import Path
+
+ROOT = Path(__file__).parent.parent
+SPREAD = Path(__file__).parent / "train" / "parity_spread.json"
+VARIATIONS = {
+    "1 thread": {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
+    "2 threads": {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"},
+    "4 threads": {"OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": "4"},
+    "ATEN_CPU_CAPABILITY=default": {"ATEN_CPU_CAPABILITY": "default"},
+    "ATEN_CPU_CAPABILITY=avx2": {"ATEN_CPU_CAPABILITY": "avx2"},
+    "ATEN_CPU_CAPABILITY=avx512": {"ATEN_CPU_CAPABILITY": "avx512"},
+    "MKL_CBWR=COMPATIBLE": {"MKL_CBWR": "COMPATIBLE"},
+    "MKL_CBWR=AVX2": {"MKL_CBWR": "AVX2"},
+}
+
+
+def run(name: str, settings: dict[str, str]) -> list[dict]:
+    """Every comparison's differences under one variation."""
+    record = Path(tempfile.mkdtemp()) / "record.jsonl"
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/train/test_parity.py",
+                    "-k", "matches_the_released"], cwd=ROOT, check=False, stdout=subprocess.DEVNULL,
+                   env={**os.environ, **settings, "CSELAB_PARITY_RECORD": str(record)})
+    found = [json.loads(line) for line in record.read_text().splitlines()] if record.exists() else []
+    print(f"{name}: {len(found)} comparisons", flush=True)
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--write", action="store_true", help=f"keep the result in {SPREAD.relative_to(ROOT)}")
+    args = parser.parse_args()
+    largest: dict[str, dict[str, float]] = {}
+    for name, settings in VARIATIONS.items():
+        for row in run(name, settings):
+            test = largest.setdefault(row.pop("test"), {})
+            for figure, value in row.items():
+                test[figure] = max(test.get(figure, 0.0), value)
+    for test, figures in sorted(largest.items()):
+        print(test, " ".join(f"{figure} {value:.2g}" for figure, value in figures.items()))
+    if args.write:
+        cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                    if line.startswith("model name")), platform.processor())
+        SPREAD.write_text(json.dumps({"date": date.today().isoformat(), "cpu": cpu, "cores": os.cpu_count(),
+                                      "python": platform.python_version(), "variations": VARIATIONS,
+                                      "tests": largest}, indent=1, sort_keys=True) + "\n")
+
+
+if __name__ == "__main__":
+    main()
