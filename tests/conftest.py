@@ -164,6 +164,12 @@ def save_tiny_decoder(folder: Path, kind: str, hidden: int = 32, layers: int = 2
         torch.manual_seed(0)
         model = AutoModelForCausalLM.from_config(model.config)
     model.save_pretrained(folder)
+    # transformers reads the folder with its model type's tokenizer class, which may add that type's end token (Qwen2's
+    # <|endoftext|>): the embeddings take every id the tokenizer gives, as a real checkpoint's do
+    loaded = len(AutoTokenizer.from_pretrained(folder))
+    if loaded > model.get_input_embeddings().num_embeddings:
+        model.resize_token_embeddings(loaded)
+        model.save_pretrained(folder)
     return folder
 
 

@@ -140,11 +140,13 @@ def outside_cselab(best, info, ours):
     from peft import PeftModel
 
     from cselab.encoders import TransformerEncoder
-    from cselab.encoders.pretrained import load_model
+    from cselab.encoders.pretrained import bidirectional_checkpoint, load_model
 
     adapter = json.loads((best / "adapter" / "adapter_config.json").read_text())
     assert (best / "adapter" / "adapter_model.safetensors").is_file()
-    base = load_model(adapter["base_model_name_or_path"])  # LLM2Vec's second step: the first step's checkpoint
+    base = adapter["base_model_name_or_path"]  # LLM2Vec's second step's: the first step's checkpoint, which
+    # transformers refuses (bidirectional), so cselab loads that one; every other base through transformers' own class
+    base = load_model(base) if bidirectional_checkpoint(base) else AutoModel.from_pretrained(base)
     model = PeftModel.from_pretrained(base, str(best / "adapter")).eval()
     theirs = TransformerEncoder(model, load_tokenizer(str(best)), pooler=info.pooler, prompt=info.prompt,
                                 max_length=info.max_length, pool_tokens=info.pool_tokens,
