@@ -11,6 +11,9 @@ os.environ["HF_HUB_CACHE"] = tempfile.mkdtemp(prefix="cselab-hub-cache-")
 # Encoded vectors are kept in a cache of the test session's own, never the user's (tests that check the cache make
 # theirs); subprocesses inherit it.
 os.environ["CSELAB_CACHE_DIR"] = tempfile.mkdtemp(prefix="cselab-embeddings-")
+# torch.compile's kernels too: torch 2.13 keys its cache without ATEN_CPU_CAPABILITY, so a kernel cached by a run with
+# vector kernels fails to build (a C++ error) in a session with ATEN_CPU_CAPABILITY=default.
+os.environ["TORCHINDUCTOR_CACHE_DIR"] = tempfile.mkdtemp(prefix="cselab-inductor-")
 
 import shutil  # noqa: E402
 from pathlib import Path  # noqa: E402

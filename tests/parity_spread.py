@@ -3,8 +3,10 @@ kernel paths: ``tests/train/test_parity.py``'s comparisons run under each variat
 time from the machine's defaults), each recording its differences (loss, gradients, gradient norms, weights, their
 moves) instead of asserting them; the largest per test and figure, with the variations, the CPU and the date, is the
 basis of the tests' tolerances (twice it, where wider than their own: :func:`tests.train.test_parity.limits`).
+With ``--execution``, the same for ``tests/train/run/test_execution.py``'s comparisons of a run with the speed levers
+(merged passes, a compiled step) against today's path (:func:`tests.train.run.test_execution.within`).
 
-    CSELAB_DATA_DIR=../shared/data .venv/bin/python -m tests.parity_spread [--write]
+    CSELAB_DATA_DIR=../shared/data .venv/bin/python -m tests.parity_spread [--execution] [--write]
 
 Python 3.12 is not among the variations: torch 2.13's CPU build for it is not on this machine's disk, and PyPI's
 default build for it is CUDA's (gigabytes).
@@ -21,7 +23,11 @@ from datetime import date
 from pathlib import Path
 
 ROOT = Path(__file__).parent.parent
-SPREAD = Path(__file__).parent / "train" / "parity_spread.json"
+#: What each measurement runs: the test file, the tests (-k), the variable naming the record file, the result's file.
+TARGETS = {"parity": ("tests/train/test_parity.py", "matches_the_released", "CSELAB_PARITY_RECORD",
+                      Path(__file__).parent / "train" / "parity_spread.json"),
+           "execution": ("tests/train/run/test_execution.py", "trains_todays_steps or compiled_step",
+                         "CSELAB_EXECUTION_RECORD", Path(__file__).parent / "train" / "run" / "execution_spread.json")}
 VARIATIONS = {
     "1 thread": {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"},
     "2 threads": {"OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"},
@@ -34,12 +40,12 @@ VARIATIONS = {
 }
 
 
-def run(name: str, settings: dict[str, str]) -> list[dict]:
+def run(name: str, settings: dict[str, str], target: str) -> list[dict]:
     """Every comparison's differences under one variation."""
     record = Path(tempfile.mkdtemp()) / "record.jsonl"
-    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/train/test_parity.py",
-                    "-k", "matches_the_released"], cwd=ROOT, check=False, stdout=subprocess.DEVNULL,
-                   env={**os.environ, **settings, "CSELAB_PARITY_RECORD": str(record)})
+    tests, chosen, variable, _ = TARGETS[target]
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", tests, "-k", chosen], cwd=ROOT,
+                   check=False, stdout=subprocess.DEVNULL, env={**os.environ, **settings, variable: str(record)})
     found = [json.loads(line) for line in record.read_text().splitlines()] if record.exists() else []
     print(f"{name}: {len(found)} comparisons", flush=True)
     return found
@@ -47,11 +53,14 @@ def run(name: str, settings: dict[str, str]) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--write", action="store_true", help=f"keep the result in {SPREAD.relative_to(ROOT)}")
+    parser.add_argument("--execution", action="store_true", help="the speed levers' comparisons, not the parity ones")
+    parser.add_argument("--write", action="store_true", help="keep the result (tests/train/parity_spread.json, or "
+                        "tests/train/run/execution_spread.json)")
     args = parser.parse_args()
+    target = "execution" if args.execution else "parity"
     largest: dict[str, dict[str, float]] = {}
     for name, settings in VARIATIONS.items():
-        for row in run(name, settings):
+        for row in run(name, settings, target):
             test = largest.setdefault(row.pop("test"), {})
             for figure, value in row.items():
                 test[figure] = max(test.get(figure, 0.0), value)
@@ -60,7 +69,7 @@ def main() -> None:
     if args.write:
         cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                     if line.startswith("model name")), platform.processor())
-        SPREAD.write_text(json.dumps({"date": date.today().isoformat(), "cpu": cpu, "cores": os.cpu_count(),
+        TARGETS[target][3].write_text(json.dumps({"date": date.today().isoformat(), "cpu": cpu, "cores": os.cpu_count(),
                                       "python": platform.python_version(), "variations": VARIATIONS,
                                       "tests": largest}, indent=1, sort_keys=True) + "\n")
 

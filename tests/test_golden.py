@@ -52,14 +52,16 @@ def _pinnable() -> bool:
 
 
 @pytest.fixture(scope="module")
-def computed(tmp_path_factory, tiny_bert_dir, tiny_cache, data_dir):
-    """Every section's numbers (tests/golden_numbers.py, pinned), and the folder of each preset's run."""
+def computed(tmp_path_factory, tiny_cache, data_dir):
+    """Every section's numbers (tests/golden_numbers.py, pinned, the tiny BERT built there too), and the folder of each
+    preset's run."""
     if not _pinnable():
         pytest.skip("the golden numbers are those of x86-64 kernels with AVX2, which this machine lacks")
     folder = tmp_path_factory.mktemp("golden")
     out, runs = folder / "numbers.json", folder / "runs"
-    ran = subprocess.run([sys.executable, "-m", "tests.golden_numbers", str(out), str(tiny_bert_dir), str(tiny_cache),
-                          str(data_dir), str(runs)], env={**os.environ, **PINNED}, capture_output=True, text=True,
+    ran = subprocess.run([sys.executable, "-m", "tests.golden_numbers", str(out), str(folder / "tiny-bert"),
+                          str(tiny_cache), str(data_dir), str(runs)], env={**os.environ, **PINNED}, capture_output=True,
+                         text=True,
                          cwd=Path(__file__).parent.parent, timeout=1800)
     assert ran.returncode == 0, ran.stderr[-3000:]
     return json.loads(out.read_text()), runs

@@ -4,6 +4,7 @@ step), and still names the first step whose loss was not finite."""
 
 import json
 import math
+import os
 import sys
 import threading
 import traceback
@@ -28,6 +29,10 @@ TODAY = ("training.prefetch=0", "training.merge_passes=false", "training.compile
 LEVERS = ("training.prefetch=2", "training.merge_passes=true")
 STEPS = 10
 CSELAB = str(Path(__file__).resolve().parents[3] / "cselab")
+#: Each comparison's largest deviation across thread counts and kernel paths (``python -m tests.parity_spread
+#: --execution``, which runs them with ``CSELAB_EXECUTION_RECORD=FILE`` set: recorded there, not asserted).
+SPREAD = Path(__file__).with_name("execution_spread.json")
+RECORD = "CSELAB_EXECUTION_RECORD"
 
 
 def test_a_cuda_device_takes_every_lever_and_the_cpu_none_but_the_thread():
@@ -132,6 +137,20 @@ def _trained(preset: str, settings, quiet_bert: Path, cache: Path, folder: Path,
         load_file(out / "last" / "model.safetensors")
 
 
+def within(test: str, found: tuple[float, float], threads: tuple[float, float], floors: tuple[float, float]) -> None:
+    """``found`` (figures, weights) within each's tolerance: its floor, 4 times the spread of today's path on 1 and 2
+    threads in this process (``threads``), or twice the largest deviation measured for ``test`` across thread counts
+    and kernel paths (:data:`SPREAD`), whichever is widest. Recorded instead where :data:`RECORD` names a file."""
+    if os.environ.get(RECORD):
+        with open(os.environ[RECORD], "a", encoding="utf-8") as record:
+            record.write(json.dumps({"test": test, "figures": found[0], "weights": found[1]}) + "\n")
+        return
+    measured = json.loads(SPREAD.read_text())["tests"].get(test, {}) if SPREAD.exists() else {}
+    limits = [max(floor, 4 * basis, 2 * measured.get(name, 0.0))
+              for name, floor, basis in zip(("figures", "weights"), floors, threads)]
+    assert found[0] <= limits[0] and found[1] <= limits[1], (test, found, limits)
+
+
 def deviation(a: tuple, b: tuple) -> tuple[float, float]:
     """The largest relative difference of two runs' logged figures, and of their weights (relative to the largest
     weight)."""
@@ -161,17 +180,21 @@ def test_with_the_levers_every_preset_trains_todays_steps(preset, quiet_bert, ti
     1e-6 (measured: 0 for every preset whose passes do not merge). Where passes merge, rows padded to another width
     round otherwise: the basis is then the spread of today's path itself on 1 and 2 threads, measured here (a
     preset's rounding amplified by its conditioning: PromptBERT's supervised run moves by 8e-5 with the threads), and
-    the levers' deviation must stay within 4 times it."""
+    the deviation measured across thread counts and kernel paths (:func:`within`); a merged pass that read the
+    padding moves figures by more than 1e-3 (the planted change below)."""
+    method = load_method(preset)
+    merges = not all(len(group) == 1 for group in merged_passes(Objective(method).views, method.encoder))
+    if os.environ.get(RECORD) and not merges:
+        return
     folder = tmp_path_factory.mktemp("levers")
     today = _trained(preset, TODAY, quiet_bert, tiny_cache, folder, folder / "today")
     levers = _trained(preset, LEVERS, quiet_bert, tiny_cache, folder, folder / "levers")
     found = deviation(today, levers)
-    method = load_method(preset)
-    if all(len(group) == 1 for group in merged_passes(Objective(method).views, method.encoder)):
+    if not merges:
         assert found == (0.0, 0.0)
         return
     spread = deviation(today, _trained(preset, TODAY, quiet_bert, tiny_cache, folder, folder / "one-thread", 1))
-    assert found[0] <= max(1e-6, 4 * spread[0]) and found[1] <= max(1e-6, 4 * spread[1]), (found, spread)
+    within(f"levers[{preset}]", found, spread, (1e-6, 1e-6))
 
 
 @pytest.mark.slow
@@ -186,6 +209,8 @@ def test_a_merged_pass_that_read_another_rows_padding_is_caught(quiet_bert, tiny
     today = _trained("osscse", TODAY, quiet_bert, tiny_cache, tmp_path, tmp_path / "today")
     planted = _trained("osscse", LEVERS, quiet_bert, tiny_cache, tmp_path, tmp_path / "planted")
     assert deviation(today, planted)[0] > 1e-3
+    with pytest.raises(AssertionError, match="levers\\[osscse\\]"):  # beyond its tolerance, the measured basis too
+        within("levers[osscse]", deviation(today, planted), (0.0, 0.0), (1e-6, 1e-6))
 
 
 @pytest.mark.slow
@@ -193,15 +218,16 @@ def test_a_merged_pass_that_read_another_rows_padding_is_caught(quiet_bert, tiny
 def test_a_compiled_step_trains_the_eager_steps(preset, quiet_bert, tiny_cache, tmp_path):
     """torch.compile on the CPU (Inductor's C++ kernels, which fuse and so sum in other orders) with the other levers,
     against today's path: the logged figures (losses, parts, gradient norms) and the weights within 4 times the
-    spread of today's path itself on 1 and 2 threads, or 2e-6, whichever is larger. Measured here: simcse 8.4e-5
-    (a gradient norm; the threads move it by 1.0e-4) and 5.8e-6 (weights; 2.8e-6), osscse 1.3e-6 (1.9e-7) and 6e-8;
-    a pass that read the padding moves figures by more than 1e-3 (the planted change above)."""
+    spread of today's path itself on 1 and 2 threads, twice the deviation measured across thread counts and kernel
+    paths, or 2e-6, whichever is larger (:func:`within`). Measured here: simcse 8.4e-5 (a gradient norm; the threads
+    move it by 1.0e-4) and 5.8e-6 (weights; 2.8e-6), osscse 1.3e-6 (1.9e-7) and 6e-8; with ATEN_CPU_CAPABILITY=default
+    (scalar ATen kernels beside Inductor's own) simcse's weights 2.9e-5; a pass that read the padding moves figures
+    by more than 1e-3 (the planted change above)."""
     today = _trained(preset, TODAY, quiet_bert, tiny_cache, tmp_path, tmp_path / "today")
     compiled = _trained(preset, (*LEVERS, "training.compile=true"), quiet_bert, tiny_cache, tmp_path,
                         tmp_path / "compiled")
     spread = deviation(today, _trained(preset, TODAY, quiet_bert, tiny_cache, tmp_path, tmp_path / "one-thread", 1))
-    found = deviation(today, compiled)
-    assert all(value <= max(2e-6, 4 * basis) for value, basis in zip(found, spread)), (found, spread)
+    within(f"compiled[{preset}]", deviation(today, compiled), spread, (2e-6, 2e-6))
     assert json.loads((tmp_path / "compiled" / "run.json").read_text())["provenance"]["execution"]["compile"]
 
 
