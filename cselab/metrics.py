@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+#: The fewest pairs a correlation is computed on: a limit on pairs, a file of scored pairs, a split hold at least this.
+MIN_PAIRS = 2
+
 
 def cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """Cosine similarity of each row of ``a`` with the same row of ``b`` (0 for a zero vector)."""
@@ -19,7 +22,7 @@ def pearson(x: np.ndarray, y: np.ndarray) -> float:
     y = np.asarray(y, dtype=np.float64)
     if len(x) != len(y):
         raise ValueError(f"pearson() needs equal lengths, got {len(x)} and {len(y)}")
-    if len(x) < 2:
+    if len(x) < MIN_PAIRS:
         return float("nan")
     xc, yc = x - x.mean(), y - y.mean()
     denominator = np.sqrt((xc * xc).sum() * (yc * yc).sum())

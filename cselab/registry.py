@@ -60,7 +60,6 @@ SOURCES: dict[str, tuple[str, tuple[str, ...]]] = {
     "dev_scorer": ("cselab.dev_scorers", ("cselab.evaluation.dev",)),
     "backtranslation": ("cselab.backtranslation", ("cselab.augment.backtranslate",)),
 }
-RENAMED_GROUPS = {"cselab.plugins": "cselab.train_plugins"}  # a former entry-point group -> its name now
 
 
 def _bound(value: float) -> str:
@@ -190,15 +189,12 @@ class Param:
 class Plugin:
     """A registered plug-in: its kind, name, parameter schema and its class (a subclass of the kind's base class,
     :func:`contract`, which may add parameters that name views through a ``view_schema()`` class method, and numeric
-    data columns through ``value_schema()``); ``moved``
-    maps a former parameter to what replaces it, so that an old config is refused with the new spelling rather than
-    as an unknown key."""
+    data columns through ``value_schema()``)."""
 
     kind: str
     name: str
     cls: Any = field(repr=False)  # the class: its kind's class attributes are read from it
     params: dict[str, Param] = field(default_factory=dict)
-    moved: dict[str, str] = field(default_factory=dict)
     summary: str = ""
 
     def schema(self) -> dict[str, Param]:
@@ -229,16 +225,6 @@ def _import_own(module: str) -> None:
                           f"({type(err).__name__}: {clipped(err)}); fix or remove it") from None
 
 
-def _refuse_renamed() -> None:
-    """A package that still declares its plug-ins in a former entry-point group: one line with the new name."""
-    for old, new in RENAMED_GROUPS.items():
-        for entry in entry_points(group=old):
-            package = entry.dist.name if entry.dist else "an installed package"
-            raise ConfigError(f"entry point {entry.name} of {package} is in the group {old!r}, which is now "
-                              f"{new!r}: rename [project.entry-points.\"{old}\"] to \"{new}\" in its pyproject.toml "
-                              "and reinstall it")
-
-
 def discover(kind: str) -> dict[str, str]:
     """Import every module that registers plug-ins of ``kind``, once: cselab's own (:data:`SOURCES`), then each
     module an installed package declares in the kind's entry-point group (an error names the package). Returns the
@@ -248,7 +234,6 @@ def discover(kind: str) -> dict[str, str]:
         return _DISCOVERED[group]
     _DISCOVERED[group] = found = {}  # before importing: a module that asks for its own kind's names finds them so far
     try:
-        _refuse_renamed()
         for name in own:
             _import_own(name)
             package = sys.modules[name]
@@ -292,6 +277,12 @@ def origins(kind: str) -> dict[str, str]:
 def contract(kind: str, base: type) -> None:
     """Declare that every plug-in of ``kind`` is a subclass of ``base`` (:mod:`cselab.train.plugins.kinds`)."""
     _CONTRACTS[kind] = base
+
+
+def contract_of(kind: str) -> type:
+    """The base class every plug-in of ``kind`` subclasses (``object`` for a kind that declares none)."""
+    discover(kind)
+    return _CONTRACTS.get(kind, object)
 
 
 def register(kind: str, name: str, **declaration) -> Callable[[type], type]:
@@ -390,19 +381,10 @@ def check_plugin(kind: str, value: Any, where: str) -> dict[str, Any]:
         raise ConfigError(f"{where}: expected a mapping with kind: one of {', '.join(names(kind))}")
     plugin = get(kind, value["kind"], f"{where}.kind")
     params = {k: v for k, v in value.items() if k != "kind"}
-    refuse_moved(plugin, params, where)
     checked = check(params, plugin.schema(), where)
     if hasattr(_CONTRACTS.get(kind), "validate"):  # a kind whose base class declares rules across parameters
         plugin.cls.validate(checked, where)
     return {"kind": plugin.name, **checked}
-
-
-def refuse_moved(plugin: Plugin, section: dict[str, Any], where: str) -> None:
-    """A ConfigError for the first parameter of ``section`` that ``plugin`` declares ``moved``, with its new form."""
-    for key in section:
-        if key in plugin.moved:
-            raise ConfigError(f"{_join(where, key)}: no longer a parameter of {plugin.name}; write "
-                              f"{plugin.moved[key]}")
 
 
 def setting(default: Any, type: type | tuple[type, ...], help: str = "", **constraints) -> Any:

@@ -204,15 +204,6 @@ def test_every_option_of_every_command_says_what_it_does():
     assert missing == []
 
 
-def test_a_former_option_name_still_works_and_says_its_new_one(capsys):
-    args = build_parser().parse_args(["probe", "run", "--model", "bow", "--protocol", "fast", "--split-protocol",
-                                      "footnote"])
-    assert (args.classifier, args.split_rule) == ("fast", "footnote")
-    warned = capsys.readouterr().err
-    assert "--protocol is now called --classifier" in warned and "--split-protocol is now called --split-rule" in warned
-    assert build_parser().parse_args(["probe", "splits", "--protocol", "footnote"]).split_rule == "footnote"
-
-
 @pytest.mark.parametrize("argv", [["train", "--help"], ["probe", "run", "--help"], ["sweep", "--help"]])
 def test_help_lists_each_option_with_its_default(argv, capsys):
     with pytest.raises(SystemExit) as exit_info:

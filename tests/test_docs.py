@@ -1,5 +1,6 @@
 """The docs' worked examples run."""
 
+import dataclasses
 import json
 import math
 import re
@@ -44,7 +45,8 @@ def page_method(tmp_path, monkeypatch, module: str, method: str, *overrides: str
 
 def test_adding_a_method_is_one_module_and_one_yaml_that_train(tmp_path, monkeypatch, tiny_bert_dir, tiny_cache):
     assert sorted(example_files("adding-a-method.md")) == ["angular.py", "simcse-arc.yaml", "simcse-sphere.yaml",
-                                                           "simcse-triplet.yaml", "sphere.py", "triplet.py"]
+                                                           "simcse-triplet.yaml", "sphere.py",
+                                                           "test_plugins_of_this_page.py", "triplet.py"]
     method = page_method(tmp_path, monkeypatch, "triplet", "simcse-triplet")
     assert method.losses["triplet"] == {"weight": 0.5, "anchor": "anchor", "positive": "paraphrase",
                                            "negative": "negation", "margin": 0.1}
@@ -98,6 +100,24 @@ def test_a_logit_transform_is_one_module_and_one_yaml_that_train(tmp_path, monke
     assert summary["steps"] == 2 and all(math.isfinite(r["info_nce"]) for r in log if "loss" in r)
 
 
+def test_the_pages_plugins_keep_the_contract_through_its_own_test(tmp_path, monkeypatch):
+    """The page's test of its plug-ins (cselab.testing.check_plugin) passes, and fails for a plug-in that breaks the
+    contract: its parameter's help text removed."""
+    for name, text in example_files("adding-a-method.md").items():
+        (tmp_path / name).write_text(text)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    isolated_registry(monkeypatch)
+    for module in ("triplet", "sphere", "angular", "test_plugins_of_this_page"):
+        monkeypatch.delitem(sys.modules, module, raising=False)
+    import test_plugins_of_this_page
+
+    test_plugins_of_this_page.test_the_pages_plugins_keep_cselabs_contract()
+    params = get("negatives", "sphere").params
+    monkeypatch.setitem(params, "count", dataclasses.replace(params["count"], help=""))
+    with pytest.raises(AssertionError, match="negatives 'sphere' .*count without a help text"):
+        test_plugins_of_this_page.test_the_pages_plugins_keep_cselabs_contract()
+
+
 def test_a_factory_encoder_is_scored_like_any_other(tmp_path, monkeypatch, capsys, data_dir):
     from cselab.cli import main
 
@@ -140,11 +160,13 @@ def test_adding_a_probe_is_one_module_that_run_report_compare_and_sweeps_pick_up
     from cselab.probes.runner import run_probes, write_outputs
 
     files = example_files("adding-a-probe.md")
-    assert sorted(files) == ["lengths.py"]
-    (tmp_path / "lengths.py").write_text(files["lengths.py"])
+    assert sorted(files) == ["lengths.py", "test_lengths.py"]
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "lengths", raising=False)
-    __import__("lengths")
+    for module in ("lengths", "test_lengths"):
+        monkeypatch.delitem(sys.modules, module, raising=False)
+    __import__("test_lengths").test_the_lengths_suite_keeps_cselabs_contract()  # the page's own test of it
     options = suite.ProbeOptions(data_dir=data_dir, limit=12)
     for name, model in (("bow", "bow"), ("tiny", str(tiny_bert_dir))):  # unit vectors, and vectors of any norm
         payload = run_probes(load_encoder(model, data_dir=data_dir, cache=False), "sts,lengths", options)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from typing import Any
 
 from cselab.registry import MAX_SEED, Param
@@ -22,24 +21,6 @@ def whole_number(minimum: int, maximum: int | None = None):
             raise argparse.ArgumentTypeError(f"{value} is out of range; expected a whole number {expected}")
         return value
     return parse
-
-
-class _Renamed(argparse.Action):
-    """Stores the value of an option's former name, saying on stderr what it is called now."""
-
-    def __init__(self, *args, new: str, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.new = new
-
-    def __call__(self, parser, namespace, values, option_string=None):
-        print(f"warning: {option_string} is now called {self.new}; the old name will be removed", file=sys.stderr)
-        setattr(namespace, self.dest, values)
-
-
-def add_renamed(parser: argparse.ArgumentParser, old: str, new: str, choices: tuple[str, ...]) -> None:
-    """Accept ``old``, the former name of option ``new``, with a warning (hidden from --help)."""
-    parser.add_argument(old, dest=new.lstrip("-").replace("-", "_"), choices=choices, action=_Renamed, new=new,
-                        help=argparse.SUPPRESS)
 
 
 def add_data_dir(parser: argparse.ArgumentParser, what: str = "data root", required: bool = False) -> None:

@@ -7,11 +7,10 @@ from functools import partial
 from pathlib import Path
 
 from cselab.atomic import write_text_atomic
-from cselab.cli.options import add_data_dir, add_renamed, add_seed, add_settings, whole_number
+from cselab.cli.options import add_data_dir, add_seed, add_settings, whole_number
 from cselab.errors import ConfigError
-from cselab.evaluation.setups import CLASSIFIER_SETUPS
 from cselab.files import check_folder
-from cselab.probes.names import MAX_RESAMPLES, RESAMPLES, SPLIT_RULES
+from cselab.probes.names import MAX_RESAMPLES, RESAMPLES
 from cselab.registry import Param, schema_of
 
 
@@ -137,8 +136,6 @@ def _add_probe_settings(run: argparse.ArgumentParser) -> None:
         groups.setdefault(tuple(cls.name for cls in declaring), {})[name] = param
     for owners, schema in groups.items():
         add_settings(run.add_argument_group(f"{' and '.join(owners)} suite{'s' if len(owners) > 1 else ''}"), schema)
-    add_renamed(run, "--protocol", "--classifier", tuple(CLASSIFIER_SETUPS))
-    add_renamed(run, "--split-protocol", "--split-rule", tuple(SPLIT_RULES))
 
 
 def _splits_options(splits: argparse.ArgumentParser, suites: bool = True) -> None:
@@ -150,7 +147,6 @@ def _splits_options(splits: argparse.ArgumentParser, suites: bool = True) -> Non
     if suites:
         declared = suite_settings()  # the bias suite's declarations: the splits are its
         add_settings(splits, {name: declared[name][0] for name in ("mer_normalize", "split_rule")})
-    add_renamed(splits, "--protocol", "--split-rule", tuple(SPLIT_RULES))
 
 
 def _compare_options(compare: argparse.ArgumentParser) -> None:

@@ -6,6 +6,7 @@ import argparse
 
 from cselab.cli.options import add_backbone, add_data_dir, add_overrides, add_profile, whole_number
 from cselab.registry import MAX_SEED, MAX_SEEDS
+from cselab.metrics import MIN_PAIRS
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -25,10 +26,10 @@ def register(parser: argparse.ArgumentParser) -> None:
                                        "own data, else cache/augment)")
     parser.add_argument("--out", required=True, help="sweep folder: runs/, results/, summary.{json,md,png}")
     add_data_dir(parser)
-    parser.add_argument("--eval-limit", type=whole_number(2),
+    parser.add_argument("--eval-limit", type=whole_number(MIN_PAIRS),
                         help="the dev scorer reads only the first N pairs (STS) or lines per file (transfer) "
                              "during training")
-    parser.add_argument("--sts-limit", type=whole_number(2),
+    parser.add_argument("--sts-limit", type=whole_number(MIN_PAIRS),
                         help="score only the first N pairs of each STS subset (quick checks)")
     parser.add_argument("--suites", default="sts",
                         help="the probe suites each run is scored with, joined by commas; sts is always among them "

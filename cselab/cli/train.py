@@ -11,6 +11,7 @@ from cselab.cli.options import add_backbone, add_data_dir, add_overrides, add_pr
 from cselab.errors import ConfigError
 from cselab.files import read_json
 from cselab.train.run.folder import RESTARTS
+from cselab.metrics import MIN_PAIRS
 
 
 def register(parser: argparse.ArgumentParser) -> None:
@@ -26,7 +27,7 @@ def register(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", help="run folder: config.yaml, best/, last/, log.jsonl (required to train)")
     add_overrides(parser, "--set training.max_steps=100 --set losses.info_nce.temperature=0.1")
     add_data_dir(parser, "data root for the dev scorer (training.dev)")
-    parser.add_argument("--eval-limit", type=whole_number(2),
+    parser.add_argument("--eval-limit", type=whole_number(MIN_PAIRS),
                         help="the dev scorer reads only the first N pairs (STS) or lines per file (transfer): quick "
                              "checks")
     parser.add_argument("--overwrite", action="store_true",

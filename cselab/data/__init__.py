@@ -2,7 +2,7 @@
 
 from cselab.data.errors import DataFormatError, DataNotFoundError
 from cselab.data.readers import NegationPairs, STSPairs, read_corpus, read_lines
-from cselab.data.registry import STS_TASKS, corpus_path, is_corpus, load_cannot, load_corpus, load_sts, sts_task
+from cselab.data.named import STS_TASKS, corpus_path, is_corpus, load_cannot, load_corpus, load_sts, sts_task
 from cselab.data.root import ENV_VAR, data_root, senteval_dir
 
 __all__ = [

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from cselab.errors import DataError
-from cselab.data.registry import STS_TASKS, DataDir, load_cannot, load_corpus, load_sts
+from cselab.data.named import STS_TASKS, DataDir, load_cannot, load_corpus, load_sts
 from cselab.data.root import data_root
 from cselab.data.tables import DERIVED, load_table
 from cselab.data.transfer import TRANSFER_TASKS, load_transfer

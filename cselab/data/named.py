@@ -20,6 +20,7 @@ from cselab.data.readers import (
 )
 from cselab.data.root import corpus_dir, data_root, senteval_dir
 from cselab.errors import ConfigError, DataError, did_you_mean
+from cselab.metrics import MIN_PAIRS
 
 DataDir = str | os.PathLike | None
 
@@ -119,9 +120,9 @@ def _read_task(task: STSTask, split: str, root: Path) -> list[STSPairs]:
 
 def _scorable(pairs: STSPairs) -> STSPairs:
     """Pairs a correlation can be computed on: at least two (an empty file would score "n/a" without a word)."""
-    if len(pairs) < 2:
+    if len(pairs) < MIN_PAIRS:
         raise DataError(f"{', '.join(map(str, pairs.files))}: {len(pairs)} scored pair(s) in {pairs.task} "
-                        f"{pairs.subset}; a correlation needs at least 2")
+                        f"{pairs.subset}; a correlation needs at least {MIN_PAIRS}")
     return pairs
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from cselab.checksum import sha256
 from cselab.data.errors import DataFormatError, DataNotFoundError
 from cselab.data.readers import json_object, read_lines
-from cselab.data.registry import DataDir, load_cannot, raw_stsb_pairs
+from cselab.data.named import DataDir, load_cannot, raw_stsb_pairs
 from cselab.data.root import senteval_dir
 from cselab.errors import ConfigError, DataError
 from cselab.files import clipped, read_text

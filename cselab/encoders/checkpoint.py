@@ -1,73 +1,89 @@
-"""The cselab checkpoint folder: a transformers model folder plus ``cselab.json``.
+"""The cselab checkpoint folder, its format in one place: a transformers model folder, ``cselab.json`` and the files
+that let sentence-transformers load it.
 
-``cselab.json`` says how the folder encodes sentences, so ``probe run --model DIR``
-needs no other flag::
+``cselab.json`` says how the folder encodes sentences, so ``probe run --model DIR`` needs no other flag::
 
     {"format": "cselab-checkpoint", "version": 1,
-     "pooler": "cls_before_pooler", "prompt": null, "pool_tokens": "all", "bidirectional": false,
-     "denoise": false, "head": null, "head_before_denoise": false, "max_length": 32, "normalize": false,
+     "pooler": "cls_before_pooler", "prompt": null, "prompt_pieces": false, "pool_tokens": "all",
+     "bidirectional": false, "denoise": false, "head": null, "head_before_denoise": false, "lowercase": false,
+     "max_length": 32, "normalize": false,
      "method": "simcse", "base_model": "bert-base-uncased", "data": {"kind": "corpus", "name": "wiki1m", ...},
-     "config": {...}}
+     "config": {...}, "weights_sha256": "..."}
 
-``base_model`` is the base's hub name where it has one (:func:`cselab.encoders.specs.hub_name`), else its folder;
-``data`` describes what the run trained on (the ``--data`` given, else the method's own), as ``OUT/run.json``
-records it. ``denoise`` subtracts the template's own [MASK] vector at test (PromptBERT's supervised runs); ``head``
-(``{kind, ...its parameters}``, :mod:`cselab.encoders.heads`) is a head kept at test, its weights in
-``head.safetensors``, applied after the denoising or, with ``head_before_denoise``, to both vectors before it.
+Its keys are the fields of :class:`CheckpointInfo`: an :class:`~cselab.encoders.encoding.Encoding` (how text becomes
+a vector) and the lineage: ``base_model``, the base's hub name where it has one (:func:`cselab.encoders.specs.
+hub_name`), else its folder; ``data``, what the run trained on, as ``OUT/run.json`` records it; ``weights_sha256``,
+the weights that lineage describes. A head kept at test has its weights in ``head.safetensors``.
 
-The trainer writes it; :func:`write_checkpoint_info` is the one writer (atomic).
+Two layouts: where sentence-transformers' own modules encode as cselab does (pooler ``cls_before_pooler`` or
+``avg``, no prompt, head or bidirectional attention), its Transformer, Pooling and Normalize modules
+(:func:`write_native_layout`, read back by :func:`native_settings`, which reads any such sentence-transformers folder);
+otherwise cselab's own module, which sentence-transformers writes itself (:func:`cselab.encoders.st_module.
+save_with_module`) around :func:`write_model_files`.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
-from dataclasses import asdict, dataclass, field, replace
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from cselab.atomic import write_json_atomic
-from cselab.encoders import pooling  # noqa: F401  (registers the poolers)
-from cselab.encoders.transformer import POOL_TOKENS
+from cselab.encoders.encoding import ENCODING_FIELDS, Encoding
+from cselab.encoders.heads import save_head
+from cselab.encoders.pretrained import combined_sha256, mark_bidirectional, weight_files
 from cselab.errors import ConfigError, ModelError
 from cselab.files import read_json, shown
-from cselab.registry import Param, check, get
+from cselab.registry import check, schema_of, setting
 
 logger = logging.getLogger(__name__)
 CHECKPOINT_FILE = "cselab.json"
 FORMAT = "cselab-checkpoint"
 VERSION = 1
+#: cselab's poolers that sentence-transformers' Pooling runs: its mode's name (``pooling_mode``, v6 and later) and
+#: the boolean key earlier versions write.
+ST_POOLING = {"cls_before_pooler": ("cls", "pooling_mode_cls_token"), "avg": ("mean", "pooling_mode_mean_tokens")}
+LEGACY_POOLING_KEYS = ("pooling_mode_cls_token", "pooling_mode_mean_tokens", "pooling_mode_max_tokens",
+                       "pooling_mode_mean_sqrt_len_tokens")
+NATIVE_MODULES = (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normalize"])
 
 
-@dataclass
-class CheckpointInfo:
-    """How a checkpoint folder encodes sentences, and what produced it."""
+@dataclass(frozen=True, kw_only=True)
+class CheckpointInfo(Encoding):
+    """``cselab.json``: how a checkpoint folder encodes sentences, and what produced it."""
 
-    pooler: str = "cls_before_pooler"
-    prompt: str | None = None
-    pool_tokens: str = "all"
-    bidirectional: bool = False
-    denoise: bool = False
-    head: dict[str, Any] | None = None
-    head_before_denoise: bool = False
-    max_length: int = 32
-    normalize: bool = False
-    method: str | None = None
-    base_model: str | None = None
-    data: dict[str, Any] = field(default_factory=dict)
-    config: dict[str, Any] = field(default_factory=dict)
-    weights_sha256: str | None = None  # the folder's weights this lineage describes (combined_sha256 of its files)
+    method: str | None = setting(None, str, "the method that trained it", nullable=True)
+    base_model: str | None = setting(None, str, "the base model's hub name, else its folder", nullable=True)
+    data: dict = setting({}, dict, "what the run trained on, as OUT/run.json records it")
+    config: dict = setting({}, dict, "the method's resolved config")
+    weights_sha256: str | None = setting(None, str, "the folder's weights this lineage describes (combined_sha256 of "
+                                         "its weight files)", nullable=True)
 
-    def __post_init__(self):
-        get("pooler", self.pooler, "pooler")
+    @property
+    def encoding(self) -> Encoding:
+        return Encoding(**{name: getattr(self, name) for name in ENCODING_FIELDS})
+
+    @classmethod
+    def of(cls, encoding: Encoding, **lineage) -> CheckpointInfo:
+        return cls(**{name: getattr(encoding, name) for name in ENCODING_FIELDS}, **lineage)
+
+    def lineage_dropped(self, folder: str | os.PathLike, why: str) -> CheckpointInfo:
+        """This info without ``method``, ``data`` and ``config`` (the weights are not those they describe), with a
+        warning saying ``why``."""
+        logger.warning("%s: %s: the earlier run's lineage (method %s, data %s) is left out", folder, why, self.method,
+                       (self.data or {}).get("name"))
+        return replace(self, method=None, data={}, config={})
 
 
-def needs_module(info: CheckpointInfo) -> bool:
+def needs_module(info: Encoding) -> bool:
     """Whether sentence-transformers needs cselab's module (:mod:`cselab.encoders.st_module`, loaded with
-    ``trust_remote_code=True``) for the checkpoint: a prompt, a pooler its own Pooling lacks, bidirectional
-    attention or a head kept at test."""
-    return (bool(info.prompt) or info.pooler not in ("cls_before_pooler", "avg") or info.bidirectional
-            or info.head is not None)
+    ``trust_remote_code=True``) for an encoding: a prompt, a pooler its own Pooling lacks, bidirectional attention or
+    a head kept at test."""
+    return bool(info.prompt) or info.pooler not in ST_POOLING or info.bidirectional or info.head is not None
 
 
 def write_checkpoint_info(folder: str | os.PathLike, info: CheckpointInfo) -> Path:
@@ -75,14 +91,10 @@ def write_checkpoint_info(folder: str | os.PathLike, info: CheckpointInfo) -> Pa
     written: it records their sha256, which its lineage (``method``, ``data``, ``config``) describes. Rewritten over
     other weights than those it was read with (a checkpoint trained further elsewhere, sentence-transformers' trainer
     say), it drops that lineage, with a warning: what the new weights were trained on is not known here."""
-    from cselab.encoders.pretrained import combined_sha256, weight_files
-
     digest = combined_sha256(weight_files(str(folder)))
     if info.weights_sha256 is not None and digest != info.weights_sha256 and (info.data or info.config):
-        logger.warning("%s: its weights are not those %s was read with (trained further?): what they were trained "
-                       "on is not known, so the earlier run's lineage (method %s, data %s) is left out", folder,
-                       CHECKPOINT_FILE, info.method, (info.data or {}).get("name"))
-        info = replace(info, method=None, data={}, config={})
+        info = info.lineage_dropped(folder, f"its weights are not those {CHECKPOINT_FILE} was read with (trained "
+                                            "further?): what they were trained on is not known")
     return write_json_atomic(Path(folder) / CHECKPOINT_FILE, {"format": FORMAT, "version": VERSION,
                                                               **asdict(replace(info, weights_sha256=digest))})
 
@@ -91,24 +103,10 @@ def trusted(info: CheckpointInfo, folder: str | os.PathLike) -> CheckpointInfo:
     """``info`` as ``folder``'s lineage: as it is where the folder's weights are those ``cselab.json`` recorded (or
     it recorded none: a checkpoint written before cselab did), else without its ``method``, ``data`` and ``config``
     (the weights changed after it was written), with a warning."""
-    from cselab.encoders.pretrained import combined_sha256, weight_files
-
     if info.weights_sha256 is None or combined_sha256(weight_files(str(folder))) == info.weights_sha256:
         return info
-    logger.warning("%s: its weights are not those its %s describes (changed after cselab wrote it): the earlier "
-                   "run's lineage (method %s, data %s) is left out", folder, CHECKPOINT_FILE, info.method,
-                   (info.data or {}).get("name"))
-    return replace(info, method=None, data={}, config={})
-
-
-INFO_SCHEMA = {"pooler": Param(str, "cls_before_pooler", choices="plugin:pooler"),
-               "prompt": Param(str, None, nullable=True), "pool_tokens": Param(str, "all", choices=POOL_TOKENS),
-               "bidirectional": Param(bool, False), "denoise": Param(bool, False),
-               "head": Param(dict, None, nullable=True), "head_before_denoise": Param(bool, False),
-               "max_length": Param(int, 32, min=1),
-               "normalize": Param(bool, False), "method": Param(str, None, nullable=True),
-               "base_model": Param(str, None, nullable=True), "data": Param(dict, {}), "config": Param(dict, {}),
-               "weights_sha256": Param(str, None, nullable=True)}
+    return info.lineage_dropped(folder, f"its weights are not those its {CHECKPOINT_FILE} describes (changed after "
+                                        "cselab wrote it)")
 
 
 def read_checkpoint_info(path: str | os.PathLike) -> CheckpointInfo:
@@ -123,6 +121,86 @@ def read_checkpoint_info(path: str | os.PathLike) -> CheckpointInfo:
         raise ModelError(f"{path}: checkpoint version {shown(version)} is not supported (this cselab reads "
                          f"{VERSION})")
     try:
-        return CheckpointInfo(**check(payload, INFO_SCHEMA, ""))
+        return CheckpointInfo(**check(payload, schema_of(CheckpointInfo), ""))
     except ConfigError as err:
         raise ModelError(f"{path}: {err}") from None
+
+
+def write_model_files(folder: str | os.PathLike, view, info: CheckpointInfo,
+                      config_fields: dict[str, Any] | None = None) -> None:
+    """The files of an encoder's model in ``folder``: its weights (safetensors) and config.json (with
+    ``config_fields`` over the model's own values, and, for bidirectional attention, cselab's model type:
+    :func:`~cselab.encoders.pretrained.mark_bidirectional`), its tokenizer, a head kept at test and, last,
+    ``cselab.json``. ``view`` is the :class:`~cselab.encoders.transformer.TransformerEncoder` the checkpoint holds."""
+    folder = Path(folder)
+    view.model.save_pretrained(folder, safe_serialization=True)
+    if config_fields:
+        path = folder / "config.json"
+        write_json_atomic(path, {**json.loads(path.read_text(encoding="utf-8")), **config_fields})
+    if info.bidirectional:  # transformers' own classes of the base's type would attend causally
+        mark_bidirectional(folder)
+    view.tokenizer.save_pretrained(folder)
+    if view.head is not None:
+        save_head(folder, view.head)
+    write_checkpoint_info(folder, info)
+
+
+def write_native_layout(folder: str | os.PathLike, view, info: CheckpointInfo,
+                        config_fields: dict[str, Any] | None = None) -> None:
+    """A checkpoint whose encoding sentence-transformers' own modules run (:func:`needs_module` is false): the model's
+    files, then its Transformer, Pooling and, with ``normalize``, Normalize modules as that library writes them."""
+    folder = Path(folder)
+    write_model_files(folder, view, info, config_fields)
+    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+               {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
+    if info.normalize:
+        modules.append({"idx": 2, "name": "2", "path": "2_Normalize",
+                        "type": "sentence_transformers.models.Normalize"})
+        (folder / "2_Normalize").mkdir(exist_ok=True)
+    pooling = {key: key == ST_POOLING[info.pooler][1] for key in LEGACY_POOLING_KEYS}
+    write_json_atomic(folder / "1_Pooling" / "config.json",
+                      {"word_embedding_dimension": view.model.config.hidden_size, **pooling})
+    write_json_atomic(folder / "sentence_bert_config.json",
+                      {"max_seq_length": info.max_length, "do_lower_case": info.lowercase})
+    write_json_atomic(folder / "modules.json", modules)
+    write_json_atomic(folder / "config_sentence_transformers.json", sentence_transformers_config())
+
+
+def native_settings(read_json: Callable[[str], Any]) -> dict[str, Any] | None:
+    """The :class:`~cselab.encoders.encoding.Encoding` fields of a sentence-transformers model that cselab can run
+    itself (a Transformer at the root, a CLS or mean Pooling, optionally Normalize), else None.
+
+    ``read_json(name)`` returns the parsed JSON file ``name`` of the model (local or on the hub), or None when the
+    model has no such file."""
+    modules = read_json("modules.json")
+    classes = [module["type"].rsplit(".", 1)[-1] for module in modules]  # the module path moved between versions
+    if classes not in NATIVE_MODULES or modules[0]["path"]:
+        return None
+    pooling = read_json(f"{modules[1]['path']}/config.json") or {}
+    if "pooling_mode" in pooling:
+        modes = [pooling["pooling_mode"]]
+    else:
+        modes = [key for key, value in pooling.items() if key.startswith("pooling_mode") and value is True]
+    poolers = {name: pooler for pooler, names in ST_POOLING.items() for name in names}
+    if len(modes) != 1 or modes[0] not in poolers:
+        return None
+    settings: dict[str, Any] = {"pooler": poolers[modes[0]], "normalize": len(classes) == 3}
+    module_config = read_json("sentence_bert_config.json") or {}
+    if module_config.get("max_seq_length"):  # newer versions keep it as the tokenizer's model_max_length instead
+        settings["max_length"] = module_config["max_seq_length"]
+    if module_config.get("do_lower_case"):
+        settings["lowercase"] = True
+    return settings
+
+
+def sentence_transformers_config() -> dict:
+    """``config_sentence_transformers.json`` as sentence-transformers writes it: the versions that saved the model
+    and its similarity function (cosine: what cselab trains and scores with)."""
+    import sentence_transformers
+    import torch
+    import transformers
+
+    return {"__version__": {"pytorch": torch.__version__, "sentence_transformers": sentence_transformers.__version__,
+                            "transformers": transformers.__version__},
+            "default_prompt_name": None, "model_type": "SentenceTransformer", "prompts": {},
+            "similarity_fn_name": "cosine"}

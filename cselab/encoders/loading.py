@@ -20,6 +20,7 @@ cache (:mod:`cselab.encoders.cache`); lexical baselines and factories encode afr
 from __future__ import annotations
 
 import os
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -27,20 +28,18 @@ from cselab.data import load_corpus, read_corpus
 from cselab.encoders.base import Encoder
 from cselab.encoders.cache import EmbeddingCache, cache_key
 from cselab.encoders.model_files import SETTING_SUFFIXES, WEIGHT_SUFFIXES, ModelFiles
-from cselab.encoders.checkpoint import CHECKPOINT_FILE, read_checkpoint_info
+from cselab.encoders.checkpoint import CHECKPOINT_FILE, native_settings, read_checkpoint_info
+from cselab.encoders.encoding import DEFAULT_POOLER, Encoding
 from cselab.encoders.factory import FactoryEncoder, is_factory_spec
 from cselab.encoders.heads import HEAD_FILE, load_head
 from cselab.encoders.pretrained import load_pretrained
 from cselab.encoders.specs import (ALIASES, EncoderNotFoundError, hub_reachable, looks_like_path, missing_folder,
                                    offline_error)
 from cselab.encoders.lexical import LexicalEncoder
-from cselab.encoders.st_folder import SentenceTransformerEncoder, native_settings
+from cselab.encoders.st_folder import SentenceTransformerEncoder
 from cselab.encoders.transformer import TransformerEncoder, check_device, default_device, inference_dtype
 from cselab.errors import DataError, ModelError
 from cselab.files import read_json
-
-DEFAULT_POOLER = "avg"
-
 
 def resolve_backbone(spec: str) -> str:
     """An alias's folder; any other spec (a folder, a hub name) as it is, ``~`` expanded."""
@@ -113,14 +112,16 @@ def _lexical(spec: str, data_dir: str | os.PathLike | None) -> LexicalEncoder:
 
 
 def _transformer(path: str, device: str | None, dtype: str, spec: str, **settings) -> TransformerEncoder:
+    encoding = Encoding(**settings)
     device = device or default_device()
-    model, tokenizer = load_pretrained(path, settings.get("pooler"))
-    if settings.get("head") is not None:  # a head kept at test: its weights beside the model's
-        settings["head"] = load_head(_model_file(path, HEAD_FILE), settings["head"], model.config.hidden_size)
+    model, tokenizer = load_pretrained(path, encoding.pooler)
+    head = None
+    if encoding.head is not None:  # a head kept at test: its weights beside the model's
+        head = load_head(_model_file(path, HEAD_FILE), encoding.head, model.config.hidden_size)
     model = model.to(device=device, dtype=inference_dtype(device, dtype))
-    if settings.get("head") is not None:
-        settings["head"].to(device=device, dtype=next(model.parameters()).dtype)
-    return TransformerEncoder(model, tokenizer, spec=spec, **settings)
+    if head is not None:
+        head.to(device=device, dtype=next(model.parameters()).dtype)
+    return TransformerEncoder(model, tokenizer, encoding, head=head, spec=spec)
 
 
 def model_folder(path: str) -> Path | None:
@@ -181,11 +182,7 @@ def folder_settings(path: str) -> dict[str, Any] | None:
     sentence-transformers stack that library runs (no weights are read)."""
     checkpoint = _model_file(path, CHECKPOINT_FILE)
     if checkpoint is not None:
-        info = read_checkpoint_info(checkpoint)
-        return {"pooler": info.pooler, "prompt": info.prompt, "pool_tokens": info.pool_tokens,
-                "bidirectional": info.bidirectional, "denoise": info.denoise, "head": info.head,
-                "head_before_denoise": info.head_before_denoise, "max_length": info.max_length,
-                "normalize": info.normalize}
+        return asdict(read_checkpoint_info(checkpoint).encoding)
     if _model_file(path, "modules.json") is None:
         return {"pooler": DEFAULT_POOLER}
     try:

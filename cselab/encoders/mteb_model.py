@@ -20,7 +20,8 @@ from mteb.models.model_meta import ModelMeta
 
 from cselab.encoders.base import Encoder
 from cselab.encoders.checkpoint import CHECKPOINT_FILE, read_checkpoint_info, trusted
-from cselab.encoders.loading import DEFAULT_POOLER, folder_settings, load_encoder, resolve_backbone
+from cselab.encoders.encoding import DEFAULT_POOLER
+from cselab.encoders.loading import folder_settings, load_encoder, resolve_backbone
 from cselab.encoders.specs import ALIAS_NAMES, ALIASES, hub_name, recorded_hub_name
 from cselab.encoders.transformer import TransformerEncoder
 from cselab.errors import ModelError

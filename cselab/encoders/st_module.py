@@ -19,9 +19,9 @@ from typing import Any
 import torch
 from sentence_transformers.base.modules.input_module import InputModule
 
-from cselab.encoders.checkpoint import CHECKPOINT_FILE, CheckpointInfo, read_checkpoint_info, write_checkpoint_info
-from cselab.encoders.heads import save_head
-from cselab.encoders.pretrained import mark_bidirectional
+from cselab.atomic import with_umask
+from cselab.encoders.checkpoint import (CHECKPOINT_FILE, CheckpointInfo, needs_module, read_checkpoint_info,
+                                       write_model_files, write_native_layout)
 from cselab.encoders.transformer import TransformerEncoder
 
 
@@ -31,7 +31,7 @@ class CselabEncoder(InputModule):
 
     save_in_root = True
 
-    def __init__(self, encoder: TransformerEncoder, info: CheckpointInfo):
+    def __init__(self, encoder: TransformerEncoder, info: CheckpointInfo, config_fields: dict[str, Any] | None = None):
         super().__init__()
         self.encoder = encoder
         self.model = encoder.model  # a submodule, so that the model's .to(device) moves it
@@ -39,6 +39,7 @@ class CselabEncoder(InputModule):
             self.head = encoder.head  # a head kept at test moves with it
         self.tokenizer = encoder.tokenizer
         self.info = info
+        self.config_fields = config_fields  # config.json's values over the model's own (write_model_files)
 
     @property
     def max_seq_length(self) -> int:
@@ -57,13 +58,7 @@ class CselabEncoder(InputModule):
         return features
 
     def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
-        self.model.save_pretrained(output_path, safe_serialization=safe_serialization)
-        if self.info.bidirectional:  # transformers' own classes of the base's type would attend causally
-            mark_bidirectional(output_path)
-        self.tokenizer.save_pretrained(output_path)
-        if self.encoder.head is not None:
-            save_head(output_path, self.encoder.head)
-        write_checkpoint_info(output_path, self.info)
+        write_model_files(output_path, self.encoder, self.info, self.config_fields)
 
     @classmethod
     def load(cls, model_name_or_path: str, subfolder: str = "", token: bool | str | None = None,
@@ -83,11 +78,26 @@ class CselabEncoder(InputModule):
         return cls(load_encoder(str(folder), device="cpu", dtype="float32", cache=False), info)
 
 
-def save_with_module(folder: str | os.PathLike, encoder: TransformerEncoder, info: CheckpointInfo) -> None:
+def save_with_module(folder: str | os.PathLike, encoder: TransformerEncoder, info: CheckpointInfo,
+                     config_fields: dict[str, Any] | None = None) -> None:
     """Write the checkpoint through sentence-transformers' own save: the module (weights, tokenizer,
     ``cselab.json``), a Normalize module when ``info.normalize``, ``modules.json`` and its config."""
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Normalize
 
-    modules = [CselabEncoder(encoder, info), *([Normalize()] if info.normalize else [])]
+    modules = [CselabEncoder(encoder, info, config_fields), *([Normalize()] if info.normalize else [])]
     SentenceTransformer(modules=modules, device=str(encoder.device)).save(str(folder), create_model_card=False)
+
+
+def write_checkpoint(folder: str | os.PathLike, encoder: TransformerEncoder, info: CheckpointInfo,
+                     config_fields: dict[str, Any] | None = None) -> Path:
+    """A checkpoint folder of ``encoder`` (the format: :mod:`cselab.encoders.checkpoint`): sentence-transformers'
+    own modules where they encode as ``info`` says, else cselab's module, written by that library's save."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    if needs_module(info):
+        save_with_module(folder, encoder, info, config_fields)
+    else:
+        write_native_layout(folder, encoder, info, config_fields)
+    with_umask(folder)
+    return folder

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import warnings
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -12,18 +13,13 @@ from tqdm.auto import tqdm
 
 from cselab import progress
 from cselab.encoders.base import Encoder
+from cselab.encoders.encoding import DEFAULT_POOLER, EOS_PLACEHOLDER, MASK_PLACEHOLDER, Encoding
 from cselab.encoders.pooling import pool_states
 from cselab.encoders.pretrained import token_limit
 from cselab.errors import ConfigError
 from cselab.registry import build, get
 
-MASK_PLACEHOLDER = "[MASK]"
-EOS_PLACEHOLDER = "[EOS]"
 READ_BACK = 64  # batches encoded from one copy to the device and back (the host runs ahead meanwhile)
-#: Which tokens the pooler reads: every real token, or (echo embeddings) the sentence's last copy and what follows it.
-POOL_TOKENS = ("all", "last_copy")
-#: Poolers that read the pooled tokens (the others read one fixed position, which ``last_copy`` cannot move).
-SPAN_POOLERS = ("avg", "last", "weighted_mean", "max")
 
 
 def default_device() -> str:
@@ -56,7 +52,9 @@ def inference_dtype(device: str, dtype: str = "auto") -> torch.dtype:
 
 
 class TransformerEncoder(Encoder):
-    """Encodes with a transformers model and a pooler (see :mod:`cselab.encoders.pooling`).
+    """Encodes with a transformers model as an :class:`~cselab.encoders.encoding.Encoding` says (its pooler,
+    :mod:`cselab.encoders.pooling`; its prompt; its budget ...); ``settings`` are that type's fields, given instead
+    of it or over it (the pooler :data:`~cselab.encoders.encoding.DEFAULT_POOLER` unless given).
 
     ``prompt`` is a template such as ``This sentence : "{}" means [MASK] .``; ``{}`` receives
     the sentence and ``[MASK]`` stands for the tokenizer's mask token. ``max_length`` is the budget
@@ -75,51 +73,67 @@ class TransformerEncoder(Encoder):
     ``bidirectional`` lifts a decoder LM's causal mask (LLM2Vec): every token attends to every real token of its row,
     through transformers' own bidirectional mask for the model's attention implementation.
 
-    ``head`` (a module over the pooled vector, :mod:`cselab.encoders.heads`) maps every vector; with ``denoise``, the
-    template's vector is subtracted before it, or with ``head_before_denoise`` each goes through it first (PromptBERT's
-    supervised BERT run: ``head(h) - head(t)``).
+    ``head`` (the module of the encoding's head, :mod:`cselab.encoders.heads`) maps every vector; with ``denoise``,
+    the template's vector is subtracted before it, or with ``head_before_denoise`` each goes through it first
+    (PromptBERT's supervised BERT run: ``head(h) - head(t)``).
     """
 
-    def __init__(self, model, tokenizer, pooler: str = "avg", prompt: str | None = None,
-                 max_length: int | None = None, normalize: bool = False, spec: str = "", denoise: bool = False,
-                 prompt_pieces: bool = False, pool_tokens: str = "all", bidirectional: bool = False,
-                 head: torch.nn.Module | None = None, head_before_denoise: bool = False):
-        self._pool = build(get("pooler", pooler, "pooler"), {})
-        if pooler == "mask" and not prompt:
-            raise ConfigError("pooler 'mask' needs a prompt template, e.g. 'This sentence : \"{}\" means [MASK] .'")
+    def __init__(self, model, tokenizer, encoding: Encoding | None = None, *, head: torch.nn.Module | None = None,
+                 spec: str = "", **settings):
+        if encoding is None:
+            encoding = Encoding(**{"pooler": DEFAULT_POOLER, **settings})
+        elif settings:
+            encoding = replace(encoding, **settings)
+        if (head is None) != (encoding.head is None):
+            raise ConfigError(f"head: the encoding names {encoding.head or 'none'} and the head module given is "
+                              f"{'none' if head is None else type(head).__name__}; give both or neither")
+        self.encoding, self.head = encoding, head
+        self._pool = build(get("pooler", encoding.pooler, "pooler"), {})
         self.model = model.eval()
         self.tokenizer = tokenizer
-        self.pooler = pooler
-        self.pool_tokens, self.bidirectional = check_pool_tokens(pool_tokens, pooler, prompt), bidirectional
-        if bidirectional:
+        if encoding.bidirectional:
             check_bidirectional(model)
-        self.normalize = normalize
         self.spec = spec or getattr(model.config, "_name_or_path", "")
         self.limit = token_limit(model.config, tokenizer)  # tokens the model takes
-        if max_length is not None and max_length > self.limit:
-            raise ConfigError(f"max_length {max_length}: more than the {self.limit} tokens {self.spec or 'the model'} "
-                              f"takes (its position embeddings or tokenizer limit); give at most {self.limit}")
-        self.max_length = max_length or self.limit
-        if prompt_pieces and not prompt:
-            raise ConfigError("prompt_pieces: a template tokenised in pieces needs a prompt")
+        if encoding.max_length is not None and encoding.max_length > self.limit:
+            raise ConfigError(f"max_length {encoding.max_length}: more than the {self.limit} tokens "
+                              f"{self.spec or 'the model'} takes (its position embeddings or tokenizer limit); give "
+                              f"at most {self.limit}")
+        self.max_length = encoding.max_length or self.limit
         self.pieces = self.echo = None
-        self.prompt = self._check_prompt(prompt, prompt_pieces) if prompt else None
-        if denoise and (pooler != "mask" or not self.prompt):
-            raise ConfigError("template denoising subtracts the template's own [MASK] vector: it needs pooler 'mask' "
-                              "and a prompt")
-        self.denoise = denoise
-        if head_before_denoise and (head is None or not denoise):
-            raise ConfigError("head_before_denoise: the template's vector goes through the head before it is "
-                              "subtracted; it needs a head and denoise")
-        self.head, self.head_before_denoise = head, head_before_denoise
-        if denoise and self.pieces is not None:  # the template alone: its two sides (checked to be its ids)
+        self.prompt = self._check_prompt(encoding.prompt, encoding.prompt_pieces) if encoding.prompt else None
+        if encoding.denoise and self.pieces is not None:  # the template alone: its two sides (checked to be its ids)
             self.template_ids, self._before_sentence = self.pieces[0] + self.pieces[1], len(self.pieces[0])
-        elif denoise:  # the template alone, and how many of its tokens come before the sentence: once, not per batch;
-            # as PromptBERT's evaluation.py get_delta: a space for the sentence, a run of three spaces made one, the
-            # side before the sentence counted stripped (a byte-level BPE reads spaces; WordPiece does not)
+        elif encoding.denoise:  # the template alone, and how many of its tokens come before the sentence: once, not
+            # per batch; as PromptBERT's evaluation.py get_delta: a space for the sentence, a run of three spaces made
+            # one, the side before the sentence counted stripped (a byte-level BPE reads spaces; WordPiece does not)
             before = self.prompt.split("{}")[0]
             self.template_ids = self.tokenizer(self.prompt.replace("{}", " ").replace("   ", " ").strip())["input_ids"]
             self._before_sentence = len(self.tokenizer(before.strip())["input_ids"]) - 1
+
+    @property
+    def pooler(self) -> str:
+        return self.encoding.pooler
+
+    @property
+    def pool_tokens(self) -> str:
+        return self.encoding.pool_tokens
+
+    @property
+    def bidirectional(self) -> bool:
+        return self.encoding.bidirectional
+
+    @property
+    def denoise(self) -> bool:
+        return self.encoding.denoise
+
+    @property
+    def head_before_denoise(self) -> bool:
+        return self.encoding.head_before_denoise
+
+    @property
+    def normalize(self) -> bool:
+        return self.encoding.normalize
 
     def _sides(self, prompt: str) -> tuple[list[int], list[int]]:
         """The (filled) template's ids before the sentence (the start token and the stripped text before ``{}``)
@@ -140,29 +154,22 @@ class TransformerEncoder(Encoder):
         return sides
 
     def _check_prompt(self, prompt: str, pieces: bool = False) -> str:
-        copies = prompt.count("{}")
-        if copies == 0:
-            raise ConfigError(f"prompt {prompt!r} must contain '{{}}', where the sentence goes")
-        if copies > 1 and (pieces or self.pooler == "mask"):
-            raise ConfigError(f"prompt {prompt!r}: the sentence more than once goes with neither prompt_pieces nor "
-                              "pooler 'mask' (each reads one copy)")
+        """The template filled with the tokenizer's own tokens, refused where the tokenizer lacks one it names or
+        where it leaves no room for a sentence (the template's own rules are the encoding's)."""
         if EOS_PLACEHOLDER in prompt:
             if self.tokenizer.eos_token is None:
                 raise ConfigError(f"prompt {prompt!r}: {EOS_PLACEHOLDER} stands for the end-of-sequence token, which "
                                   "the tokenizer has not")
             prompt = prompt.replace(EOS_PLACEHOLDER, self.tokenizer.eos_token)
         mask_token = self.tokenizer.mask_token
-        if self.pooler == "mask":
-            if mask_token is None:
-                raise ConfigError("pooler 'mask' needs a tokenizer with a mask token")
-            if prompt.count(MASK_PLACEHOLDER) != 1:
-                raise ConfigError(f"prompt {prompt!r} must contain {MASK_PLACEHOLDER} exactly once")
+        if self.pooler == "mask" and mask_token is None:
+            raise ConfigError("pooler 'mask' needs a tokenizer with a mask token")
         filled = prompt.replace(MASK_PLACEHOLDER, mask_token) if mask_token else prompt
         self._mask_after_sentence = filled.find(mask_token or "\0") > filled.index("{}")
         if pieces:
             self.pieces = self._sides(filled)
             self._template_length = len(self.pieces[0]) + len(self.pieces[1])
-        elif copies > 1:
+        elif prompt.count("{}") > 1:
             self.echo = self._echo_pieces(filled)
             self._template_length = len(self.echo[0]) + sum(map(len, self.echo[1])) + len(self.echo[2])
         else:
@@ -230,7 +237,8 @@ class TransformerEncoder(Encoder):
                 **({"bidirectional": True} if self.bidirectional else {}),
                 **({"denoise": True} if self.denoise else {}),
                 **({"head": type(self.head).__name__} if self.head is not None else {}),
-                **({"head_before_denoise": True} if self.head_before_denoise else {}), "max_length": self.max_length,
+                **({"head_before_denoise": True} if self.head_before_denoise else {}),
+                **({"lowercase": True} if self.encoding.lowercase else {}), "max_length": self.max_length,
                 "max_length_counts": "the sentence's word-pieces (the prompt on top)" if self.prompt
                 else "tokens, special ones included",
                 "normalize": self.normalize, "dtype": str(next(self.model.parameters()).dtype)}
@@ -247,7 +255,7 @@ class TransformerEncoder(Encoder):
     def tokenize(self, sentences: list[str], warn: bool = True) -> list[list[int]]:
         """Token ids with special tokens (and the prompt); a sentence over its budget is cut at a token boundary
         (a warning counts the cut ones). Each stage is one batched tokenizer call, however many are cut."""
-        sentences = list(sentences)
+        sentences = [s.lower() for s in sentences] if self.encoding.lowercase else list(sentences)
         if self.pieces is not None or self.echo:  # the sentence's ids cut, between the template's
             pieces = self._ids(sentences, add_special_tokens=False)
             cut = sum(len(row) > self.sentence_budget for row in pieces)
@@ -431,20 +439,6 @@ def on_device(batches: list[tuple[torch.Tensor, ...]], device: torch.device) -> 
     flat = torch.cat([tensor.flatten() for tensor in tensors]).pin_memory().to(device, non_blocking=True)
     pieces = iter(flat.split([tensor.numel() for tensor in tensors]))
     return [tuple(next(pieces).view(tensor.shape) for tensor in batch) for batch in batches]
-
-
-def check_pool_tokens(pool_tokens: str, pooler: str, prompt: str | None) -> str:
-    """``pool_tokens``, refused in one line where the pooler or the prompt cannot take it."""
-    if pool_tokens not in POOL_TOKENS:
-        raise ConfigError(f"pool_tokens {pool_tokens!r}: expected one of {', '.join(POOL_TOKENS)}")
-    if pool_tokens == "last_copy":
-        if not prompt or prompt.count("{}") < 2:
-            raise ConfigError("pool_tokens last_copy pools the sentence's last copy: the prompt must hold {} at least "
-                              f"twice (echo's template), not {prompt!r}")
-        if get("pooler", pooler).cls.layer_pooler not in SPAN_POOLERS:
-            raise ConfigError(f"pool_tokens last_copy: pooler {pooler!r} reads one fixed token; use one of "
-                              f"{', '.join(p for p in SPAN_POOLERS if p != 'max')}")
-    return pool_tokens
 
 
 def check_bidirectional(model) -> None:

@@ -31,7 +31,7 @@ from cselab.evaluation.scoring import Scorer, Result
 from cselab.evaluation.transfer import NCLASSES, sentence_vectors, task_features
 from cselab.evaluation.validation import classifier_setup, dev_accuracy
 from cselab.evaluation.sts import similarities, subset_limit
-from cselab.metrics import spearman
+from cselab.metrics import MIN_PAIRS, spearman
 from cselab.registry import get, names, register
 
 # name -> the (task, split) sets it scores; the headline is their mean
@@ -59,8 +59,8 @@ class STSDevScorer(Scorer):
 
     def __init__(self, name: str, data_dir: str | os.PathLike | None = None, limit: int | None = None):
         _known(name, STS_DEV)
-        if limit is not None and limit < 2:
-            raise ConfigError(f"--eval-limit {limit}: a dev score needs at least 2 pairs")
+        if limit is not None and limit < MIN_PAIRS:
+            raise ConfigError(f"--eval-limit {limit}: a dev score needs at least {MIN_PAIRS} pairs")
         self.name, self.limit, self.data_dir = name, limit, data_dir
 
     @cached_property

@@ -29,6 +29,7 @@ from cselab.data import DataNotFoundError
 from cselab.probes.paired import aligned
 from cselab.probes.significance import Stratum
 from cselab.probes.suite import PairedFigures, ProbeOptions, Suite, register_suite
+from cselab.metrics import MIN_PAIRS
 from cselab.registry import Checked, Param, setting
 
 EXTRA = "pip install 'cselab-toolkit[mteb]'"
@@ -131,8 +132,9 @@ def check_pairs(task, spec: str) -> None:
             if bad is not None:
                 raise DataError(f"{where}: split {split!r}, row {bad + 1}: score {shown(data['score'][bad], 30)} "
                                 "is not a finite number")
-            if len(data) < 2:
-                raise DataError(f"{where}: split {split!r} holds {len(data)} pair; a correlation needs at least 2")
+            if len(data) < MIN_PAIRS:
+                raise DataError(f"{where}: split {split!r} holds {len(data)} pair; a correlation needs at least "
+                                f"{MIN_PAIRS}")
 
 
 def _gold(task, subset: str, split: str) -> np.ndarray:

@@ -21,17 +21,16 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch import nn
 
-from cselab.atomic import with_umask, write_json_atomic
-from cselab.encoders.checkpoint import CheckpointInfo, needs_module, write_checkpoint_info
-from cselab.encoders.pretrained import auto_config, load_pretrained, mark_bidirectional
+from cselab.encoders.checkpoint import CheckpointInfo
+from cselab.encoders.pretrained import auto_config, load_pretrained
 from cselab.encoders.transformer import TransformerEncoder
 from cselab.errors import ConfigError
 from cselab.registry import build_plugin
@@ -39,7 +38,6 @@ from cselab.train.config.sections import PAD_MULTIPLE, EncoderConfig
 from cselab.train.language_models import load_lm_head
 from cselab.train.plugins.heads import build_head
 
-ST_POOLING = {"cls_before_pooler": "pooling_mode_cls_token", "avg": "pooling_mode_mean_tokens"}
 ADAPTER = "adapter"  # a checkpoint's subfolder holding an adapter as its library writes it (peft's files for LoRA)
 
 
@@ -65,12 +63,8 @@ class TrainingEncoder(nn.Module):
         self.lm_head = lm_head  # the model's own LM head (the mlm or mntp loss's), trained and saved in OUT/last
         self.head = build_head(config.head, config.head_init, backbone.config)
         self.head_at_test = config.head_at_test  # the head is the view's too, and checkpoints keep it
-        self.view = TransformerEncoder(backbone, tokenizer, pooler=config.pooler, prompt=config.prompt,
-                                       max_length=max_length, denoise=config.denoise,
-                                       prompt_pieces=config.prompt_pieces, pool_tokens=config.pool_tokens,
-                                       bidirectional=config.bidirectional,
-                                       head=self.head if config.head_at_test else None,
-                                       head_before_denoise=config.head_before_denoise)
+        self.view = TransformerEncoder(backbone, tokenizer, config.training_encoding(max_length),
+                                       head=self.head if config.head_at_test else None)
         self.prompt = config.prompt
         self._views = {self.prompt: self.view}  # by template as given, before [MASK] becomes the tokenizer's token
         # not a submodule: outside the optimizer, DDP and the saved state (it is rebuilt from the base model)
@@ -140,13 +134,8 @@ class TrainingEncoder(nn.Module):
     def _view(self, prompt: str | None) -> TransformerEncoder:
         prompt = self.prompt if prompt is None else prompt
         if prompt not in self._views:
-            self._views[prompt] = TransformerEncoder(self.backbone, self.tokenizer, pooler=self.view.pooler,
-                                                     prompt=prompt, max_length=self.view.max_length,
-                                                     denoise=self.view.denoise,
-                                                     prompt_pieces=self.view.pieces is not None,
-                                                     pool_tokens=self.view.pool_tokens,
-                                                     bidirectional=self.view.bidirectional, head=self.view.head,
-                                                     head_before_denoise=self.view.head_before_denoise)
+            self._views[prompt] = TransformerEncoder(self.backbone, self.tokenizer,
+                                                     replace(self.view.encoding, prompt=prompt), head=self.view.head)
         return self._views[prompt]
 
     def text_view(self, prompt: str | None = None, tokenizer=None) -> TransformerEncoder:
@@ -242,60 +231,13 @@ def padded(input_ids: torch.Tensor, attention_mask: torch.Tensor, pad_id: int, m
 
 
 def save_checkpoint(folder: str | os.PathLike, encoder: TrainingEncoder, info: CheckpointInfo) -> Path:
-    """Write a self-describing checkpoint folder (see the module docstring); returns it."""
+    """Write a self-describing checkpoint folder (see the module docstring); returns it. ``config.json`` holds the
+    base's values of the dropout settings training changed (``encoder.model_config``: LLM2Vec's
+    attention_dropout)."""
+    from cselab.encoders.st_module import write_checkpoint  # sentence-transformers, when saving
+
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    from cselab.encoders.st_module import save_with_module  # sentence-transformers, when saving
-
-    view = encoder.checkpoint_view()
     if encoder.adapter is not None:  # beside the merged model, the adapter as its library writes it
         encoder.adapter.save(encoder.backbone, str(folder / ADAPTER))
-    if needs_module(info):
-        save_with_module(folder, view, info)
-        outside_config(folder, encoder, info)
-        with_umask(folder)
-        return folder
-    view.model.save_pretrained(folder, safe_serialization=True)
-    outside_config(folder, encoder, info)
-    view.tokenizer.save_pretrained(folder)
-    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-               {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"}]
-    if info.normalize:
-        modules.append({"idx": 2, "name": "2", "path": "2_Normalize",
-                        "type": "sentence_transformers.models.Normalize"})
-        (folder / "2_Normalize").mkdir(exist_ok=True)
-    pooling = {key: key == ST_POOLING[info.pooler] for key in (
-        "pooling_mode_cls_token", "pooling_mode_mean_tokens", "pooling_mode_max_tokens",
-        "pooling_mode_mean_sqrt_len_tokens")}
-    write_json_atomic(folder / "1_Pooling" / "config.json",
-                      {"word_embedding_dimension": view.model.config.hidden_size, **pooling})
-    write_json_atomic(folder / "sentence_bert_config.json",
-                      {"max_seq_length": info.max_length, "do_lower_case": False})
-    write_json_atomic(folder / "modules.json", modules)
-    write_json_atomic(folder / "config_sentence_transformers.json", sentence_transformers_config())
-    write_checkpoint_info(folder, info)
-    with_umask(folder)
-    return folder
-
-
-def outside_config(folder: Path, encoder: TrainingEncoder, info: CheckpointInfo) -> None:
-    """The checkpoint's config.json as transformers' own classes should read it: the base's values of the dropout
-    settings training changed (``encoder.model_config``: LLM2Vec's attention_dropout), and, for bidirectional
-    attention, a model type of cselab's (:func:`~cselab.encoders.pretrained.mark_bidirectional`)."""
-    if encoder.base_settings:
-        path = folder / "config.json"
-        write_json_atomic(path, {**json.loads(path.read_text(encoding="utf-8")), **encoder.base_settings})
-    if info.bidirectional:
-        mark_bidirectional(folder)
-
-
-def sentence_transformers_config() -> dict:
-    """``config_sentence_transformers.json`` as sentence-transformers writes it: the versions that saved the model
-    and its similarity function (cosine: what cselab trains and scores with)."""
-    import sentence_transformers
-    import transformers
-
-    return {"__version__": {"pytorch": torch.__version__, "sentence_transformers": sentence_transformers.__version__,
-                            "transformers": transformers.__version__},
-            "default_prompt_name": None, "model_type": "SentenceTransformer", "prompts": {},
-            "similarity_fn_name": "cosine"}
+    return write_checkpoint(folder, encoder.checkpoint_view(), info, encoder.base_settings)

@@ -23,7 +23,7 @@ from cselab.train.distributed import gather_rows, global_count, global_mean
 from cselab.train.plugins import functional as L
 from cselab.train.plugins.kinds import Augment, Loss, LossContext, NegativeSource, TokenAugment
 from cselab.train.config.method import MethodConfig
-from cselab.encoders.transformer import MASK_PLACEHOLDER
+from cselab.encoders.encoding import MASK_PLACEHOLDER
 from cselab.train.config.sections import EncoderConfig, ViewConfig
 from cselab.train.config.schema import loss_plugin, value_columns
 

@@ -1,7 +1,7 @@
 import pytest
 
 from cselab.data import DataNotFoundError, data_root, load_sts, senteval_dir, sts_task
-from cselab.data.registry import corpus_path
+from cselab.data.named import corpus_path
 from cselab.errors import ConfigError
 
 

@@ -111,7 +111,7 @@ def test_echo_settings_are_refused_where_they_cannot_hold(tiny_decoders, tiny_be
     llama = str(tiny_decoders["llama"])
     with pytest.raises(ConfigError, match="last_copy pools the sentence's last copy: the prompt must hold"):
         load_method("echo", ['encoder.prompt="Query: {}"'])
-    with pytest.raises(ConfigError, match="encoder.pool_tokens last_copy: pooler 'cls_before_pooler' reads one"):
+    with pytest.raises(ConfigError, match="encoder.pool_tokens: last_copy: pooler 'cls_before_pooler' reads one"):
         load_method("echo", ["encoder.pooler=cls_before_pooler"])
     with pytest.raises(ConfigError, match="\\[EOS\\] stands for the end-of-sequence token, which the tokenizer has"):
         load_encoder(str(tiny_bert_dir), pooler="avg", prompt=OURS["document"], cache=False)

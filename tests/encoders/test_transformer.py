@@ -138,8 +138,8 @@ def test_normalize_and_mteb_style_batches(parts):
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [
-    ({"pooler": "max"}, "unknown pooler 'max'; known: avg, "),
-    ({"pooler": "mask"}, "needs a prompt template"),
+    ({"pooler": "max"}, "pooler: 'max' is not allowed; expected one of avg, "),
+    ({"pooler": "mask"}, "pooler: mask reads the prompt's \\[MASK\\] token; give a prompt template"),
     ({"pooler": "mask", "prompt": "no slot [MASK]"}, "must contain '{}', where the sentence goes"),
     ({"pooler": "mask", "prompt": "{} means nothing"}, r"must contain \[MASK\] exactly once"),
     ({"pooler": "mask", "prompt": "word " * 130 + '"{}" [MASK]'}, "leaves no room for a sentence"),

@@ -46,6 +46,7 @@ def test_the_items_file_is_named_with_its_sha256_and_holds_every_pair(scored):
     assert accuracy == pytest.approx(payload["transfer"]["MRPC"]["acc"], abs=0.01)
 
 
+@pytest.mark.slow  # the module's fixture runs three `probe run`s (80 s): make test-fast leaves it out
 def test_a_model_compared_with_itself_differs_by_nothing(scored):
     _, tables = _tables(scored, "bow", "bow-again")
     assert set(tables) == {"sts", "bias", "transfer"}
@@ -82,6 +83,7 @@ def test_probe_compare_prints_intervals_p_values_and_what_differs(scored, capsys
     assert "provenance.command: 'cselab probe run --model bow" in printed  # how each was made, side by side
 
 
+@pytest.mark.slow  # the module's fixture runs three `probe run`s (80 s): make test-fast leaves it out
 def test_results_over_different_data_files_are_compared_as_aggregates_only_naming_the_file(scored, data_dir,
                                                                                           tmp_path, capsys):
     edited = tmp_path / "data"
@@ -113,6 +115,7 @@ def test_results_over_different_test_sets_pair_only_the_suites_whose_items_agree
     assert "| Cont." in bias and "| CANNOT cos." in bias and "| Para > neg" not in bias
 
 
+@pytest.mark.slow  # the module's fixture runs three `probe run`s (80 s): make test-fast leaves it out
 def test_a_changed_items_file_is_refused(scored, tmp_path, capsys):
     for name in ("bow.json", "bow.items.npz", "tfidf.json", "tfidf.items.npz"):
         shutil.copy(scored / name, tmp_path / name)

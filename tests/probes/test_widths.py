@@ -26,7 +26,7 @@ def widths(tmp_path_factory, tiny_bert_dir, data_dir):
 
 @pytest.mark.slow
 def test_each_width_is_scored_on_the_cut_vectors(widths, tiny_bert_dir, data_dir):
-    from cselab.data.registry import load_sts
+    from cselab.data.named import load_sts
 
     pairs = load_sts("stsb", data_dir=data_dir)[0]
     vectors = [load_encoder(str(tiny_bert_dir), cache=False).encode(s[:30])[:, :8]

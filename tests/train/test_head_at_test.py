@@ -132,7 +132,7 @@ def test_restarting_from_best_restores_the_kept_head(sup_run, tiny_bert_dir, tmp
 @pytest.mark.parametrize(("overrides", "message"), [
     (["encoder.head=projection"], "encoder.head_at_test: a checkpoint keeps a head of kind mlp or mlm_transform, "
                                   "not 'projection'"),
-    (["encoder.head=null"], "not no head"),
+    (["encoder.head=null", "encoder.head_before_denoise=false"], "not no head"),
     (["encoder.denoise=false", "encoder.head_before_denoise=false"],
      "encoder.denoise_at_test: checkpoints denoise as training does; set encoder.denoise too"),
     (["encoder.head_at_test=false"], "encoder.head_before_denoise: the template's vector goes through the head"),

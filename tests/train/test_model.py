@@ -124,5 +124,5 @@ def test_template_denoising_subtracts_the_templates_mask_state_at_the_sentences_
             alone = model(input_ids=torch.tensor([template]), position_ids=positions.unsqueeze(0)).last_hidden_state
             expected.append(row - alone[0, template.index(tokenizer.mask_token_id)])
         torch.testing.assert_close(denoised.forward_batch(ids, mask), torch.stack(expected), rtol=1e-5, atol=1e-6)
-    with pytest.raises(Exception, match="needs pooler 'mask' and a prompt"):
+    with pytest.raises(Exception, match="denoise: template denoising .* it needs pooler mask and a prompt"):
         TransformerEncoder(model, tokenizer, pooler="avg", denoise=True)

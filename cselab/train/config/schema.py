@@ -7,15 +7,15 @@ view's ``augment``, ``hooks.weights``, ``generated``) take theirs from the plug-
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Mapping
 from typing import Any
 
 from cselab.errors import ConfigError
 from cselab.files import shown
-from cselab.registry import NAME, Param, Plugin, check, check_plugin, get, refuse_moved
+from cselab.registry import NAME, Param, Plugin, check, check_plugin, get
 from cselab.train.config.method import MethodConfig
-from cselab.train.config.sections import ENCODER, TRAINING, VIEW, TrainingConfig, head_spec
+from cselab.encoders.encoding import head_spec
+from cselab.train.config.sections import ENCODER, TRAINING, VIEW, TrainingConfig
 
 TOP = {
     "method": Param(str, help="the method's name"),
@@ -53,20 +53,6 @@ def value_columns(losses: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """The numeric data columns the resolved ``losses`` read (a scored pair's ``score``), each once."""
     return sorted({params[role] for name, params in losses.items()
                    for role in loss_plugin(name, params).cls.value_roles if params.get(role) is not None})
-
-
-def renamed_type(params: dict[str, Any], where: str) -> dict[str, Any]:
-    """A loss written with ``type``, the former name of ``kind``: read as ``kind``, with a warning."""
-    if not isinstance(params, dict) or "type" not in params:
-        return params
-    params = dict(params)
-    old = params.pop("type")
-    if params.get("kind", old) != old:
-        raise ConfigError(f"{where}: type {shown(old)} and kind {shown(params['kind'])} disagree; type is the former "
-                          "name of kind: keep kind alone")
-    warnings.warn(f"{where}.type is now called kind ({where}: {{kind: {old}}}); the old name will be removed",
-                  FutureWarning, stacklevel=2)
-    return {**params, "kind": old}
 
 
 def _name(section: str, name: Any) -> str:
@@ -126,9 +112,7 @@ def check_losses(losses: Any, views: dict[str, dict[str, Any]]) -> dict[str, dic
         if params is None:  # a loss removed by `losses.NAME: null`
             continue
         where = _name("losses", name)
-        params = renamed_type(params, where)
         plugin = loss_plugin(name, params, where)
-        refuse_moved(plugin, params, where)
         resolved = check(params, {**LOSS, **plugin.schema()}, where)
         plugin.cls.validate(resolved, where)
         if "matryoshka" in resolved:
@@ -185,7 +169,7 @@ def _readable(cls, params: dict[str, Any], views: dict[str, dict[str, Any]], whe
 
 def _encoder(encoder: Any) -> dict[str, Any]:
     if isinstance(encoder, dict) and "head" in encoder:
-        encoder = {**encoder, "head": head_spec(encoder["head"])}
+        encoder = {**encoder, "head": head_spec(encoder["head"], "encoder.head")}
     return check(encoder, ENCODER, "encoder")
 
 

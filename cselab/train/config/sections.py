@@ -6,43 +6,34 @@ keys. Building one checks it (a :class:`~cselab.errors.ConfigError` naming the k
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, fields, replace
 
-from cselab.encoders import pooling  # noqa: F401  (the poolers registered: encoder.pooler's choices)
+from cselab.encoders.encoding import Encoding, EncodingSettings
 from cselab.encoders.heads import CHECKPOINT_HEADS
-from cselab.encoders.transformer import POOL_TOKENS, check_pool_tokens
 from cselab.errors import ConfigError
 from cselab.evaluation.dev import dev_names
 from cselab.files import shown
-from cselab.registry import MAX_SEED, REQUIRED, Checked, Param, get, schema_of, setting
+from cselab.registry import MAX_SEED, REQUIRED, Checked, Param, schema_of, setting
 
 DTYPES = ("float32", "bfloat16", "float16")
 AUTO = "auto"  # a speed setting decided by the device (cselab.train.run.execution)
 PAD_MULTIPLE = 16  # a compiled backbone's rows are padded to a multiple of this many tokens (fewer shapes)
 
 
-def head_spec(head: Any) -> Any:
-    """``encoder.head: NAME`` is ``{kind: NAME}`` (the name checked against the registered heads); a mapping or null
-    as it is."""
-    return {"kind": get("head", head, "encoder.head").name} if isinstance(head, str) else head
-
-
 @dataclass(frozen=True, kw_only=True)
-class EncoderConfig(Checked):
-    """``encoder``: how the backbone becomes a sentence encoder in training."""
+class EncoderConfig(EncodingSettings):
+    """``encoder``: how the backbone becomes a sentence encoder in training: how text becomes a vector
+    (:class:`~cselab.encoders.encoding.EncodingSettings`, its rules included), what of it a checkpoint keeps
+    (:meth:`at_test`), and what training alone reads."""
 
     where = "encoder"
 
-    pooler: str = setting(REQUIRED, str, "how token states become the sentence vector", choices="plugin:pooler")
-    prompt: str | None = setting(None, str, "template with {} for the sentence", nullable=True)
-    head: dict | str | None = setting(None, dict, "a head over the pooled vector, in training only unless "
-                                      "head_at_test: a name, or {kind: NAME, ...its parameters}", nullable=True,
-                                      plugin="head")
     head_at_test: bool = setting(False, bool, "keep the head in checkpoints and encode through it (PromptBERT's "
                                  "supervised runs; heads mlp and mlm_transform)")
     head_init: str = setting("bert", str, "the head's initial weights: bert (normal(0, the backbone's "
                              "initializer_range), biases 0) or torch (PyTorch's default)", choices=("bert", "torch"))
+    denoise_at_test: bool = setting(False, bool, "checkpoints denoise too (PromptBERT's supervised runs: "
+                                    "--mask_embedding_sentence_delta in its evaluation)")
     frozen: str | None = setting(None, str, "dtype of a frozen copy of the initial backbone", choices=DTYPES,
                                  nullable=True)
     momentum: float | None = setting(None, float, "the frozen copy follows the backbone as a momentum encoder: m = "
@@ -59,64 +50,50 @@ class EncoderConfig(Checked):
     adapter: dict | None = setting(None, dict, "a parameter-efficient adapter trained instead of the backbone: {kind: "
                                    "lora, r, alpha, dropout, target_modules} (checkpoints hold the merged weights)",
                                    nullable=True, plugin="adapter")
-    denoise: bool = setting(False, bool, "PromptBERT's template denoising in training and dev scoring: each prompt "
-                            "view's [MASK] vector less that of its template encoded alone, at the positions the "
-                            "template has around a sentence of that length (pooler mask); checkpoints encode without "
-                            "unless denoise_at_test")
-    denoise_at_test: bool = setting(False, bool, "checkpoints denoise too (PromptBERT's supervised runs: "
-                                    "--mask_embedding_sentence_delta in its evaluation)")
-    head_before_denoise: bool = setting(False, bool, "the [MASK] vector and the template's each go through the head "
-                                        "before the subtraction, head(h) - head(t), in training and at test "
-                                        "(PromptBERT's supervised BERT run, --mask_embedding_sentence_org_mlp); "
-                                        "else head(h - t)")
-    prompt_pieces: bool = setting(False, bool, "PromptBERT's training rows in training and dev scoring: the "
-                                  "template's two sides and the sentence tokenised apart and joined as ids (with a "
-                                  "byte-level BPE such as RoBERTa's the sentence's first word then has no leading "
-                                  "space); checkpoints encode the filled template as text, as its evaluation.py")
-    pool_tokens: str = setting("all", str, "the tokens the pooler reads: all (every real token) or last_copy (echo "
-                               "embeddings: the sentence's last copy in a prompt that holds {} twice, and the "
-                               "template after it)", choices=POOL_TOKENS)
-    bidirectional: bool = setting(False, bool, "lift a decoder LM's causal mask: every token attends to every real "
-                                  "token of its row (LLM2Vec), in training, dev scoring and the checkpoint")
     model_config: dict | None = setting(None, dict, "fields of the backbone's transformers config set when it loads "
                                         "(LLM2Vec's {attention_dropout: 0.3}); each must be a field it has",
                                         nullable=True)
 
+    def training_encoding(self, max_length: int | None) -> Encoding:
+        """How the trained encoder's own view encodes in training: sentences cut at ``max_length``, the head
+        applied inside it only where it stays at test (training applies it to every view otherwise)."""
+        return Encoding(**{name: getattr(self, name) for name in SHARED if name != "head"},
+                        head=self.head if self.head_at_test else None, max_length=max_length)
+
+    def at_test(self, max_length: int, normalize: bool) -> Encoding:
+        """How the run's checkpoints encode: the head only with ``head_at_test``, the denoising (and the head inside
+        it) only with ``denoise_at_test``, the filled template as text (its evaluation's), ``max_length`` and
+        ``normalize``."""
+        return replace(self.training_encoding(max_length), denoise=self.denoise_at_test, prompt_pieces=False,
+                       head_before_denoise=self.head_before_denoise and self.denoise_at_test, normalize=normalize)
+
     def rules(self) -> None:
+        super().rules()
         if self.momentum is None and self.momentum_start != "backbone":
             raise ConfigError("encoder.momentum_start: set, and encoder.momentum is null: there is no momentum copy")
         if self.momentum is not None and self.frozen != "float32":
             raise ConfigError(f"encoder.momentum: a momentum encoder is the frozen copy kept in float32 (steps of "
                               f"{1 - self.momentum:g} of a weight vanish in half precision); set encoder.frozen: "
                               f"float32 (now {self.frozen})")
-        if self.denoise and (self.pooler != "mask" or not self.prompt):
-            raise ConfigError("encoder.denoise: template denoising needs encoder.pooler mask and an encoder.prompt")
         kind = self.head["kind"] if isinstance(self.head, dict) else self.head
         if self.head_at_test and kind not in CHECKPOINT_HEADS:
             raise ConfigError(f"encoder.head_at_test: a checkpoint keeps a head of kind {' or '.join(CHECKPOINT_HEADS)}"
                               f", not {'no head' if kind is None else repr(kind)}")
         if self.denoise_at_test and not self.denoise:
             raise ConfigError("encoder.denoise_at_test: checkpoints denoise as training does; set encoder.denoise too")
-        if self.head_before_denoise and not (self.denoise and self.head_at_test):
+        if self.head_before_denoise and not self.head_at_test:
             raise ConfigError("encoder.head_before_denoise: the template's vector goes through the head before it "
-                              "is subtracted, in training and at test; it needs encoder.denoise and "
-                              "encoder.head_at_test")
+                              "is subtracted, in training and at test; it needs encoder.head_at_test")
         if self.head_before_denoise and self.frozen:
             raise ConfigError("encoder.head_before_denoise: the head goes inside the denoising, which a frozen or "
                               "momentum copy's no-gradient views would run it in; it does not go with encoder.frozen")
         if self.adapter is not None and (self.frozen or self.freeze_embeddings):
             raise ConfigError("encoder.adapter: the adapter's weights alone train; a frozen or momentum copy of the "
                               "backbone, or freeze_embeddings, does not go with it yet")
-        if self.prompt_pieces and not self.prompt:
-            raise ConfigError("encoder.prompt_pieces: a template tokenised in pieces needs an encoder.prompt")
-        try:
-            check_pool_tokens(self.pool_tokens, self.pooler, self.prompt)
-        except ConfigError as err:
-            raise ConfigError(f"encoder.{err}") from None
 
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "head", head_spec(self.head))
-        super().__post_init__()
+
+#: The settings a method's encoder shares with :class:`~cselab.encoders.encoding.Encoding`.
+SHARED = tuple(f.name for f in fields(EncodingSettings))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -19,7 +19,6 @@ from cselab.train.distributed import gather_rows
 from cselab.train.plugins.kinds import Loss, LossContext
 
 TEMPERATURE = "tau"
-PERTURB = "transform: {kind: perturb, pattern: PATTERN, margin: MARGIN}"
 
 
 @register("loss", "info_nce", params={
@@ -31,8 +30,7 @@ PERTURB = "transform: {kind: perturb, pattern: PATTERN, margin: MARGIN}"
     "generated": Param(dict, None, "generated negatives", nullable=True, plugin="negatives"),
     "hard_negative_weight": Param(float, None, "added in log space to each anchor's own hard negative (the one "
                                   "negatives view; SimCSE's hard_negative_weight, 0 as released); null: none",
-                                  nullable=True)},
-    moved={"perturbation": PERTURB, "margin": PERTURB})
+                                  nullable=True)})
 class InfoNCE(Loss):
     """InfoNCE of ``anchor`` against ``positive`` and the batch's other positives, plus extra ``negatives``
     columns (views: a hard negative, SSCL's ``anchor.layers``) and ``generated`` ones; an optional logit ``transform``

@@ -72,20 +72,13 @@ class Trainer:
         self.loop = Loop(accelerator, self.parts, encoder, optimizer, accelerator.prepare(self.parts.loader))
         # training cuts sentences at training.max_length; the checkpoint encodes them whole (up to the model's
         # limit, at most 512 tokens), as SimCSE evaluates
-        self.info = CheckpointInfo(pooler=method.encoder.pooler, prompt=method.encoder.prompt,
-                                   pool_tokens=method.encoder.pool_tokens, bidirectional=method.encoder.bidirectional,
-                                   denoise=method.encoder.denoise_at_test,
-                                   head=dict(method.encoder.head) if method.encoder.head_at_test else None,
-                                   head_before_denoise=method.encoder.head_before_denoise,
-                                   max_length=self.core.view.limit, normalize=started.base_normalizes,
-                                   method=method.name, base_model=hub_name(str(model)),
-                                   data=self.facts["identity"]["data"], config=method.to_dict())
-        self.dev_view = TransformerEncoder(self.core.backbone, self.core.tokenizer, pooler=self.info.pooler,
-                                           prompt=self.info.prompt, max_length=self.info.max_length,
-                                           denoise=method.encoder.denoise,  # as PromptBERT's dev scoring
-                                           prompt_pieces=method.encoder.prompt_pieces,
-                                           pool_tokens=self.info.pool_tokens, bidirectional=self.info.bidirectional,
-                                           head=self.core.view.head, head_before_denoise=self.info.head_before_denoise)
+        self.info = CheckpointInfo.of(method.encoder.at_test(self.core.view.limit, started.base_normalizes),
+                                      method=method.name, base_model=hub_name(str(model)),
+                                      data=self.facts["identity"]["data"], config=method.to_dict())
+        # scored as training encodes (PromptBERT's dev scoring denoises and tokenises in pieces), sentences whole
+        self.dev_view = TransformerEncoder(self.core.backbone, self.core.tokenizer,
+                                           method.encoder.training_encoding(self.info.max_length),
+                                           head=self.core.view.head)
         early_stop = [EarlyStop(self.cfg.early_stop, self.cfg.early_stop_rule)] if self.cfg.early_stop else []
         self.callbacks = [Schedule(options.log_every, self.cfg.eval_steps, self.cfg.eval_at_end), *early_stop,
                           *options.callbacks]

@@ -43,10 +43,6 @@ MISTAKES = {  # (method, --set): what the one line says after "METHOD: KEY: "
                                                              "'dynamic'",
     ("ifm", "losses.info_nce.transform.kind=perturbb"):
         "unknown logit transform 'perturbb' (did you mean 'perturb'?); known: perturb",
-    # the keys of info_nce before the perturbation became a logit transform: refused with the new spelling
-    ("ifm", "losses.info_nce.perturbation=p-n+"): "no longer a parameter of info_nce; write transform: {kind: "
-                                                  "perturb, pattern: PATTERN, margin: MARGIN}",
-    ("simcse", "losses.info_nce.margin=0.1"): "no longer a parameter of info_nce; write transform: {kind: perturb",
 }
 
 
@@ -127,16 +123,12 @@ def test_the_method_and_its_sections_are_typed_frozen_objects_checked_when_built
         EncoderConfig(**{**method["encoder"], "pooler": "first"})
 
 
-def test_a_loss_is_chosen_with_kind_and_its_former_type_is_read_with_a_warning(tmp_path):
+def test_a_loss_is_chosen_with_kind_and_an_unknown_key_is_refused(tmp_path):
     path = tmp_path / "mine.yaml"
-    path.write_text("extends: simcse\nlosses: {extra: {type: info_nce, anchor: anchor, positive: positive}}\n")
-    with pytest.warns(FutureWarning, match=r"losses\.extra\.type is now called kind"):
-        method = load_method(path)
-    assert method.losses["extra"]["kind"] == "info_nce" and "type" not in method.losses["extra"]
-    assert load_method("sscl-simcse", profile="official").losses["plain_info_nce"]["kind"] == "info_nce"
-    path.write_text("extends: simcse\nlosses: {extra: {type: info_nce, kind: recall, anchor: anchor}}\n")
-    with pytest.raises(ConfigError, match="type 'info_nce' and kind 'recall' disagree"):
+    path.write_text("extends: simcse\nlosses: {extra: {kind: info_nce, typo: 1, anchor: anchor, positive: positive}}\n")
+    with pytest.raises(ConfigError, match="losses.extra.typo: unknown key"):
         load_method(path)
+    assert load_method("sscl-simcse", profile="official").losses["plain_info_nce"]["kind"] == "info_nce"
 
 
 def test_each_sections_rules_run_once_when_a_method_is_read(monkeypatch):

@@ -67,14 +67,6 @@ def test_an_entry_point_that_does_not_import_names_its_package(tmp_path, monkeyp
         registry.names("loss")
 
 
-def test_a_package_in_the_former_group_is_refused_with_the_new_name(tmp_path, monkeypatch, own_registry):
-    (tmp_path / "acme_losses.py").write_text(PLUGIN)
-    _installed(tmp_path, monkeypatch, own_registry, "acme_losses", group="cselab.plugins")
-    with pytest.raises(ConfigError, match="entry point acme_losses of acme-losses is in the group 'cselab.plugins', "
-                                          "which is now 'cselab.train_plugins': rename"):
-        registry.get("loss", "constant_one")
-
-
 def test_a_broken_module_of_cselabs_own_names_its_file_and_line(tmp_path, monkeypatch, own_registry):
     import cselab.train.plugins as package
 

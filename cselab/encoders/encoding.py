@@ -1,0 +1,134 @@
+"""How text becomes a vector: one checked type and its rules.
+
+:class:`EncodingSettings` holds what a method's training and the checkpoint it leaves share (the pooler, the prompt and
+how it is tokenised, the tokens pooled, the attention, the denoising, the head, lowercasing), with every rule between
+them in :meth:`EncodingSettings.rules`; :class:`Encoding` adds what a trained encoder settles at test (a sentence's
+token budget and the vectors' normalisation). :class:`~cselab.encoders.transformer.TransformerEncoder` takes an
+:class:`Encoding` whole; a method's ``encoder`` section (:class:`~cselab.train.config.sections.EncoderConfig`) extends
+:class:`EncodingSettings` with what training alone reads; a checkpoint's ``cselab.json``
+(:class:`~cselab.encoders.checkpoint.CheckpointInfo`) is an :class:`Encoding` with its lineage. A new setting is one
+field here and its use in the encoder: the training config, the checkpoint, its schema and docs follow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from cselab.encoders import pooling  # noqa: F401  (the poolers registered: pooler's choices)
+from cselab.errors import ConfigError
+from cselab.registry import REQUIRED, Checked, get, setting
+
+#: The pooler of a plain transformers model that names none (a sentence-transformers stack names its own).
+DEFAULT_POOLER = "avg"
+MASK_PLACEHOLDER = "[MASK]"
+EOS_PLACEHOLDER = "[EOS]"
+#: Which tokens the pooler reads: every real token, or (echo embeddings) the sentence's last copy and what follows it.
+POOL_TOKENS = ("all", "last_copy")
+#: Poolers that read the pooled tokens (the others read one fixed position, which ``last_copy`` cannot move).
+SPAN_POOLERS = ("avg", "last", "weighted_mean", "max")
+
+
+def head_spec(head: Any, where: str = "head") -> Any:
+    """``head: NAME`` is ``{kind: NAME}`` (the name checked against the registered heads); a mapping or null as it
+    is."""
+    return {"kind": get("head", head, where).name} if isinstance(head, str) else head
+
+
+@dataclass(frozen=True, kw_only=True)
+class EncodingSettings(Checked):
+    """How text becomes a vector, as training and the checkpoint it leaves share it (see the module docstring)."""
+
+    pooler: str = setting(REQUIRED, str, "how token states become the sentence vector", choices="plugin:pooler")
+    prompt: str | None = setting(None, str, "template with {} for the sentence ([MASK]: the tokenizer's mask token, "
+                                 "[EOS]: its end-of-sequence token)", nullable=True)
+    prompt_pieces: bool = setting(False, bool, "PromptBERT's training rows: the template's two sides and the sentence "
+                                  "tokenised apart and joined as ids (with a byte-level BPE such as RoBERTa's the "
+                                  "sentence's first word then has no leading space); a method's checkpoints encode "
+                                  "the filled template as text, as its evaluation.py")
+    pool_tokens: str = setting("all", str, "the tokens the pooler reads: all (every real token) or last_copy (echo "
+                               "embeddings: the sentence's last copy in a prompt that holds {} twice, and the "
+                               "template after it)", choices=POOL_TOKENS)
+    bidirectional: bool = setting(False, bool, "lift a decoder LM's causal mask: every token attends to every real "
+                                  "token of its row (LLM2Vec)")
+    denoise: bool = setting(False, bool, "PromptBERT's template denoising: each [MASK] vector less that of its "
+                            "template encoded alone, at the positions the template has around a sentence of that "
+                            "length (pooler mask); a method's checkpoints encode without unless denoise_at_test")
+    head: dict | str | None = setting(None, dict, "a head over the pooled vector: a name, or {kind: NAME, ...its "
+                                      "parameters}; a method applies it in training, and at test with head_at_test",
+                                      nullable=True, plugin="head")
+    head_before_denoise: bool = setting(False, bool, "the [MASK] vector and the template's each go through the head "
+                                        "before the subtraction, head(h) - head(t) (PromptBERT's supervised BERT run, "
+                                        "--mask_embedding_sentence_org_mlp); else head(h - t)")
+    lowercase: bool = setting(False, bool, "each sentence lowercased before it is tokenised (the prompt as written; "
+                              "sentence-transformers' do_lower_case)")
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "head", head_spec(self.head, self.key("head")))
+        super().__post_init__()
+
+    def key(self, name: str) -> str:
+        """A setting's name as errors give it (``encoder.denoise`` in a method)."""
+        return f"{self.where}.{name}" if self.where else name
+
+    def rules(self) -> None:
+        """Every rule between the settings: the pooler and the prompt, the prompt's pieces, the tokens pooled,
+        the denoising and the head around it."""
+        if self.pooler == "mask" and not self.prompt:
+            raise ConfigError(f"{self.key('pooler')}: mask reads the prompt's [MASK] token; give a prompt template, "
+                              "e.g. 'This sentence : \"{}\" means [MASK] .'")
+        if self.prompt is not None:
+            check_prompt(self.prompt, self.pooler, self.prompt_pieces, self.key("prompt"))
+        if self.prompt_pieces and not self.prompt:
+            raise ConfigError(f"{self.key('prompt_pieces')}: a template tokenised in pieces needs a prompt")
+        check_pool_tokens(self.pool_tokens, self.pooler, self.prompt, self.key("pool_tokens"))
+        if self.denoise and self.pooler != "mask":
+            raise ConfigError(f"{self.key('denoise')}: template denoising subtracts the template's own [MASK] vector; "
+                              "it needs pooler mask and a prompt")
+        if self.head_before_denoise and not (self.denoise and self.head):
+            raise ConfigError(f"{self.key('head_before_denoise')}: the template's vector goes through the head "
+                              "before it is subtracted; it needs denoise and a head")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Encoding(EncodingSettings):
+    """How an encoder turns text into a vector (:class:`EncodingSettings`), with its token budget and
+    normalisation."""
+
+    max_length: int | None = setting(None, int, "a sentence's budget: without a prompt, its tokens with the special "
+                                     "ones; with one, its own word-pieces (the template's on top); longer sentences "
+                                     "are cut; null: as many as the model takes", min=1, nullable=True)
+    normalize: bool = setting(False, bool, "vectors scaled to unit length")
+
+
+#: The names of the settings of :class:`Encoding`, in order.
+ENCODING_FIELDS = tuple(f.name for f in fields(Encoding))
+
+
+def settings_of(source: Any) -> dict[str, Any]:
+    """The :class:`Encoding` fields that ``source`` (a settings object) has, by name."""
+    return {name: getattr(source, name) for name in ENCODING_FIELDS if hasattr(source, name)}
+
+
+def check_prompt(prompt: str, pooler: str, pieces: bool, where: str = "prompt") -> None:
+    """A template's own rules: ``{}`` where the sentence goes (more than once only for poolers that read a span,
+    and not in pieces), and with pooler mask exactly one ``[MASK]``."""
+    copies = prompt.count("{}")
+    if copies == 0:
+        raise ConfigError(f"{where}: {prompt!r} must contain '{{}}', where the sentence goes")
+    if copies > 1 and (pieces or pooler == "mask"):
+        raise ConfigError(f"{where}: {prompt!r}: the sentence more than once goes with neither prompt_pieces nor "
+                          "pooler 'mask' (each reads one copy)")
+    if pooler == "mask" and prompt.count(MASK_PLACEHOLDER) != 1:
+        raise ConfigError(f"{where}: {prompt!r} must contain {MASK_PLACEHOLDER} exactly once (pooler mask)")
+
+
+def check_pool_tokens(pool_tokens: str, pooler: str, prompt: str | None, where: str = "pool_tokens") -> None:
+    """``pool_tokens`` refused in one line where the pooler or the prompt cannot take it."""
+    if pool_tokens == "last_copy":
+        if not prompt or prompt.count("{}") < 2:
+            raise ConfigError(f"{where}: last_copy pools the sentence's last copy: the prompt must hold {{}} at least "
+                              f"twice (echo's template), not {prompt!r}")
+        if get("pooler", pooler).cls.layer_pooler not in SPAN_POOLERS:
+            raise ConfigError(f"{where}: last_copy: pooler {pooler!r} reads one fixed token; use one of "
+                              f"{', '.join(p for p in SPAN_POOLERS if p != 'max')}")

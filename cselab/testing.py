@@ -1,0 +1,83 @@
+"""The plug-in contract as one call, for authors of plug-ins outside cselab (as scikit-learn's
+``parametrize_with_checks``): ``check_plugin(MyLoss, {"anchor": "a", "positive": "b"})`` in a test of theirs runs the
+checks cselab's own tests run on every registered plug-in (tests/train/plugins/test_contract.py).
+
+A plug-in keeps the contract when it is registered (:func:`cselab.registry.register`, or through an entry point) as
+a subclass of its kind's base class; says what it does (the first paragraph of its docstring, the docs' summary) and
+what each parameter means (each :class:`~cselab.registry.Param` has a help text: the docs table and ``--show-config``
+show it); takes each parameter of its schema as a keyword of its constructor, and nothing else without a default
+(:func:`cselab.registry.build`, the one constructor convention); is built from the schema's defaults and the given
+``params``; and, where it is a ``torch.nn.Module``, hands its state (extra state included, which a resumed run
+restores) to a second instance built alike.
+"""
+
+from __future__ import annotations
+
+import inspect
+from typing import Any
+
+from cselab.registry import KINDS, Plugin, build, check, contract_of, get, names
+
+
+class ContractError(AssertionError):
+    """A plug-in that breaks the contract: the message names the plug-in and the check."""
+
+
+def registered(cls: type, kind: str | None = None, name: str | None = None) -> Plugin:
+    """The registry's entry of ``cls`` (as plug-in ``name`` of ``kind`` where it is registered more than once), or a
+    :class:`ContractError`."""
+    found = [get(k, n) for k in KINDS for n in names(k) if get(k, n).cls is cls and kind in (None, k)
+             and name in (None, n)]
+    label = f"{cls.__module__}.{cls.__qualname__}"
+    if not found:
+        raise ContractError(f"{label}: not registered{f' as {kind} {name!r}' if kind or name else ''} (cselab."
+                            "registry.register(KIND, NAME) in a module cselab imports, or an entry point)")
+    if len(found) > 1:
+        raise ContractError(f"{label}: registered as {', '.join(f'{p.kind} {p.name!r}' for p in found)}; give "
+                            "registered_as=(KIND, NAME) to say which to check")
+    return found[0]
+
+
+def check_plugin(cls: type, params: dict[str, Any] | None = None, *, registered_as: tuple[str, str] | None = None,
+                 build_it: bool = True, **context) -> Any:
+    """Run the contract's checks (see the module docstring) on the plug-in class ``cls`` (``registered_as`` (kind,
+    name), where it is registered more than once), built with ``params`` (its required parameters; the rest take
+    their defaults) and ``context`` (what its kind hands it besides: a head's ``hidden`` size); returns the object
+    built. ``build_it=False`` checks the declarations alone, for a plug-in whose constructor loads what the machine
+    lacks (a hub model, offline). A broken check is a :class:`ContractError` naming it."""
+    plugin = registered(cls, *(registered_as or (None, None)))
+    where = f"{plugin.kind} {plugin.name!r} ({cls.__module__}.{cls.__qualname__})"
+    base = contract_of(plugin.kind)
+    if not issubclass(cls, base):
+        raise ContractError(f"{where}: not a subclass of {base.__module__}.{base.__qualname__}")
+    if not plugin.summary:
+        raise ContractError(f"{where}: no docstring; its first paragraph is the plug-in's summary in the docs")
+    schema = plugin.schema()
+    unexplained = [key for key, param in schema.items() if not param.help]
+    if unexplained:
+        raise ContractError(f"{where}: parameter(s) {', '.join(unexplained)} without a help text")
+    _check_signature(cls, schema, context, where)
+    if not build_it:
+        return None
+    built = build(plugin, check(dict(params or {}), schema, where), **context)
+    if hasattr(built, "state_dict"):
+        again = build(plugin, check(dict(params or {}), schema, where), **context)
+        again.load_state_dict(built.state_dict())
+    return built
+
+
+def _check_signature(cls: type, schema: dict[str, Any], context: dict[str, Any], where: str) -> None:
+    """The constructor takes each parameter of the schema (and the context) as a keyword, and requires nothing
+    else."""
+    signature = inspect.signature(cls)  # the constructor's, without self
+    taken = {name for name, p in signature.parameters.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+    if not any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values()):
+        missing = sorted((set(schema) | set(context)) - taken)
+        if missing:
+            raise ContractError(f"{where}: its constructor does not take {', '.join(missing)} (each parameter of its "
+                                "schema is a keyword)")
+    required = [name for name, p in signature.parameters.items() if p.default is p.empty
+                and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and name not in schema and name not in context]
+    if required:
+        raise ContractError(f"{where}: its constructor requires {', '.join(required)}, which is not a parameter of "
+                            "its schema")
