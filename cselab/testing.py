@@ -59,10 +59,15 @@ def check_plugin(cls: type, params: dict[str, Any] | None = None, *, registered_
     _check_signature(cls, schema, context, where)
     if not build_it:
         return None
-    built = build(plugin, check(dict(params or {}), schema, where), **context)
-    if hasattr(built, "state_dict"):
-        again = build(plugin, check(dict(params or {}), schema, where), **context)
-        again.load_state_dict(built.state_dict())
+    try:
+        built = build(plugin, check(dict(params or {}), schema, where), **context)
+        if hasattr(built, "state_dict"):
+            again = build(plugin, check(dict(params or {}), schema, where), **context)
+            again.load_state_dict(built.state_dict())
+    except ContractError:
+        raise
+    except Exception as err:  # built from its schema, or its state handed over: the contract's last two checks
+        raise ContractError(f"{where}: built from {params or {}}: {type(err).__name__}: {err}") from err
     return built
 
 

@@ -130,8 +130,9 @@ def write_model_files(folder: str | os.PathLike, view, info: CheckpointInfo,
                       config_fields: dict[str, Any] | None = None) -> None:
     """The files of an encoder's model in ``folder``: its weights (safetensors) and config.json (with
     ``config_fields`` over the model's own values, and, for bidirectional attention, cselab's model type:
-    :func:`~cselab.encoders.pretrained.mark_bidirectional`), its tokenizer, a head kept at test and, last,
-    ``cselab.json``. ``view`` is the :class:`~cselab.encoders.transformer.TransformerEncoder` the checkpoint holds."""
+    :func:`~cselab.encoders.pretrained.mark_bidirectional`), its tokenizer and a head kept at test; ``cselab.json``
+    (:func:`write_checkpoint_info`) comes after every other file. ``view`` is the
+    :class:`~cselab.encoders.transformer.TransformerEncoder` the checkpoint holds."""
     folder = Path(folder)
     view.model.save_pretrained(folder, safe_serialization=True)
     if config_fields:
@@ -142,7 +143,6 @@ def write_model_files(folder: str | os.PathLike, view, info: CheckpointInfo,
     view.tokenizer.save_pretrained(folder)
     if view.head is not None:
         save_head(folder, view.head)
-    write_checkpoint_info(folder, info)
 
 
 def write_native_layout(folder: str | os.PathLike, view, info: CheckpointInfo,
@@ -161,9 +161,10 @@ def write_native_layout(folder: str | os.PathLike, view, info: CheckpointInfo,
     write_json_atomic(folder / "1_Pooling" / "config.json",
                       {"word_embedding_dimension": view.model.config.hidden_size, **pooling})
     write_json_atomic(folder / "sentence_bert_config.json",
-                      {"max_seq_length": info.max_length, "do_lower_case": info.lowercase})
+                      {"max_seq_length": view.max_length, "do_lower_case": info.lowercase})
     write_json_atomic(folder / "modules.json", modules)
     write_json_atomic(folder / "config_sentence_transformers.json", sentence_transformers_config())
+    write_checkpoint_info(folder, info)
 
 
 def native_settings(read_json: Callable[[str], Any]) -> dict[str, Any] | None:

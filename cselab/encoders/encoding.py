@@ -13,7 +13,6 @@ field here and its use in the encoder: the training config, the checkpoint, its 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from typing import Any
 
 from cselab.encoders import pooling  # noqa: F401  (the poolers registered: pooler's choices)
 from cselab.errors import ConfigError
@@ -27,12 +26,6 @@ EOS_PLACEHOLDER = "[EOS]"
 POOL_TOKENS = ("all", "last_copy")
 #: Poolers that read the pooled tokens (the others read one fixed position, which ``last_copy`` cannot move).
 SPAN_POOLERS = ("avg", "last", "weighted_mean", "max")
-
-
-def head_spec(head: Any, where: str = "head") -> Any:
-    """``head: NAME`` is ``{kind: NAME}`` (the name checked against the registered heads); a mapping or null as it
-    is."""
-    return {"kind": get("head", head, where).name} if isinstance(head, str) else head
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,18 +47,15 @@ class EncodingSettings(Checked):
     denoise: bool = setting(False, bool, "PromptBERT's template denoising: each [MASK] vector less that of its "
                             "template encoded alone, at the positions the template has around a sentence of that "
                             "length (pooler mask); a method's checkpoints encode without unless denoise_at_test")
-    head: dict | str | None = setting(None, dict, "a head over the pooled vector: a name, or {kind: NAME, ...its "
-                                      "parameters}; a method applies it in training, and at test with head_at_test",
-                                      nullable=True, plugin="head")
+    head: dict | None = setting(None, dict, "a head over the pooled vector, {kind: NAME, ...its parameters} (a "
+                                "method's encoder.head also takes a NAME alone); a method applies it in training, and "
+                                "at test with head_at_test (a checkpoint keeps a head of kind mlp or mlm_transform)",
+                                nullable=True)
     head_before_denoise: bool = setting(False, bool, "the [MASK] vector and the template's each go through the head "
                                         "before the subtraction, head(h) - head(t) (PromptBERT's supervised BERT run, "
                                         "--mask_embedding_sentence_org_mlp); else head(h - t)")
     lowercase: bool = setting(False, bool, "each sentence lowercased before it is tokenised (the prompt as written; "
                               "sentence-transformers' do_lower_case)")
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "head", head_spec(self.head, self.key("head")))
-        super().__post_init__()
 
     def key(self, name: str) -> str:
         """A setting's name as errors give it (``encoder.denoise`` in a method)."""
@@ -103,11 +93,6 @@ class Encoding(EncodingSettings):
 
 #: The names of the settings of :class:`Encoding`, in order.
 ENCODING_FIELDS = tuple(f.name for f in fields(Encoding))
-
-
-def settings_of(source: Any) -> dict[str, Any]:
-    """The :class:`Encoding` fields that ``source`` (a settings object) has, by name."""
-    return {name: getattr(source, name) for name in ENCODING_FIELDS if hasattr(source, name)}
 
 
 def check_prompt(prompt: str, pooler: str, pieces: bool, where: str = "prompt") -> None:

@@ -112,7 +112,7 @@ def _lexical(spec: str, data_dir: str | os.PathLike | None) -> LexicalEncoder:
 
 
 def _transformer(path: str, device: str | None, dtype: str, spec: str, **settings) -> TransformerEncoder:
-    encoding = Encoding(**settings)
+    encoding = Encoding(**{"pooler": DEFAULT_POOLER, **settings})  # an override alone: the default pooler beneath it
     device = device or default_device()
     model, tokenizer = load_pretrained(path, encoding.pooler)
     head = None

@@ -21,7 +21,7 @@ from sentence_transformers.base.modules.input_module import InputModule
 
 from cselab.atomic import with_umask
 from cselab.encoders.checkpoint import (CHECKPOINT_FILE, CheckpointInfo, needs_module, read_checkpoint_info,
-                                       write_model_files, write_native_layout)
+                                       write_checkpoint_info, write_model_files, write_native_layout)
 from cselab.encoders.transformer import TransformerEncoder
 
 
@@ -59,6 +59,7 @@ class CselabEncoder(InputModule):
 
     def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
         write_model_files(output_path, self.encoder, self.info, self.config_fields)
+        write_checkpoint_info(output_path, self.info)
 
     @classmethod
     def load(cls, model_name_or_path: str, subfolder: str = "", token: bool | str | None = None,

@@ -14,8 +14,7 @@ from cselab.errors import ConfigError
 from cselab.files import shown
 from cselab.registry import NAME, Param, Plugin, check, check_plugin, get
 from cselab.train.config.method import MethodConfig
-from cselab.encoders.encoding import head_spec
-from cselab.train.config.sections import ENCODER, TRAINING, VIEW, TrainingConfig
+from cselab.train.config.sections import ENCODER, TRAINING, VIEW, TrainingConfig, head_spec
 
 TOP = {
     "method": Param(str, help="the method's name"),
@@ -168,8 +167,10 @@ def _readable(cls, params: dict[str, Any], views: dict[str, dict[str, Any]], whe
 
 
 def _encoder(encoder: Any) -> dict[str, Any]:
-    if isinstance(encoder, dict) and "head" in encoder:
-        encoder = {**encoder, "head": head_spec(encoder["head"], "encoder.head")}
+    """The ``encoder`` section checked, its head (a name or a mapping) resolved against its plug-in, defaults filled
+    in (the resolved config records them)."""
+    if isinstance(encoder, dict) and encoder.get("head") is not None:
+        encoder = {**encoder, "head": check_plugin("head", head_spec(encoder["head"]), "encoder.head")}
     return check(encoder, ENCODER, "encoder")
 
 

@@ -7,17 +7,24 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, fields, replace
+from typing import Any
 
 from cselab.encoders.encoding import Encoding, EncodingSettings
 from cselab.encoders.heads import CHECKPOINT_HEADS
 from cselab.errors import ConfigError
 from cselab.evaluation.dev import dev_names
 from cselab.files import shown
-from cselab.registry import MAX_SEED, REQUIRED, Checked, Param, schema_of, setting
+from cselab.registry import MAX_SEED, REQUIRED, Checked, Param, check_plugin, get, schema_of, setting
 
 DTYPES = ("float32", "bfloat16", "float16")
 AUTO = "auto"  # a speed setting decided by the device (cselab.train.run.execution)
 PAD_MULTIPLE = 16  # a compiled backbone's rows are padded to a multiple of this many tokens (fewer shapes)
+
+
+def head_spec(head: Any, where: str = "encoder.head") -> Any:
+    """``encoder.head: NAME`` is ``{kind: NAME}`` (the name checked against the registered heads); a mapping or null
+    as it is."""
+    return {"kind": get("head", head, where).name} if isinstance(head, str) else head
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -53,6 +60,12 @@ class EncoderConfig(EncodingSettings):
     model_config: dict | None = setting(None, dict, "fields of the backbone's transformers config set when it loads "
                                         "(LLM2Vec's {attention_dropout: 0.3}); each must be a field it has",
                                         nullable=True)
+
+    def __post_init__(self) -> None:
+        """The head a name or a mapping, checked against its plug-in (a training head may be any kind)."""
+        head = head_spec(self.head)
+        object.__setattr__(self, "head", None if head is None else check_plugin("head", head, "encoder.head"))
+        super().__post_init__()
 
     def training_encoding(self, max_length: int | None) -> Encoding:
         """How the trained encoder's own view encodes in training: sentences cut at ``max_length``, the head

@@ -119,8 +119,10 @@ def _use(info: CheckpointInfo, method: MethodConfig) -> list[str]:
             if adapter.get("quantize") else "the base"
         parts.append(f"The folder is the base with the {adapter['kind']} adapter merged in; `adapter/` holds the "
                      "adapter alone, as peft writes it: `PeftModel.from_pretrained(AutoModel.from_pretrained(BASE), "
-                     f"\"PATH/adapter\")` puts it back on {base}, and cselab's encoder over that model "
-                     f"(pooler {info.pooler}, prompt {info.prompt!r}) gives this folder's vectors.")
+                     f"\"PATH/adapter\")` puts it back on {base}, and cselab's encoder over that model, "
+                     "`TransformerEncoder(model, tokenizer, read_checkpoint_info(\"PATH/cselab.json\").encoding)` "
+                     f"(pooler {info.pooler}, prompt {info.prompt!r}, and the rest of cselab.json's encoding), gives "
+                     "this folder's vectors.")
     return parts
 
 
@@ -153,7 +155,7 @@ def model_card(method: MethodConfig, info: CheckpointInfo, facts: dict[str, Any]
             ["training data", f"`{method.data}`: {json.dumps(info.data)}"],
             ["saved at step", str(step)], ["dev score", _dev(method, identity, score)],
             ["pooler, prompt, max length, normalized", f"{info.pooler}, {info.prompt!r}, {info.max_length}, "
-                                                       f"{info.normalize}"],
+                                                       f"{info.normalize}{', lowercased' if info.lowercase else ''}"],
             ["cselab", identity.get("cselab")]]
     rows[2:2] = [[f"auxiliary model ({key})", f"{model['model']} (weights sha256 {model['weights_sha256'] or '—'}; "
                   "trained ones kept in OUT/last, not in this checkpoint)"]
