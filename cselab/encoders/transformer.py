@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 import warnings
-from dataclasses import replace
+from dataclasses import fields, replace
 from typing import Any
 
 import numpy as np
@@ -20,6 +20,8 @@ from cselab.errors import ConfigError
 from cselab.registry import build, get
 
 READ_BACK = 64  # batches encoded from one copy to the device and back (the host runs ahead meanwhile)
+#: The settings :meth:`TransformerEncoder.describe` shows whatever their value (the others where not their default).
+ALWAYS_DESCRIBED = ("pooler", "prompt", "max_length", "normalize")
 
 
 def default_device() -> str:
@@ -231,17 +233,19 @@ class TransformerEncoder(Encoder):
         return next(self.model.parameters()).device
 
     def describe(self) -> dict[str, Any]:
-        return {**super().describe(), "pooler": self.pooler, "prompt": self.prompt,
-                **({"prompt_pieces": True} if self.pieces is not None else {}),
-                **({"pool_tokens": self.pool_tokens} if self.pool_tokens != "all" else {}),
-                **({"bidirectional": True} if self.bidirectional else {}),
-                **({"denoise": True} if self.denoise else {}),
-                **({"head": type(self.head).__name__} if self.head is not None else {}),
-                **({"head_before_denoise": True} if self.head_before_denoise else {}),
-                **({"lowercase": True} if self.encoding.lowercase else {}), "max_length": self.max_length,
-                "max_length_counts": "the sentence's word-pieces (the prompt on top)" if self.prompt
-                else "tokens, special ones included",
-                "normalize": self.normalize, "dtype": str(next(self.model.parameters()).dtype)}
+        """The encoding's settings (those of :data:`ALWAYS_DESCRIBED`, and every other one where it differs from its
+        default) as applied: the template filled with the tokenizer's tokens, the head's class, the resolved budget
+        and what it counts; then the weights' dtype."""
+        applied = {"prompt": self.prompt, "head": type(self.head).__name__, "max_length": self.max_length}
+        settings: dict[str, Any] = {}
+        for field in fields(Encoding):
+            value = getattr(self.encoding, field.name)
+            if field.name in ALWAYS_DESCRIBED or value != field.default:
+                settings[field.name] = applied.get(field.name, value)
+            if field.name == "max_length":
+                settings["max_length_counts"] = ("the sentence's word-pieces (the prompt on top)" if self.prompt
+                                                 else "tokens, special ones included")
+        return {**super().describe(), **settings, "dtype": str(next(self.model.parameters()).dtype)}
 
     def _fill(self, sentence: str) -> str:
         return self.prompt.replace("{}", sentence, 1) if self.prompt else sentence

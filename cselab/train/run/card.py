@@ -8,6 +8,7 @@ cselab's module; whoever loads it then needs cselab installed, which the card's 
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from pathlib import Path
@@ -126,16 +127,23 @@ def _use(info: CheckpointInfo, method: MethodConfig) -> list[str]:
     return parts
 
 
-def _without_lm_head(info: CheckpointInfo) -> str | None:
-    """Why the folder holds its base's model without the language-model head the base has (a causal or masked LM's),
-    when it has one; None otherwise, or when the base's config is not at hand."""
+@functools.cache
+def _lm_heads(base_model: str) -> tuple[str, ...]:
+    """The language-model head classes among ``base_model``'s architectures (none where its config is not at hand):
+    read once a run, not at each best checkpoint's card."""
     from transformers import PretrainedConfig
 
     try:
-        config, _ = PretrainedConfig.get_config_dict(info.base_model)
+        config, _ = PretrainedConfig.get_config_dict(base_model)
     except (OSError, ValueError):  # a hub name not in the local cache, offline
-        return None
-    heads = [name for name in config.get("architectures") or [] if name.endswith(("ForCausalLM", "ForMaskedLM"))]
+        return ()
+    return tuple(name for name in config.get("architectures") or [] if name.endswith(("ForCausalLM", "ForMaskedLM")))
+
+
+def _without_lm_head(info: CheckpointInfo) -> str | None:
+    """Why the folder holds its base's model without the language-model head the base has (a causal or masked LM's),
+    when it has one; None otherwise, or when the base's config is not at hand."""
+    heads = _lm_heads(info.base_model) if info.base_model else ()
     if not heads:
         return None
     kind = "AutoModelForCausalLM" if heads[0].endswith("ForCausalLM") else "AutoModelForMaskedLM"
