@@ -1,13 +1,21 @@
 """One registry for every plug-in kind, each plug-in declared once next to its code.
 
-A plug-in is a name, a typed schema of its parameters (:class:`Param`) and a class, a subclass of its kind's base
-class (the kind's contract, declared with :func:`contract`: :mod:`cselab.train.plugins.kinds`,
-:class:`cselab.encoders.pooling.Pooler`, :class:`~cselab.probes.suite.Suite` ...)::
+A plug-in is a name and a class, a subclass of its kind's base class (the kind's contract, declared with
+:func:`contract`: :mod:`cselab.train.plugins.kinds`, :class:`cselab.encoders.pooling.Pooler`,
+:class:`~cselab.probes.suite.Suite` ...), whose parameters are one checked type, its nested :class:`Params` (each
+field a :func:`setting`): the registry's schema, the docs table and ``--show-config`` come from it, and the plug-in is
+built with one instance of it (:func:`build`)::
 
-    @register("loss", "triplet", params={"margin": Param(float, 0.5, min=0.0)})
+    @register("loss", "triplet")
     class Triplet(Loss):
         roles = ("anchor", "positive", "negative")
-        ...
+
+        @dataclass(frozen=True, kw_only=True)
+        class Params(Loss.Params):
+            margin: float = setting(0.5, float, "the positive beats the negative by at least this", min=0.0)
+
+        def forward(self, views, context):
+            ... self.params.margin ...
 
 Kinds (the modules that register them): ``loss`` (:mod:`cselab.train.plugins.losses`), ``input_augment``,
 ``output_augment`` and ``token_augment`` (:mod:`cselab.train.plugins.augmentations`), ``negatives``
@@ -187,15 +195,20 @@ class Param:
 
 @dataclass(frozen=True)
 class Plugin:
-    """A registered plug-in: its kind, name, parameter schema and its class (a subclass of the kind's base class,
-    :func:`contract`, which may add parameters that name views through a ``view_schema()`` class method, and numeric
-    data columns through ``value_schema()``)."""
+    """A registered plug-in: its kind, name and class (a subclass of the kind's base class, :func:`contract`, whose
+    ``Params`` declares its parameters, and which may add parameters that name views through a ``view_schema()``
+    class method, and numeric data columns through ``value_schema()``)."""
 
     kind: str
     name: str
     cls: Any = field(repr=False)  # the class: its kind's class attributes are read from it
-    params: dict[str, Param] = field(default_factory=dict)
     summary: str = ""
+
+    @property
+    def params(self) -> dict[str, Param]:
+        """The plug-in's own parameters: the schema of its ``Params`` (none for a class without one)."""
+        declared = getattr(self.cls, "Params", None)
+        return schema_of(declared) if declared is not None else {}
 
     def schema(self) -> dict[str, Param]:
         """The parameters, those naming views first, then those naming numeric data columns (a loss's
@@ -285,8 +298,9 @@ def contract_of(kind: str) -> type:
     return _CONTRACTS.get(kind, object)
 
 
-def register(kind: str, name: str, **declaration) -> Callable[[type], type]:
-    """Class decorator: register the class as plug-in ``name`` of ``kind`` (see :class:`Plugin` for the fields)."""
+def register(kind: str, name: str) -> Callable[[type], type]:
+    """Class decorator: register the class as plug-in ``name`` of ``kind``; its ``Params``, where it has one, is a
+    frozen, keyword-only :class:`Params` dataclass (a nested class left undecorated would declare nothing)."""
     if kind not in _REGISTRY:
         raise ValueError(f"unknown plug-in kind {kind!r}; kinds: {', '.join(KINDS)}")
     if not NAME.fullmatch(name):  # names reach YAML keys, log keys and --set
@@ -298,10 +312,22 @@ def register(kind: str, name: str, **declaration) -> Callable[[type], type]:
             raise TypeError(f"{kind} {name!r}: a {kind} plug-in is a subclass of {base.__module__}.{base.__name__}")
         if name in _REGISTRY[kind]:
             raise ValueError(f"{kind} {name!r} is registered twice")
+        _check_params_type(cls, f"{kind} {name!r}")
         summary = " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
-        _REGISTRY[kind][name] = Plugin(kind, name, cls, summary=summary, **declaration)
+        _REGISTRY[kind][name] = Plugin(kind, name, cls, summary=summary)
         return cls
     return add
+
+
+def _check_params_type(cls: type, label: str) -> None:
+    declared = getattr(cls, "Params", None)
+    if declared is None:
+        return
+    if not (isinstance(declared, type) and issubclass(declared, Params)):
+        raise TypeError(f"{label}: {cls.__qualname__}.Params is a subclass of cselab.registry.Params")
+    undecorated = "__dataclass_fields__" not in vars(declared)
+    if undecorated or any(not f.kw_only for f in fields(declared)):  # (frozen: its base is, as Python requires)
+        raise TypeError(f"{label}: declare {cls.__qualname__}.Params with @dataclass(frozen=True, kw_only=True)")
 
 
 def names(kind: str) -> list[str]:
@@ -353,10 +379,13 @@ def _join(where: str, key: str) -> str:
 
 
 def build(plugin: Plugin, params: Mapping[str, Any], **context) -> Any:
-    """The plug-in's object from its validated ``params``, the one constructor convention of every kind: each
-    parameter of its schema is a keyword (None for one left out), and so is what the kind hands it besides
-    (``context``: a head's ``hidden`` size)."""
-    return plugin.cls(**context, **{key: plain(params.get(key)) for key in plugin.schema()})
+    """The plug-in's object from its validated ``params``, the one constructor convention of every kind: its
+    ``Params`` built from its own parameters, handed first (where its class declares one: the kinds a method
+    configures); the parameters its kind adds (the views a loss reads, its data columns: None for one left out) and
+    what the kind hands it besides (``context``: a head's ``hidden`` size) as keywords."""
+    own, declared = plugin.params, getattr(plugin.cls, "Params", None)
+    given = () if declared is None else (declared(**{key: plain(params[key]) for key in own if key in params}),)
+    return plugin.cls(*given, **context, **{key: plain(params.get(key)) for key in plugin.schema() if key not in own})
 
 
 def plain(value: Any) -> Any:
@@ -414,6 +443,13 @@ class Checked:
 
     def rules(self) -> None:
         """Refuse (a ConfigError) a combination of checked values that has no meaning; nothing by default."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Params(Checked):
+    """A plug-in's parameters (this one: none): a plug-in class declares its own as a nested subclass of its kind's
+    ``Params``, frozen and keyword-only, each field a :func:`setting`; its schema is the registry's (checked configs,
+    the docs table, ``--show-config``), and one instance, ``self.params``, is what the plug-in reads."""
 
 
 def schema_of(cls: type) -> dict[str, Param]:

@@ -4,11 +4,11 @@ checks cselab's own tests run on every registered plug-in (tests/train/plugins/t
 
 A plug-in keeps the contract when it is registered (:func:`cselab.registry.register`, or through an entry point) as
 a subclass of its kind's base class; says what it does (the first paragraph of its docstring, the docs' summary) and
-what each parameter means (each :class:`~cselab.registry.Param` has a help text: the docs table and ``--show-config``
-show it); takes each parameter of its schema as a keyword of its constructor, and nothing else without a default
-(:func:`cselab.registry.build`, the one constructor convention); is built from the schema's defaults and the given
-``params``; and, where it is a ``torch.nn.Module``, hands its state (extra state included, which a resumed run
-restores) to a second instance built alike.
+what each parameter means (each setting of its ``Params`` has a help text: the docs table and ``--show-config`` show
+it); takes its ``Params`` first and the parameters its kind adds (the views a loss reads) and the kind's context as
+keywords, and nothing else without a default (:func:`cselab.registry.build`, the one constructor convention); is built
+from the schema's defaults and the given ``params``; and, where it is a ``torch.nn.Module``, hands its state (extra
+state included, which a resumed run restores) to a second instance built alike.
 """
 
 from __future__ import annotations
@@ -56,7 +56,8 @@ def check_plugin(cls: type, params: dict[str, Any] | None = None, *, registered_
     unexplained = [key for key, param in schema.items() if not param.help]
     if unexplained:
         raise ContractError(f"{where}: parameter(s) {', '.join(unexplained)} without a help text")
-    _check_signature(cls, schema, context, where)
+    _check_signature(cls, [key for key in schema if key not in plugin.params], context, where,
+                     takes_params=getattr(cls, "Params", None) is not None)
     if not build_it:
         return None
     try:
@@ -71,18 +72,22 @@ def check_plugin(cls: type, params: dict[str, Any] | None = None, *, registered_
     return built
 
 
-def _check_signature(cls: type, schema: dict[str, Any], context: dict[str, Any], where: str) -> None:
-    """The constructor takes each parameter of the schema (and the context) as a keyword, and requires nothing
-    else."""
-    signature = inspect.signature(cls)  # the constructor's, without self
-    taken = {name for name, p in signature.parameters.items() if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
-    if not any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values()):
-        missing = sorted((set(schema) | set(context)) - taken)
+def _check_signature(cls: type, added: list[str], context: dict[str, Any], where: str, takes_params: bool) -> None:
+    """The constructor takes the plug-in's ``Params`` first (where it declares one), and the parameters its kind
+    ``added`` (and the context) as keywords, and requires nothing else."""
+    parameters = list(inspect.signature(cls).parameters.values())  # the constructor's, without self
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    if takes_params and (not parameters or parameters[0].kind not in positional):
+        raise ContractError(f"{where}: its constructor does not take its Params first (cls(params, ...))")
+    rest = parameters[1:] if takes_params else parameters
+    taken = {p.name for p in rest if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+    if not any(p.kind == p.VAR_KEYWORD for p in rest):
+        missing = sorted((set(added) | set(context)) - taken)
         if missing:
-            raise ContractError(f"{where}: its constructor does not take {', '.join(missing)} (each parameter of its "
-                                "schema is a keyword)")
-    required = [name for name, p in signature.parameters.items() if p.default is p.empty
-                and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and name not in schema and name not in context]
+            raise ContractError(f"{where}: its constructor does not take {', '.join(missing)} as keywords (what its "
+                                "kind adds to its Params)")
+    required = [p.name for p in rest if p.default is p.empty and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+                and p.name not in added and p.name not in context]
     if required:
-        raise ContractError(f"{where}: its constructor requires {', '.join(required)}, which is not a parameter of "
-                            "its schema")
+        raise ContractError(f"{where}: its constructor requires {', '.join(required)}, which is none of what its "
+                            "kind hands it (its Params, its views, the kind's context)")

@@ -112,8 +112,8 @@ def test_the_pages_plugins_keep_the_contract_through_its_own_test(tmp_path, monk
     import test_plugins_of_this_page
 
     test_plugins_of_this_page.test_the_pages_plugins_keep_cselabs_contract()
-    params = get("negatives", "sphere").params
-    monkeypatch.setitem(params, "count", dataclasses.replace(params["count"], help=""))
+    count = next(f for f in dataclasses.fields(get("negatives", "sphere").cls.Params) if f.name == "count")
+    monkeypatch.setattr(count, "metadata", {"param": dataclasses.replace(count.metadata["param"], help="")})
     with pytest.raises(AssertionError, match="negatives 'sphere' .*count without a help text"):
         test_plugins_of_this_page.test_the_pages_plugins_keep_cselabs_contract()
 

@@ -740,7 +740,7 @@ def drawn_positions(monkeypatch) -> list:
 
 def test_esimcse_official_matches_the_released_code(no_dropout_bert, monkeypatch):
     ours, released, bert, mlp = esimcse_sides(no_dropout_bert)
-    assert ours.encoder.momentum == 0.995 and ours.objective.losses[0].generated.size == 160
+    assert ours.encoder.momentum == 0.995 and ours.objective.losses[0].generated.params.size == 160
     key = "encoder.layer.0.attention.self.query.weight"  # the official momentum copy starts at random, as released
     assert not torch.equal(ours.encoder.frozen.state_dict()[key], bert.state_dict()[key])
     drawn = drawn_positions(monkeypatch)
@@ -839,7 +839,8 @@ def test_diffcse_parity_sees_a_planted_change(no_dropout_bert, no_dropout_genera
     tokenizer = AutoTokenizer.from_pretrained(no_dropout_bert)
     # one view conditioned: the released second view reads its sentence unmasked (no draw was made for it)
     masked = drawn[-2:] if len(drawn) > 1 else [drawn[-1], released_pairs(tokenizer, BATCHES[0])["input_ids"][1::2]]
-    released_head = modules["head"] if isinstance(modules["head"], BatchNormMLPHead) else BatchNormMLPHead(hidden=32)
+    released_head = modules["head"] if isinstance(modules["head"], BatchNormMLPHead) else BatchNormMLPHead(
+        BatchNormMLPHead.Params(), hidden=32)
     theirs = released_diffcse_loss(modules["backbone"], released_head, modules["auxiliary.rtd.model"],
                                    modules["auxiliary.rtd.head"], generator, tokenizer, BATCHES[0], masked,
                                    lambda_weight=1.0).detach()

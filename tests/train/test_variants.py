@@ -56,7 +56,7 @@ def test_output_augmentations():
 
 def test_fgsm_steps_along_the_sign_of_the_gradient():
     values, gradient = torch.tensor([1.0, 2.0, 3.0]), torch.tensor([-0.3, 0.0, 5.0])
-    assert FGSM(epsilon=0.1)(values, gradient).tolist() == pytest.approx([0.9, 2.0, 3.1])
+    assert FGSM(FGSM.Params(epsilon=0.1))(values, gradient).tolist() == pytest.approx([0.9, 2.0, 3.1])
 
 
 @pytest.mark.parametrize("preset", ["output-fgsm", "input-fgsm"])

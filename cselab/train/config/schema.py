@@ -1,43 +1,76 @@
 """The method config's schema, and :func:`resolve`: a method validated to the leaf, defaults filled in.
 
-Every section has a typed schema (:class:`~cselab.registry.Param`); plug-in sections (a loss's parameters, a
-view's ``augment``, ``hooks.weights``, ``generated``) take theirs from the plug-in they name. A mistake is a
+Every section has a typed schema, declared as a checked dataclass (:class:`~cselab.registry.Checked`: the file's top
+level, a loss's common keys, its ``matryoshka``, ``hooks``; the encoder, view and training sections of
+:mod:`~cselab.train.config.sections`); plug-in sections (a loss's parameters, a view's ``augment``,
+``hooks.weights``, ``generated``) take theirs from the plug-in they name (its ``Params``). A mistake is a
 :class:`~cselab.errors.ConfigError` naming the key and what is allowed, raised before any model loads.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from cselab.errors import ConfigError
 from cselab.files import shown
-from cselab.registry import NAME, Param, Plugin, check, check_plugin, get
+from cselab.registry import NAME, REQUIRED, Checked, Param, Plugin, check, check_plugin, get, schema_of, setting
 from cselab.train.config.method import MethodConfig
 from cselab.train.config.sections import ENCODER, TRAINING, VIEW, TrainingConfig, head_spec
 
-TOP = {
-    "method": Param(str, help="the method's name"),
-    "description": Param(str, "", "one line for --list-methods"),
-    "data": Param(str, None, "corpus, cache or table trained on when --data is not given", nullable=True),
-    "data_columns": Param(dict, None, "a table's column for each column the views read, e.g. {text: sent0, "
-                          "positive: sent1, hard_negative: hard_neg} (default: the table's own names or a known "
-                          "layout)", nullable=True),
-    "imports": Param(list, [], "modules imported first (a method's own plug-ins)", items=Param(str)),
-    "texts": Param(dict, None, "a data column's texts changed before a training batch is tokenised: {COLUMN: {kind: "
-                   "NAME, ...}} (a text plug-in; SNCSE's released training: end_punctuation)", nullable=True),
-    "profile": Param(str, None, "the profile applied (a record)", nullable=True),
-    "encoder": Param(dict), "views": Param(dict), "losses": Param(dict),
-    "hooks": Param(dict, {}, "step hooks"), "training": Param(dict),
-}
-LOSS = {"kind": Param(str, None, "the plug-in, when the loss's name is not", nullable=True),
-        "weight": Param(float, 1.0, "factor in the total loss", min=0.0),
-        "matryoshka": Param(dict, None, "Matryoshka training: {dims: [widths], weights: [one per width, default 1]}: "
-                            "the loss at each width the vectors are cut to, weighted and summed", nullable=True)}
-MATRYOSHKA = {"dims": Param(list, help="the widths the vectors are cut to", items=Param(int, min=1)),
-              "weights": Param(list, None, "one factor per width (default: 1 each)", nullable=True,
-                               items=Param(float, min=0.0))}
-HOOKS = {"weights": Param(dict, None, "SAM/AWP", nullable=True, plugin="weight_hook")}
+
+@dataclass(frozen=True, kw_only=True)
+class MethodFile(Checked):
+    """A method file's top level: its name and data, and its sections (each checked by its own schema)."""
+
+    method: str = setting(REQUIRED, str, "the method's name")
+    description: str = setting("", str, "one line for --list-methods")
+    data: str | None = setting(None, str, "corpus, cache or table trained on when --data is not given",
+                               nullable=True)
+    data_columns: dict[str, str] | None = setting(
+        None, dict, "a table's column for each column the views read, e.g. {text: sent0, positive: sent1, "
+        "hard_negative: hard_neg} (default: the table's own names or a known layout)", nullable=True)
+    imports: list[str] = setting([], list, "modules imported first (a method's own plug-ins)", items=Param(str))
+    texts: dict[str, Any] | None = setting(
+        None, dict, "a data column's texts changed before a training batch is tokenised: {COLUMN: {kind: NAME, ...}} "
+        "(a text plug-in; SNCSE's released training: end_punctuation)", nullable=True)
+    profile: str | None = setting(None, str, "the profile applied (a record)", nullable=True)
+    encoder: dict[str, Any] = setting(REQUIRED, dict, "how text becomes a vector (the encoder section)")
+    views: dict[str, Any] = setting(REQUIRED, dict, "the views a step encodes, by name")
+    losses: dict[str, Any] = setting(REQUIRED, dict, "the losses, by name")
+    hooks: dict[str, Any] = setting({}, dict, "step hooks")
+    training: dict[str, Any] = setting(REQUIRED, dict, "the optimisation and its schedule (the training section)")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LossEntry(Checked):
+    """The keys every loss of ``losses`` takes beside its plug-in's parameters."""
+
+    kind: str | None = setting(None, str, "the plug-in, when the loss's name is not", nullable=True)
+    weight: float = setting(1.0, float, "factor in the total loss", min=0.0)
+    matryoshka: dict[str, Any] | None = setting(
+        None, dict, "Matryoshka training: {dims: [widths], weights: [one per width, default 1]}: the loss at each "
+        "width the vectors are cut to, weighted and summed", nullable=True)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Matryoshka(Checked):
+    """A loss's ``matryoshka``: the widths its vectors are cut to, and a weight each."""
+
+    dims: list[int] = setting(REQUIRED, list, "the widths the vectors are cut to", items=Param(int, min=1))
+    weights: list[float] | None = setting(None, list, "one factor per width (default: 1 each)", nullable=True,
+                                          items=Param(float, min=0.0))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Hooks(Checked):
+    """The ``hooks`` section: what a step does beside its forward and backward passes."""
+
+    weights: dict[str, Any] | None = setting(None, dict, "SAM/AWP", nullable=True, plugin="weight_hook")
+
+
+TOP, LOSS, MATRYOSHKA, HOOKS = (schema_of(cls) for cls in (MethodFile, LossEntry, Matryoshka, Hooks))
 
 
 def loss_plugin(name: str, params: Mapping[str, Any], where: str = "") -> Plugin:

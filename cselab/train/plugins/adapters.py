@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import os
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -21,43 +22,42 @@ from torch import nn
 
 from cselab.errors import ConfigError
 from cselab.files import clipped
-from cselab.registry import Param, register
+from cselab.registry import Param, register, schema_of, setting
 from cselab.train.plugins.kinds import Adapter
 
 
-PARAMS = {
-    "r": Param(int, 8, "the update's rank", min=1),
-    "alpha": Param(float, 16.0, "the update's scale is alpha / r", min=0.0, above=True),
-    "dropout": Param(float, 0.05, "dropout on the adapter's input", min=0.0, max=1.0, below=True),
-    "target_modules": Param((list, str), None, "the linear layers that get an update, by name (null: peft's default "
-                            "for the model's type; all-linear: every linear layer, peft's spelling)", nullable=True,
-                            items=Param(str), words=("all-linear",)),
-    "quantize": Param(str, None, "load the base's linear layers in 4 bits through bitsandbytes and train the adapter "
-                      "over them (QLoRA): nf4 (its NormalFloat) or fp4; null: the base in its own precision",
-                      choices=("nf4", "fp4"), nullable=True),
-    "double_quant": Param(bool, True, "with quantize, quantize the quantization constants too (QLoRA's)"),
-    "compute_dtype": Param(str, "bfloat16", "with quantize, the dtype the 4-bit layers compute in and the "
-                           "checkpoint's merged weights are saved in", choices=("bfloat16", "float16", "float32"))}
-
-
-@register("adapter", "lora", params=PARAMS)
+@register("adapter", "lora")
 class LoRA(Adapter):
     """LoRA through peft, QLoRA with bitsandbytes (``pip install 'cselab-toolkit[llm]'``)."""
 
-    def __init__(self, r: int, alpha: float, dropout: float, target_modules: list[str] | str | None,
-                 quantize: str | None, double_quant: bool, compute_dtype: str):
-        self.r, self.alpha, self.dropout, self.target_modules = r, alpha, dropout, target_modules
-        self.quantize, self.double_quant, self.compute_dtype = quantize, double_quant, compute_dtype
+    @dataclass(frozen=True, kw_only=True)
+    class Params(Adapter.Params):
+        r: int = setting(8, int, "the update's rank", min=1)
+        alpha: float = setting(16.0, float, "the update's scale is alpha / r", min=0.0, above=True)
+        dropout: float = setting(0.05, float, "dropout on the adapter's input", min=0.0, max=1.0, below=True)
+        target_modules: list[str] | str | None = setting(
+            None, (list, str), "the linear layers that get an update, by name (null: peft's default for the model's "
+            "type; all-linear: every linear layer, peft's spelling)", nullable=True, items=Param(str),
+            words=("all-linear",))
+        quantize: str | None = setting(
+            None, str, "load the base's linear layers in 4 bits through bitsandbytes and train the adapter over them "
+            "(QLoRA): nf4 (its NormalFloat) or fp4; null: the base in its own precision", choices=("nf4", "fp4"),
+            nullable=True)
+        double_quant: bool = setting(True, bool, "with quantize, quantize the quantization constants too (QLoRA's)")
+        compute_dtype: str = setting("bfloat16", str, "with quantize, the dtype the 4-bit layers compute in and the "
+                                     "checkpoint's merged weights are saved in",
+                                     choices=("bfloat16", "float16", "float32"))
 
     @classmethod
     def validate(cls, params: dict[str, Any], where: str) -> None:
+        schema = schema_of(cls.Params)
         for key in ("double_quant", "compute_dtype"):
-            if params.get("quantize") is None and params[key] != PARAMS[key].default:
+            if params.get("quantize") is None and params[key] != schema[key].default:
                 raise ConfigError(f"{where}.{key}: set, and it acts only on a quantized base; leave it at its default "
                                   f"or set {where}.quantize (nf4 or fp4)")
 
     def load_options(self) -> dict[str, Any]:
-        if self.quantize is None:
+        if self.params.quantize is None:
             return {}
         try:
             import bitsandbytes  # noqa: F401
@@ -66,19 +66,21 @@ class LoRA(Adapter):
                               "'cselab-toolkit[llm]'") from None
         from transformers import BitsAndBytesConfig
 
+        params = self.params
         return {"quantization_config": BitsAndBytesConfig(
-            load_in_4bit=True, bnb_4bit_quant_type=self.quantize, bnb_4bit_use_double_quant=self.double_quant,
-            bnb_4bit_compute_dtype=getattr(torch, self.compute_dtype))}
+            load_in_4bit=True, bnb_4bit_quant_type=params.quantize, bnb_4bit_use_double_quant=params.double_quant,
+            bnb_4bit_compute_dtype=getattr(torch, params.compute_dtype))}
 
     def wrap(self, backbone: nn.Module, model: str) -> nn.Module:
         try:
             from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
         except ImportError:
             raise ConfigError("encoder.adapter: lora needs peft: pip install 'cselab-toolkit[llm]'") from None
-        check_rank(self.r, backbone, model)
-        config = LoraConfig(r=self.r, lora_alpha=self.alpha, lora_dropout=self.dropout,
-                            target_modules=self.target_modules)
-        if self.quantize is not None:  # the frozen base's other weights in float32, as QLoRA trains
+        params = self.params
+        check_rank(params.r, backbone, model)
+        config = LoraConfig(r=params.r, lora_alpha=params.alpha, lora_dropout=params.dropout,
+                            target_modules=params.target_modules)
+        if params.quantize is not None:  # the frozen base's other weights in float32, as QLoRA trains
             backbone = prepare_model_for_kbit_training(backbone, use_gradient_checkpointing=False)
             one_cpu_kernel(backbone)
         try:
@@ -90,9 +92,9 @@ class LoRA(Adapter):
                               f"{clipped(err, 160)}; its linear layers: {', '.join(linear) or 'none'}") from None
 
     def merged(self, backbone: nn.Module) -> nn.Module:
-        if self.quantize is None:
+        if self.params.quantize is None:
             return copy.deepcopy(backbone).merge_and_unload()
-        return dequantized_merge(backbone, getattr(torch, self.compute_dtype))
+        return dequantized_merge(backbone, getattr(torch, self.params.compute_dtype))
 
     def save(self, backbone: nn.Module, folder: str) -> None:
         """peft's own files (``adapter_config.json``, ``adapter_model.safetensors``), which ``PeftModel.from_pretrained

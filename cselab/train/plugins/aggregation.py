@@ -11,6 +11,7 @@ and a copy of the masked LM's output head: trained with the encoder, saved in ``
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -18,7 +19,7 @@ from torch import nn
 
 from cselab.errors import ConfigError
 from cselab.files import read_tensors
-from cselab.registry import Param, register
+from cselab.registry import Param, register, setting
 from cselab.train.plugins import functional as L
 from cselab.train.plugins.kinds import Loss, LossContext
 from cselab.train.plugins.losses import masked_views
@@ -59,12 +60,7 @@ def condenser_head(layers: nn.ModuleList, path: str) -> None:
         layers.load_state_dict(head)
 
 
-@register("loss", "aggregation_mlm", params={
-    "probability": Param(float, 0.4, "share of each view's tokens masked (80% [MASK], 10% a random token, 10% kept)",
-                         min=0.0, max=1.0, above=True),
-    "layers": Param(int, 6, "the frozen masked LM's layers, the first of the base model's (skip_from)", min=1),
-    "head_layers": Param(int, 2, "the trained transformer layers over [CLS] and the frozen states (n_head_layers)",
-                         min=1)})
+@register("loss", "aggregation_mlm")
 class AggregationMLM(Loss):
     """InfoCSE's masked-token prediction from each of ``views``' pooled vector before the training head ([CLS]) and
     the frozen masked LM's token states of its masked sentence (:class:`AggregationHead`), cross-entropy on the
@@ -73,9 +69,14 @@ class AggregationMLM(Loss):
 
     view_lists, reduce, needs_tokens, needs_pooled = ("views",), "replicated", True, True
 
-    def __init__(self, probability: float, layers: int, head_layers: int, **views):
-        super().__init__(**views)
-        self.probability, self.layers, self.head_layers = probability, layers, head_layers
+    @dataclass(frozen=True, kw_only=True)
+    class Params(Loss.Params):
+        probability: float = setting(0.4, float, "share of each view's tokens masked (80% [MASK], 10% a random "
+                                     "token, 10% kept)", min=0.0, max=1.0, above=True)
+        layers: int = setting(6, int, "the frozen masked LM's layers, the first of the base model's (skip_from)",
+                              min=1)
+        head_layers: int = setting(2, int, "the trained transformer layers over [CLS] and the frozen states "
+                                   "(n_head_layers)", min=1)
 
     @classmethod
     def view_schema(cls):
@@ -96,24 +97,25 @@ class AggregationMLM(Loss):
         backbone = encoder.backbone
         path = backbone.config.name_or_path
         depth = backbone.config.num_hidden_layers
-        if self.layers > depth:
-            raise ConfigError(f"losses.aggregation_mlm.layers: {self.layers}, and {path} has {depth} layers")
+        if self.params.layers > depth:
+            raise ConfigError(f"losses.aggregation_mlm.layers: {self.params.layers}, and {path} has {depth} layers")
         blocks = getattr(getattr(backbone, "encoder", None), "layer", None)
         if not isinstance(blocks, nn.ModuleList):
             raise ConfigError(f"{type(backbone).__name__} has no encoder.layer list to take the head's layers' kind "
                               "from; the aggregation_mlm loss needs a BERT-like encoder")
         masked = load_masked_lm(path, "the aggregation_mlm loss", "predicts the masked tokens with",
-                                num_hidden_layers=self.layers)
+                                num_hidden_layers=self.params.layers)
         frozen = getattr(masked, masked.base_model_prefix).requires_grad_(False).eval()
         output = copy.deepcopy(output_head(masked))
-        layers = nn.ModuleList(type(blocks[0])(backbone.config) for _ in range(self.head_layers))
+        layers = nn.ModuleList(type(blocks[0])(backbone.config) for _ in range(self.params.head_layers))
         layers.apply(backbone._init_weights)
         condenser_head(layers, path)
         return AggregationHead(frozen, layers, output.requires_grad_(True))
 
     def forward(self, views, context: LossContext):
         scores, labels = [], []
-        for name, _, attention_mask, masked, targets in masked_views(context, self.views["views"], self.probability):
+        for name, _, attention_mask, masked, targets in masked_views(context, self.views["views"],
+                                                                            self.params.probability):
             scores.append(context.model(masked, attention_mask, auxiliary=self.attached,
                                         condition=context.encoded[f"{name}.pooled"][0]).flatten(0, 1))
             labels.append(targets.flatten())

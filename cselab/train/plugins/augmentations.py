@@ -11,61 +11,58 @@ increases the loss); it ``needs_gradient``, so the objective encodes such views 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
 
-from cselab.registry import Param, register
+from cselab.registry import register, setting
 from cselab.train.plugins.kinds import Augment, TokenAugment
-
-SIGMA = Param(float, 0.001, "standard deviation of the noise", min=0.0)
-RATE = Param(float, 0.1, "rate", min=0.0, max=1.0, below=True)
-FRACTION = Param(float, 0.1, "fraction of the dimensions", min=0.0, max=1.0)
-EPSILON = Param(float, 0.001, "step size", min=0.0)
 
 
 class _Noise(Augment):
-    def __init__(self, sigma: float):
-        super().__init__()
-        self.sigma = sigma
+    @dataclass(frozen=True, kw_only=True)
+    class Params(Augment.Params):
+        sigma: float = setting(0.001, float, "standard deviation of the noise", min=0.0)
 
 
 class _Rate(Augment):
-    def __init__(self, p: float):
-        super().__init__()
-        self.p = p
+    @dataclass(frozen=True, kw_only=True)
+    class Params(Augment.Params):
+        p: float = setting(0.1, float, "rate", min=0.0, max=1.0, below=True)
 
 
-@register("input_augment", "gaussian_noise", params={"sigma": SIGMA})
+@register("input_augment", "gaussian_noise")
 class GaussianNoise(_Noise):
     """Add N(0, sigma) to every embedding value."""
 
     def forward(self, values, gradient=None):
-        return values + self.sigma * torch.randn_like(values)
+        return values + self.params.sigma * torch.randn_like(values)
 
 
-@register("input_augment", "gaussian_dropout", params={"sigma": SIGMA})
+@register("input_augment", "gaussian_dropout")
 class GaussianDropout(_Noise):
     """Multiply every embedding value by N(1, sigma)."""
 
     def forward(self, values, gradient=None):
-        return values * (1 + self.sigma * torch.randn_like(values))
+        return values * (1 + self.params.sigma * torch.randn_like(values))
 
 
-@register("input_augment", "bernoulli_dropout", params={"p": RATE})
+@register("input_augment", "bernoulli_dropout")
 class BernoulliDropout(_Rate):
     """Dropout with rate p on the embedding values."""
 
     def forward(self, values, gradient=None):
-        return F.dropout(values, self.p, training=True)
+        return F.dropout(values, self.params.p, training=True)
 
 
-@register("input_augment", "feature_dropout", params={"p": RATE})
+@register("input_augment", "feature_dropout")
 class FeatureDropout(_Rate):
     """Drop whole feature dimensions of a sentence with rate p."""
 
     def forward(self, values, gradient=None):
-        keep = torch.rand(values.shape[0], 1, values.shape[2], device=values.device) >= self.p
-        return values * keep / (1 - self.p)
+        keep = torch.rand(values.shape[0], 1, values.shape[2], device=values.device) >= self.params.p
+        return values * keep / (1 - self.params.p)
 
 
 @register("output_augment", "batch_noise")
@@ -76,52 +73,52 @@ class BatchNoise(Augment):
         return values + torch.randn_like(values) * values.detach().std(dim=0, keepdim=True)
 
 
-@register("output_augment", "bernoulli_mask", params={"p": RATE})
+@register("output_augment", "bernoulli_mask")
 class BernoulliMask(_Rate):
     """Zero each dimension with rate p."""
 
     def forward(self, values, gradient=None):
-        return values * (torch.rand_like(values) >= self.p)
+        return values * (torch.rand_like(values) >= self.params.p)
 
 
 class _MaskExtreme(Augment):
     largest = False
 
-    def __init__(self, fraction: float):
-        super().__init__()
-        self.fraction = fraction
+    @dataclass(frozen=True, kw_only=True)
+    class Params(Augment.Params):
+        fraction: float = setting(0.1, float, "fraction of the dimensions", min=0.0, max=1.0)
 
     def forward(self, values, gradient=None):
-        count = int(round(self.fraction * values.shape[1]))
+        count = int(round(self.params.fraction * values.shape[1]))
         chosen = values.detach().abs().topk(count, dim=1, largest=self.largest).indices
         return values.scatter(1, chosen, 0.0)
 
 
-@register("output_augment", "mask_smallest", params={"fraction": FRACTION})
+@register("output_augment", "mask_smallest")
 class MaskSmallest(_MaskExtreme):
     """Zero the given fraction of dimensions smallest in absolute value."""
 
 
-@register("output_augment", "mask_largest", params={"fraction": FRACTION})
+@register("output_augment", "mask_largest")
 class MaskLargest(_MaskExtreme):
     """Zero the given fraction of dimensions largest in absolute value."""
 
     largest = True
 
 
-@register("input_augment", "fgsm", params={"epsilon": EPSILON})
-@register("output_augment", "fgsm", params={"epsilon": EPSILON})
+@register("input_augment", "fgsm")
+@register("output_augment", "fgsm")
 class FGSM(Augment):
     """``values + epsilon * sign(gradient)``: the fast gradient sign step that increases the loss."""
 
     needs_gradient = True
 
-    def __init__(self, epsilon: float):
-        super().__init__()
-        self.epsilon = epsilon
+    @dataclass(frozen=True, kw_only=True)
+    class Params(Augment.Params):
+        epsilon: float = setting(0.001, float, "step size", min=0.0)
 
     def forward(self, values, gradient=None):
-        return values + self.epsilon * gradient.sign()
+        return values + self.params.epsilon * gradient.sign()
 
 
 def repetition_positions(lengths: list[int], rate: float, most: int) -> list[list[int]]:
@@ -155,21 +152,20 @@ def repeat_tokens(input_ids: torch.Tensor, attention_mask: torch.Tensor, positio
     return new_ids, new_mask
 
 
-@register("token_augment", "word_repetition", params={
-    "rate": Param(float, 0.32, "dup_rate: a row of L tokens repeats fewer than min(most, int(rate * L)) of them",
-                  min=0.0, max=1.0),
-    "most": Param(int, 10, "the cap on the tokens a row repeats (the released code's 10)", min=1)})
+@register("token_augment", "word_repetition")
 class WordRepetition(TokenAugment):
     """ESimCSE's word repetition: some word-pieces of each sentence written twice (:func:`repetition_positions`),
     a positive that differs from its anchor in length but hardly in meaning."""
 
-    def __init__(self, rate: float, most: int):
-        super().__init__()
-        self.rate, self.most = rate, most
+    @dataclass(frozen=True, kw_only=True)
+    class Params(TokenAugment.Params):
+        rate: float = setting(0.32, float, "dup_rate: a row of L tokens repeats fewer than min(most, int(rate * L)) "
+                              "of them", min=0.0, max=1.0)
+        most: int = setting(10, int, "the cap on the tokens a row repeats (the released code's 10)", min=1)
 
     def forward(self, input_ids, attention_mask, pad_id):
-        positions = repetition_positions(attention_mask.sum(dim=1).tolist(), self.rate, self.most)
+        positions = repetition_positions(attention_mask.sum(dim=1).tolist(), self.params.rate, self.params.most)
         return repeat_tokens(input_ids, attention_mask, positions, pad_id)
 
     def longest(self, length):
-        return length + min(self.most, int(self.rate * length)) - 1
+        return length + min(self.params.most, int(self.params.rate * length)) - 1

@@ -13,6 +13,7 @@ saved in ``OUT/last`` and never in a checkpoint.
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -20,7 +21,7 @@ from torch import nn
 
 from cselab.errors import ConfigError
 from cselab.files import shown
-from cselab.registry import Param, register
+from cselab.registry import Param, register, setting, REQUIRED
 from cselab.train.plugins import functional as L
 from cselab.train.plugins.kinds import Loss, LossContext
 from cselab.train.plugins.losses import masked_views
@@ -62,13 +63,7 @@ def same_vocabulary(generator_tokenizer, tokenizer, spec: str, where: str) -> No
                           "distilbert-base-uncased for bert-base-uncased, distilroberta-base for roberta-base)")
 
 
-@register("loss", "rtd", params={
-    "generator": Param(str, help="the frozen masked LM that rewrites the masked sentences: a folder or hub name with "
-                       "the model's vocabulary (DiffCSE: distilbert-base-uncased)"),
-    "mask_ratio": Param(float, 0.3, "share of each sentence's tokens masked for the generator (80% [MASK], 10% a "
-                        "random token, 10% kept)", min=0.0, max=1.0, above=True),
-    "generator_dropout": Param(bool, True, "run the generator with dropout, as the released code (its generator is "
-                               "a submodule of the model the Trainer puts in train mode)")})
+@register("loss", "rtd")
 class ReplacedTokenDetection(Loss):
     """DiffCSE's conditional ELECTRA loss on each of ``views`` (their vectors after the head, and their tokens): the
     tokens masked, the generator's most likely token at every position (the first kept), the discriminator
@@ -77,9 +72,18 @@ class ReplacedTokenDetection(Loss):
 
     view_lists, needs_tokens, model_params = ("views",), True, ("generator",)
 
-    def __init__(self, generator: str, mask_ratio: float, generator_dropout: bool, **views):
-        super().__init__(**views)
-        self.spec, self.mask_ratio, self.generator_dropout = generator, mask_ratio, generator_dropout
+    @dataclass(frozen=True, kw_only=True)
+    class Params(Loss.Params):
+        generator: str = setting(REQUIRED, str, "the frozen masked LM that rewrites the masked sentences: a folder or "
+                                 "hub name with the model's vocabulary (DiffCSE: distilbert-base-uncased)")
+        mask_ratio: float = setting(0.3, float, "share of each sentence's tokens masked for the generator (80% "
+                                    "[MASK], 10% a random token, 10% kept)", min=0.0, max=1.0, above=True)
+        generator_dropout: bool = setting(True, bool, "run the generator with dropout, as the released code (its "
+                                          "generator is a submodule of the model the Trainer puts in train mode)")
+
+    def __init__(self, params: Params, **views):
+        super().__init__(params, **views)
+        self.spec = params.generator
         self.__dict__["generator"] = None  # loaded in auxiliary(): frozen, rebuilt from its spec, not state
 
     @classmethod
@@ -120,7 +124,8 @@ class ReplacedTokenDetection(Loss):
     def forward(self, views, context: LossContext):
         encoder = getattr(context.model, "module", context.model)
         values = []
-        for name, input_ids, attention_mask, masked, _ in masked_views(context, self.views["views"], self.mask_ratio):
+        for name, input_ids, attention_mask, masked, _ in masked_views(context, self.views["views"],
+                                                                              self.params.mask_ratio):
             generated = self.rewrite(masked, attention_mask, encoder.tokenizer.cls_token_id)
             replaced = (generated != input_ids) & attention_mask.bool()
             logits = context.model(generated * attention_mask, attention_mask, auxiliary=self.attached,
@@ -131,7 +136,7 @@ class ReplacedTokenDetection(Loss):
     @torch.no_grad()
     def rewrite(self, masked: torch.Tensor, attention_mask: torch.Tensor, first: int) -> torch.Tensor:
         """The generator's most likely token at every position, the first position's set to ``first``."""
-        generator = self.generator.to(masked.device).train(self.generator_dropout and self.training)
+        generator = self.generator.to(masked.device).train(self.params.generator_dropout and self.training)
         predicted = generator(input_ids=masked, attention_mask=attention_mask).logits.argmax(-1)
         predicted[:, 0] = first
         return predicted

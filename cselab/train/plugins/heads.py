@@ -4,11 +4,13 @@ first two a checkpoint can keep (``encoder.head_at_test``): their modules are :m
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from torch import nn
 
 from cselab.encoders.heads import DenseActNorm, DenseTanh, activations
 from cselab.errors import ConfigError
-from cselab.registry import Param, build_plugin, register
+from cselab.registry import build_plugin, register, setting
 from cselab.train.plugins.kinds import Head
 
 
@@ -17,23 +19,35 @@ class MLPHead(Head, DenseTanh):
     """SimCSE's head over the pooled vector: dense layer and tanh."""
 
 
-@register("head", "mlm_transform", params={
-    "activation": Param(str, "gelu", "the activation after the dense layer (BERT's hidden_act)", choices=activations),
-    "eps": Param(float, 1e-12, "LayerNorm's epsilon (BERT's layer_norm_eps)", min=0.0, above=True)})
+@register("head", "mlm_transform")
 class MLMTransformHead(Head, DenseActNorm):
     """BERT's masked-LM head transform as a head (PromptBERT's supervised BERT run): dense layer, the activation,
     LayerNorm; BERT's initialisation (LayerNorm's weight 1, bias 0, as PyTorch's)."""
 
+    @dataclass(frozen=True, kw_only=True)
+    class Params(Head.Params):
+        activation: str = setting("gelu", str, "the activation after the dense layer (BERT's hidden_act)",
+                                  choices=activations)
+        eps: float = setting(1e-12, float, "LayerNorm's epsilon (BERT's layer_norm_eps)", min=0.0, above=True)
 
-@register("head", "projection", params={
-    "inner": Param(int, 4096, "the first layer's width (sg-opt.txt footnote 4: 4096)", min=1),
-    "output": Param(int, None, "the second layer's width (null: the backbone's hidden size)", min=1,
-                    nullable=True)})
+    def __init__(self, params: Params, *, hidden: int):
+        super().__init__(params, hidden=hidden, activation=params.activation, eps=params.eps)
+
+
+@register("head", "projection")
 class ProjectionHead(Head, nn.Sequential):
     """SG-OPT's projection head f: two linear layers (hidden size ``inner``), each followed by GELU."""
 
-    def __init__(self, *, hidden: int, inner: int, output: int | None):
-        super().__init__(nn.Linear(hidden, inner), nn.GELU(), nn.Linear(inner, output or hidden), nn.GELU())
+    @dataclass(frozen=True, kw_only=True)
+    class Params(Head.Params):
+        inner: int = setting(4096, int, "the first layer's width (sg-opt.txt footnote 4: 4096)", min=1)
+        output: int | None = setting(None, int, "the second layer's width (null: the backbone's hidden size)",
+                                     min=1, nullable=True)
+
+    def __init__(self, params: Params, *, hidden: int):
+        inner = params.inner
+        super().__init__(params, nn.Linear(hidden, inner), nn.GELU(), nn.Linear(inner, params.output or hidden),
+                         nn.GELU())
 
 
 def init_head_bert(head: nn.Module, initializer_range: float) -> None:
@@ -66,6 +80,6 @@ class BatchNormMLPHead(Head, nn.Sequential):
     without bias, BatchNorm, ReLU, a linear layer back without bias, BatchNorm without affine parameters. BatchNorm
     normalises over the rows of a forward pass (both dropout views of a shared pass, as the released 2N rows)."""
 
-    def __init__(self, *, hidden: int):
-        super().__init__(nn.Linear(hidden, 2 * hidden, bias=False), nn.BatchNorm1d(2 * hidden), nn.ReLU(),
+    def __init__(self, params: Head.Params, *, hidden: int):
+        super().__init__(params, nn.Linear(hidden, 2 * hidden, bias=False), nn.BatchNorm1d(2 * hidden), nn.ReLU(),
                          nn.Linear(2 * hidden, hidden, bias=False), nn.BatchNorm1d(hidden, affine=False))

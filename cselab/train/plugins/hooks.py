@@ -8,31 +8,41 @@ is the one the optimizer applies to the original weights, which are restored exa
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
-from cselab.registry import Param, register
+from cselab.registry import register, setting
 from cselab.train.plugins.kinds import WeightHook
 
 
-@register("weight_hook", "sam", params={"size": Param(float, 0.05, "rho, the step's length", min=0.0)})
+@register("weight_hook", "sam")
 class SAM(WeightHook):
     """``delta = rho * g / ||g||`` over all weights together (rho = 0.05)."""
+
+    @dataclass(frozen=True, kw_only=True)
+    class Params(WeightHook.Params):
+        size: float = setting(0.05, float, "rho, the step's length", min=0.0)
 
     def forward(self, with_grad):
         norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in with_grad]))
         for p in with_grad:
-            p.add_(p.grad, alpha=self.size / (float(norm) + 1e-12))
+            p.add_(p.grad, alpha=self.params.size / (float(norm) + 1e-12))
 
 
-@register("weight_hook", "awp", params={"size": Param(float, 5e-3, "gamma, the step relative to each weight's "
-                                                      "norm", min=0.0)})
+@register("weight_hook", "awp")
 class AWP(WeightHook):
     """``delta_l = gamma * ||w_l|| * g_l / ||g_l||`` for each weight tensor l, a step relative to the weight's
     own size (gamma = 5e-3, AWP's default)."""
 
+    @dataclass(frozen=True, kw_only=True)
+    class Params(WeightHook.Params):
+        size: float = setting(5e-3, float, "gamma, the step relative to each weight's norm", min=0.0)
+
     def forward(self, with_grad):
+        size = self.params.size
         for p in with_grad:
-            p.add_(p.grad * (self.size * torch.linalg.vector_norm(p) / (torch.linalg.vector_norm(p.grad) + 1e-12)))
+            p.add_(p.grad * (size * torch.linalg.vector_norm(p) / (torch.linalg.vector_norm(p.grad) + 1e-12)))
 
 
 @torch.no_grad()

@@ -2,8 +2,9 @@
 negatives a :class:`NegativeSource`, a change of a loss's similarities a :class:`LogitTransform`, a view's input or
 output augmentation an :class:`Augment`, a view's token-level augmentation a :class:`TokenAugment`, a step's weight
 perturbation a :class:`WeightHook`, a training head a :class:`Head`, a parameter-efficient adapter an :class:`Adapter`,
-a change of a data column's texts a :class:`TextTransform`. Each is built once per run from its validated parameters
-(each parameter of the schema is a keyword of the constructor; a head's first argument is the backbone's hidden size),
+a change of a data column's texts a :class:`TextTransform`. Each declares its parameters as a nested ``Params`` (a
+subclass of its kind's, :class:`cselab.registry.Params`) and is built once per run with one checked instance of it,
+``self.params`` (:func:`cselab.registry.build`: a loss's view names and a head's ``hidden`` size follow as keywords),
 so a plug-in owns its settings and its state; the module kinds' ``state_dict`` (extra state included) is saved with the
 run and restored on resume. (Poolers, used by inference encoders too, have theirs in :mod:`cselab.encoders.pooling`.)
 
@@ -20,6 +21,7 @@ import torch
 from torch import nn
 
 from cselab.registry import Param, contract
+from cselab.registry import Params as PluginParams
 
 
 @dataclass
@@ -40,7 +42,21 @@ class LossContext:
 REDUCTIONS = ("rows", "whole_batch", "replicated")
 
 
-class Loss(nn.Module):
+class Parametrized:
+    """What every training kind's base class shares: its plug-ins' ``Params`` (none here: a plug-in declares its
+    own as a nested subclass) and the constructor that keeps the one instance it is built with as ``self.params``
+    (what else it is given goes on to the next base class: a head's module)."""
+
+    @dataclass(frozen=True, kw_only=True)
+    class Params(PluginParams):
+        """No parameters."""
+
+    def __init__(self, params: PluginParams, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.params: Any = params  # the subclass's own Params, which a base class cannot name
+
+
+class Loss(Parametrized, nn.Module):
     """A loss plug-in (kind ``loss``).
 
     Class attributes declare how the objective feeds it: ``roles`` are parameters each naming a view (the views are
@@ -56,8 +72,8 @@ class Loss(nn.Module):
     masked-LM head; ``"causal"``: a decoder's next-token head); ``needs_pooled`` for each view
     it reads also as ``NAME.pooled`` in ``context.encoded`` (its vectors before the training head); ``model_params``
     names the parameters that name a model (a generator, a teacher: their weights' sha256 joins the run's identity). The
-    constructor takes the view names (stored in ``self.views``, role -> name) and the loss's parameters as keywords. A
-    loss with models of its own loads them in :meth:`auxiliary`, when the run is set up."""
+    constructor takes the loss's ``Params`` (``self.params``) and the view names as keywords (``self.views``, role ->
+    name). A loss with models of its own loads them in :meth:`auxiliary`, when the run is set up."""
 
     roles: ClassVar[tuple[str, ...]] = ()
     view_lists: ClassVar[tuple[str, ...]] = ()
@@ -70,8 +86,8 @@ class Loss(nn.Module):
     needs_pooled: ClassVar[bool] = False
     model_params: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self, **views: str | list[str]):
-        super().__init__()
+    def __init__(self, params: PluginParams, **views: str | list[str]):
+        super().__init__(params)
         self.views = views
         self.attached: str | None = None  # the key of its trained auxiliary model in the encoder, once attached
 
@@ -121,7 +137,7 @@ class Loss(nn.Module):
         raise NotImplementedError
 
 
-class NegativeSource(nn.Module):
+class NegativeSource(Parametrized, nn.Module):
     """A source of generated negatives (kind ``negatives``): extra InfoNCE columns made from the anchors' vectors,
     detached (points to push away from, not paths for the gradient).
 
@@ -135,8 +151,8 @@ class NegativeSource(nn.Module):
     #: parameters that name a view (checked against the method's views when the config resolves)
     view_params: ClassVar[tuple[str, ...]] = ()
 
-    def __init__(self):
-        super().__init__()
+    def __init__(self, params: PluginParams):
+        super().__init__(params)
         self.memory: list[torch.Tensor] = []
         self._batch: tuple[torch.Tensor | None] | None = None
 
@@ -170,7 +186,7 @@ class NegativeSource(nn.Module):
         self.memory = list(state["memory"])
 
 
-class LogitTransform(nn.Module):
+class LogitTransform(Parametrized, nn.Module):
     """A change of a contrastive loss's similarities (kind ``logit_transform``, e.g. a margin): :meth:`forward`
     maps the cosine similarities (anchors x columns, before the temperature) and each row's positive column
     (``labels``) to new similarities of the same shape. A loss applies it where its config names one
@@ -180,7 +196,7 @@ class LogitTransform(nn.Module):
         raise NotImplementedError
 
 
-class Augment(nn.Module):
+class Augment(Parametrized, nn.Module):
     """A view augmentation: of a forward view's word embeddings (kind ``input_augment``, before positions are
     added) or of another view's vectors (kind ``output_augment``). :meth:`forward` maps the values to augmented
     values of the same shape. With ``needs_gradient`` it also gets the gradient of the loss with respect to the
@@ -192,7 +208,7 @@ class Augment(nn.Module):
         raise NotImplementedError
 
 
-class TokenAugment(nn.Module):
+class TokenAugment(Parametrized, nn.Module):
     """A token-level augmentation of a forward view (kind ``token_augment``, ESimCSE's word repetition):
     :meth:`forward` maps a right-padded batch's token ids and attention mask (and the tokenizer's padding id) to
     new ones, of any length; the view then has a forward pass of its own."""
@@ -206,27 +222,23 @@ class TokenAugment(nn.Module):
         raise NotImplementedError
 
 
-class WeightHook(nn.Module):
+class WeightHook(Parametrized, nn.Module):
     """A perturbation of the weights before a step's second forward-backward pass (kind ``weight_hook``, SAM/AWP):
     called with the trainable tensors that have a gradient, its ``forward`` moves them in place (under
     ``no_grad``); the trainer restores them exactly before the optimizer steps. A module of the objective, so that
     a hook with state (buffers) has it saved with the run and restored on resume."""
 
-    def __init__(self, size: float):
-        super().__init__()
-        self.size = size
-
     def forward(self, with_grad: list[torch.Tensor]) -> None:
         raise NotImplementedError
 
 
-class Head(nn.Module):
-    """A head over the pooled vector (kind ``head``): built as ``cls(hidden=..., **params)``, with ``hidden`` the
+class Head(Parametrized, nn.Module):
+    """A head over the pooled vector (kind ``head``): built as ``cls(params, hidden=...)``, with ``hidden`` the
     backbone's hidden size; ``forward`` maps the pooled vectors. Checkpoints leave it out, unless
     ``encoder.head_at_test`` keeps one of the kinds :mod:`cselab.encoders.heads` can load."""
 
 
-class TextTransform:
+class TextTransform(Parametrized):
     """A change of a data column's texts before the training batch is tokenised (kind ``text``, the method's
     ``texts: {COLUMN: {kind: NAME, ...}}``): called with one text, returns the text the views of that column read
     (SNCSE's released training appends " ." where a sentence ends without punctuation). Stateless: the same text
@@ -236,7 +248,7 @@ class TextTransform:
         raise NotImplementedError
 
 
-class Adapter:
+class Adapter(Parametrized):
     """A parameter-efficient adapter (kind ``adapter``, ``encoder.adapter``): :meth:`load_options` are further
     keywords of the backbone's ``from_pretrained`` (a k-bit quantization config); :meth:`wrap` gives the backbone with
     the adapter's weights added and only those trainable (model names the backbone in errors); :meth:`merged` a plain

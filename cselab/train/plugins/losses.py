@@ -8,12 +8,13 @@ from every process for ``reduce="whole_batch"``) and a :class:`~cselab.train.plu
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from cselab.errors import ConfigError
-from cselab.registry import Param, build_plugin, register
+from cselab.registry import build_plugin, register, setting
 from cselab.train.plugins import functional as L
 from cselab.train.distributed import gather_rows
 from cselab.train.plugins.kinds import Loss, LossContext
@@ -21,16 +22,7 @@ from cselab.train.plugins.kinds import Loss, LossContext
 TEMPERATURE = "tau"
 
 
-@register("loss", "info_nce", params={
-    "temperature": Param(float, 0.05, TEMPERATURE, min=0.0, above=True),
-    "transform": Param(dict, None, "a logit transform applied to the similarities (e.g. {kind: perturb, ...}, "
-                       "IFM/BYOP)", nullable=True, plugin="logit_transform"),
-    "multitask": Param(bool, False, "average the transformed loss with the plain one (needs a transform)"),
-    "label_smoothing": Param(float, 0.0, "target mass spread over all columns", min=0.0, max=1.0, below=True),
-    "generated": Param(dict, None, "generated negatives", nullable=True, plugin="negatives"),
-    "hard_negative_weight": Param(float, None, "added in log space to each anchor's own hard negative (the one "
-                                  "negatives view; SimCSE's hard_negative_weight, 0 as released); null: none",
-                                  nullable=True)})
+@register("loss", "info_nce")
 class InfoNCE(Loss):
     """InfoNCE of ``anchor`` against ``positive`` and the batch's other positives, plus extra ``negatives``
     columns (views: a hard negative, SSCL's ``anchor.layers``) and ``generated`` ones; an optional logit ``transform``
@@ -39,14 +31,25 @@ class InfoNCE(Loss):
 
     roles, view_lists = ("anchor", "positive"), ("negatives",)
 
-    def __init__(self, temperature: float, transform: dict[str, Any] | None, multitask: bool,
-                 label_smoothing: float, generated: dict[str, Any] | None, hard_negative_weight: float | None = None,
-                 **views):
-        super().__init__(**views)
-        self.temperature, self.multitask, self.label_smoothing = temperature, multitask, label_smoothing
-        self.hard_negative_weight = hard_negative_weight
-        self.transform = build_plugin("logit_transform", transform)
-        self.generated = build_plugin("negatives", generated)
+    @dataclass(frozen=True, kw_only=True)
+    class Params(Loss.Params):
+        temperature: float = setting(0.05, float, TEMPERATURE, min=0.0, above=True)
+        transform: dict[str, Any] | None = setting(
+            None, dict, "a logit transform applied to the similarities (e.g. {kind: perturb, ...}, IFM/BYOP)",
+            nullable=True, plugin="logit_transform")
+        multitask: bool = setting(False, bool, "average the transformed loss with the plain one (needs a transform)")
+        label_smoothing: float = setting(0.0, float, "target mass spread over all columns", min=0.0, max=1.0,
+                                         below=True)
+        generated: dict[str, Any] | None = setting(None, dict, "generated negatives", nullable=True,
+                                                   plugin="negatives")
+        hard_negative_weight: float | None = setting(
+            None, float, "added in log space to each anchor's own hard negative (the one negatives view; SimCSE's "
+            "hard_negative_weight, 0 as released); null: none", nullable=True)
+
+    def __init__(self, params: Params, **views):
+        super().__init__(params, **views)
+        self.transform = build_plugin("logit_transform", params.transform)
+        self.generated = build_plugin("negatives", params.generated)
 
     @classmethod
     def validate(cls, params, where):
@@ -71,11 +74,11 @@ class InfoNCE(Loss):
         if not len(anchors):
             return anchors.sum(dim=1)
         # a batch whose rows have no hard negative (an empty field) gives no negatives view: no bias to add
-        bias = None if not self.hard_negative_weight or negatives is None else self._hard_negative_bias(
+        bias = None if not self.params.hard_negative_weight or negatives is None else self._hard_negative_bias(
             context, len(anchors), len(positives), gathered[0][1], len(negatives))
-        return L.info_nce(anchors, positives, self.temperature, negatives, offset, reduction="none",
-                          transform=self.transform, multitask=self.multitask, label_smoothing=self.label_smoothing,
-                          logit_bias=bias)
+        return L.info_nce(anchors, positives, self.params.temperature, negatives, offset, reduction="none",
+                          transform=self.transform, multitask=self.params.multitask,
+                          label_smoothing=self.params.label_smoothing, logit_bias=bias)
 
     def _hard_negative_bias(self, context: LossContext, anchors: int, positives: int, start: int,
                             negatives: int) -> torch.Tensor:
@@ -88,38 +91,37 @@ class InfoNCE(Loss):
         bias = vectors.new_zeros((anchors, positives + negatives))
         for i, row in enumerate(rows):
             if row in where:
-                bias[i, positives + start + where[row]] = self.hard_negative_weight
+                bias[i, positives + start + where[row]] = self.params.hard_negative_weight
         return bias
 
 
-@register("loss", "two_way_margin", params={
-    "alpha": Param(float, 0.05, "the paraphrase beats the negation by at least alpha"),
-    "beta": Param(float, 0.2, "... and by at most beta")})
+@register("loss", "two_way_margin")
 class TwoWayMargin(Loss):
     """OssCSE's max-margin on (``anchor``, ``paraphrase``, ``negation``)."""
 
     roles = ("anchor", "paraphrase", "negation")
 
-    def __init__(self, alpha: float, beta: float, **views):
-        super().__init__(**views)
-        self.alpha, self.beta = alpha, beta
+    @dataclass(frozen=True, kw_only=True)
+    class Params(Loss.Params):
+        alpha: float = setting(0.05, float, "the paraphrase beats the negation by at least alpha")
+        beta: float = setting(0.2, float, "... and by at most beta")
 
     def forward(self, views, context: LossContext):
-        return L.two_way_margin(*views, self.alpha, self.beta, reduction="none")
+        return L.two_way_margin(*views, self.params.alpha, self.params.beta, reduction="none")
 
 
-@register("loss", "recall", params={"gamma": Param(float, 2e-3, "strength", min=0.0)})
+@register("loss", "recall")
 class Recall(Loss):
     """``gamma / 2`` times the squared distance of the weights to the initial (frozen) ones."""
 
     reduce, needs_initial_weights = "replicated", True
 
-    def __init__(self, gamma: float):
-        super().__init__()
-        self.gamma = gamma
+    @dataclass(frozen=True, kw_only=True)
+    class Params(Loss.Params):
+        gamma: float = setting(2e-3, float, "strength", min=0.0)
 
     def forward(self, views, context: LossContext):
-        return L.recall(*context.initial_weights(), self.gamma)
+        return L.recall(*context.initial_weights(), self.params.gamma)
 
 
 class _LayerGuided(Loss):
@@ -127,15 +129,12 @@ class _LayerGuided(Loss):
 
     roles, reduce = ("anchor", "guide"), "whole_batch"
 
-    def __init__(self, temperature: float, **views):
-        super().__init__(**views)
-        self.temperature = temperature
+    @dataclass(frozen=True, kw_only=True)
+    class Params(Loss.Params):
+        temperature: float = setting(0.01, float, TEMPERATURE, min=0.0, above=True)
 
 
-SG_TEMPERATURE = Param(float, 0.01, TEMPERATURE, min=0.0, above=True)
-
-
-@register("loss", "nt_xent", params={"temperature": SG_TEMPERATURE})
+@register("loss", "nt_xent")
 class NTXent(_LayerGuided):
     """SG's NT-Xent between ``anchor`` and one layer view of ``guide`` (``NAME.layers``) drawn per row by a
     uniform sampler."""
@@ -146,15 +145,15 @@ class NTXent(_LayerGuided):
         return [anchors, guides[torch.arange(len(guides), device=guides.device), chosen]]
 
     def forward(self, views, context: LossContext):
-        return L.nt_xent(*views, self.temperature)
+        return L.nt_xent(*views, self.params.temperature)
 
 
-@register("loss", "sg_opt", params={"temperature": SG_TEMPERATURE})
+@register("loss", "sg_opt")
 class SGOpt(_LayerGuided):
     """SG-OPT's ``L_opt3`` between ``anchor`` and every layer view of ``guide``."""
 
     def forward(self, views, context: LossContext):
-        return L.sg_opt(*views, self.temperature)
+        return L.sg_opt(*views, self.params.temperature)
 
 
 def masked_views(context: LossContext, names: list[str], probability: float, mask_id: int | None = None,
@@ -176,9 +175,7 @@ def masked_views(context: LossContext, names: list[str], probability: float, mas
         yield name, input_ids, attention_mask, masked, labels
 
 
-@register("loss", "mlm", params={
-    "probability": Param(float, 0.15, "share of the source view's tokens masked (80% [MASK], 10% a random token, 10% "
-                         "kept)", min=0.0, max=1.0, above=True)})
+@register("loss", "mlm")
 class MaskedLM(Loss):
     """SimCSE's MLM auxiliary: the ``source`` view's sentences with ``probability`` of their tokens masked, run
     through the encoder and the model's own masked-LM head, cross-entropy on the masked tokens. Each process averages
@@ -186,22 +183,19 @@ class MaskedLM(Loss):
 
     roles, reduce, needs_tokens, needs_lm_head = ("source",), "replicated", True, "masked"
 
-    def __init__(self, probability: float, **views):
-        super().__init__(**views)
-        self.probability = probability
+    @dataclass(frozen=True, kw_only=True)
+    class Params(Loss.Params):
+        probability: float = setting(0.15, float, "share of the source view's tokens masked (80% [MASK], 10% a "
+                                     "random token, 10% kept)", min=0.0, max=1.0, above=True)
 
     def forward(self, views, context: LossContext):
-        for _, _, attention_mask, masked, labels in masked_views(context, [self.views["source"]], self.probability):
+        for _, _, attention_mask, masked, labels in masked_views(context, [self.views["source"]],
+                                                                 self.params.probability):
             return L.masked_lm(context.model(masked, attention_mask, mlm=True), labels)
         return views[0].sum() * 0.0
 
 
-@register("loss", "mntp", params={
-    "probability": Param(float, 0.2, "share of the source view's tokens masked", min=0.0, max=1.0, above=True),
-    "mask_token": Param(str, "_", "the token a masked position reads (LLM2Vec's mask_token_type blank: '_'); one "
-                        "token of the vocabulary"),
-    "mask_share": Param(float, 0.8, "share of the masked tokens that read mask_token, the rest half a random token, "
-                        "half kept (1.0: LLM2Vec's all_mask collator)", min=0.0, max=1.0)})
+@register("loss", "mntp")
 class MaskedNextToken(Loss):
     """LLM2Vec's masked next-token prediction (MNTP): the ``source`` view's sentences with ``probability`` of their
     tokens masked, run through the encoder (bidirectional when it is) and the decoder's own next-token head, each
@@ -210,9 +204,17 @@ class MaskedNextToken(Loss):
 
     roles, reduce, needs_tokens, needs_lm_head = ("source",), "replicated", True, "causal"
 
-    def __init__(self, probability: float, mask_token: str, mask_share: float, **views):
-        super().__init__(**views)
-        self.probability, self.mask_token, self.mask_share = probability, mask_token, mask_share
+    @dataclass(frozen=True, kw_only=True)
+    class Params(Loss.Params):
+        probability: float = setting(0.2, float, "share of the source view's tokens masked", min=0.0, max=1.0,
+                                     above=True)
+        mask_token: str = setting("_", str, "the token a masked position reads (LLM2Vec's mask_token_type blank: "
+                                  "'_'); one token of the vocabulary")
+        mask_share: float = setting(0.8, float, "share of the masked tokens that read mask_token, the rest half a "
+                                    "random token, half kept (1.0: LLM2Vec's all_mask collator)", min=0.0, max=1.0)
+
+    def __init__(self, params: Params, **views):
+        super().__init__(params, **views)
         self.mask_id: int | None = None
 
     def auxiliary(self, encoder) -> None:
@@ -221,16 +223,17 @@ class MaskedNextToken(Loss):
         return None
 
     def _read_mask_id(self, tokenizer) -> None:
-        ids = tokenizer(self.mask_token, add_special_tokens=False)["input_ids"]
+        ids = tokenizer(self.params.mask_token, add_special_tokens=False)["input_ids"]
         if len(ids) != 1 or tokenizer.convert_ids_to_tokens(ids[0]) == tokenizer.unk_token:
-            raise ConfigError(f"losses.mntp.mask_token: {self.mask_token!r} is not one token of the tokenizer's "
+            raise ConfigError(f"losses.mntp.mask_token: {self.params.mask_token!r} is not one token of the tokenizer's "
                               f"vocabulary (it reads as {len(ids)} ids); give one that is")
         self.mask_id = ids[0]
 
     def forward(self, views, context: LossContext):
         if self.mask_id is None:
             self._read_mask_id(getattr(context.model, "module", context.model).tokenizer)
-        for _, _, attention_mask, masked, labels in masked_views(context, [self.views["source"]], self.probability,
-                                                                 self.mask_id, self.mask_share):
+        for _, _, attention_mask, masked, labels in masked_views(context, [self.views["source"]],
+                                                                 self.params.probability, self.mask_id,
+                                                                 self.params.mask_share):
             return L.masked_next_token(context.model(masked, attention_mask, mlm=True), labels)
         return views[0].sum() * 0.0

@@ -10,10 +10,12 @@ run continues with it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 
-from cselab.registry import Param, register
+from cselab.registry import REQUIRED, register, setting
 from cselab.train.plugins.kinds import NegativeSource
 
 
@@ -49,49 +51,46 @@ class _VAE(nn.Module):
         return reconstruction - 0.5 * (1 + log_var - mu ** 2 - log_var.exp()).sum(dim=1).mean()
 
 
-COUNT = Param(int, 64, "negatives per batch", min=1)
-HISTORY = Param(int, 8, "past batches of anchors kept", min=1)
+class _Counted(NegativeSource):
+    @dataclass(frozen=True, kw_only=True)
+    class Params(NegativeSource.Params):
+        count: int = setting(64, int, "negatives per batch", min=1)
 
 
-@register("negatives", "memory_bank", params={"count": COUNT})
-class MemoryBank(NegativeSource):
+@register("negatives", "memory_bank")
+class MemoryBank(_Counted):
     """The anchors of the previous steps (a queue of ``count``)."""
 
-    def __init__(self, count: int):
-        super().__init__()
-        self.count = count
-
     def generate(self, anchors, past):
-        return past[-self.count:] if past is not None else None
+        return past[-self.params.count:] if past is not None else None
 
     def remember(self, anchors):
         self.memory.append(anchors.cpu())
-        while sum(len(m) for m in self.memory) - len(self.memory[0]) >= self.count:
+        while sum(len(m) for m in self.memory) - len(self.memory[0]) >= self.params.count:
             self.memory.pop(0)
 
 
-@register("negatives", "queue", params={
-    "size": Param(int, 160, "vectors kept: the newest, across batches (ESimCSE's neg_size)", min=1),
-    "view": Param(str, help="the view whose vectors are queued (a momentum view: views.NAME.frozen with "
-                  "encoder.momentum)")})
+@register("negatives", "queue")
 class Queue(NegativeSource):
     """A FIFO queue of the ``size`` newest vectors of ``view`` from earlier batches (ESimCSE's momentum contrast):
     this batch's are queued after its loss, the oldest dropped. Each process queues its own rows."""
 
     view_params = ("view",)
 
-    def __init__(self, size: int, view: str):
-        super().__init__()
-        self.size, self.view = size, view
+    @dataclass(frozen=True, kw_only=True)
+    class Params(NegativeSource.Params):
+        size: int = setting(160, int, "vectors kept: the newest, across batches (ESimCSE's neg_size)", min=1)
+        view: str = setting(REQUIRED, str, "the view whose vectors are queued (a momentum view: views.NAME.frozen "
+                            "with encoder.momentum)")
 
     def kept(self, anchors, context):
-        return context.encoded[self.view][0]
+        return context.encoded[self.params.view][0]
 
     def generate(self, anchors, past):
         return past
 
     def remember(self, vectors):
-        self.memory = [torch.cat([*self.memory, vectors.cpu()])[-self.size:]]
+        self.memory = [torch.cat([*self.memory, vectors.cpu()])[-self.params.size:]]
 
 
 @register("negatives", "anchor_noise")
@@ -102,74 +101,73 @@ class AnchorNoise(NegativeSource):
         return anchors + torch.randn_like(anchors) * anchors.std(dim=0, keepdim=True)
 
 
-@register("negatives", "gaussian", params={
-    "count": COUNT, "mean": Param((float, str), "batch", "the batch's mean, or a number", words=("batch",)),
-    "std": Param((float, str), "batch", "the batch's std, or a number", words=("batch",))})
-class Gaussian(NegativeSource):
+@register("negatives", "gaussian")
+class Gaussian(_Counted):
     """Samples of N(mean, std) per dimension, each the batch's or a number."""
 
-    def __init__(self, count: int, mean: str | float, std: str | float):
-        super().__init__()
-        self.count, self.mean, self.std = count, mean, std
+    @dataclass(frozen=True, kw_only=True)
+    class Params(_Counted.Params):
+        mean: float | str = setting("batch", (float, str), "the batch's mean, or a number", words=("batch",))
+        std: float | str = setting("batch", (float, str), "the batch's std, or a number", words=("batch",))
 
     def generate(self, anchors, past):
-        return gaussian_samples(anchors, self.count, self.mean, self.std)
+        return gaussian_samples(anchors, self.params.count, self.params.mean, self.params.std)
 
 
-@register("negatives", "covariance", params={"count": COUNT, "ridge": Param(float, 1e-4, "added to the diagonal",
-                                                                            min=0.0)})
-class Covariance(NegativeSource):
+@register("negatives", "covariance")
+class Covariance(_Counted):
     """Samples of N(mu, Sigma) with the batch's full covariance (plus ``ridge`` I)."""
 
-    def __init__(self, count: int, ridge: float):
-        super().__init__()
-        self.count, self.ridge = count, ridge
+    @dataclass(frozen=True, kw_only=True)
+    class Params(_Counted.Params):
+        ridge: float = setting(1e-4, float, "added to the diagonal", min=0.0)
 
     def generate(self, anchors, past):
-        return covariance_samples(anchors, self.count, self.ridge).to(anchors.dtype)
+        return covariance_samples(anchors, self.params.count, self.params.ridge).to(anchors.dtype)
 
 
-class _FromHistory(NegativeSource):
+class _FromHistory(_Counted):
     """A source fitted on the anchors of the last ``history`` steps (none before the second step)."""
 
-    def __init__(self, count: int, history: int):
-        super().__init__()
-        self.count, self.history = count, history
+    @dataclass(frozen=True, kw_only=True)
+    class Params(_Counted.Params):
+        history: int = setting(8, int, "past batches of anchors kept", min=1)
 
     def remember(self, anchors):
         self.memory.append(anchors.cpu())
-        if len(self.memory) > self.history:
+        if len(self.memory) > self.params.history:
             self.memory.pop(0)
 
 
-@register("negatives", "gmm", params={"count": COUNT, "history": HISTORY,
-                                      "components": Param(int, 4, "mixture components", min=1)})
+@register("negatives", "gmm")
 class GMM(_FromHistory):
     """Samples of a diagonal Gaussian mixture fitted on the last ``history`` steps' anchors."""
 
-    def __init__(self, count: int, history: int, components: int):
-        super().__init__(count, history)
-        self.components = components
+    @dataclass(frozen=True, kw_only=True)
+    class Params(_FromHistory.Params):
+        components: int = setting(4, int, "mixture components", min=1)
 
     def generate(self, anchors, past):
         if past is None:
             return None
         from sklearn.mixture import GaussianMixture
 
-        mixture = GaussianMixture(min(self.components, len(past)), covariance_type="diag", max_iter=20,
+        mixture = GaussianMixture(min(self.params.components, len(past)), covariance_type="diag", max_iter=20,
                                   random_state=int(torch.randint(0, 2**31 - 1, ()).item()))
         mixture.fit(past.float().numpy())
-        return torch.from_numpy(mixture.sample(self.count)[0]).float().to(anchors.device, anchors.dtype)
+        return torch.from_numpy(mixture.sample(self.params.count)[0]).float().to(anchors.device, anchors.dtype)
 
 
-@register("negatives", "vae", params={"count": COUNT, "history": HISTORY,
-                                      "vae_steps": Param(int, 10, "VAE training steps per batch", min=1)})
+@register("negatives", "vae")
 class VAE(_FromHistory):
     """Samples of a small VAE trained a few steps per batch on the last ``history`` steps' anchors."""
 
-    def __init__(self, count: int, history: int, vae_steps: int):
-        super().__init__(count, history)
-        self.vae_steps = vae_steps
+    @dataclass(frozen=True, kw_only=True)
+    class Params(_FromHistory.Params):
+        vae_steps: int = setting(10, int, "VAE training steps per batch", min=1)
+
+    def __init__(self, params: Params):
+        super().__init__(params)
         # the VAE and its own optimizer, made at the first history (when the vectors' width is known); its state is
         # the source's extra state, not a submodule's
         self.fitted: tuple[_VAE, torch.optim.Optimizer] | None = None
@@ -180,12 +178,12 @@ class VAE(_FromHistory):
         vae, optimizer = self.fitted or self._make(past.shape[1])
         vae.to(past.device)
         with torch.enable_grad():
-            for _ in range(self.vae_steps):
+            for _ in range(self.params.vae_steps):
                 optimizer.zero_grad()
                 vae.loss(past.float()).backward()
                 optimizer.step()
         with torch.no_grad():
-            samples = vae.decoder(torch.randn(self.count, vae.latent, device=past.device))
+            samples = vae.decoder(torch.randn(self.params.count, vae.latent, device=past.device))
         return samples.to(anchors.dtype)
 
     def _make(self, dim: int) -> tuple[_VAE, torch.optim.Optimizer]:

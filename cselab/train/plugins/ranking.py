@@ -13,19 +13,23 @@ vector). Their specs and weights' sha256 are part of the run's identity.
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from cselab.errors import ConfigError
-from cselab.registry import Param, register
+from cselab.registry import REQUIRED, register, schema_of, setting
 from cselab.train.plugins import functional as L
 from cselab.train.plugins.kinds import Loss, LossContext
 from cselab.train.distributed import gather_rows
 
-ALPHA = Param(float, 0.33, "the first teacher's share of the teachers' lists (alpha_)", min=0.0, max=1.0)
-TEMPERATURE = Param(float, 0.05, "the student's temperature over its cosine similarities (InfoNCE's)", min=0.0,
-                    above=True)
+
+
+def student_temperature() -> Any:
+    """The student's temperature, a setting of both losses."""
+    return setting(0.05, float, "the student's temperature over its cosine similarities (InfoNCE's)", min=0.0,
+                   above=True)
 
 
 def similarity_lists(rows: torch.Tensor, columns: torch.Tensor, temperature: float) -> tuple[torch.Tensor, int]:
@@ -35,11 +39,7 @@ def similarity_lists(rows: torch.Tensor, columns: torch.Tensor, temperature: flo
     return L.cosine_matrix(rows.float(), gathered.float()) / temperature, offset
 
 
-@register("loss", "rank_consistency", params={
-    "temperature": TEMPERATURE,
-    "form": Param(str, "jsd", "jsd: the Jensen-Shannon divergence of the two lists' softmax (the paper); released: "
-                  "what the released Divergence computes, minus their mean entropy (--profile official)",
-                  choices=("jsd", "released"))})
+@register("loss", "rank_consistency")
 class RankConsistency(Loss):
     """The two views' similarity lists kept consistent: row i of ``anchor`` against every ``positive``, and row i of
     ``positive`` against every ``anchor`` (:func:`~cselab.train.plugins.functional.jensen_shannon`, or
@@ -47,32 +47,22 @@ class RankConsistency(Loss):
 
     roles = ("anchor", "positive")
 
-    def __init__(self, temperature: float, form: str, **views):
-        super().__init__(**views)
-        self.temperature, self.form = temperature, form
+    @dataclass(frozen=True, kw_only=True)
+    class Params(Loss.Params):
+        temperature: float = student_temperature()
+        form: str = setting("jsd", str, "jsd: the Jensen-Shannon divergence of the two lists' softmax (the paper); "
+                            "released: what the released Divergence computes, minus their mean entropy (--profile "
+                            "official)", choices=("jsd", "released"))
 
     def forward(self, views, context: LossContext):
         anchors, positives = views
-        first, _ = similarity_lists(anchors, positives, self.temperature)
-        second, _ = similarity_lists(positives, anchors, self.temperature)
-        divergence = L.jensen_shannon if self.form == "jsd" else L.released_rank_consistency
+        first, _ = similarity_lists(anchors, positives, self.params.temperature)
+        second, _ = similarity_lists(positives, anchors, self.params.temperature)
+        divergence = L.jensen_shannon if self.params.form == "jsd" else L.released_rank_consistency
         return divergence(first, second)
 
 
-@register("loss", "rank_distillation", params={
-    "teacher": Param(str, help="the first teacher: any probe run model spec (RankCSE: "
-                     "voidism/diffcse-bert-base-uncased-sts)"),
-    "teacher_pooler": Param(str, None, "its pooler (null: the folder's own)", nullable=True, choices="plugin:pooler"),
-    "second_teacher": Param(str, None, "a second teacher (null: one)", nullable=True),
-    "second_teacher_pooler": Param(str, None, "its pooler (null: the folder's own)", nullable=True,
-                                   choices="plugin:pooler"),
-    "alpha": ALPHA,
-    "teacher_temperature": Param(float, 0.05, "the teachers' temperature over their cosines (tau2)", min=0.0,
-                                 above=True),
-    "temperature": TEMPERATURE,
-    "form": Param(str, "listmle", "listmle (Plackett-Luce likelihood of the teachers' ranking) or listnet "
-                  "(cross-entropy of the top-one distributions, each row's positive left out)",
-                  choices=("listmle", "listnet"))})
+@register("loss", "rank_distillation")
 class RankDistillation(Loss):
     """The student's similarity lists (``anchor`` against every ``positive``) ranked as its teachers rank the same
     sentences: their lists, ``alpha`` times the first's plus ``1 - alpha`` times the second's, distilled by ListMLE
@@ -81,20 +71,34 @@ class RankDistillation(Loss):
 
     roles, needs_tokens, model_params = ("anchor", "positive"), True, ("teacher", "second_teacher")
 
-    def __init__(self, teacher: str, teacher_pooler: str | None, second_teacher: str | None,
-                 second_teacher_pooler: str | None, alpha: float, teacher_temperature: float, temperature: float,
-                 form: str, **views):
-        super().__init__(**views)
-        self.specs = [(teacher, teacher_pooler), *([(second_teacher, second_teacher_pooler)] if second_teacher
-                                                   else [])]
-        self.alpha, self.teacher_temperature = alpha, teacher_temperature
-        self.temperature, self.form = temperature, form
+    @dataclass(frozen=True, kw_only=True)
+    class Params(Loss.Params):
+        teacher: str = setting(REQUIRED, str, "the first teacher: any probe run model spec (RankCSE: "
+                               "voidism/diffcse-bert-base-uncased-sts)")
+        teacher_pooler: str | None = setting(None, str, "its pooler (null: the folder's own)", nullable=True,
+                                             choices="plugin:pooler")
+        second_teacher: str | None = setting(None, str, "a second teacher (null: one)", nullable=True)
+        second_teacher_pooler: str | None = setting(None, str, "its pooler (null: the folder's own)", nullable=True,
+                                                    choices="plugin:pooler")
+        alpha: float = setting(0.33, float, "the first teacher's share of the teachers' lists (alpha_)", min=0.0,
+                               max=1.0)
+        teacher_temperature: float = setting(0.05, float, "the teachers' temperature over their cosines (tau2)",
+                                             min=0.0, above=True)
+        temperature: float = student_temperature()
+        form: str = setting("listmle", str, "listmle (Plackett-Luce likelihood of the teachers' ranking) or listnet "
+                            "(cross-entropy of the top-one distributions, each row's positive left out)",
+                            choices=("listmle", "listnet"))
+
+    def __init__(self, params: Params, **views):
+        super().__init__(params, **views)
+        self.specs = [(params.teacher, params.teacher_pooler),
+                      *([(params.second_teacher, params.second_teacher_pooler)] if params.second_teacher else [])]
         self.length: int | None = None  # the training length, from auxiliary()
         self.__dict__["teachers"] = []  # loaded at the first batch: frozen, rebuilt from their specs, not state
 
     @classmethod
     def validate(cls, params: dict[str, Any], where: str) -> None:
-        if params.get("second_teacher") is None and params["alpha"] != ALPHA.default:
+        if params.get("second_teacher") is None and params["alpha"] != schema_of(cls.Params)["alpha"].default:
             raise ConfigError(f"{where}.alpha: weighs two teachers' lists, and there is no second_teacher: with one "
                               "teacher it would change nothing; leave it at its default")
         if params.get("second_teacher") is None and params.get("second_teacher_pooler") is not None:
@@ -121,16 +125,16 @@ class RankDistillation(Loss):
                 warnings.filterwarnings("ignore", message=".*longer than max_length")
                 rows, columns = (torch.from_numpy(teacher.encode(texts, batch_size=max(len(texts), 1))).to(device)
                                  for texts in (anchors, positives))
-            lists.append(similarity_lists(rows, columns, self.teacher_temperature)[0])
+            lists.append(similarity_lists(rows, columns, self.params.teacher_temperature)[0])
         if len(lists) == 1:
             return lists[0]
-        return self.alpha * lists[0] + (1.0 - self.alpha) * lists[1]
+        return self.params.alpha * lists[0] + (1.0 - self.params.alpha) * lists[1]
 
     def forward(self, views, context: LossContext):
         anchors, positives = views
-        student, offset = similarity_lists(anchors, positives, self.temperature)
+        student, offset = similarity_lists(anchors, positives, self.params.temperature)
         teacher = self.teacher_lists(*self._aligned_texts(context), anchors.device)
-        if self.form == "listmle":
+        if self.params.form == "listmle":
             return L.list_mle(student, teacher)
         return L.list_net(student, teacher, torch.arange(len(anchors), device=anchors.device) + offset)
 

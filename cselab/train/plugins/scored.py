@@ -12,11 +12,11 @@ are gathered first, and it is one number.
 
 from __future__ import annotations
 
-from cselab.registry import Param, register
+from dataclasses import dataclass
+
+from cselab.registry import register, setting
 from cselab.train.plugins import functional as L
 from cselab.train.plugins.kinds import Loss, LossContext
-
-SCALE = Param(float, 20.0, "the similarities' factor (an inverse temperature)", min=0.0, above=True)
 
 
 class _ScoredPairs(Loss):
@@ -25,27 +25,27 @@ class _ScoredPairs(Loss):
     roles, value_roles, reduce = ("anchor", "other"), ("score",), "whole_batch"
     function = staticmethod(L.cosent)
 
-    def __init__(self, scale: float, **views):
-        super().__init__(**views)
-        self.scale = scale
+    @dataclass(frozen=True, kw_only=True)
+    class Params(Loss.Params):
+        scale: float = setting(20.0, float, "the similarities' factor (an inverse temperature)", min=0.0, above=True)
 
     def forward(self, views, context: LossContext):
-        return self.function(*views, self.scale)
+        return self.function(*views, self.params.scale)
 
 
-@register("loss", "cosent", params={"scale": SCALE})
+@register("loss", "cosent")
 class CoSENT(_ScoredPairs):
     """CoSENT: ``log(1 + sum_{score_i > score_j} e^{scale (cos_j - cos_i)})`` over the batch's pairs."""
 
 
-@register("loss", "angle", params={"scale": SCALE})
+@register("loss", "angle")
 class AnglE(_ScoredPairs):
     """AnglE's angle objective: CoSENT's ranking of the angle score of each pair."""
 
     function = staticmethod(L.angle)
 
 
-@register("loss", "angle_in_batch", params={"scale": SCALE})
+@register("loss", "angle_in_batch")
 class AnglEInBatch(_ScoredPairs):
     """AnglE's in-batch negatives over the pairs' 2N vectors, a pair's partner the target where its score's integer
     part is not 0 (the released rule)."""

@@ -16,18 +16,15 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from cselab.errors import ConfigError
 from cselab.files import clipped
-from cselab.registry import REQUIRED, Param, register
+from cselab.registry import REQUIRED, register, setting
 from cselab.train.plugins.kinds import Loss, LossContext
-
-PARAMS = {"loss": Param(str, REQUIRED, "a loss class of sentence_transformers.losses that computes from vectors "
-                                      "(compute_loss_from_embeddings), e.g. MultipleNegativesRankingLoss"),
-          "args": Param(dict, {}, "its constructor's keyword arguments, model aside (e.g. scale: 20.0)")}
 
 
 def st_loss_class(name: str, where: str) -> type:
@@ -67,9 +64,16 @@ class _SentenceTransformersLoss(Loss):
     value_roles = optional_values = ("label",)
     reduce = "whole_batch"
 
-    def __init__(self, loss: str, args: dict[str, Any], **views):
-        super().__init__(**views)
-        self.st_loss: Any = build_st_loss(loss, args, loss)
+    @dataclass(frozen=True, kw_only=True)
+    class Params(Loss.Params):
+        loss: str = setting(REQUIRED, str, "a loss class of sentence_transformers.losses that computes from vectors "
+                            "(compute_loss_from_embeddings), e.g. MultipleNegativesRankingLoss")
+        args: dict[str, Any] = setting({}, dict, "its constructor's keyword arguments, model aside (e.g. scale: "
+                                       "20.0)")
+
+    def __init__(self, params: Params, **views):
+        super().__init__(params, **views)
+        self.st_loss: Any = build_st_loss(params.loss, params.args, params.loss)
 
     @classmethod
     def validate(cls, params: dict[str, Any], where: str) -> None:
@@ -91,21 +95,21 @@ class _SentenceTransformersLoss(Loss):
         return self.st_loss.compute_loss_from_embeddings(list(views[:len(self.roles)]), labels)
 
 
-@register("loss", "st_single", params=PARAMS)
+@register("loss", "st_single")
 class STSingle(_SentenceTransformersLoss):
     """A sentence-transformers loss of one view (and labels: the batch-triplet losses)."""
 
     roles = ("anchor",)
 
 
-@register("loss", "st_pair", params=PARAMS)
+@register("loss", "st_pair")
 class STPair(_SentenceTransformersLoss):
     """A sentence-transformers loss of two views (MultipleNegativesRankingLoss, CoSENTLoss, ContrastiveLoss ...)."""
 
     roles = ("anchor", "other")
 
 
-@register("loss", "st_triplet", params=PARAMS)
+@register("loss", "st_triplet")
 class STTriplet(_SentenceTransformersLoss):
     """A sentence-transformers loss of three views (TripletLoss, MultipleNegativesRankingLoss with a hard
     negative ...)."""

@@ -11,21 +11,26 @@ data column's texts changed before a training batch is tokenised, by a
 from __future__ import annotations
 
 import string
+from dataclasses import dataclass
 
-from cselab.registry import Param, register
+from cselab.registry import register, setting
 from cselab.train.plugins.kinds import TextTransform
 
 
-@register("text", "end_punctuation", params={
-    "append": Param(str, " .", "what a text that does not end in punctuation gets"),
-    "punctuation": Param(str, string.punctuation, "the characters that count as punctuation (Python's "
-                         "string.punctuation)")})
+@register("text", "end_punctuation")
 class EndPunctuation(TextTransform):
     """``append`` after a text whose last character (trailing spaces aside) is none of ``punctuation``."""
 
-    def __init__(self, append: str, punctuation: str):
-        self.append, self.punctuation = append, frozenset(punctuation)
+    @dataclass(frozen=True, kw_only=True)
+    class Params(TextTransform.Params):
+        append: str = setting(" .", str, "what a text that does not end in punctuation gets")
+        punctuation: str = setting(string.punctuation, str, "the characters that count as punctuation (Python's "
+                                   "string.punctuation)")
+
+    def __init__(self, params: Params):
+        super().__init__(params)
+        self.punctuation = frozenset(params.punctuation)
 
     def __call__(self, text: str) -> str:
         stripped = text.strip()
-        return text if stripped and stripped[-1] in self.punctuation else text + self.append
+        return text if stripped and stripped[-1] in self.punctuation else text + self.params.append

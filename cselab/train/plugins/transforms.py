@@ -4,25 +4,29 @@ temperature (``losses.info_nce.transform``)."""
 
 from __future__ import annotations
 
-from cselab.registry import Param, register
+from dataclasses import dataclass
+
+from cselab.registry import REQUIRED, register, setting
 from cselab.train.plugins import functional as L
 from cselab.train.plugins.kinds import LogitTransform
 
 PATTERNS = ("p+", "p-", "n+", "n-", "p+n+", "p+n-", "p-n+", "p-n-")
 
 
-@register("logit_transform", "perturb", params={
-    "pattern": Param(str, help="which similarities move and which way: p+/p- the positive's, n+/n- the negatives', "
-                     "or a pair (p-n+ is IFM's ascent direction, p+n- BYOP's descent)", choices=PATTERNS),
-    "margin": Param((float, str), help="the shift: a number, or dynamic (BYOP-D: the positive's similarity over "
-                    "the number of negatives, per row)", words=("dynamic",))})
+@register("logit_transform", "perturb")
 class Perturb(LogitTransform):
     """IFM's and BYOP's perturbation: the positive's similarity and/or the negatives' shifted by ``margin``."""
 
-    def __init__(self, pattern: str, margin: float | str):
-        super().__init__()
-        self.pattern, self.margin = pattern, margin
+    @dataclass(frozen=True, kw_only=True)
+    class Params(LogitTransform.Params):
+        pattern: str = setting(REQUIRED, str, "which similarities move and which way: p+/p- the positive's, n+/n- "
+                               "the negatives', or a pair (p-n+ is IFM's ascent direction, p+n- BYOP's descent)",
+                               choices=PATTERNS)
+        margin: float | str = setting(REQUIRED, (float, str), "the shift: a number, or dynamic (BYOP-D: the "
+                                      "positive's similarity over the number of negatives, per row)",
+                                      words=("dynamic",))
 
     def forward(self, similarities, labels):
-        shift = L.dynamic_margin(similarities, labels) if self.margin == "dynamic" else self.margin
-        return L.perturb_logits(similarities, labels, self.pattern, shift)
+        margin = self.params.margin
+        shift = L.dynamic_margin(similarities, labels) if margin == "dynamic" else margin
+        return L.perturb_logits(similarities, labels, self.params.pattern, shift)

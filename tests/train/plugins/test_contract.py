@@ -1,6 +1,8 @@
 """Every registered plug-in keeps the contract outside authors check theirs against (:func:`cselab.testing.
 check_plugin`), and the kit sees a plug-in that breaks it."""
 
+from dataclasses import dataclass
+
 import pytest
 import torch
 
@@ -36,32 +38,76 @@ def test_every_plugin_keeps_the_contract(kind, name):
 def test_the_kit_sees_a_plugin_that_breaks_the_contract(own_registry):
     from cselab.train.plugins.kinds import Loss
 
-    @registry.register("loss", "unexplained", params={"scale": registry.Param(float, 1.0)})
+    @registry.register("loss", "unexplained")
     class Unexplained(Loss):
         """A loss whose parameter says nothing."""
 
         roles = ("anchor",)
 
-        def __init__(self, anchor: str, scale: float):
-            super().__init__(anchor=anchor)
+        @dataclass(frozen=True, kw_only=True)
+        class Params(Loss.Params):
+            scale: float = registry.setting(1.0, float)
 
     with pytest.raises(ContractError, match="loss 'unexplained' .*: parameter\\(s\\) scale without a help text"):
         check_plugin(Unexplained, {"anchor": "a"})
 
-    @registry.register("loss", "deaf", params={"scale": registry.Param(float, 1.0, "a factor")})
+    @registry.register("loss", "deaf")
     class Deaf(Loss):
-        """A loss whose constructor does not take its parameter."""
+        """A loss whose constructor does not take the view it reads."""
 
         roles = ("anchor",)
 
-        def __init__(self, anchor: str, device: torch.device):
-            super().__init__(anchor=anchor)
+        def __init__(self, params: Loss.Params):
+            super().__init__(params)
 
-    with pytest.raises(ContractError, match="its constructor does not take scale"):
+    with pytest.raises(ContractError, match="its constructor does not take anchor as keywords"):
         check_plugin(Deaf, {"anchor": "a"})
+
+    @registry.register("loss", "needy")
+    class Needy(Loss):
+        """A loss whose constructor requires what nobody hands it."""
+
+        roles = ("anchor",)
+
+        def __init__(self, params: Loss.Params, *, device: torch.device, **views):
+            super().__init__(params, **views)
+
+    with pytest.raises(ContractError, match="its constructor requires device"):
+        check_plugin(Needy, {"anchor": "a"})
+
+    @registry.register("loss", "restated")
+    class Restated(Loss):
+        """A loss that restates its parameter as a keyword instead of taking its Params."""
+
+        roles = ("anchor",)
+
+        @dataclass(frozen=True, kw_only=True)
+        class Params(Loss.Params):
+            scale: float = registry.setting(1.0, float, "a factor")
+
+        def __init__(self, *, scale: float, **views):
+            super().__init__(self.Params(scale=scale), **views)
+
+    with pytest.raises(ContractError, match="its constructor does not take its Params first"):
+        check_plugin(Restated, {"anchor": "a"})
 
     class Unregistered(Loss):
         """Never registered."""
 
     with pytest.raises(ContractError, match="Unregistered: not registered"):
         check_plugin(Unregistered)
+
+
+@pytest.mark.parametrize("declare", ["undecorated", "positional", "foreign"])
+def test_a_params_type_that_would_declare_nothing_or_drift_is_refused_where_it_is_registered(own_registry, declare):
+    from cselab.train.plugins.kinds import Loss
+
+    base = dict if declare == "foreign" else Loss.Params
+    namespace = {"__annotations__": {"scale": "float"}, "scale": registry.setting(1.0, float, "a factor")}
+    params = type("Params", (base,), namespace)
+    if declare == "positional":  # (a mutable one Python itself refuses: its base is frozen)
+        params = dataclass(frozen=True)(params)
+    cls = type("Scaled", (Loss,), {"__doc__": "A loss.", "Params": params})
+    with pytest.raises(TypeError, match="loss 'scaled': (declare Scaled.Params with @dataclass\\(frozen=True, "
+                                        "kw_only=True\\)|Scaled.Params is a subclass of cselab.registry.Params)"):
+        registry.register("loss", "scaled")(cls)

@@ -33,7 +33,7 @@ def test_replaced_token_detection_by_hand():
 
 def test_the_batchnorm_projector_normalises_each_dimension_over_the_rows():
     torch.manual_seed(0)
-    head = BatchNormMLPHead(hidden=8)
+    head = BatchNormMLPHead(BatchNormMLPHead.Params(), hidden=8)
     out = head(torch.randn(32, 8) * 5 + 3)
     assert out.shape == (32, 8) and not any(p.requires_grad for p in head[4].parameters())
     torch.testing.assert_close(out.mean(dim=0), torch.zeros(8), atol=1e-5, rtol=0)
