@@ -27,7 +27,7 @@ from cselab.data import STSPairs, load_sts
 from cselab.data.transfer import TRANSFER_TASKS, load_transfer
 from cselab.encoders.base import Encoder
 from cselab.errors import ConfigError, did_you_mean
-from cselab.evaluation.scoring import Scorer, Result
+from cselab.evaluation.scoring import DevScorer, Result
 from cselab.evaluation.transfer import NCLASSES, sentence_vectors, task_features
 from cselab.evaluation.validation import classifier_setup, dev_accuracy
 from cselab.evaluation.sts import similarities, subset_limit
@@ -54,7 +54,7 @@ def _headline(scores: dict[str, float]) -> float:
     return float(np.mean(values)) if len(values) > 1 else values[0]
 
 
-class STSDevScorer(Scorer):
+class STSDevScorer(DevScorer):
     """Spearman x 100 on STS dev sets (:data:`STS_DEV`); ``scores`` holds each set's figure by task."""
 
     def __init__(self, name: str, data_dir: str | os.PathLike | None = None, limit: int | None = None):
@@ -79,7 +79,7 @@ class STSDevScorer(Scorer):
         return Result(scores, _headline(scores), files=[pairs.files[0] for pairs in self.sets])
 
 
-class TransferDevScorer(Scorer):
+class TransferDevScorer(DevScorer):
     """SentEval's ``devacc`` x 100 of transfer tasks (:data:`TRANSFER_DEV`) under the ``fast`` setup; ``scores``
     holds each task's figure. Test splits are neither read nor encoded."""
 
@@ -123,7 +123,7 @@ def dev_names() -> tuple[str, ...]:
     return (*names("dev_scorer"), NONE)
 
 
-def dev_scorer(name: str, data_dir: str | os.PathLike | None = None, limit: int | None = None) -> Scorer | None:
+def dev_scorer(name: str, data_dir: str | os.PathLike | None = None, limit: int | None = None) -> DevScorer | None:
     """The dev scorer ``name``, built as every one is, ``cls(name, data_dir, limit)`` (its data read when it first
     runs or says its identity); None for ``none``."""
     if name == NONE:

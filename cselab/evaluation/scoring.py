@@ -1,8 +1,9 @@
-"""What scores an encoder and the :class:`Result` it gives. A :class:`Scorer` (the dev scorers training selects its
-checkpoint with, :mod:`cselab.evaluation.dev`) is named, reads its data when it is first used, says what it read
-(:meth:`Scorer.identity`: a resumed run must match it) and gives a :class:`Result`; the suites of ``probe run``
-(:class:`cselab.probes.suite.Suite`) give the same :class:`Result`. Three words, three things: a *scorer* selects
-checkpoints in training, a *suite* is a part of ``probe run``, and *probe* is that stage (its command and package)."""
+"""What scores an encoder and the :class:`Result` it gives: a :class:`Scorer` is named and gives a :class:`Result`.
+Two kinds of scorer: a :class:`DevScorer` (the dev scorers training selects its checkpoint with,
+:mod:`cselab.evaluation.dev`), which reads its data when it is first used and says what it read
+(:meth:`DevScorer.identity`: a resumed run must match it), and a suite of ``probe run``
+(:class:`cselab.probes.suite.Suite`), built from the run's options, whose results its
+:class:`~cselab.probes.suite.Presenter` reads. *Probe* is that stage (its command and package)."""
 
 from __future__ import annotations
 
@@ -31,20 +32,24 @@ class Result:
 
 
 class Scorer(ABC):
-    """Scores an encoder. ``name`` is what a config or a results file calls it. A dev scorer is a plug-in of the
-    registry's kind ``dev_scorer`` (:func:`cselab.registry.register`), built as ``cls(name, data_dir, limit)``:
-    ``limit`` the pairs or lines per file it reads (None: all)."""
+    """Scores an encoder. ``name`` is what a config or a results file calls it."""
 
     name: str
-
-    @abstractmethod
-    def identity(self) -> dict[str, Any]:
-        """What the probe reads, by content (files' sha256) and settings: a run resumed against another identity is
-        refused."""
 
     @abstractmethod
     def run(self, encoder: Encoder) -> Result:
         """Score ``encoder``."""
 
 
-contract("dev_scorer", Scorer)
+class DevScorer(Scorer):
+    """A scorer training selects its checkpoint with: a plug-in of the registry's kind ``dev_scorer``
+    (:func:`cselab.registry.register`), built as ``cls(name, data_dir, limit)``: ``limit`` the pairs or lines per
+    file it reads (None: all)."""
+
+    @abstractmethod
+    def identity(self) -> dict[str, Any]:
+        """What the scorer reads, by content (files' sha256) and settings: a run resumed against another identity is
+        refused."""
+
+
+contract("dev_scorer", DevScorer)

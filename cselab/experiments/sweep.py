@@ -45,7 +45,7 @@ from cselab.document import Formatted, Paragraph, Table, number, to_markdown
 from cselab.probes.significance import t_interval
 from cselab.probes.results import changed_files, checksums
 from cselab.probes.runner import run_suite, write_items
-from cselab.probes.suite import ProbeOptions, suite_parts, suites as registered_suites
+from cselab.probes.suite import ProbeOptions, presenters, suite_parts, suites as registered_suites
 from cselab.progress import Progress
 from cselab.registry import MAX_SEED, MAX_SEEDS
 from cselab.train.config.method import MethodConfig, with_data
@@ -140,13 +140,13 @@ def score_run(folder: str | os.PathLike, data_dir: str | os.PathLike | None = No
               suites: tuple[str, ...] = ("sts",), items: dict[str, np.ndarray] | None = None, cache: bool = True,
               files: list | None = None, progress: bool = True
               ) -> tuple[dict[str, float | None], dict[str, dict[str, Any]]]:
-    """A run's best checkpoint scored by each of ``suites`` (their :meth:`~cselab.probes.suite.Suite.sweep_columns`,
+    """A run's best checkpoint scored by each of ``suites`` (their :meth:`~cselab.probes.suite.Presenter.sweep_columns`,
     the first ``sts_limit`` pairs or lines of each file: quick checks), then by the sweep's own STS-B dev alignment
     and uniformity; returns the scores by column and each column's suite, label, decimals and whether it is a main
     score. ``items`` (when given) receives the per-item outputs, as ``probe run`` keeps them, and ``files`` the data
     files read; ``cache`` as :func:`~cselab.encoders.load_encoder`'s; ``progress``: each suite's bar or lines."""
     files = [] if files is None else files
-    encoder, known = load_encoder(str(folder), cache=cache), registered_suites()
+    encoder, known, shown = load_encoder(str(folder), cache=cache), registered_suites(), presenters()
     scores: dict[str, float | None] = {}
     columns: dict[str, dict[str, Any]] = {}
     with encoder.remembering():
@@ -156,7 +156,7 @@ def score_run(folder: str | os.PathLike, data_dir: str | os.PathLike | None = No
             files.extend(result.files)
             if items is not None:
                 items.update(result.items)
-            for key, value in suite.sweep_columns({**result.scores, **result.metadata}).items():
+            for key, value in shown[name].sweep_columns({**result.scores, **result.metadata}).items():
                 score = suite.main.get(key)
                 _add_column(scores, columns, key, value, {"suite": name, "label": score.label if score else key,
                                                           "digits": score.digits if score else 2, "main": bool(score)})

@@ -16,39 +16,33 @@ from cselab.probes.paired import aligned, item_groups
 from cselab.probes.plots import plot_accuracies
 from cselab.probes.results import suite_setting
 from cselab.probes.significance import Stratum
-from cselab.probes.suite import PairedFigures, Suite
+from cselab.probes.suite import PairedFigures, Presenter, Suite
 from cselab.registry import Checked, setting
 
 # the keys of a section that are not tasks ('protocol': older results' name for the classifier setup)
 METADATA = ("folder", "classifier", "protocol", "sentences_encoded", "encode_s", "skipped")
 
 
-class AccuracySuite(Suite):
-    """A suite whose section holds one entry per task (``acc``, ``devacc`` ...), with ``heading`` in the report."""
+def average_accuracy(section: dict[str, Any]) -> float | None:
+    """A section's ``avg``, else the mean of its tasks' test accuracies (None for none)."""
+    accuracies = [value["acc"] for name, value in section.items() if name not in (*METADATA, "avg")]
+    return section.get("avg", float(np.mean(accuracies)) if accuracies else None)
 
-    heading: ClassVar[str]
-    metadata = METADATA
 
-    @dataclass
-    class Options(Checked):
-        where = "probe options"
+class AccuracyPresenter(Presenter):
+    """A section of one entry per task (``acc``, ``devacc`` ...), headed by the suite's ``heading`` in the report;
+    compared item by item (each test item's prediction right or wrong)."""
 
-        classifier: str = setting("full", str, "transfer and probing classifiers: full = SentEval's default (10 "
-                                  "folds, Adam, batch 64, tenacity 5, epoch size 4), fast = its prototyping setting "
-                                  "(5 folds, RMSprop, batch 128, tenacity 3, epoch size 2)",
-                                  choices=tuple(CLASSIFIER_SETUPS))
-        n_jobs: int = setting(1, int, "worker processes for the classifiers", min=1)
+    suite: type[AccuracySuite]
 
     def tasks(self, section: dict[str, Any]) -> dict[str, dict[str, Any]]:
         return {name: value for name, value in self.scores(section).items() if name != "avg"}
 
     def main_scores(self, section: dict[str, Any]) -> dict[str, float | None]:
-        accuracies = [task["acc"] for task in self.tasks(section).values()]
-        average = section.get("avg", float(np.mean(accuracies)) if accuracies else None)
-        return {"avg": average}
+        return {"avg": average_accuracy(section)}
 
     def settings(self, section: dict[str, Any]) -> dict[str, Any]:
-        return {f"{self.name} classifier": suite_setting(section, "classifier")}
+        return {f"{self.suite.name} classifier": suite_setting(section, "classifier")}
 
     def table(self, section: dict[str, Any], model: str) -> Table:
         """Test accuracy x 100 per task (MRPC: accuracy/F1) and the average."""
@@ -73,9 +67,10 @@ class AccuracySuite(Suite):
     def sections(self, section: dict[str, Any], spec: str) -> list[Block]:
         """The accuracy table and details, or why the suite was skipped."""
         if "skipped" in section and not self.tasks(section):
-            return [Heading(self.heading), Paragraph(f"Skipped: {section['skipped']}")]
+            return [Heading(self.suite.heading), Paragraph(f"Skipped: {section['skipped']}")]
+        setup = suite_setting(section, "classifier")
         blocks: list[Block] = [
-            Heading(f"{self.heading} (test accuracy x 100, {suite_setting(section, 'classifier')} classifier setup)"),
+            Heading(f"{self.suite.heading} (test accuracy x 100, {setup} classifier setup)"),
             self.table(section, spec), self.details(section),
             Paragraph(f"{section['sentences_encoded']} distinct sentences encoded once ({section['encode_s']} s).")]
         if section.get("skipped"):
@@ -84,13 +79,13 @@ class AccuracySuite(Suite):
 
     def compare_sections(self, sections: list[tuple[str, dict[str, Any]]]) -> list[Block]:
         tables = [self.table(section, spec) for spec, section in sections if self.tasks(section)]
-        return [Heading(self.title, 3), *stacked(tables)] if tables else []
+        return [Heading(self.suite.title, 3), *stacked(tables)] if tables else []
 
     def paired(self, a: dict[str, np.ndarray], b: dict[str, np.ndarray], skip: frozenset[str]) -> PairedFigures:
         """Each task's test accuracy from each item's prediction being right (1) or wrong (0), and their mean."""
         figures = {}
-        for task in item_groups(a, self.name):
-            key = f"{self.name}/{task}"
+        for task in item_groups(a, self.suite.name):
+            key = f"{self.suite.name}/{task}"
             if f"{key}/pred" not in b:
                 continue
             if not np.array_equal(a[f"{key}/label"], b[f"{key}/label"]):
@@ -105,7 +100,26 @@ class AccuracySuite(Suite):
         tasks = self.tasks(section)
         if not tasks:
             return {}
-        title = f"{spec}: {self.name} ({suite_setting(section, 'classifier')} classifier setup)"
-        accuracies = {name: task["acc"] for name, task in tasks.items()}
-        path = plot_accuracies(accuracies, out.with_suffix(f".{self.name}.png"), title)
-        return {path: f"test accuracy per {self.name} task"}
+        name = self.suite.name
+        title = f"{spec}: {name} ({suite_setting(section, 'classifier')} classifier setup)"
+        accuracies = {task: value["acc"] for task, value in tasks.items()}
+        path = plot_accuracies(accuracies, out.with_suffix(f".{name}.png"), title)
+        return {path: f"test accuracy per {name} task"}
+
+
+class AccuracySuite(Suite):
+    """A suite whose section holds one entry per task, with ``heading`` in the report (:class:`AccuracyPresenter`)."""
+
+    heading: ClassVar[str]
+    metadata = METADATA
+    presenter = AccuracyPresenter
+
+    @dataclass
+    class Options(Checked):
+        where = "probe options"
+
+        classifier: str = setting("full", str, "transfer and probing classifiers: full = SentEval's default (10 "
+                                  "folds, Adam, batch 64, tenacity 5, epoch size 4), fast = its prototyping setting "
+                                  "(5 folds, RMSprop, batch 128, tenacity 3, epoch size 2)",
+                                  choices=tuple(CLASSIFIER_SETUPS))
+        n_jobs: int = setting(1, int, "worker processes for the classifiers", min=1)

@@ -26,7 +26,7 @@ from cselab.evaluation.sts import similarities
 from cselab.probes.paired import aligned
 from cselab.probes.results import data_key, suite_setting
 from cselab.probes.significance import Stratum
-from cselab.probes.suite import PairedFigures, ProbeOptions, Score, Suite, register_suite
+from cselab.probes.suite import PairedFigures, ProbeOptions, Presenter, Score, Suite, register_suite
 from cselab.probes.names import SPLIT_RULES
 from cselab.normalizers import NORMALIZERS
 from cselab.registry import Checked, setting
@@ -128,35 +128,9 @@ def _split_figures(a: dict[str, np.ndarray], b: dict[str, np.ndarray], subsets: 
     return {"Cont.": (parts["Cont."], 100.0), "Oppn.": (parts["Oppn."], 100.0), "Gap": (gap, 100.0)}
 
 
-@register_suite
-class BiasSuite(Suite):
-    """Cont./Oppn. splits, the transformation test set and the CANNOT negation pairs."""
-
-    name, title = "bias", "Bias"
-    rank = 20
-
-    @dataclass
-    class Options(Checked):
-        where = "probe options"
-
-        split_rule: str = setting("paper", str, "Cont./Oppn. subsets of the bias suite: paper = the 16 of OssCSE's "
-                                  "Table 2, footnote = every subset with median gold score in [2, 3.5] (20 here)",
-                                  choices=tuple(SPLIT_RULES))
-        testset: str | os.PathLike | None = setting(None, os.PathLike, "transformation test set (JSONL) of the bias "
-                                                    "suite (default: the hand-written set shipped with cselab)",
-                                                    nullable=True)
-        mer_normalize: str = setting("lower", str, "tokens MER compares: lower-cased whitespace tokens, as written, "
-                                     "or lower-cased without punctuation", choices=tuple(NORMALIZERS))
-    main = {"cont": Score("Cont."), "oppn": Score("Oppn."), "gap": Score("Gap"),
-            "para_over_neg": Score("Para > neg (%)", 1), "cannot_cosine": Score("CANNOT cos.", 3)}
-    metadata = ("mer_normalize",)
-
-    def run(self, encoder: Encoder) -> Result:
-        items: dict[str, np.ndarray] = {}
-        files: list = []
-        scores = run_bias(encoder, self.options, files, items)
-        metadata = {key: scores.pop(key) for key in self.metadata}
-        return Result(scores, None, items, files, metadata)  # several figures, none higher-is-better on its own
+class BiasPresenter(Presenter):
+    """The bias suite's section: headline figures, the per-subset table, transformations and CANNOT; compared pair by
+    pair within each split and probe."""
 
     def sections(self, section: dict[str, Any], spec: str) -> list[Block]:
         """Headline bias figures, the per-subset Cont./Oppn. table, transformations and CANNOT."""
@@ -210,7 +184,8 @@ class BiasSuite(Suite):
         testset = transformations.get("testset")
         if testset and data.get("root"):
             inputs = {k: v for k, v in inputs.items() if k != f"file:{data_key(testset, data['root'])}"}
-        return {TRANSFORMATIONS: {"the transformation test set": transformations.get("sha256")}, self.name: inputs}
+        return {TRANSFORMATIONS: {"the transformation test set": transformations.get("sha256")},
+                self.suite.name: inputs}
 
     def paired(self, a: dict[str, np.ndarray], b: dict[str, np.ndarray], skip: frozenset[str]) -> PairedFigures:
         """Cont., Oppn. and the gap (pairs split alike only), paraphrase over negation (% of sources), the CANNOT
@@ -236,3 +211,35 @@ class BiasSuite(Suite):
         path = plot_transformations(section["transformations"]["pairs"], out.with_suffix(".transformations.png"),
                                     f"Transformation probe: {spec}")
         return {path: "cosine against MER per transformation"}
+
+
+@register_suite
+class BiasSuite(Suite):
+    """Cont./Oppn. splits, the transformation test set and the CANNOT negation pairs."""
+
+    name, title = "bias", "Bias"
+    rank = 20
+
+    @dataclass
+    class Options(Checked):
+        where = "probe options"
+
+        split_rule: str = setting("paper", str, "Cont./Oppn. subsets of the bias suite: paper = the 16 of OssCSE's "
+                                  "Table 2, footnote = every subset with median gold score in [2, 3.5] (20 here)",
+                                  choices=tuple(SPLIT_RULES))
+        testset: str | os.PathLike | None = setting(None, os.PathLike, "transformation test set (JSONL) of the bias "
+                                                    "suite (default: the hand-written set shipped with cselab)",
+                                                    nullable=True)
+        mer_normalize: str = setting("lower", str, "tokens MER compares: lower-cased whitespace tokens, as written, "
+                                     "or lower-cased without punctuation", choices=tuple(NORMALIZERS))
+    main = {"cont": Score("Cont."), "oppn": Score("Oppn."), "gap": Score("Gap"),
+            "para_over_neg": Score("Para > neg (%)", 1), "cannot_cosine": Score("CANNOT cos.", 3)}
+    metadata = ("mer_normalize",)
+    presenter = BiasPresenter
+
+    def run(self, encoder: Encoder) -> Result:
+        items: dict[str, np.ndarray] = {}
+        files: list = []
+        scores = run_bias(encoder, self.options, files, items)
+        metadata = {key: scores.pop(key) for key in self.metadata}
+        return Result(scores, None, items, files, metadata)  # several figures, none higher-is-better on its own

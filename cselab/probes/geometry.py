@@ -31,7 +31,7 @@ from cselab.metrics import cosine_rows, spearman
 from cselab.probes.plots import plot_geometry
 from cselab.evaluation.sts import subset_limit
 from cselab.probes.sts import SHORT_NAMES, x100
-from cselab.probes.suite import ProbeOptions, Score, Suite, register_suite
+from cselab.probes.suite import ProbeOptions, Presenter, Score, Suite, register_suite
 
 if TYPE_CHECKING:
     from cselab.encoders import TransformerEncoder
@@ -183,17 +183,8 @@ def run_geometry(encoder: Encoder, options: ProbeOptions, files: list) -> dict[s
     return result
 
 
-@register_suite
-class GeometrySuite(Suite):
-    """Alignment/uniformity, the layer-wise measures and STS after PCA."""
-
-    name, title = "geometry", "Geometry"
-    rank = 50
-    main = {"alignment": Score("Alignment", 3), "uniformity": Score("Uniformity", 3)}
-
-    def run(self, encoder: Encoder) -> Result:
-        files: list = []
-        return Result(run_geometry(encoder, self.options, files), None, files=files)
+class GeometryPresenter(Presenter):
+    """The geometry suite's section: alignment/uniformity, the layer-wise measures and STS after PCA, drawn."""
 
     def sections(self, section: dict[str, Any], spec: str) -> list[Block]:
         """Alignment/uniformity, the layer-wise measures and STS after PCA."""
@@ -224,8 +215,22 @@ class GeometrySuite(Suite):
                 Paragraph(f"Principal directions from {pca['reference_sentences']} sentences of {pca['reference']}.")]
 
     def main_scores(self, section: dict[str, Any]) -> dict[str, float | None]:
-        return {key: section.get("alignment_uniformity", {}).get(key) for key in self.main}
+        return {key: section.get("alignment_uniformity", {}).get(key) for key in self.suite.main}
 
     def plots(self, section: dict[str, Any], out: Path, spec: str) -> dict[Path, str]:
         path = plot_geometry(section, out.with_suffix(".geometry.png"), spec)
         return {path: "alignment, uniformity and the layer-wise measures"}
+
+
+@register_suite
+class GeometrySuite(Suite):
+    """Alignment/uniformity, the layer-wise measures and STS after PCA."""
+
+    name, title = "geometry", "Geometry"
+    rank = 50
+    main = {"alignment": Score("Alignment", 3), "uniformity": Score("Uniformity", 3)}
+    presenter = GeometryPresenter
+
+    def run(self, encoder: Encoder) -> Result:
+        files: list = []
+        return Result(run_geometry(encoder, self.options, files), None, files=files)

@@ -28,7 +28,7 @@ from cselab.files import clipped, shown
 from cselab.data import DataNotFoundError
 from cselab.probes.paired import aligned
 from cselab.probes.significance import Stratum
-from cselab.probes.suite import PairedFigures, ProbeOptions, Suite, register_suite
+from cselab.probes.suite import PairedFigures, ProbeOptions, Presenter, Suite, register_suite
 from cselab.metrics import MIN_PAIRS
 from cselab.registry import Checked, Param, setting
 
@@ -169,7 +169,7 @@ def task_items(task, folder: Path) -> dict[str, np.ndarray]:
 
 
 def _figure(a: dict[str, np.ndarray], b: dict[str, np.ndarray], prefix: str) -> tuple[list[Stratum], float]:
-    """One task's main score as strata (see :meth:`MTEBSuite.paired`)."""
+    """One task's main score as strata (see :meth:`MTEBPresenter.paired`)."""
     if prefix + "hit" in a:
         return [Stratum(*aligned(a, b, prefix + "hit"))], 100.0
     if prefix + "cos" in a:
@@ -184,6 +184,42 @@ def _figure(a: dict[str, np.ndarray], b: dict[str, np.ndarray], prefix: str) -> 
     groups = a[prefix + "group"]
     return [Stratum(x[groups == g], y[groups == g], gold[groups == g], float(np.mean(groups == g)))
             for g in np.unique(groups)], 100.0
+
+
+class MTEBPresenter(Presenter):
+    """The mteb suite's section: each task's main score, compared item by item where its items are known."""
+
+    def _table(self, section: dict[str, Any], spec: str) -> Table:
+        tasks = section.get("tasks", {})
+        return Table(["Model", *(number(name) for name in tasks)],
+                     [[spec, *(100 * t["main_score"] for t in tasks.values())]])
+
+    def sections(self, section: dict[str, Any], spec: str) -> list[Block]:
+        metrics = ", ".join(f"{name}: {t['main_metric']}" for name, t in section.get("tasks", {}).items())
+        return [Heading(self.suite.title), self._table(section, spec), Paragraph(f"Main scores: {metrics}.")]
+
+    def compare_sections(self, sections: list[tuple[str, dict[str, Any]]]) -> list[Block]:
+        return [Heading(self.suite.title, 3), *stacked([self._table(section, spec) for spec, section in sections])]
+
+    def item_inputs(self, section: dict[str, Any], inputs: dict[str, Any], data: dict[str, Any]
+                    ) -> dict[str, dict[str, Any]]:
+        """The data files read and each task's dataset revision (an MTEB task's data is not under the data root)."""
+        revisions = {f"dataset:{name}": t.get("dataset_revision") for name, t in section.get("tasks", {}).items()}
+        return {self.suite.name: {**inputs, **revisions}}
+
+    def paired(self, a: dict[str, np.ndarray], b: dict[str, np.ndarray], skip: frozenset[str]) -> PairedFigures:
+        """Each task's main score over its items: Spearman x 100 of the similarities against the gold scores (per
+        subset, weighted by size, where the task weighs subsets: Cont., Oppn.), paraphrase over negation (% of
+        sources), the mean CANNOT cosine; all x 100, as the suite's table."""
+        prefixes = sorted({key.rsplit("/", 1)[0] + "/" for key in a if key.startswith("mteb/")})
+        figures = {}
+        for prefix in prefixes:
+            if not any(key.startswith(prefix) for key in b):
+                continue
+            _, task, subset, split, _ = prefix.split("/")
+            label = task if (subset, split) == ("default", "test") else f"{task} ({subset}, {split})"
+            figures[label] = _figure(a, b, prefix)
+        return PairedFigures(figures)
 
 
 @register_suite
@@ -203,6 +239,7 @@ class MTEBSuite(Suite):
         mteb_tasks: tuple[str, ...] = setting((), tuple, "tasks of the mteb suite: cselab's (CselabSTSB, CselabCont "
                                               "...), an MTEB task in the local Hugging Face cache, or NAME=FOLDER "
                                               "(nothing is downloaded)", items=Param(str))
+    presenter = MTEBPresenter
 
     def run(self, encoder: Encoder) -> Result:
         if not self.options.mteb_tasks:
@@ -232,35 +269,3 @@ class MTEBSuite(Suite):
         metadata = {"model_meta": json.loads(json.dumps(model.mteb_model_meta.to_dict(), default=str)),
                     "mteb_version": mteb.__version__}
         return Result(scores, None, items, files, metadata)
-
-    def _table(self, section: dict[str, Any], spec: str) -> Table:
-        tasks = section.get("tasks", {})
-        return Table(["Model", *(number(name) for name in tasks)],
-                     [[spec, *(100 * t["main_score"] for t in tasks.values())]])
-
-    def sections(self, section: dict[str, Any], spec: str) -> list[Block]:
-        metrics = ", ".join(f"{name}: {t['main_metric']}" for name, t in section.get("tasks", {}).items())
-        return [Heading(self.title), self._table(section, spec), Paragraph(f"Main scores: {metrics}.")]
-
-    def compare_sections(self, sections: list[tuple[str, dict[str, Any]]]) -> list[Block]:
-        return [Heading(self.title, 3), *stacked([self._table(section, spec) for spec, section in sections])]
-
-    def item_inputs(self, section: dict[str, Any], inputs: dict[str, Any], data: dict[str, Any]
-                    ) -> dict[str, dict[str, Any]]:
-        """The data files read and each task's dataset revision (an MTEB task's data is not under the data root)."""
-        revisions = {f"dataset:{name}": t.get("dataset_revision") for name, t in section.get("tasks", {}).items()}
-        return {self.name: {**inputs, **revisions}}
-
-    def paired(self, a: dict[str, np.ndarray], b: dict[str, np.ndarray], skip: frozenset[str]) -> PairedFigures:
-        """Each task's main score over its items: Spearman x 100 of the similarities against the gold scores (per
-        subset, weighted by size, where the task weighs subsets: Cont., Oppn.), paraphrase over negation (% of
-        sources), the mean CANNOT cosine; all x 100, as the suite's table."""
-        prefixes = sorted({key.rsplit("/", 1)[0] + "/" for key in a if key.startswith("mteb/")})
-        figures = {}
-        for prefix in prefixes:
-            if not any(key.startswith(prefix) for key in b):
-                continue
-            _, task, subset, split, _ = prefix.split("/")
-            label = task if (subset, split) == ("default", "test") else f"{task} ({subset}, {split})"
-            figures[label] = _figure(a, b, prefix)
-        return PairedFigures(figures)

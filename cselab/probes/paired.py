@@ -2,8 +2,8 @@
 
 Each results JSON names its per-item outputs (``OUT.items.npz``, see docs/results-json.md); a suite of two results is
 compared item by item only when both scored the same items (:func:`item_conflicts`: the same data files by sha256,
-the same limit, and what else a suite's :meth:`~cselab.probes.suite.Suite.item_inputs` names). Which figures, from
-which items, with which statistic, each suite says (:meth:`~cselab.probes.suite.Suite.paired`): e.g. each STS task's
+the same limit, and what else a suite's :meth:`~cselab.probes.suite.Presenter.item_inputs` names). Which figures, from
+which items, with which statistic, each suite says (:meth:`~cselab.probes.suite.Presenter.paired`): e.g. each STS task's
 Spearman x 100 over its pooled pairs; Cont., Oppn. and the gap; each transfer task's test accuracy.
 Within a table the p-values are Holm-corrected across its rows (the average row apart); a difference *holds*
 (:func:`~cselab.probes.significance.holds`) when its corrected p-value is below 0.05 and its interval leaves 0
@@ -23,7 +23,7 @@ from cselab.checksum import sha256
 from cselab.errors import DataError
 from cselab.files import clipped, shown
 from cselab.probes.significance import RESAMPLES, Stratum, compare, holds, holm
-from cselab.probes.suite import PairedFigures, suites
+from cselab.probes.suite import PairedFigures, presenters
 
 SETTINGS = ("pooler", "prompt", "max_length", "dtype", "normalize")
 
@@ -44,21 +44,22 @@ def read_items(path: str | os.PathLike, payload: dict[str, Any]) -> dict[str, np
 
 
 def item_inputs(payload: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """Per scope a result scored (each suite, or a part of one compared apart: :meth:`Suite.item_inputs`), what
+    """Per scope a result scored (each suite, or a part of one compared apart: :meth:`Presenter.item_inputs`), what
     decides which items it scored: ``--limit`` and the data files the suite read (by name, with their sha256; every
     file the result read for a result that does not say which suite read which). (The bias suite's split rule and
-    MER normalisation decide only which pairs are Cont. and Oppn.: its :meth:`~Suite.paired` checks those.)"""
+    MER normalisation decide only which pairs are Cont. and Oppn.: its presenter's
+    :meth:`~cselab.probes.suite.Presenter.paired` checks those.)"""
     data = payload.get("data") if isinstance(payload.get("data"), dict) else {}
     digests = data.get("sha256") if isinstance(data.get("sha256"), dict) else {}
     read_by = data.get("read_by") if isinstance(data.get("read_by"), dict) else None
     found: dict[str, dict[str, Any]] = {}
-    for name, cls in suites().items():
+    for name, presenter in presenters().items():
         section = payload.get(name)
         if not isinstance(section, dict):
             continue
         names = read_by.get(name, []) if read_by is not None else digests
         inputs = {"--limit": payload.get("limit"), **{f"file:{file}": digests.get(file) for file in names}}
-        found.update(cls().item_inputs(section, inputs, data))
+        found.update(presenter.item_inputs(section, inputs, data))
     return found
 
 
@@ -88,15 +89,15 @@ def _differing(pairs: dict[str, tuple[Any, Any]]) -> list[str]:
 
 def setting_differences(a: dict[str, Any], b: dict[str, Any]) -> tuple[list[str], list[str]]:
     """What differs between how two results were made, as ``field: A vs B``: first the settings that change the
-    figures (the encoder's settings where both have them, the limit, each suite's :meth:`~Suite.settings`; a suite
-    only one of them ran aside), then the provenance (weights, device, torch's flags, cselab's commit, the
-    command)."""
+    figures (the encoder's settings where both have them, the limit, each suite's
+    :meth:`~cselab.probes.suite.Presenter.settings`; a suite only one of them ran aside), then the provenance (weights,
+    device, torch's flags, cselab's commit, the command)."""
     pairs = {f"model.{key}": (a["model"].get(key), b["model"].get(key)) for key in SETTINGS
              if None not in (a["model"].get(key), b["model"].get(key)) or key == "prompt"}  # None: not applicable
     pairs["limit"] = (a.get("limit"), b.get("limit"))
-    for name, cls in suites().items():
+    for name, presenter in presenters().items():
         if isinstance(a.get(name), dict) and isinstance(b.get(name), dict):
-            mine, theirs = cls().settings(a[name]), cls().settings(b[name])
+            mine, theirs = presenter.settings(a[name]), presenter.settings(b[name])
             pairs.update({key: (mine[key], theirs[key]) for key in mine if key in theirs
                           and None not in (mine[key], theirs[key])})
     found: dict[str, tuple[Any, Any]] = {}
@@ -150,9 +151,11 @@ def _table(figures: dict[str, tuple[list[Stratum], float]], average: str | None,
 
 def paired_figures(a: dict[str, np.ndarray], b: dict[str, np.ndarray], skip: tuple[str, ...] = ()
                    ) -> dict[str, PairedFigures]:
-    """Each suite's figures of two results' per-item arrays, B against A (:meth:`Suite.paired`, with what it left
-    out in its ``notes``); the scopes in ``skip``, whose items differ (:func:`item_conflicts`), are left out."""
-    found = {name: cls().paired(a, b, frozenset(skip)) for name, cls in suites().items() if name not in skip}
+    """Each suite's figures of two results' per-item arrays, B against A
+    (:meth:`~cselab.probes.suite.Presenter.paired`, with what it left out in its ``notes``); the scopes in ``skip``,
+    whose items differ (:func:`item_conflicts`), are left out."""
+    found = {name: presenter.paired(a, b, frozenset(skip)) for name, presenter in presenters().items()
+             if name not in skip}
     return {name: figures for name, figures in found.items() if figures is not None}
 
 

@@ -23,7 +23,7 @@ from cselab import progress
 from cselab.encoders import Encoder
 from cselab.evaluation.scoring import Result
 from cselab.probes.probing_builder import PROBING_FILES
-from cselab.probes.accuracy import AccuracySuite
+from cselab.probes.accuracy import AccuracySuite, average_accuracy
 from cselab.probes.suite import Score, register_suite
 from cselab.registry import setting
 
@@ -99,4 +99,4 @@ class ProbingSuite(AccuracySuite):
         scores, files = run_probing(encoder, probing_dir(o.probing_dir, o.data_dir), classifier=o.classifier,
                                     batch_size=o.batch_size, n_jobs=o.n_jobs, limit=o.limit, items=items)
         metadata = {key: scores.pop(key) for key in self.metadata if key in scores}
-        return Result(scores, self.main_scores(scores)["avg"], items, files, metadata)
+        return Result(scores, average_accuracy(scores), items, files, metadata)

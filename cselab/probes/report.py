@@ -17,7 +17,7 @@ from cselab.probes.paired import (item_conflicts, paired_figures, paired_tables,
                                   table_rows)
 from cselab.progress import Progress, current
 from cselab.probes.significance import ALPHA, LEVEL, RESAMPLES
-from cselab.probes.suite import suites
+from cselab.probes.suite import presenters, suites
 
 def report_blocks(payload: dict[str, Any], sections: Sequence[Block], plots: dict[Path, str] | None = None
                   ) -> list[Block]:
@@ -61,19 +61,18 @@ def _named(payloads: Sequence[dict[str, Any]], names: Sequence[str] | None) -> S
 
 def compare_table(payloads: Sequence[dict[str, Any]], names: Sequence[str] | None = None) -> list[Block]:
     """Models side by side: every suite's main scores (:attr:`Suite.main`), in suite order, for the suites any of
-    the results has; then what each suite notes about comparing them (:meth:`Suite.compare_notes`). ``names``:
+    the results has; then what each suite notes about comparing them (:meth:`Presenter.compare_notes`). ``names``:
     the rows' (default: the model specs)."""
     names = _named(payloads, names)
     columns, notes = [], []
-    for name, cls in suites().items():
+    for name, presenter in presenters().items():
         sections = [p[name] for p in payloads if isinstance(p.get(name), dict)]
         if sections:
-            suite = cls()
-            columns += [(name, suite, key, score) for key, score in suite.main.items()]
-            notes += suite.compare_notes(sections)
+            columns += [(name, presenter, key, score) for key, score in presenter.suite.main.items()]
+            notes += presenter.compare_notes(sections)
     rows = []
     for payload, shown_as in zip(payloads, names):
-        values = {name: suite.main_scores(payload[name]) for name, suite, _, _ in columns
+        values = {name: presenter.main_scores(payload[name]) for name, presenter, _, _ in columns
                   if isinstance(payload.get(name), dict)}
         rows.append([shown_as, *(values.get(name, {}).get(key) for name, _, key, _ in columns)])
     table = [Table(["Model", *(number(score.label, score.digits) for *_, score in columns)], rows)] if columns else []
@@ -82,13 +81,13 @@ def compare_table(payloads: Sequence[dict[str, Any]], names: Sequence[str] | Non
 
 def compare_report(payloads: Sequence[dict[str, Any]], names: Sequence[str] | None = None) -> list[Block]:
     """The summary table, then each suite's comparison of the results that have it
-    (:meth:`Suite.compare_sections`); ``names`` as :func:`compare_table`'s."""
+    (:meth:`Presenter.compare_sections`); ``names`` as :func:`compare_table`'s."""
     names = _named(payloads, names)
     blocks = compare_table(payloads, names)
-    for name, cls in suites().items():
+    for name, presenter in presenters().items():
         having = [(shown_as, p[name]) for p, shown_as in zip(payloads, names) if isinstance(p.get(name), dict)]
         if having:
-            blocks += check_blocks(cls().compare_sections(having), f"suite {name}: compare_sections()")
+            blocks += check_blocks(presenter.compare_sections(having), f"suite {name}: compare_sections()")
     return blocks
 
 

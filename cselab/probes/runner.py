@@ -25,7 +25,7 @@ from cselab.progress import Progress, current
 from cselab.document import to_html, to_markdown
 from cselab.probes.report import report_blocks
 from cselab.probes.results import checksums, data_key
-from cselab.probes.suite import ProbeOptions, Suite, suite_parts, suite_sections, suites
+from cselab.probes.suite import ProbeOptions, Suite, presenters, suite_parts, suite_sections, suites
 from cselab.provenance import provenance
 from cselab.versions import package_versions
 
@@ -99,11 +99,11 @@ def _device(encoder: Encoder) -> str:
 
 
 def write_plots(payload: dict[str, Any], out: str | os.PathLike) -> dict[Path, str]:
-    """The pictures every suite of a payload draws (:meth:`Suite.plots`) beside ``out``, with their captions."""
+    """The pictures every suite of a payload draws (:meth:`Presenter.plots`) beside ``out``, with their captions."""
     out, plots = Path(out), {}
-    for name, cls in suites().items():
+    for name, presenter in presenters().items():
         if isinstance(payload.get(name), dict):
-            plots.update(cls().plots(payload[name], out, payload["model"]["spec"]))
+            plots.update(presenter.plots(payload[name], out, payload["model"]["spec"]))
     return plots
 
 

@@ -26,7 +26,7 @@ from cselab.evaluation.sts import similarities, subset_limit
 from cselab.errors import DataError
 from cselab.probes.paired import item_groups
 from cselab.probes.significance import Stratum
-from cselab.probes.suite import PairedFigures, Score, Suite, register_suite
+from cselab.probes.suite import PairedFigures, Presenter, Score, Suite, register_suite
 from cselab.probes.names import STS_SUITE
 from cselab.registry import Checked, Param, setting
 
@@ -95,20 +95,8 @@ def sts_items(items: dict[str, np.ndarray]) -> dict[str, tuple[np.ndarray, np.nd
     return tasks
 
 
-@register_suite
-class STSSuite(Suite):
-    """STS12-16, STS-B and SICK-R (the tasks of ``options.tasks``)."""
-
-    name, title = "sts", "STS (Spearman x 100)"
-    rank = 10
-    main = {"avg": Score("STS avg.")}
-
-    @dataclass
-    class Options(Checked):
-        where = "probe options"
-
-        tasks: tuple[str, ...] = setting(STS_SUITE, tuple, "STS tasks of the sts suite, and of the geometry suite's "
-                                         "STS after PCA, e.g. sts12,stsb", items=Param(str))
+class STSPresenter(Presenter):
+    """The sts suite's section: one column per task, compared pair by pair per task."""
 
     def sweep_columns(self, section: dict[str, Any]) -> dict[str, float | None]:
         """Each task's headline figure, then the average."""
@@ -122,7 +110,7 @@ class STSSuite(Suite):
                      [[model, *(section[name]["all"] for name in names), section["avg"]]])
 
     def compare_sections(self, sections: list[tuple[str, dict[str, Any]]]) -> list[Block]:
-        return [Heading(self.title, 3), *stacked([self.table(section, spec) for spec, section in sections])]
+        return [Heading(self.suite.title, 3), *stacked([self.table(section, spec) for spec, section in sections])]
 
     def paired(self, a: dict[str, np.ndarray], b: dict[str, np.ndarray], skip: frozenset[str]) -> PairedFigures:
         """Each task's Spearman x 100 over its pooled pairs (the cosines against the gold scores), and their mean."""
@@ -136,11 +124,28 @@ class STSSuite(Suite):
             figures[task] = ([Stratum(sims, theirs[task][0], gold)], 100.0)
         return PairedFigures(figures, "Avg.")
 
+    def sections(self, section: dict[str, Any], spec: str) -> list[Block]:
+        return [Heading("STS (Spearman x 100)"), self.table(section, spec)]
+
+
+@register_suite
+class STSSuite(Suite):
+    """STS12-16, STS-B and SICK-R (the tasks of ``options.tasks``)."""
+
+    name, title = "sts", "STS (Spearman x 100)"
+    rank = 10
+    main = {"avg": Score("STS avg.")}
+    presenter = STSPresenter
+
+    @dataclass
+    class Options(Checked):
+        where = "probe options"
+
+        tasks: tuple[str, ...] = setting(STS_SUITE, tuple, "STS tasks of the sts suite, and of the geometry suite's "
+                                         "STS after PCA, e.g. sts12,stsb", items=Param(str))
+
     def run(self, encoder: Encoder) -> Result:
         items: dict[str, np.ndarray] = {}
         o = self.options
         scores, files = run_sts(encoder, o.tasks, o.data_dir, o.batch_size, o.limit, items)
         return Result(scores, scores["avg"], items, files)
-
-    def sections(self, section: dict[str, Any], spec: str) -> list[Block]:
-        return [Heading("STS (Spearman x 100)"), self.table(section, spec)]

@@ -1,16 +1,18 @@
-"""The suites of ``probe run``, each a :class:`Suite` made from the run's :class:`ProbeOptions`: it scores an encoder
-and serves every reader of its part of a results JSON (report, comparison, paired statistics, plots, sweeps). A suite
-registers itself with :func:`register_suite` in the module that defines it, as a plug-in of :mod:`cselab.registry`
-(kind ``suite``); the runner, the report, ``probe compare`` and sweeps read suites only through :func:`suites`, which
-finds them as every plug-in kind is found: every module of :mod:`cselab.probes` and every module a package declares
-in the entry-point group ``cselab.suites``. Adding a suite to cselab is one module in ``cselab/probes/``, which
-imports no model library at its top (``probe run --help`` reads every suite's options); see docs/adding-a-probe.md.
+"""The suites of ``probe run``, each two halves: a :class:`Suite`, made from the run's :class:`ProbeOptions`, scores
+an encoder (a :class:`~cselab.evaluation.scoring.Scorer`, as the dev scorers are); its :class:`Presenter` serves every
+reader of its part of a stored results JSON (report, comparison, paired statistics, plots, sweeps) and needs no
+options. A suite registers itself with :func:`register_suite` in the module that defines it, as a plug-in of
+:mod:`cselab.registry` (kind ``suite``); the runner reads suites only through :func:`suites`, and the report, ``probe
+compare`` and sweeps read their presenters only through :func:`presenters`, which find them as every plug-in kind is
+found: every module of :mod:`cselab.probes` and every module a package declares in the entry-point group
+``cselab.suites``. Adding a suite to cselab is one module in ``cselab/probes/``, which imports no model library at its
+top (``probe run --help`` reads every suite's options); see docs/adding-a-probe.md.
 """
 
 from __future__ import annotations
 
 import os
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar
@@ -20,7 +22,8 @@ import numpy as np
 from cselab.document import Block, check_blocks
 from cselab.encoders.base import Encoder
 from cselab.errors import ConfigError, did_you_mean
-from cselab.evaluation.scoring import Result
+from cselab.document import Heading, Table, number
+from cselab.evaluation.scoring import Result, Scorer
 from cselab.probes.significance import Stratum
 from cselab.registry import (MAX_SEED, REQUIRED, Checked, Param, contract, get, names, register, schema_of,
                              setting)
@@ -103,62 +106,37 @@ class PairedFigures:
     notes: tuple[str, ...] = ()  # what was left out of the figures, and why
 
 
-class Suite(ABC):
-    """A suite of ``probe run``, and everything that reads its part of a results JSON: the one contract a suite has.
+class Presenter:
+    """What reads a suite's section of a stored results JSON, so it works on results written earlier and needs no
+    options: the report (:meth:`sections`), ``probe compare`` (:meth:`main_scores`, :meth:`compare_sections`,
+    :meth:`compare_notes`, :meth:`settings`; :meth:`paired` and :meth:`item_inputs` for its paired statistics),
+    sweeps (:meth:`sweep_columns`) and :meth:`plots`. Each method has a default that a suite's presenter overrides to
+    take part; it reads the suite's declarations through ``self.suite`` (``name``, ``title``, ``main``,
+    ``metadata``). The report, ``probe compare`` and sweeps reach a suite's results only through these, over
+    :func:`presenters`; none names a suite."""
 
-    Declared: ``name`` (its key in the results JSON and ``--suite``), ``title`` (its heading in comparisons),
-    ``main`` (its main scores: key in its section -> :class:`Score`), ``Options`` (its own settings: a
-    :class:`~cselab.registry.Checked` dataclass of :func:`~cselab.registry.setting` fields, each of which becomes a
-    field of :class:`ProbeOptions` and an option of ``probe run``), ``metadata`` (the keys of its section that are
-    settings or bookkeeping, not scores), ``optional`` (``--suite all`` records why it was skipped when its data
-    is missing, instead of stopping), ``in_all`` (False: ``--suite all`` leaves it out, it runs only by name) and
-    ``rank`` (its place in ``--suite all``, reports and comparisons: cselab's own are 10 to 60, a suite that does not
-    say comes after them, by name).
+    def __init__(self, suite: type[Suite]):
+        self.suite = suite
 
-    Required: :meth:`run` (a :class:`~cselab.evaluation.scoring.Result`: ``scores`` and ``metadata`` apart, which
-    together are its section of the results JSON; per-item arrays named ``NAME/...``; the data files read) and
-    :meth:`sections` (its part of the report, as :mod:`cselab.document` blocks). Each of the others has a default
-    that a suite overrides to take part: :meth:`main_scores` (the columns of ``probe compare``'s table and of a
-    sweep's, :meth:`sweep_columns`), :meth:`compare_sections` (tables of several results), :meth:`paired` (which
-    items, which statistic: the figures ``probe compare`` gives an interval and a p-value), :meth:`item_inputs`
-    (what decides which items were scored), :meth:`settings` (recorded settings that change the figures) and
-    :meth:`plots`. The runner, the report, ``probe compare`` and sweeps reach a suite only through these, over
-    :func:`suites`; none names a suite. Every method but :meth:`run` reads a section of a stored results JSON, so
-    it works on results written earlier.
-    """
-
-    name: ClassVar[str]
-    title: ClassVar[str]
-    main: ClassVar[dict[str, Score]]
-    Options: ClassVar[type[Checked] | None] = None
-    metadata: ClassVar[tuple[str, ...]] = ()
-    optional: ClassVar[bool] = False
-    in_all: ClassVar[bool] = True
-    rank: ClassVar[int] = 100
-
-    def __init__(self, options: ProbeOptions | None = None):
-        self.options = ProbeOptions() if options is None else options
-
-    @abstractmethod
-    def run(self, encoder: Encoder) -> Result:
-        """Score ``encoder``."""
-
-    @abstractmethod
     def sections(self, section: dict[str, Any], spec: str) -> list[Block]:
-        """The report's blocks (:mod:`cselab.document`) for this suite's ``section`` of a results JSON of model
-        ``spec``."""
+        """The report's blocks (:mod:`cselab.document`) for the suite's ``section`` of a results JSON of model
+        ``spec``: by default its title and a table of its main scores."""
+        scores = self.main_scores(section)
+        return [Heading(self.suite.title),
+                Table(["Model", *(number(s.label, s.digits) for s in self.suite.main.values())],
+                      [[spec, *(scores[key] for key in self.suite.main)]])]
 
     def main_scores(self, section: dict[str, Any]) -> dict[str, float | None]:
-        """The main scores of ``section``, keyed as :attr:`main` (None where the result has none)."""
-        return {key: section.get(key) for key in self.main}
+        """The main scores of ``section``, keyed as the suite's ``main`` (None where the result has none)."""
+        return {key: section.get(key) for key in self.suite.main}
 
     def sweep_columns(self, section: dict[str, Any]) -> dict[str, float | None]:
         """The columns a sweep's summary gives this suite (mean ± std over seeds): its main scores."""
         return self.main_scores(section)
 
     def scores(self, section: dict[str, Any]) -> dict[str, Any]:
-        """``section`` without its :attr:`metadata`."""
-        return {key: value for key, value in section.items() if key not in self.metadata}
+        """``section`` without the suite's ``metadata`` keys."""
+        return {key: value for key, value in section.items() if key not in self.suite.metadata}
 
     def compare_sections(self, sections: list[tuple[str, dict[str, Any]]]) -> list[Block]:
         """Blocks comparing the sections of several results (model spec, section), after the summary table."""
@@ -176,7 +154,7 @@ class Suite(ABC):
                     ) -> dict[str, dict[str, Any]]:
         """Per scope (this suite, or a part of it compared apart), what decides the items it scored; ``inputs``:
         ``--limit`` and the data files it read (``file:NAME`` -> sha256), ``data``: the results JSON's ``data``."""
-        return {self.name: inputs}
+        return {self.suite.name: inputs}
 
     def paired(self, a: dict[str, np.ndarray], b: dict[str, np.ndarray], skip: frozenset[str]
                ) -> PairedFigures | None:
@@ -188,6 +166,48 @@ class Suite(ABC):
         """Pictures of ``section`` (model ``spec``) beside the results JSON ``out`` (``OUT.NAME.png``), each with its
         caption."""
         return {}
+
+
+class Suite(Scorer):
+    """A suite of ``probe run``: what it is (its declarations, read by every reader of its results) and how it scores
+    an encoder (:meth:`run`); what reads its results is its :attr:`presenter`.
+
+    Declared: ``name`` (its key in the results JSON and ``--suite``), ``title`` (its heading in comparisons),
+    ``main`` (its main scores: key in its section -> :class:`Score`), ``Options`` (its own settings: a
+    :class:`~cselab.registry.Checked` dataclass of :func:`~cselab.registry.setting` fields, each of which becomes a
+    field of :class:`ProbeOptions` and an option of ``probe run``), ``metadata`` (the keys of its section that are
+    settings or bookkeeping, not scores), ``optional`` (``--suite all`` records why it was skipped when its data
+    is missing, instead of stopping), ``in_all`` (False: ``--suite all`` leaves it out, it runs only by name),
+    ``rank`` (its place in ``--suite all``, reports and comparisons: cselab's own are 10 to 60, a suite that does not
+    say comes after them, by name) and ``presenter`` (its :class:`Presenter` class; the default reports its main
+    scores).
+
+    Required: :meth:`run` (a :class:`~cselab.evaluation.scoring.Result`: ``scores`` and ``metadata`` apart, which
+    together are its section of the results JSON; per-item arrays named ``NAME/...``; the data files read).
+    """
+
+    title: ClassVar[str]
+    main: ClassVar[dict[str, Score]] = {}
+    Options: ClassVar[type[Checked] | None] = None
+    metadata: ClassVar[tuple[str, ...]] = ()
+    optional: ClassVar[bool] = False
+    in_all: ClassVar[bool] = True
+    rank: ClassVar[int] = 100
+    presenter: ClassVar[type[Presenter]] = Presenter
+
+    def __init__(self, options: ProbeOptions | None = None):
+        self.options = ProbeOptions() if options is None else options
+
+    def __init_subclass__(cls, **kwargs: Any):
+        """A suite whose ``presenter`` is not a :class:`Presenter` is refused where it is defined."""
+        super().__init_subclass__(**kwargs)
+        if not (isinstance(cls.presenter, type) and issubclass(cls.presenter, Presenter)):
+            raise TypeError(f"{cls.__qualname__}.presenter = {cls.presenter!r}: expected a subclass of "
+                            "cselab.probes.suite.Presenter")
+
+    @abstractmethod
+    def run(self, encoder: Encoder) -> Result:
+        """Score ``encoder``."""
 
 
 contract("suite", Suite)
@@ -204,6 +224,11 @@ def suites() -> dict[str, type[Suite]]:
     points)."""
     found = [(name, get("suite", name).cls) for name in names("suite")]
     return dict(sorted(found, key=lambda item: (item[1].rank, item[0])))
+
+
+def presenters() -> dict[str, Presenter]:
+    """Every suite's presenter by name, in suite order (:func:`suites`)."""
+    return {name: cls.presenter(cls) for name, cls in suites().items()}
 
 
 def suite_settings() -> dict[str, tuple[Param, tuple[type[Suite], ...]]]:
@@ -243,5 +268,5 @@ def suite_parts(suite: str) -> tuple[str, ...]:
 def suite_sections(payload: dict[str, Any]) -> list[Block]:
     """The report blocks of every suite in a payload, in suite order."""
     spec = payload["model"]["spec"]
-    return [block for name, cls in suites().items() if name in payload
-            for block in check_blocks(cls().sections(payload[name], spec), f"suite {name}: sections()")]
+    return [block for name, presenter in presenters().items() if name in payload
+            for block in check_blocks(presenter.sections(payload[name], spec), f"suite {name}: sections()")]

@@ -18,7 +18,7 @@ from cselab.probes.names import RESAMPLES
 from cselab.probes.plots import plot_widths
 from cselab.probes.report import compare_report, differences_report, read_results
 from cselab.probes.runner import results_path, run_probes, write_outputs
-from cselab.probes.suite import ProbeOptions, suite_parts, suites
+from cselab.probes.suite import ProbeOptions, presenters, suite_parts
 
 
 def width_path(out: Path, width: int) -> Path:
@@ -83,12 +83,11 @@ def widths_report(dims: list[int], payloads: list[dict[str, Any]], paths: list[s
 def main_scores(payloads: list[dict[str, Any]]) -> dict[str, list[float | None]]:
     """Each suite's main scores across the payloads (one list per score label), for the plot."""
     scores: dict[str, list[float | None]] = {}
-    for name, cls in suites().items():
+    for name, presenter in presenters().items():
         if not all(isinstance(p.get(name), dict) for p in payloads):
             continue
-        suite = cls()
-        for key, score in suite.main.items():
-            values = [suite.main_scores(p[name]).get(key) for p in payloads]
+        for key, score in presenter.suite.main.items():
+            values = [presenter.main_scores(p[name]).get(key) for p in payloads]
             if any(value is not None for value in values):
                 scores[score.label] = values
     return scores

@@ -2,9 +2,9 @@
 
 import pytest
 
-from cselab.probes.accuracy import AccuracySuite
+from cselab.probes.accuracy import AccuracyPresenter
 from cselab.probes.plots import plot_accuracies, plot_geometry
-from cselab.probes.suite import suites
+from cselab.probes.suite import presenters
 
 PNG = b"\x89PNG\r\n\x1a\n"
 GEOMETRY = {"alignment_uniformity": {"alignment": 0.41, "uniformity": -2.3},
@@ -29,10 +29,10 @@ def test_the_geometry_panels_draw_every_part_or_say_why_it_was_skipped(tmp_path,
 def test_each_suite_names_its_pictures_after_itself_beside_the_results(tmp_path):
     out = tmp_path / "r.json"
     transfer = {"CR": {"acc": 80.0}, "MR": {"acc": 75.0}, "avg": 77.5, "classifier": "fast"}
-    drawn = suites()["transfer"]().plots(transfer, out, "bow")
+    drawn = presenters()["transfer"].plots(transfer, out, "bow")
     assert drawn == {tmp_path / "r.transfer.png": "test accuracy per transfer task"}
-    assert suites()["geometry"]().plots(GEOMETRY, out, "bow") == {
+    assert presenters()["geometry"].plots(GEOMETRY, out, "bow") == {
         tmp_path / "r.geometry.png": "alignment, uniformity and the layer-wise measures"}
     # a probing section whose every task was absent draws nothing
-    assert isinstance(suites()["probing"](), AccuracySuite)
-    assert suites()["probing"]().plots({"skipped": "no probing files"}, out, "bow") == {}
+    assert isinstance(presenters()["probing"], AccuracyPresenter)
+    assert presenters()["probing"].plots({"skipped": "no probing files"}, out, "bow") == {}

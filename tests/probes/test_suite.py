@@ -16,8 +16,8 @@ from cselab.errors import ConfigError
 from cselab.evaluation.scoring import Result
 from cselab.probes.runner import run_probes
 from cselab.cli import build_parser, main
-from cselab.probes.suite import (ProbeOptions, Suite, register_suite, suite_parts, suite_sections, suite_settings,
-                                 suites)
+from cselab.probes.suite import (Presenter, ProbeOptions, Score, Suite, presenters, register_suite, suite_parts,
+                                 suite_sections, suite_settings, suites)
 from cselab.registry import REQUIRED, Checked, Param, setting
 from tests.conftest import installed
 
@@ -33,29 +33,42 @@ def test_the_registry_holds_the_suites_in_their_order():
         suite_parts("sts,stss")
 
 
+class Lengths(Suite):
+    """The mean vector norm of the STS-B dev sentences (a made-up probe)."""
+
+    name, title = "lengths", "Lengths"
+    main = {"mean_norm": Score("Mean norm", 3)}
+
+    def run(self, encoder):
+        (pairs,) = load_sts("stsb", "dev", self.options.data_dir)
+        norms = np.linalg.norm(encoder.encode(pairs.sentences1[:self.options.limit]), axis=1)
+        return Result({"mean_norm": float(norms.mean())}, float(norms.mean()), {"lengths/norm": norms}, pairs.files)
+
+
 def test_a_suite_is_one_class_the_runner_and_the_report_pick_up(own_registry, data_dir):
-    @register_suite
-    class Lengths(Suite):
-        """The mean vector norm of the STS-B dev sentences (a made-up probe)."""
-
-        name = "lengths"
-
-        def run(self, encoder):
-            (pairs,) = load_sts("stsb", "dev", self.options.data_dir)
-            norms = np.linalg.norm(encoder.encode(pairs.sentences1[:self.options.limit]), axis=1)
-            return Result({"mean_norm": float(norms.mean())}, float(norms.mean()), {"lengths/norm": norms},
-                          pairs.files)
-
-        def sections(self, section, spec):
-            return [Heading("Lengths"), Table(["Model", number("Mean norm", 3)], [[spec, section["mean_norm"]]])]
-
+    register_suite(Lengths)
     payload = run_probes(load_encoder("bow", data_dir=data_dir, cache=False), "lengths",
                          ProbeOptions(data_dir=data_dir, limit=10))
     assert payload["lengths"]["mean_norm"] > 0 and payload["items"]["lengths/norm"].shape == (10,)
     assert len(payload["data"]["sha256"]) == 1
-    norm = payload["lengths"]["mean_norm"]
+    norm = payload["lengths"]["mean_norm"]  # the default presenter: the title and the main scores
     assert suite_sections(payload) == [Heading("Lengths"), Table(["Model", number("Mean norm", 3)], [["bow", norm]])]
     assert to_markdown(suite_sections(payload)).endswith(f"| bow   | {norm:.3f}     |")
+
+
+def test_a_suites_results_are_read_by_its_presenter_without_options(own_registry):
+    """Reading a stored section builds no ProbeOptions (nor any Suite): a presenter is given the suite's class."""
+
+    class Plain(Presenter):
+        def sections(self, section, spec):
+            return [Heading(f"{self.suite.title} of {spec}")]
+
+    register_suite(type("Described", (Lengths,), {"name": "described", "presenter": Plain}))
+    assert presenters()["described"].sections({"mean_norm": 1.0}, "bow") == [Heading("Lengths of bow")]
+    assert presenters()["described"].main_scores({"mean_norm": 1.0}) == {"mean_norm": 1.0}
+    with pytest.raises(TypeError, match="Drawn.presenter = <class 'dict'>: expected a subclass of cselab.probes.suite."
+                                        "Presenter"):
+        type("Drawn", (Lengths,), {"name": "drawn", "presenter": dict})
 
 
 def test_a_package_adds_a_suite_with_an_entry_point(tmp_path, monkeypatch, own_registry):
@@ -63,8 +76,7 @@ def test_a_package_adds_a_suite_with_an_entry_point(tmp_path, monkeypatch, own_r
     own_registry._DISCOVERED.pop("cselab.suites")
     (tmp_path / "acme_probes.py").write_text(
         "from cselab.probes.suite import Suite, register_suite\n\n\n@register_suite\nclass Acme(Suite):\n"
-        "    name = 'acme'\n\n    def run(self, encoder):\n        raise NotImplementedError\n\n"
-        "    def sections(self, section, spec):\n        return []\n")
+        "    name = 'acme'\n\n    def run(self, encoder):\n        raise NotImplementedError\n")
     assert list(suites()) == [*ALL, "mteb", "acme"]
     (tmp_path / "acme_probes.py").unlink()
     monkeypatch.delitem(sys.modules, "acme_probes")
@@ -119,7 +131,7 @@ def _declaring(name, **fields):
     options = dataclass(type("Options", (Checked,), {"__annotations__": {k: Any for k in fields}, **fields,
                                                      "where": "probe options"}))
     return type(f"S{name}", (Suite,), {"name": name, "title": name, "main": {}, "Options": options,
-                                       "run": lambda self, encoder: None, "sections": lambda self, s, spec: []})
+                                       "run": lambda self, encoder: None})
 
 
 def test_two_suites_share_a_setting_only_by_declaring_it_alike(own_registry):

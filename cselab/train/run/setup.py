@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader
 
 from cselab.errors import ConfigError, TrainingError
 from cselab.evaluation.dev import dev_scorer
-from cselab.evaluation.scoring import Scorer
+from cselab.evaluation.scoring import DevScorer
 from cselab.train.config.method import MethodConfig
 from cselab.train.config.schema import loss_plugin
 from cselab.train.config.sections import TrainingConfig
@@ -111,7 +111,7 @@ class TrainingSetup:
     scheduler: Any
     loader: DataLoader
     collator: Collator
-    dev: Scorer | None
+    dev: DevScorer | None
     per_epoch: int
     total: int
     initial: list[torch.Tensor] | None

@@ -90,7 +90,7 @@ BASES = {"loss": "cselab.train.plugins.kinds.Loss", "negatives": "cselab.train.p
          "text": "cselab.train.plugins.kinds.TextTransform",
          "pooler": "cselab.encoders.pooling.Pooler",
          "layer_pooler": "cselab.encoders.pooling.LayerPooler", "suite": "cselab.probes.suite.Suite",
-         "dev_scorer": "cselab.evaluation.scoring.Scorer",
+         "dev_scorer": "cselab.evaluation.scoring.DevScorer",
          "backtranslation": "cselab.augment.backtranslate.Translator"}
 
 
@@ -122,7 +122,7 @@ def test_a_weight_hook_is_a_module_of_the_objective_so_its_state_is_saved_with_t
 
 @pytest.mark.parametrize("kind, group, base", [
     ("pooler", "cselab.poolers", "cselab.encoders.pooling:Pooler"),
-    ("dev_scorer", "cselab.dev_scorers", "cselab.evaluation.scoring:Scorer"),
+    ("dev_scorer", "cselab.dev_scorers", "cselab.evaluation.scoring:DevScorer"),
     ("suite", "cselab.suites", "cselab.probes.suite:Suite"),
     ("backtranslation", "cselab.backtranslation", "cselab.augment.backtranslate:Translator")])
 def test_each_kind_is_found_in_its_own_entry_point_group(tmp_path, monkeypatch, own_registry, kind, group, base):
