@@ -48,9 +48,12 @@ def item_inputs(payload: dict[str, Any]) -> dict[str, dict[str, Any]]:
     decides which items it scored: ``--limit`` and the data files the suite read (by name, with their sha256; every
     file the result read for a result that does not say which suite read which). (The bias suite's split rule and
     MER normalisation decide only which pairs are Cont. and Oppn.: its :meth:`~Suite.paired` checks those.)"""
-    data = payload.get("data") if isinstance(payload.get("data"), dict) else {}
-    digests = data.get("sha256") if isinstance(data.get("sha256"), dict) else {}
-    read_by = data.get("read_by") if isinstance(data.get("read_by"), dict) else None
+    data = payload.get("data")
+    data = data if isinstance(data, dict) else {}
+    digests = data.get("sha256")
+    digests = digests if isinstance(digests, dict) else {}
+    read_by = data.get("read_by")
+    read_by = read_by if isinstance(read_by, dict) else None
     found: dict[str, dict[str, Any]] = {}
     for name, cls in suites().items():
         section = payload.get(name)
