@@ -409,9 +409,8 @@ def apply_loss(loss: Loss, context: LossContext, matryoshka: dict | None = None)
         if len(found) < len(values):  # no row at any width (the same rows at each)
             return None
         return L.matryoshka(found, matryoshka["weights"])
-    # a role names one view (a str): a list is a view_lists entry's
-    names = [cast(str, loss.views[role]) for role in loss.roles] + [
-        value_key(cast(str, loss.views[role])) for role in loss.value_roles if loss.views.get(role) is not None]
+    names = [loss.views[role] for role in loss.roles] + [value_key(loss.views[role]) for role in loss.value_roles
+                                                         if loss.views.get(role) is not None]
     views = aligned(context.encoded, names) if names else []
     views = loss.prepare(views)
     if loss.reduce == "whole_batch":

@@ -122,7 +122,7 @@ def check_losses(losses: Any, views: dict[str, dict[str, Any]]) -> dict[str, dic
                     raise ConfigError(f"{where}.{key}: {shown(view)} is not a view; views: "
                                       f"{', '.join(sorted(available))}")
         _readable(plugin.cls, resolved, views, where)
-        generated = resolved.get("generated")
+        generated = resolved.get("generated") or {}
         for key in get("negatives", generated["kind"]).cls.view_params if generated else ():
             if generated[key] not in views:
                 raise ConfigError(f"{where}.generated.{key}: {shown(generated[key])} is not a view; views: "
@@ -241,7 +241,8 @@ def resolve(config: dict[str, Any], source: str) -> MethodConfig:
     frozen :class:`~cselab.train.config.method.MethodConfig`."""
     try:
         top = check(config, TOP, "")
-        resolved = {key: top[key] for key in ("method", "description", "data", "imports", "profile") if key in top}
+        resolved: dict[str, Any] = {key: top[key] for key in ("method", "description", "data", "imports", "profile")
+                                    if key in top}
         if top.get("data_columns") is not None:
             resolved["data_columns"] = _data_columns(top["data_columns"])
         resolved["encoder"] = _encoder(top["encoder"])
@@ -271,9 +272,10 @@ def section_schema(config: dict[str, Any], section: list[str]) -> dict[str, Para
         params = config["losses"][section[1]]
         schema = {**LOSS, **loss_plugin(section[1], params).schema()}
         for key in section[2:]:  # a plug-in inside the loss (its transform, its generated negatives)
-            if key not in schema or not schema[key].plugin or key not in params:
+            plugin = schema[key].plugin if key in schema else None
+            if not plugin or key not in params:
                 return {}
-            schema, params = get(schema[key].plugin, params[key]["kind"]).schema(), params[key]
+            schema, params = get(plugin, params[key]["kind"]).schema(), params[key]
         return schema
     return {}
 

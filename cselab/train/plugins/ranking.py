@@ -13,7 +13,7 @@ vector). Their specs and weights' sha256 are part of the run's identity.
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -22,6 +22,9 @@ from cselab.registry import Param, register
 from cselab.train.plugins import functional as L
 from cselab.train.plugins.kinds import Loss, LossContext
 from cselab.train.distributed import gather_rows
+
+if TYPE_CHECKING:
+    from cselab.encoders.base import Encoder
 
 ALPHA = Param(float, 0.33, "the first teacher's share of the teachers' lists (alpha_)", min=0.0, max=1.0)
 TEMPERATURE = Param(float, 0.05, "the student's temperature over its cosine similarities (InfoNCE's)", min=0.0,
@@ -80,6 +83,7 @@ class RankDistillation(Loss):
     (:func:`~cselab.train.plugins.functional.list_net`)."""
 
     roles, needs_tokens, model_params = ("anchor", "positive"), True, ("teacher", "second_teacher")
+    teachers: list[Encoder]  # in __dict__: not submodules
 
     def __init__(self, teacher: str, teacher_pooler: str | None, second_teacher: str | None,
                  second_teacher_pooler: str | None, alpha: float, teacher_temperature: float, temperature: float,
@@ -136,6 +140,8 @@ class RankDistillation(Loss):
 
     def _aligned_texts(self, context: LossContext) -> tuple[list[str], list[str]]:
         """The anchor's and the positive's texts of the rows that have both views, in their order."""
+        if context.texts is None:
+            raise ConfigError("loss rank_distillation: its teachers encode the views' texts; none were given")
         names = self.views["anchor"], self.views["positive"]
         common = sorted(set(context.encoded[names[0]][1]) & set(context.encoded[names[1]][1]))
         texts = [dict(zip(context.encoded[name][1], context.texts(name), strict=True)) for name in names]

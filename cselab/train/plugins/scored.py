@@ -30,7 +30,8 @@ class _ScoredPairs(Loss):
         self.scale = scale
 
     def forward(self, views, context: LossContext):
-        return self.function(*views, self.scale)
+        anchors, others, scores = views
+        return self.function(anchors, others, scores, self.scale)
 
 
 @register("loss", "cosent", params={"scale": SCALE})
