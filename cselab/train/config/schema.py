@@ -65,7 +65,8 @@ def _name(section: str, name: Any) -> str:
 def imported(config: dict[str, Any], source: str) -> list[str]:
     """The method's ``imports`` (checked before they are imported: the schema resolves after them)."""
     try:
-        return TOP["imports"].check(config.get("imports") or [], "imports")
+        imports: list[str] = TOP["imports"].check(config.get("imports") or [], "imports")
+        return imports
     except ConfigError as err:
         raise ConfigError(f"{source}: {err}") from None
 
@@ -131,7 +132,7 @@ def check_losses(losses: Any, views: dict[str, dict[str, Any]]) -> dict[str, dic
     return result
 
 
-def _matryoshka(params: dict[str, Any], cls, where: str) -> dict[str, Any]:
+def _matryoshka(params: dict[str, Any], cls: Any, where: str) -> dict[str, Any]:
     """A loss's ``matryoshka`` checked: distinct widths, one weight each (1 by default), and a loss that reads only
     the vectors (no model of its own, no tokens, no weights, no generated negatives, which would be made once at
     one width)."""
@@ -149,7 +150,7 @@ def _matryoshka(params: dict[str, Any], cls, where: str) -> dict[str, Any]:
     return {"dims": dims, "weights": weights}
 
 
-def _readable(cls, params: dict[str, Any], views: dict[str, dict[str, Any]], where: str) -> None:
+def _readable(cls: Any, params: dict[str, Any], views: dict[str, dict[str, Any]], where: str) -> None:
     """A loss that reads a view's tokens, texts or vectors before the head (``needs_tokens``, ``needs_pooled``) reads
     forward views with their own tokens: not a view made of another, not a layers view, not one whose tokens an
     augment changed; and ``needs_pooled`` none that pools layers."""
