@@ -56,7 +56,6 @@ class TrainingEncoder(nn.Module):
 
     backbone: Any  # a transformers model (in its adapter's wrapper with one): its config and layers read by name
     lm_head: nn.Module | None
-    head: nn.Module | None
     frozen: nn.Module | None  # in __dict__, as compiled: not submodules
     compiled: nn.Module | None
 
