@@ -24,7 +24,7 @@ from cselab.errors import ConfigError, CselabError, DataError, ModelError
 MAX_DEPTH = 64
 MAX_DIGITS = 64
 SHOWN = 60
-KINDS = {dict: "a mapping", list: "a list", str: "a string"}
+KINDS: dict[type, str] = {dict: "a mapping", list: "a list", str: "a string"}
 
 
 def shown(value: Any, limit: int = SHOWN) -> str:

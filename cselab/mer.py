@@ -23,15 +23,15 @@ from cselab.normalizers import Normalizer, normalizer
 def edit_counts(reference: list[str], hypothesis: list[str]) -> tuple[int, int, int, int]:
     """(substitutions, deletions, insertions, correct) of the word alignment."""
     subs = dels = ins = hits = 0
-    for tag, i1, i2, j1, j2 in Levenshtein.opcodes(reference, hypothesis):
-        if tag == "equal":
-            hits += i2 - i1
-        elif tag == "replace":
-            subs += i2 - i1
-        elif tag == "delete":
-            dels += i2 - i1
+    for op in Levenshtein.opcodes(reference, hypothesis):
+        if op.tag == "equal":
+            hits += op.src_end - op.src_start
+        elif op.tag == "replace":
+            subs += op.src_end - op.src_start
+        elif op.tag == "delete":
+            dels += op.src_end - op.src_start
         else:
-            ins += j2 - j1
+            ins += op.dest_end - op.dest_start
     return subs, dels, ins, hits
 
 

@@ -50,7 +50,7 @@ def device_info(device: str | None = None) -> dict[str, Any]:
 
     info: dict[str, Any] = {"type": "cuda" if str(device or "cpu").startswith("cuda") else "cpu", "cpu": cpu_name(),
                             "torch_threads": torch.get_num_threads()}
-    if info["type"] == "cuda" and torch.cuda.is_available():
+    if device is not None and info["type"] == "cuda" and torch.cuda.is_available():
         index = torch.device(device).index or 0
         info.update({"gpu": torch.cuda.get_device_name(index), "driver": _nvidia_driver(), "cuda": torch.version.cuda,
                      "cudnn": torch.backends.cudnn.version()})

@@ -45,10 +45,13 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from importlib.metadata import entry_points
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from cselab.errors import ConfigError, did_you_mean
 from cselab.files import clipped, shown
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 REQUIRED = object()  # a Param default: the key must be given
 NAME = re.compile(r"[a-z0-9_-]+")  # the names of plug-ins, views and losses
@@ -100,19 +103,25 @@ class Param:
     words: tuple[str, ...] | None = None
     empty: bool | None = None
 
+    def __post_init__(self) -> None:
+        if isinstance(self.choices, str) and not self.choices.startswith("plugin:"):
+            raise ValueError(f"Param choices {self.choices!r}: a string names a plug-in kind, 'plugin:KIND'; give "
+                             "the allowed values as a tuple")
+
     def allowed(self) -> tuple | None:
         """The allowed values: ``choices``, a kind's plug-ins for ``"plugin:KIND"``, what a function ``choices``
         gives when called (values found when they are checked, not when the schema is declared)."""
-        if isinstance(self.choices, str) and self.choices.startswith("plugin:"):
-            return tuple(names(self.choices[len("plugin:"):]))
+        if isinstance(self.choices, str):  # "plugin:KIND", the one string form
+            return tuple(names(self.choices.removeprefix("plugin:")))
         return tuple(self.choices()) if callable(self.choices) else self.choices
 
     def describe(self) -> str:
         """The allowed values in words, for error messages and generated docs."""
         if self.plugin:
             return f"a mapping with kind: one of {', '.join(names(self.plugin))}"
-        if self.allowed():
-            return "one of " + ", ".join(map(str, self.allowed())) + (" or null" if self.nullable else "")
+        allowed = self.allowed()
+        if allowed:
+            return "one of " + ", ".join(map(str, allowed)) + (" or null" if self.nullable else "")
         types = self.type if isinstance(self.type, tuple) else (self.type,)
         string = " or ".join(map(repr, self.words)) if self.words else "a string"
         words = " or ".join({bool: "true/false", int: "a whole number", float: "a number", str: string,
@@ -249,9 +258,8 @@ def discover(kind: str) -> dict[str, str]:
     try:
         for name in own:
             _import_own(name)
-            package = sys.modules[name]
-            for module in pkgutil.iter_modules(getattr(package, "__path__", [])):
-                _import_own(f"{name}.{module.name}")
+            for info in pkgutil.iter_modules(getattr(sys.modules[name], "__path__", [])):
+                _import_own(f"{name}.{info.name}")
         for entry in entry_points(group=group):
             module = entry.value.split(":")[0]
             package = f"{entry.dist.name}=={entry.dist.version}" if entry.dist else "an installed package"
@@ -358,7 +366,7 @@ def check(section: Any, schema: dict[str, Param], where: str) -> dict[str, Any]:
     if unknown:
         raise ConfigError(f"{_join(where, unknown[0])}: unknown key{did_you_mean(unknown[0], schema)}; known: "
                           f"{', '.join(sorted(schema))}")
-    result = {}
+    result: dict[str, Any] = {}
     for key, param in schema.items():
         given = section.get(key)
         if given is not None or (key in section and (param.nullable or param.default is REQUIRED)):
@@ -437,7 +445,8 @@ class Checked:
     where: ClassVar[str] = ""
 
     def __post_init__(self) -> None:
-        for name, value in check(asdict(self), schema_of(type(self)), self.where).items():
+        data = asdict(cast("DataclassInstance", self))  # every Checked is a dataclass
+        for name, value in check(data, schema_of(type(self)), self.where).items():
             object.__setattr__(self, name, value)
         self.rules()
 

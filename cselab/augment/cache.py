@@ -159,10 +159,11 @@ class Augmenter:
 
     def rows(self, lines: list[SourceLine]) -> dict[str, list]:
         kept = [line for line in lines if line.text is not None]
-        texts = [line.text for line in kept]
+        texts = [text for line in lines if (text := line.text) is not None]
         negations = list(self.negator(texts))
         candidates = self.translator.round_trip(texts) if self.translator else [[] for _ in texts]
-        band = tuple(self.config.mer_band)
+        low, high = self.config.mer_band
+        band = (low, high)
         paraphrases = [select_paraphrase(t, c, band, self.config.mer_normalize) for t, c in zip(texts, candidates)]
         return {"id": [line.id for line in kept], "text": texts,
                 "paraphrase": [p.text for p in paraphrases], "paraphrase_mer": [p.mer for p in paraphrases],

@@ -75,7 +75,7 @@ class MaskedLMEditor:
         # only whole alphabetic words may be proposed: no subword pieces, punctuation or special tokens
         self._allowed = np.array([token.isalpha() and token.isascii() for token in vocabulary])
 
-    def _plans(self, sentences: Sequence[str], insert: bool) -> list[tuple[list[str], list[int]]]:
+    def _plans(self, sentences: Sequence[str], insert: bool) -> list[tuple[list[str], list[str]]]:
         """Per sentence: its words with the mask token placed, and the original word at each mask ('' if inserted)."""
         rng = random.Random(self.seed)
         plans = []

@@ -18,12 +18,12 @@ from typing import Any
 from cselab.atomic import write_text_atomic
 from cselab.augment.backtranslate import Translator, select_paraphrase
 from cselab.augment.names import MER_BAND
-from cselab.augment.edits import MaskedLMEditor, delete_word, random_partners
+from cselab.augment.edits import MaskedLMEditor, WordNetEditor, delete_word, random_partners
 from cselab.augment.negation import Negator
 
 
 def build_testset(sentences: Sequence[str], negator: Negator, translator: Translator | None,
-                  editor: MaskedLMEditor | None, seed: int = 0,
+                  editor: MaskedLMEditor | WordNetEditor | None, seed: int = 0,
                   band: tuple[float, float] = MER_BAND) -> list[dict[str, Any]]:
     """One record per source, with every transformation that could be made."""
     rng = random.Random(seed)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 
 from cselab.errors import DataError
 from cselab.data.named import STS_TASKS, DataDir, load_cannot, load_corpus, load_sts
@@ -35,6 +36,10 @@ def _cannot(data_dir: DataDir) -> str:
     return _sizes({s.name: len(s) for s in load_cannot(data_dir)})
 
 
+def _corpus(key: str, data_dir: DataDir) -> str:
+    return f"{len(load_corpus(key, data_dir)):,} sentences"
+
+
 def _transfer(task: str, data_dir: DataDir) -> str:
     return _sizes({split: len(part) for split, part in load_transfer(task, data_dir).items()})
 
@@ -42,21 +47,21 @@ def _transfer(task: str, data_dir: DataDir) -> str:
 def _entries() -> Iterator[tuple[str, str, str, Callable[[DataDir], str]]]:
     """(key, kind, description, size) of every named set."""
     for key, task in STS_TASKS.items():
-        yield key, "STS", task.description, lambda d, key=key: _sts(key, d)
+        yield key, "STS", task.description, partial(_sts, key)
     yield "wiki1m", "corpus", "Wikipedia sentences, one per line (wiki/wiki1m_for_simcse.txt, or a prefix sample)", \
-        lambda d: f"{len(load_corpus('wiki1m', d)):,} sentences"
+        partial(_corpus, "wiki1m")
     for key, description in (("stsb-rows", "STS-B's train, dev and test sentences, both of every row, repeats "
                                            "kept (SG/SG-OPT's training text)"),
                              ("stsb-sentences", "the same sentences, each once"),
                              ("stsb-raw-rows", "stsb-rows from STS-B's original release (sts_raw/STSBenchmark: cased, "
                                                "untokenised; SG/SG-OPT's official profile)")):
-        yield key, "corpus", description, lambda d, key=key: f"{len(load_corpus(key, d)):,} sentences"
+        yield key, "corpus", description, partial(_corpus, key)
     yield "cannot", "negation", "CANNOT negation pairs (contrast/cannot/*.tsv), per source; also a training table", \
         _cannot
     yield "sick-entailment", "table", DERIVED["sick-entailment"], \
         lambda d: f"{len(load_table('sick-entailment', d)):,} pairs"
-    for task in TRANSFER_TASKS:
-        yield task.lower(), "transfer", f"SentEval transfer task {task}", lambda d, task=task: _transfer(task, d)
+    for name in TRANSFER_TASKS:
+        yield name.lower(), "transfer", f"SentEval transfer task {name}", partial(_transfer, name)
 
 
 def named_sets(data_dir: DataDir = None) -> list[NamedSet]:

@@ -17,6 +17,7 @@ import hashlib
 import io
 import math
 import os
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -75,7 +76,7 @@ def _text(value, path: Path, line: int, column: str) -> str | float:
     return value.strip()
 
 
-def _read_delimited(path: Path, delimiter: str) -> tuple[dict[str, list[str]], list[int]]:
+def _read_delimited(path: Path, delimiter: str) -> tuple[dict[str, list[str | float]], list[int]]:
     reader = csv.reader(io.StringIO(read_text(path, DataError), newline=""), delimiter=delimiter)
     rows = _csv_rows(reader, path)
     header = next(rows, None)
@@ -86,7 +87,7 @@ def _read_delimited(path: Path, delimiter: str) -> tuple[dict[str, list[str]], l
     if repeated:
         raise DataFormatError(path, 1, "the header repeats the column name(s) " + ", ".join(map(repr, repeated))
                               + "; every column needs its own name")
-    columns: dict[str, list[str]] = {name: [] for name in names}
+    columns: dict[str, list[str | float]] = {name: [] for name in names}
     lines = []
     for row in rows:
         if not any(cell.strip() for cell in row):
@@ -112,7 +113,7 @@ def _csv_rows(reader, path: Path):
             raise DataFormatError(path, reader.line_num, f"not a readable {kind} row ({err})") from None
 
 
-def _read_jsonl(path: Path) -> tuple[dict[str, list[str]], list[int]]:
+def _read_jsonl(path: Path) -> tuple[dict[str, list[str | float]], list[int]]:
     records, lines = [], []
     for number, line in enumerate(read_lines(path), start=1):
         if not line.strip():
@@ -123,7 +124,7 @@ def _read_jsonl(path: Path) -> tuple[dict[str, list[str]], list[int]]:
     return {name: [_text(r.get(name), path, n, name) for r, n in zip(records, lines)] for name in names}, lines
 
 
-def _read_parquet(path: Path) -> tuple[dict[str, list[str]], list[int]]:
+def _read_parquet(path: Path) -> tuple[dict[str, list[str | float]], list[int]]:
     import pyarrow.parquet as pq
 
     try:
@@ -169,7 +170,7 @@ def _hub_table(spec: str) -> Table:
 def _sick_entailment(data_dir: DataDir) -> Table:
     path = senteval_dir(data_dir) / "SICK" / "SICK_train.txt"
     source = _read_delimited_checked(path)
-    contradictions: dict[str, str] = {}
+    contradictions: dict[str | float, str | float] = {}
     for a, b, label in zip(source["sentence_A"], source["sentence_B"], source["entailment_judgment"]):
         if label == "CONTRADICTION":
             contradictions.setdefault(a, b)
@@ -180,7 +181,7 @@ def _sick_entailment(data_dir: DataDir) -> Table:
                  (path,), sha256(path))
 
 
-def _read_delimited_checked(path: Path) -> dict[str, list[str]]:
+def _read_delimited_checked(path: Path) -> dict[str, list[str | float]]:
     if not path.is_file():
         raise DataNotFoundError(f"Missing data file {path}")
     columns, _ = _read_delimited(path, "\t")
@@ -243,7 +244,7 @@ def column_map(table: Table, wanted: list[str], given: dict[str, str] | None) ->
     return found
 
 
-def training_columns(table: Table, mapping: dict[str, str], numbers: set[str] = frozenset()
+def training_columns(table: Table, mapping: dict[str, str], numbers: Collection[str] = frozenset()
                      ) -> tuple[dict[str, list], dict[str, int]]:
     """The table's columns under cselab's names, and per column the rows left without it (an empty field). Each
     column in ``numbers`` (a scored pair's ``score``) holds finite numbers (None for an empty field), every other
@@ -281,5 +282,5 @@ def _typed(value: str | float, number: bool, table: Table, row: int, column: str
         parsed = math.nan
     if not math.isfinite(parsed):
         raise DataFormatError(Path(table.name), _line(table, row), f"field '{column}' must be a finite number, "
-                                                                   f"got {clipped(value, 40)!r}")
+                                                                   f"got {clipped(str(value), 40)!r}")
     return parsed

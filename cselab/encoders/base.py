@@ -115,7 +115,7 @@ class Encoder(ABC):
         if batch_size < 1:
             raise ConfigError(f"batch_size must be at least 1, got {batch_size}")
         single = isinstance(sentences, str)
-        texts = [sentences] if single else as_sentences(sentences)
+        texts = [sentences] if isinstance(sentences, str) else as_sentences(sentences)
         unique = list(dict.fromkeys(texts))
         if unique:
             with progress.encoding(len(unique)):  # counted on a probe suite's bar, remembered ones at once

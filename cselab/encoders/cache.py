@@ -73,7 +73,7 @@ def cache_key(model_files: str, settings: dict[str, Any], device: str) -> dict[s
     ``model_files`` is :meth:`~cselab.encoders.model_files.ModelFiles.combined`."""
     versions = package_versions(VERSIONED)
     code = source()
-    package = origins("pooler").get(settings.get("pooler"))
+    package = origins("pooler").get(settings.get("pooler", ""))
     return {"format": FORMAT, "model_files_sha256": model_files, "settings": settings, "device": device,
             "versions": {name: versions[name] for name in VERSIONED},
             "cselab": {name: code[name] for name in ("version", "commit", "dirty", "source_sha256")},
@@ -132,17 +132,17 @@ class EmbeddingCache:
         try:
             chunks = sorted(self.folder.glob("*.npz"))
             for chunk in chunks:
-                self._read_chunk(chunk)
+                self._read_chunk(chunk, self._vectors)
         except OSError as err:  # the folder (or a chunk) cannot be read: no permission, not a folder ...
             self._give_up("read", err)
         return self._vectors
 
-    def _read_chunk(self, chunk: Path) -> None:
+    def _read_chunk(self, chunk: Path, into: dict[str, np.ndarray]) -> None:
         try:
             data = chunk.read_bytes()
         except FileNotFoundError:  # removed by another process meanwhile
             return
-        width = next((len(v) for v in self._vectors.values()), None)
+        width = next((len(v) for v in into.values()), None)
         try:
             if hashlib.sha256(data).hexdigest() != chunk.stem:
                 raise ValueError("its bytes do not match the sha256 it is named by")
@@ -155,7 +155,7 @@ class EmbeddingCache:
             with contextlib.suppress(OSError):  # a read-only folder keeps it, and it is never served
                 chunk.unlink(missing_ok=True)
             return
-        self._vectors.update(zip(sentences, vectors))
+        into.update(zip(sentences, vectors))
         with contextlib.suppress(OSError):  # recently used: kept longest under the size cap (when it can be marked)
             os.utime(chunk)
 

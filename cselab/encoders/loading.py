@@ -139,7 +139,8 @@ def model_folder(path: str) -> Path | None:
         return None
 
 
-def _with_files(encoder: Encoder, files: ModelFiles | None, cache: bool) -> Encoder:
+def _with_files(encoder: TransformerEncoder | SentenceTransformerEncoder, files: ModelFiles | None, cache: bool
+                ) -> Encoder:
     """The encoder, told the sha256 of its weight files and, with ``cache``, given its embedding cache, keyed by every
     file of the model (:mod:`cselab.encoders.model_files`) and the encoder's own settings; once the folder is seen
     not to have changed since ``files`` were read (so the weights loaded are the weights hashed)."""

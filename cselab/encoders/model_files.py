@@ -33,11 +33,12 @@ def _module_folders(folder: Path) -> list[Path]:
         return []
     modules = read_json(listing, ModelError, expect=list)
     paths = [module.get("path") if isinstance(module, dict) else None for module in modules]
-    if not all(isinstance(path, str) for path in paths):
+    names = [path for path in paths if isinstance(path, str)]
+    if len(names) != len(paths):
         raise ModelError(f"{listing}: not in the form sentence-transformers writes, a list of {{idx, name, path, "
                          "type}}")
     found = []
-    for path in paths:
+    for path in names:
         module = (folder / path).resolve()
         if path and module.is_dir() and module.is_relative_to(folder.resolve()):
             found.append(folder / path)

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 from mteb.models.abs_encoder import AbsEncoder
-from mteb.models.model_meta import ModelMeta
+from mteb.models.model_meta import ModelMeta, ScoringFunction
 
 from cselab.encoders.base import Encoder
 from cselab.encoders.checkpoint import CHECKPOINT_FILE, read_checkpoint_info, trusted
@@ -133,7 +133,7 @@ def model_meta(encoder: Encoder, name: str | None = None) -> ModelMeta:
         embed_dim=encoder.dim, license=base.license if base is not None and info is None else None,
         open_weights=True if transformer else None, public_training_code=None, public_training_data=None,
         framework=["PyTorch", "Sentence Transformers"] if transformer else ["NumPy"], reference=None,
-        similarity_fn_name="cosine", use_instructions=False, training_datasets=trained or None,
+        similarity_fn_name=ScoringFunction.COSINE, use_instructions=False, training_datasets=trained or None,
         adapted_from=adapted if info is not None else None,
     )
 
@@ -144,6 +144,8 @@ class MTEBEncoder(AbsEncoder):
     similarity) equals ``probe run``'s figure; MTEB's ``cosine_spearman`` is computed by scikit-learn in float32 and
     differs where float32 rounding breaks or makes ties (bag-of-words vectors). The encoder's prompt template and
     pooler are its own; MTEB's task instructions are not applied (``use_instructions=False``)."""
+
+    mteb_model_meta: ModelMeta  # always set (AbsEncoder's may be None)
 
     def __init__(self, encoder: Encoder, name: str | None = None):
         self.model = encoder

@@ -30,7 +30,10 @@ class SentenceTransformerEncoder(Encoder):
 
     @property
     def dim(self) -> int:
-        return self.model.get_sentence_embedding_dimension()
+        dim = self.model.get_sentence_embedding_dimension()
+        if dim is None:
+            raise ModelError(f"{self.spec}: sentence-transformers finds no embedding dimension in its modules")
+        return dim
 
     def _encode_unique(self, sentences: list[str], batch_size: int, show_progress_bar: bool | None) -> np.ndarray:
         return self.model.encode(sentences, batch_size=batch_size, show_progress_bar=bool(show_progress_bar),

@@ -23,6 +23,7 @@ from cselab.atomic import with_umask
 from cselab.encoders.checkpoint import (CHECKPOINT_FILE, CheckpointInfo, needs_module, read_checkpoint_info,
                                        write_checkpoint_info, write_model_files, write_native_layout)
 from cselab.encoders.transformer import TransformerEncoder
+from cselab.errors import ModelError
 
 
 class CselabEncoder(InputModule):
@@ -45,7 +46,8 @@ class CselabEncoder(InputModule):
     def max_seq_length(self) -> int:
         return self.encoder.max_length
 
-    def preprocess(self, inputs: Sequence[str], prompt: str | None = None, **kwargs) -> dict[str, torch.Tensor]:
+    def preprocess(  # type: ignore[override]  # a text module: its inputs are strings, not any modality's
+            self, inputs: Sequence[str], prompt: str | None = None, **kwargs) -> dict[str, torch.Tensor]:
         """Token ids and attention mask; sentence-transformers' own ``prompt`` is put before each text, as its
         Transformer module does (cselab's template, from ``cselab.json``, wraps the result)."""
         texts = [prompt + text for text in inputs] if prompt else list(inputs)
@@ -64,10 +66,11 @@ class CselabEncoder(InputModule):
     @classmethod
     def load(cls, model_name_or_path: str, subfolder: str = "", token: bool | str | None = None,
              cache_folder: str | None = None, revision: str | None = None, local_files_only: bool = False,
-             **kwargs) -> CselabEncoder:
-        folder = Path(cls.load_dir_path(model_name_or_path, subfolder=subfolder, token=token,
-                                        cache_folder=cache_folder, revision=revision,
-                                        local_files_only=local_files_only))
+             init_defaults: dict[str, Any] | None = None, **kwargs) -> CselabEncoder:
+        folder = cls.load_dir_path(model_name_or_path, subfolder=subfolder, token=token, cache_folder=cache_folder,
+                                   revision=revision, local_files_only=local_files_only)
+        if folder is None:
+            raise ModelError(f"{model_name_or_path}: sentence-transformers found no folder of it")
         return cls.of(folder)
 
     @classmethod
@@ -76,7 +79,10 @@ class CselabEncoder(InputModule):
         from cselab.encoders.loading import load_encoder
 
         info = read_checkpoint_info(Path(folder) / CHECKPOINT_FILE)
-        return cls(load_encoder(str(folder), device="cpu", dtype="float32", cache=False), info)
+        encoder = load_encoder(str(folder), device="cpu", dtype="float32", cache=False)
+        if not isinstance(encoder, TransformerEncoder):
+            raise ModelError(f"{folder}: not a transformers model, which cselab's module encodes with")
+        return cls(encoder, info)
 
 
 def save_with_module(folder: str | os.PathLike, encoder: TransformerEncoder, info: CheckpointInfo,
@@ -86,7 +92,8 @@ def save_with_module(folder: str | os.PathLike, encoder: TransformerEncoder, inf
     from sentence_transformers import SentenceTransformer
     from sentence_transformers.sentence_transformer.modules import Normalize
 
-    modules = [CselabEncoder(encoder, info, config_fields), *([Normalize()] if info.normalize else [])]
+    modules: list[torch.nn.Module] = [CselabEncoder(encoder, info, config_fields),
+                                      *([Normalize()] if info.normalize else [])]
     SentenceTransformer(modules=modules, device=str(encoder.device)).save(str(folder), create_model_card=False)
 
 

@@ -80,6 +80,9 @@ class TransformerEncoder(Encoder):
     (PromptBERT's supervised BERT run: ``head(h) - head(t)``).
     """
 
+    template_ids: list[int]  # with denoise: the template alone, and how many of its tokens come before the sentence
+    _before_sentence: int
+
     def __init__(self, model, tokenizer, encoding: Encoding | None = None, *, head: torch.nn.Module | None = None,
                  spec: str = "", **settings):
         if encoding is None:
@@ -102,13 +105,15 @@ class TransformerEncoder(Encoder):
                               f"{self.spec or 'the model'} takes (its position embeddings or tokenizer limit); give "
                               f"at most {self.limit}")
         self.max_length = encoding.max_length or self.limit
-        self.pieces = self.echo = None
+        self.pieces: tuple[list[int], list[int]] | None = None
+        self.echo: tuple[list[int], list[list[int]], list[int]] | None = None
         self.prompt = self._check_prompt(encoding.prompt, encoding.prompt_pieces) if encoding.prompt else None
         if encoding.denoise and self.pieces is not None:  # the template alone: its two sides (checked to be its ids)
             self.template_ids, self._before_sentence = self.pieces[0] + self.pieces[1], len(self.pieces[0])
-        elif encoding.denoise:  # the template alone, and how many of its tokens come before the sentence: once, not
-            # per batch; as PromptBERT's evaluation.py get_delta: a space for the sentence, a run of three spaces made
-            # one, the side before the sentence counted stripped (a byte-level BPE reads spaces; WordPiece does not)
+        elif encoding.denoise and self.prompt is not None:  # (Encoding gives denoise a prompt) the template alone,
+            # and how many of its tokens come before the sentence: once, not per batch; as PromptBERT's evaluation.py
+            # get_delta: a space for the sentence, a run of three spaces made one, the side before the sentence counted
+            # stripped (a byte-level BPE reads spaces; WordPiece does not)
             before = self.prompt.split("{}")[0]
             self.template_ids = self.tokenizer(self.prompt.replace("{}", " ").replace("   ", " ").strip())["input_ids"]
             self._before_sentence = len(self.tokenizer(before.strip())["input_ids"]) - 1
@@ -204,6 +209,7 @@ class TransformerEncoder(Encoder):
         the sentence and the template after it (rows padded on the right, the copies of equal length)."""
         if self.pool_tokens == "all":
             return attention_mask
+        assert self.echo is not None  # check_pool_tokens: last_copy only with {} twice, an echo template
         lengths = attention_mask.sum(dim=1, keepdim=True)
         sentence = (lengths - self._template_length) // self.copies
         start = lengths - len(self.echo[1][-1]) - len(self.echo[2]) - sentence
@@ -262,14 +268,15 @@ class TransformerEncoder(Encoder):
         sentences = [s.lower() for s in sentences] if self.encoding.lowercase else list(sentences)
         if self.pieces is not None or self.echo:  # the sentence's ids cut, between the template's
             pieces = self._ids(sentences, add_special_tokens=False)
-            cut = sum(len(row) > self.sentence_budget for row in pieces)
-            if cut and warn:
-                warnings.warn(f"{cut} sentence(s) longer than max_length={self.max_length} word-pieces were "
+            n_cut = sum(len(row) > self.sentence_budget for row in pieces)
+            if n_cut and warn:
+                warnings.warn(f"{n_cut} sentence(s) longer than max_length={self.max_length} word-pieces were "
                               "truncated", stacklevel=3)
+            if self.pieces is not None:  # PromptBERT's training rows
+                before, after = self.pieces
+                return [before + row[:self.sentence_budget] + after for row in pieces]
             if self.echo:  # echo: special tokens, then the pieces with a copy between each two
-                return [self._echo_row(row[:self.sentence_budget]) for row in pieces]
-            before, after = self.pieces  # PromptBERT's training rows
-            return [before + row[:self.sentence_budget] + after for row in pieces]
+                return [_echo_row(self.echo, row[:self.sentence_budget]) for row in pieces]
         if self.prompt:  # PromptBERT: cut the sentence to its budget, then wrap it
             pieces = self._ids(sentences, add_special_tokens=False)
             too_long = [i for i, row in enumerate(pieces) if len(row) > self.sentence_budget]
@@ -293,13 +300,6 @@ class TransformerEncoder(Encoder):
         return self.tokenizer(texts, add_special_tokens=add_special_tokens, verbose=False,
                               return_attention_mask=False, return_token_type_ids=False)["input_ids"]
 
-    def _echo_row(self, sentence: list[int]) -> list[int]:
-        before, texts, after = self.echo
-        row = before + texts[0]
-        for text in texts[1:]:
-            row = row + sentence + text
-        return row + after
-
     def _offsets(self, sentences: list[str]) -> list[list[tuple[int, int]]]:
         """Each sentence's word-pieces as character spans (no special tokens), in one batched call."""
         if not sentences:
@@ -316,7 +316,7 @@ class TransformerEncoder(Encoder):
         leaves a sentence as it was (a character that is several tokens, whose span each of them carries, as a
         byte-level BPE spells a rare character) cuts one token more the next time."""
         sentences, excess = list(sentences), list(excess)
-        done: list[list[int] | None] = [None] * len(sentences)
+        done: dict[int, list[int]] = {}
         pending = list(range(len(sentences)))
         while pending:
             spans = self._offsets([sentences[i] for i in pending])
@@ -331,7 +331,7 @@ class TransformerEncoder(Encoder):
                     sentences[i] = cut
                     still.append(i)
             pending = still
-        return done
+        return [done[i] for i in range(len(sentences))]
 
     def pad(self, rows: list[list[int]]) -> tuple[torch.Tensor, torch.Tensor]:
         """Token id rows padded to the longest (right padding), and their attention mask."""
@@ -451,6 +451,16 @@ def check_bidirectional(model) -> None:
     if implementation not in ("eager", "sdpa"):
         raise ConfigError(f"bidirectional attention: the model runs {implementation!r} attention, which takes no "
                           "4-D mask; load it with attn_implementation 'sdpa' or 'eager'")
+
+
+def _echo_row(echo: tuple[list[int], list[list[int]], list[int]], sentence: list[int]) -> list[int]:
+    """An echo template's row: its ids before, its pieces with a copy of ``sentence`` between each two, the ids
+    after."""
+    before, texts, after = echo
+    row = before + texts[0]
+    for text in texts[1:]:
+        row = row + sentence + text
+    return row + after
 
 
 def _prefix(sentence: str, spans: list[tuple[int, int]], keep: int) -> str:

@@ -64,6 +64,12 @@ class JobResult:
     test_accuracy: float | None = None
     test_predictions: np.ndarray | None = None
 
+    def tested(self) -> tuple[float, np.ndarray]:
+        """The test accuracy and predictions of a job that had test rows."""
+        if self.test_accuracy is None or self.test_predictions is None:
+            raise ValueError("a job without test rows has no test accuracy")
+        return self.test_accuracy, self.test_predictions
+
 
 def holdout_job(rows: np.ndarray, reg: float, seed: int, fraction: float = 0.05,
                 test: np.ndarray | None = None) -> Job:
@@ -161,7 +167,7 @@ class _Optimizer:
             g = g + self.decay[i] * p
             old = (p.clone(), self.second[i].clone(), None if self.first is None else self.first[i].clone()) \
                 if masked else None
-            if self.kind == "rmsprop":  # lr 0.01, alpha 0.99, eps 1e-8
+            if self.first is None:  # RMSprop (kind "rmsprop"): lr 0.01, alpha 0.99, eps 1e-8
                 self.second[i].mul_(0.99).addcmul_(g, g, value=0.01)
                 p.addcdiv_(g, self.second[i].sqrt().add_(1e-8), value=-0.01)
             else:  # Adam: lr 1e-3, betas (0.9, 0.999), eps 1e-8, bias-corrected as torch.optim.Adam does
@@ -170,12 +176,13 @@ class _Optimizer:
                 self.second[i].mul_(0.999).addcmul_(g, g, value=0.001)
                 denom = (self.second[i].sqrt() / torch.sqrt(1 - 0.999 ** t)).add_(1e-8)
                 p.sub_((1e-3 / (1 - 0.9 ** t)) * self.first[i] / denom)
-            if masked:
+            if old is not None:
                 idle = ~active.view(shape)
-                p.copy_(torch.where(idle, old[0], p))
-                self.second[i].copy_(torch.where(idle, old[1], self.second[i]))
-                if self.first is not None:
-                    self.first[i].copy_(torch.where(idle, old[2], self.first[i]))
+                old_p, old_second, old_first = old
+                p.copy_(torch.where(idle, old_p, p))
+                self.second[i].copy_(torch.where(idle, old_second, self.second[i]))
+                if self.first is not None and old_first is not None:
+                    self.first[i].copy_(torch.where(idle, old_first, self.first[i]))
 
 
 def _padded(rows: list[np.ndarray]) -> torch.Tensor:
@@ -235,14 +242,14 @@ def train_group(X: np.ndarray, y: np.ndarray, jobs: list[Job], nclasses: int, co
     Yt = torch.as_tensor(np.asarray(y), dtype=torch.long)
     members = streams_of(jobs)
     chunk = max(1, gather_budget // (config.batch_size * Xt.shape[1]))
-    results: list[JobResult | None] = [None] * len(jobs)
+    results: dict[int, JobResult] = {}
     for start in range(0, len(members), chunk):
         part = members[start:start + chunk]
         flat = [k for m in part for k in m]
         for k, result in zip(flat, _train_streams(Xt, Yt, [jobs[k] for k in flat], _renumber(part), nclasses,
                                                   config, seed)):
             results[k] = result
-    return results
+    return [results[k] for k in range(len(jobs))]
 
 
 def streams_of(jobs: list[Job]) -> list[list[int]]:
@@ -308,18 +315,19 @@ def _train_streams(Xt: torch.Tensor, Yt: torch.Tensor, jobs: list[Job], members:
             stack.params = [p[kept] for p in stack.params]
             optimizer.keep(kept)
             live, streams = live[kept], streams[kept.numpy()]
-    results: list[JobResult | None] = [None] * len(jobs)
-    tested = [s for s, job in enumerate(first) if job.test is not None]
-    outcome = dict(zip(tested, _predict(stack, Xt, [first[s].test for s in tested],
+    results: dict[int, JobResult] = {}
+    tests = {s: job.test for s, job in enumerate(first) if job.test is not None}
+    tested = list(tests)
+    outcome = dict(zip(tested, _predict(stack, Xt, list(tests.values()),
                                         params=[b[torch.tensor(tested)] for b in best]))) if tested else {}
     for s, m in enumerate(members):
         for c, k in enumerate(m):
             if s in outcome:
-                p = outcome[s][:, c]
-                results[k] = JobResult(float(best_accuracy[s, c]), float((p == y[jobs[k].test]).mean()), p)
+                pred = outcome[s][:, c]
+                results[k] = JobResult(float(best_accuracy[s, c]), float((pred == y[jobs[k].test]).mean()), pred)
             else:
                 results[k] = JobResult(float(best_accuracy[s, c]))
-    return results
+    return [results[k] for k in range(len(jobs))]
 
 
 def train_jobs(X: np.ndarray, y: np.ndarray, jobs: list[Job], nclasses: int, config: ClassifierConfig,
@@ -334,11 +342,11 @@ def train_jobs(X: np.ndarray, y: np.ndarray, jobs: list[Job], nclasses: int, con
     shares = [[k for stream in streams[w::n_jobs] for k in stream] for w in range(n_jobs)]
     outputs = Parallel(n_jobs=n_jobs)(
         delayed(_worker)(X, y, [jobs[k] for k in share], nclasses, config, seed) for share in shares)
-    results: list[JobResult | None] = [None] * len(jobs)
+    results: dict[int, JobResult] = {}
     for share, output in zip(shares, outputs):
         for k, result in zip(share, output):
             results[k] = result
-    return results
+    return [results[k] for k in range(len(jobs))]
 
 
 def _worker(X, y, jobs, nclasses, config, seed) -> list[JobResult]:

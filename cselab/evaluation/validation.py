@@ -59,7 +59,7 @@ def _folds(y: np.ndarray, k: int, seed: int) -> list[tuple[np.ndarray, np.ndarra
     return list(StratifiedKFold(n_splits=k, shuffle=True, random_state=seed).split(np.zeros(len(y)), y))
 
 
-def _best(scores: Sequence[float]) -> int:
+def _best(scores: Sequence[float] | np.ndarray) -> int:
     """SentEval's choice: the first of the highest (rounded) scores."""
     return int(np.argmax(scores))
 
@@ -88,10 +88,10 @@ def inner_kfold(X: np.ndarray, y: np.ndarray, nclasses: int, setup: ClassifierSe
     chosen = [_best(row) for row in scores]
     refits = [holdout_job(train, REGS[c], SEED, test=test) for (train, test), c in zip(outer, chosen)]
     results = train_jobs(X, y, refits, nclasses, setup.classifier, SEED, n_jobs)
-    tests = [round(100 * r.test_accuracy, 2) for r in results]
+    tests = [round(100 * r.tested()[0], 2) for r in results]
     predictions = np.empty(len(y), dtype=np.int64)
     for (_, test), result in zip(outer, results):
-        predictions[test] = result.test_predictions  # every row predicted once, by the fold that held it out
+        predictions[test] = result.tested()[1]  # every row predicted once, by the fold that held it out
     return {"devacc": round(float(np.mean(scores.max(axis=1))), 2), "acc": round(float(np.mean(tests)), 2),
             "fold_acc": tests, "reg": [REGS[c] for c in chosen], "predictions": predictions, "labels": y}
 
@@ -114,8 +114,9 @@ def kfold_then_test(X: np.ndarray, y: np.ndarray, train: np.ndarray, test: np.nd
     chosen = _best(scores)
     (refit,) = train_jobs(X, y, [holdout_job(train, REGS[chosen], SEED, test=test)], nclasses, setup.classifier,
                           SEED)
-    return {"devacc": float(scores[chosen]), "acc": round(100 * refit.test_accuracy, 2), "reg": REGS[chosen],
-            "predictions": refit.test_predictions, "labels": y[test]}
+    accuracy, predictions = refit.tested()
+    return {"devacc": float(scores[chosen]), "acc": round(100 * accuracy, 2), "reg": REGS[chosen],
+            "predictions": predictions, "labels": y[test]}
 
 
 def split(X: np.ndarray, y: np.ndarray, train: np.ndarray, dev: np.ndarray, test: np.ndarray, nclasses: int,
@@ -131,9 +132,10 @@ def split(X: np.ndarray, y: np.ndarray, train: np.ndarray, dev: np.ndarray, test
         scores = [round(100 * r.dev_accuracy, 2) for r in results]
         chosen = _best(scores)
         if not best or scores[chosen] > best["devacc"]:
-            best = {"devacc": scores[chosen], "acc": round(100 * results[chosen].test_accuracy, 2),
+            accuracy, predictions = results[chosen].tested()
+            best = {"devacc": scores[chosen], "acc": round(100 * accuracy, 2),
                     "reg": REGS[chosen], "nhid": config.nhid, "dropout": config.dropout,
-                    "predictions": results[chosen].test_predictions, "labels": y[test]}
+                    "predictions": predictions, "labels": y[test]}
     return best
 
 

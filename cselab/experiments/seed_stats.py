@@ -44,6 +44,7 @@ def _sts_matrix(out: Path, runs: list[dict[str, Any]]) -> tuple[np.ndarray, np.n
             raise DataError(f"{out / 'results' / run['items']['file']}: scored on other STS pairs than the sweep's "
                             "other runs; they are not compared")
         rows.append(np.concatenate([sims for sims, _ in found.values()]))
+    assert gold is not None and tasks is not None  # runs holds a run or more: each label's
     return np.stack(rows), gold, tasks
 
 
@@ -55,13 +56,14 @@ def compare_methods(out: str | Path, results: list[dict[str, Any]], resamples: i
     summary: dict[str, Any] = {"baseline": labels[0] if labels else None, "figure": "STS avg.",
                                "test": "hierarchical bootstrap over seeds, then pairs (Saravanan et al. 2020)",
                                "resamples": resamples, "seed": seed, "rows": []}
-    if len(labels) < 2 or any(matrix is None for matrix in found.values()):
+    matrices = {label: matrix for label, matrix in found.items() if matrix is not None}
+    if len(labels) < 2 or len(matrices) < len(found):
         summary["skipped"] = ("fewer than two methods" if len(labels) < 2
                               else "a run was scored without per-item outputs (an older cselab): score it again")
         return summary
-    base, gold, tasks = found[labels[0]]
+    base, gold, tasks = matrices[labels[0]]
     for label in labels[1:]:
-        summary["rows"].append({"label": label, **hierarchical(base, found[label][0], gold, tasks, resamples, seed)})
+        summary["rows"].append({"label": label, **hierarchical(base, matrices[label][0], gold, tasks, resamples, seed)})
     for row, adjusted in zip(summary["rows"], holm([row["p"] for row in summary["rows"]])):
         row["p_holm"] = adjusted
         row["holds"] = holds(row) and min(row["seeds"]) >= FEW_SEEDS

@@ -29,7 +29,7 @@ import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -212,6 +212,10 @@ class SweepSpec:
         return found
 
 
+@overload
+def run_sweep(spec: SweepSpec, progress: bool = True, worker: None = None) -> dict[str, Any]: ...
+@overload
+def run_sweep(spec: SweepSpec, progress: bool = True, *, worker: tuple[int, int]) -> None: ...
 def run_sweep(spec: SweepSpec, progress: bool = True, worker: tuple[int, int] | None = None
               ) -> dict[str, Any] | None:
     """Train and score every run not scored yet, then write the summary; returns it. A ``worker`` ``(k, n)`` takes

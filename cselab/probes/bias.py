@@ -45,13 +45,13 @@ TRANSFORMATIONS = "bias.transformation probe"  # a scope of its own: its items a
 
 def weighted_average(values: Sequence[float], weights: Sequence[int]) -> float | None:
     """Average of ``values`` weighted by ``weights``; None when nothing has weight."""
-    weights = np.asarray(weights, dtype=np.float64)
-    return float(np.average(values, weights=weights)) if weights.sum() > 0 else None
+    array = np.asarray(weights, dtype=np.float64)
+    return float(np.average(values, weights=array)) if array.sum() > 0 else None
 
 
 def score_splits(splits: Sequence[SubsetSplit], sims: Sequence[np.ndarray]) -> dict[str, Any]:
     """Per-subset Cont./Oppn. Spearman x 100 and their weighted averages, from each pair's similarity."""
-    subsets = {}
+    subsets: dict[str, dict[str, Any]] = {}
     for s, sim in zip(splits, sims):
         subsets[s.name] = {"cont": 100 * spearman(sim[s.cont], s.pairs.scores[s.cont]),
                            "oppn": 100 * spearman(sim[~s.cont], s.pairs.scores[~s.cont]),
@@ -190,7 +190,8 @@ class BiasPresenter(Presenter):
     def paired(self, a: dict[str, np.ndarray], b: dict[str, np.ndarray], skip: frozenset[str]) -> PairedFigures:
         """Cont., Oppn. and the gap (pairs split alike only), paraphrase over negation (% of sources), the CANNOT
         cosine (mean over the pairs)."""
-        figures, notes = {}, ()
+        figures: dict[str, tuple[list[Stratum], float]] = {}
+        notes: tuple[str, ...] = ()
         subsets = [k[:-4] for k in sorted(a) if k.startswith("bias/splits/") and k.endswith("/sim") and k in b]
         if subsets and splits_comparable(a, b):
             figures.update(_split_figures(a, b, subsets))

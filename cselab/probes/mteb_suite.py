@@ -16,7 +16,7 @@ import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -28,7 +28,7 @@ from cselab.files import clipped, shown
 from cselab.data import DataNotFoundError
 from cselab.probes.paired import aligned
 from cselab.probes.significance import Stratum
-from cselab.probes.suite import PairedFigures, ProbeOptions, Presenter, Suite, register_suite
+from cselab.probes.suite import PairedFigures, ProbeOptions, Presenter, Score, Suite, register_suite
 from cselab.metrics import MIN_PAIRS
 from cselab.registry import Checked, Param, setting
 
@@ -228,7 +228,7 @@ class MTEBSuite(Suite):
 
     name, title = "mteb", "MTEB (main score x 100)"
     rank = 60
-    main: dict = {}  # each task's main score is in its own table (no one figure sums them up)
+    main: ClassVar[dict[str, Score]] = {}  # each task's main score is in its own table (no one figure sums them up)
     metadata = ("model_meta", "mteb_version")
     in_all = False  # it needs --mteb-tasks
 

@@ -49,9 +49,12 @@ def item_inputs(payload: dict[str, Any]) -> dict[str, dict[str, Any]]:
     file the result read for a result that does not say which suite read which). (The bias suite's split rule and
     MER normalisation decide only which pairs are Cont. and Oppn.: its presenter's
     :meth:`~cselab.probes.suite.Presenter.paired` checks those.)"""
-    data = payload.get("data") if isinstance(payload.get("data"), dict) else {}
-    digests = data.get("sha256") if isinstance(data.get("sha256"), dict) else {}
-    read_by = data.get("read_by") if isinstance(data.get("read_by"), dict) else None
+    data = payload.get("data")
+    data = data if isinstance(data, dict) else {}
+    digests = data.get("sha256")
+    digests = digests if isinstance(digests, dict) else {}
+    read_by = data.get("read_by")
+    read_by = read_by if isinstance(read_by, dict) else None
     found: dict[str, dict[str, Any]] = {}
     for name, presenter in presenters().items():
         section = payload.get(name)

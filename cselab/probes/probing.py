@@ -65,10 +65,10 @@ def run_probing(encoder: Encoder, folder: str | os.PathLike, tasks: Sequence[str
         X = np.stack([vectors[t] for part in parts for t in part.texts])
         y = np.concatenate([part.labels for part in parts])
         bounds = np.cumsum([0] + [len(part) for part in parts])
-        rows = [np.arange(a, b) for a, b in zip(bounds, bounds[1:])]
+        train, dev, test = (np.arange(a, b) for a, b in zip(bounds, bounds[1:]))
         candidates = [setup.classifier] + ([] if task == "WC" else [
             replace(setup.classifier, nhid=MLP_HIDDEN, dropout=d) for d in MLP_DROPOUTS])
-        result = split(X, y, *rows, len(labels), setup, candidates, n_jobs)
+        result = split(X, y, train, dev, test, len(labels), setup, candidates, n_jobs)
         predictions, gold = result.pop("predictions"), result.pop("labels")
         if items is not None:
             items[f"probing/{task}/pred"], items[f"probing/{task}/label"] = predictions, gold

@@ -311,7 +311,7 @@ def build_probing(corpus: str | os.PathLike, out: str | os.PathLike, seed: int =
 
     check_folder(out)
 
-    sentences = list(dict.fromkeys(read_corpus(corpus)))
+    sentences = list(dict.fromkeys(read_corpus(Path(corpus))))
     nlp = spacy.load(model, exclude=["ner"])
     parsable = [s for s in sentences if len(s) <= nlp.max_length]  # spaCy refuses longer texts; none has 5-28 words
     docs = list(tqdm(nlp.pipe(parsable, batch_size=batch_size), total=len(parsable), desc="Parsing",

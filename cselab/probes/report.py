@@ -123,14 +123,15 @@ def differences_report(paths: Sequence[str], payloads: Sequence[dict[str, Any]],
                                     f"items of {what}, so its figures are compared as aggregates only (the tables "
                                     f"above), not item by item; differing ({name} vs {spec}): " + "; ".join(reasons)
                                     + "."))
-        if items[baseline] is None or items[index] is None:
-            missing = path if items[index] is None else paths[baseline]
+        base_items, own_items = items[baseline], items[index]
+        if base_items is None or own_items is None:
+            missing = path if own_items is None else paths[baseline]
             blocks += [Heading(spec, 3), Paragraph(f"{missing} has no per-item outputs (written before they were "
                                                   "kept): no intervals.")]
             continue
-        figures = paired_figures(items[baseline], items[index], tuple(conflicts))
+        figures = paired_figures(base_items, own_items, tuple(conflicts))
         with Progress(f"probe compare {spec}", table_rows(figures), "figure", enabled=show) as bar, current(bar):
-            tables = paired_tables(items[baseline], items[index], resamples, seed, figures=figures)
+            tables = paired_tables(base_items, own_items, resamples, seed, figures=figures)
         blocks += [Paragraph(f"{spec} vs {name}: {note}.") for found in figures.values() for note in found.notes]
         blocks += _difference_tables(tables, name, spec, resamples)
         settings, provenance = setting_differences(payloads[baseline], payload)

@@ -127,7 +127,8 @@ def results_path(out: str | os.PathLike, inputs: tuple[str | os.PathLike | None,
 def write_items(path: Path, arrays: dict[str, np.ndarray]) -> Path:
     """The per-item outputs as one compressed NumPy archive (``numpy.load(path)[name]``), written atomically."""
     buffer = io.BytesIO()
-    np.savez_compressed(buffer, **{name: np.asarray(value) for name, value in arrays.items()})
+    named = {name: np.asarray(value) for name, value in arrays.items()}
+    np.savez_compressed(buffer, **named)  # type: ignore[arg-type]  # numpy's stubs match **named against allow_pickle
     return write_bytes_atomic(path, buffer.getvalue())
 
 

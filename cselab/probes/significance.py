@@ -61,9 +61,10 @@ def figure(strata: Sequence[Stratum], side: str, scale: float = 1.0) -> float:
     return scale * float(sum(s.weight * _statistic(getattr(s, side), s, slice(None)) for s in strata))
 
 
-def _difference(strata: Sequence[Stratum], scale: float, indices: Sequence[np.ndarray]) -> np.ndarray:
+def _difference(strata: Sequence[Stratum], scale: float, indices: Sequence[np.ndarray | slice]
+                ) -> np.ndarray | float:
     """B's figure minus A's on resampled items (one index array per stratum, leading batch dimensions)."""
-    total = 0.0
+    total: np.ndarray | float = 0.0
     for stratum, index in zip(strata, indices, strict=True):
         total = total + stratum.weight * (_statistic(stratum.b[index], stratum, index)
                                           - _statistic(stratum.a[index], stratum, index))
@@ -98,7 +99,7 @@ def p_value(strata: Sequence[Stratum], scale: float = 1.0, resamples: int = RESA
 
     bounds = np.cumsum([0] + [len(s.a) for s in strata])
 
-    def statistic(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
+    def statistic(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray | float:
         swapped = [Stratum(x[..., lo:hi], y[..., lo:hi], s.gold, s.weight)
                    for s, lo, hi in zip(strata, bounds, bounds[1:])]
         return _difference(swapped, scale, [slice(None)] * len(strata))
@@ -148,15 +149,15 @@ def compare(strata: Sequence[Stratum], scale: float = 1.0, resamples: int = RESA
             "n": int(sum(len(s.a) for s in strata))}
 
 
-def t_interval(values: Sequence[float], level: float = LEVEL) -> tuple[float, float] | None:
+def t_interval(values: Sequence[float] | np.ndarray, level: float = LEVEL) -> tuple[float, float] | None:
     """Student's t interval of the mean of ``values`` (seeds' scores); None for fewer than two."""
     from scipy import stats  # imported on use: --help imports no SciPy
 
-    values = np.asarray(values, dtype=np.float64)
-    if len(values) < 2:
+    array = np.asarray(values, dtype=np.float64)
+    if len(array) < 2:
         return None
-    half = stats.t.ppf((1 + level) / 2, len(values) - 1) * values.std(ddof=1) / np.sqrt(len(values))
-    return float(values.mean() - half), float(values.mean() + half)
+    half = stats.t.ppf((1 + level) / 2, len(array) - 1) * array.std(ddof=1) / np.sqrt(len(array))
+    return float(array.mean() - half), float(array.mean() + half)
 
 
 def hierarchical(a: np.ndarray, b: np.ndarray, gold: np.ndarray, tasks: Sequence[slice], resamples: int = RESAMPLES,
@@ -176,7 +177,7 @@ def hierarchical(a: np.ndarray, b: np.ndarray, gold: np.ndarray, tasks: Sequence
         return 100 * np.mean([_spearman(runs[:, c], gold[c]).T for c in columns], axis=0)
 
     point = figures([np.arange(t.start, t.stop)[None, :] for t in tasks])[0]
-    diffs = []
+    batches = []
     for start in range(0, resamples, BATCH):
         size = min(BATCH, resamples - start)
         draws = [rng.integers(t.start, t.stop, size=(size, t.stop - t.start)) for t in tasks]
@@ -184,8 +185,8 @@ def hierarchical(a: np.ndarray, b: np.ndarray, gold: np.ndarray, tasks: Sequence
         seeds_a = rng.integers(0, len(a), size=(size, len(a)))
         seeds_b = len(a) + rng.integers(0, len(b), size=(size, len(b)))
         rows = np.arange(size)[:, None]
-        diffs.append(per_run[rows, seeds_b].mean(axis=1) - per_run[rows, seeds_a].mean(axis=1))
-    diffs = np.concatenate(diffs)
+        batches.append(per_run[rows, seeds_b].mean(axis=1) - per_run[rows, seeds_a].mean(axis=1))
+    diffs = np.concatenate(batches)
     tail = (1 - level) / 2
     low, high = np.quantile(diffs, [tail, 1 - tail])
     p = min(1.0, 2 * (min(np.sum(diffs <= 0), np.sum(diffs >= 0)) + 1) / (resamples + 1))

@@ -45,13 +45,14 @@ def score_task(subsets: Sequence[STSPairs], sims: Sequence[np.ndarray]) -> dict[
                              "n": len(s)} for s, sim in zip(subsets, sims)}
     rhos = [v["spearman"] for v in per_subset.values()]
     sizes = [len(s) for s in subsets]
-    complete = bool(rhos) and None not in rhos
+    values = [rho for rho in rhos if rho is not None]
+    complete = bool(rhos) and len(values) == len(rhos)
     pooled_sims = np.concatenate(sims)
     pooled_gold = np.concatenate([s.scores for s in subsets])
     return {
         "all": x100(spearman(pooled_sims, pooled_gold)),
-        "mean": float(np.mean(rhos)) if complete else None,
-        "wmean": float(np.average(rhos, weights=sizes)) if complete else None,
+        "mean": float(np.mean(values)) if complete else None,
+        "wmean": float(np.average(values, weights=sizes)) if complete else None,
         "pearson_all": x100(pearson(pooled_sims, pooled_gold)),
         "n": sum(sizes),
         "subsets": per_subset,

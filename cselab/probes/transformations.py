@@ -141,7 +141,7 @@ def plot_transformations(records: list[dict[str, Any]], path: str | os.PathLike,
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(figsize=(7, 5), dpi=120)
-    for kind, colour in zip(TRANSFORMATIONS, plt.get_cmap("tab10").colors):
+    for kind, colour in zip(TRANSFORMATIONS, matplotlib.color_sequences["tab10"]):
         rows = [r for r in records if r["type"] == kind]
         if rows:
             axes.scatter([r["cosine"] for r in rows], [r["mer"] for r in rows], s=18, alpha=0.75, color=colour,

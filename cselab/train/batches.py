@@ -84,7 +84,7 @@ class Collator:
             view = self.views[prompt]
             ids, mask = view.pad(view.tokenize(texts_of(rows, column, present, self.texts), warn=False)) \
                 if present else (None, None)
-            if self.pin and ids is not None:
+            if self.pin and ids is not None and mask is not None:
                 ids, mask = ids.pin_memory(), mask.pin_memory()
             batch.tokens[column, prompt] = (present, ids, mask)
         return batch
@@ -170,10 +170,15 @@ class NoDuplicateBatches(BatchSampler):
         super().__init__(order, batch_size, drop_last=True)
         self.texts = texts
 
+    sampler: EpochOrder
+
     def __iter__(self) -> Iterator[list[int]]:
-        order, at, waiting = list(self.sampler), 0, []
+        order, at = list(self.sampler), 0
+        waiting: list[int] = []
         for number in range(len(self)):
-            batch, seen, kept = [], set(), []
+            batch: list[int] = []
+            seen: set[str] = set()
+            kept: list[int] = []
             candidates = iter(waiting)
             while len(batch) < self.batch_size:
                 index = next(candidates, None)
@@ -215,6 +220,7 @@ def training_loader(rows, config: TrainingConfig, keys: list[Key], epochs: int =
             for _ in batches:
                 pass
         order.set_epoch(0)
-        return DataLoader(RowsDataset(rows), batch_sampler=batches, collate_fn=as_rows, generator=torch.Generator())
+        return DataLoader(RowsDataset(rows), batch_sampler=batches, generator=torch.Generator(),
+                          collate_fn=as_rows)  # type: ignore[arg-type]  # torch's stubs: no __getitems__ batch
     return DataLoader(RowsDataset(rows), batch_size=config.batch_size, sampler=order, drop_last=True,
-                      collate_fn=as_rows, generator=torch.Generator())
+                      generator=torch.Generator(), collate_fn=as_rows)  # type: ignore[arg-type]  # (as above)

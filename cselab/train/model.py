@@ -54,6 +54,11 @@ class TrainingEncoder(nn.Module):
     follows the backbone (:meth:`new_batch`), a momentum encoder whose weights are training state (``OUT/last``).
     ``freeze_embeddings`` stops the embedding layer (layer 0) from training."""
 
+    backbone: Any  # a transformers model (in its adapter's wrapper with one): its config and layers read by name
+    lm_head: nn.Module | None
+    frozen: nn.Module | None  # in __dict__, as compiled: not submodules
+    compiled: nn.Module | None
+
     def __init__(self, backbone, tokenizer, config: EncoderConfig, max_length: int, lm_head: nn.Module | None = None):
         super().__init__()
         self.adapter = build_plugin("adapter", config.adapter)  # trained instead of the backbone's own weights
@@ -68,13 +73,15 @@ class TrainingEncoder(nn.Module):
         self.prompt = config.prompt
         self._views = {self.prompt: self.view}  # by template as given, before [MASK] becomes the tokenizer's token
         # not a submodule: outside the optimizer, DDP and the saved state (it is rebuilt from the base model)
-        self.__dict__["frozen"] = (copy.deepcopy(backbone).to(getattr(torch, config.frozen)).eval()
-                                   .requires_grad_(False) if config.frozen else None)
+        frozen = (copy.deepcopy(backbone).to(getattr(torch, config.frozen)).eval().requires_grad_(False)
+                  if config.frozen else None)
+        self.__dict__["frozen"] = frozen
         self.frozen_mode, self.momentum = config.frozen_mode, config.momentum
         self.__dict__["compiled"] = None  # the backbone through torch.compile (compile_backbone): not a submodule
         self.base_settings: dict[str, Any] = {}  # the base's own values of its config fields training changed
-        if config.momentum is not None and config.momentum_start == "random":
-            self.frozen.apply(backbone._init_weights)  # the backbone's initialisation, drawn anew
+        if frozen is not None and config.momentum is not None and config.momentum_start == "random":  # (momentum
+            # needs the frozen copy: EncoderConfig)
+            frozen.apply(backbone._init_weights)  # the backbone's initialisation, drawn anew
         # trained auxiliary models of the method's losses (DiffCSE's discriminator): in the optimizer, DDP and OUT/last,
         # never in a checkpoint (attach_auxiliary)
         self.auxiliary = nn.ModuleDict()
@@ -89,7 +96,7 @@ class TrainingEncoder(nn.Module):
     def new_batch(self) -> None:
         """A new batch begins: a momentum copy moves to ``momentum * m + (1 - momentum) * theta`` (every parameter
         of the backbone, as ESimCSE's cl_forward); nothing otherwise."""
-        if self.momentum is None:
+        if self.momentum is None or self.frozen is None:  # (a momentum encoder has its frozen copy)
             return
         for theta, m in zip(self.backbone.parameters(), self.frozen.parameters(), strict=True):
             m.mul_(self.momentum).add_(theta.detach().to(m.device), alpha=1.0 - self.momentum)
@@ -173,11 +180,13 @@ class TrainingEncoder(nn.Module):
             return self.auxiliary[auxiliary](input_ids.to(device), attention_mask.to(device), condition)
         if mlm:
             device = next(self.backbone.parameters()).device
+            if self.lm_head is None:
+                raise ConfigError("an mlm view needs the model's LM head (load the encoder with lm_head)")
             states = self.view.run(self.backbone, input_ids.to(device), attention_mask.to(device))
             return self.lm_head(states.last_hidden_state)
         view = self._view(prompt)
         model = self.frozen if frozen else self.backbone
-        if frozen and model is None:
+        if model is None:
             raise ConfigError("a frozen view needs the encoder's frozen copy (encoder.frozen in the method)")
         device = next(self.backbone.parameters()).device
         if frozen and next(model.parameters()).device != device:
@@ -201,7 +210,7 @@ class TrainingEncoder(nn.Module):
                                         layer_pooler=layer_pooler, input_augment=input_augment,
                                         head=self.head if inside else None)
         vectors, stacked = (result.float(), None) if layers is None else (result[0].float(), result[1].float())
-        head = self.head if use and not inside else (lambda x: x)
+        head = self.head if use and not inside and self.head is not None else (lambda x: x)
         if layers is None:
             return (head(vectors), vectors) if pooled else head(vectors)
         return head(vectors), head(stacked)

@@ -10,9 +10,9 @@ first; ``replicated``: the same number everywhere).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
@@ -61,12 +61,13 @@ class View:
     def input_augment(self, captured: dict | None, directions: dict | None) -> Callable | None:
         """The word-embedding map of a forward view's ``augment`` (None without one): FGSM's first pass captures
         the embeddings whose gradient it needs, its second moves them along ``directions``."""
-        if self.augment is None:
+        augment = self.augment
+        if augment is None:
             return None
         if not self.needs_gradient:
-            return self.augment
+            return augment
         if directions is not None and self.name in directions:
-            return lambda embeddings: self.augment(embeddings, directions[self.name])
+            return lambda embeddings: augment(embeddings, directions[self.name])
 
         def capture(embeddings):
             if not embeddings.requires_grad:  # frozen embeddings: the gradient is still wanted here
@@ -78,6 +79,7 @@ class View:
 
     def from_base(self, base: torch.Tensor, captured: dict | None, directions: dict | None) -> torch.Tensor:
         """This view's vectors made from its base view's through the output ``augment``."""
+        assert self.augment is not None  # a view of another has an augment (the method's schema)
         if not self.needs_gradient:
             return self.augment(base)
         if directions is not None and self.name in directions:
@@ -114,12 +116,13 @@ class Objective(nn.Module):
         self.weights = {name: params["weight"] for name, params in method.losses.items()}
         self.matryoshka = {name: params.get("matryoshka") for name, params in method.losses.items()}
         self.value_columns = value_columns(method.losses)  # the numeric columns the losses read (a score)
-        self.losses = nn.ModuleList(build(loss_plugin(name, params), params) for name, params in method.losses.items())
+        losses: list[Loss] = [build(loss_plugin(name, params), params) for name, params in method.losses.items()]
+        self.losses = nn.ModuleList(losses)
         self.weight_hook = build_plugin("weight_hook", method.hooks.get("weights"))
         self.gradient_views = [view.name for view in self.views if view.needs_gradient]
-        self.needs_initial_weights = any(loss.needs_initial_weights for loss in self.losses)
+        self.needs_initial_weights = any(loss.needs_initial_weights for loss in losses)
         # views whose vectors before the training head a loss reads too (as NAME.pooled)
-        self.pooled = {name for loss in self.losses if loss.needs_pooled for value in loss.views.values()
+        self.pooled = {name for loss in losses if loss.needs_pooled for value in loss.views.values()
                        for name in (value if isinstance(value, list) else [value])}
 
     @property
@@ -158,7 +161,8 @@ class Objective(nn.Module):
         for view in self.views:
             if view.name in out:  # encoded in the pass it shares with an earlier view
                 continue
-            if reuse is not None and view.name not in directions and view.of not in directions:
+            if reuse is not None and directions is not None and view.name not in directions \
+                    and view.of not in directions:
                 out.update({key: reuse[key] for key in (view.name, f"{view.name}.layers", f"{view.name}.pooled")
                             if key in reuse})
             elif view.of:
@@ -183,7 +187,7 @@ class Objective(nn.Module):
         context = LossContext(encoded, initial_weights, tokens, model, texts)
         result = {}
         for name, loss in zip(self.names, self.losses, strict=True):
-            value = apply_loss(loss, context, self.matryoshka[name])
+            value = apply_loss(cast(Loss, loss), context, self.matryoshka[name])  # the ModuleList of Loss modules
             if value is not None:
                 result[name] = value
         return result
@@ -194,7 +198,7 @@ class Objective(nn.Module):
         rows = self.as_batch(model, rows)
         if not self.gradient_views:
             return self.losses_on(self.encode(model, rows), initial_weights, model, rows)
-        captured = {}
+        captured: dict[str, torch.Tensor] = {}
         encoded = self.encode(model, rows, captured=captured)
         loss = self.total(self.losses_on(encoded, initial_weights, model, rows))
         gradients = torch.autograd.grad(loss, [captured[name] for name in self.gradient_views], retain_graph=True,
@@ -243,7 +247,9 @@ def merged_passes(views: tuple[View, ...], encoder: EncoderConfig) -> list[list[
     templates pool alike (the mask token on the same side of the sentence for the mask pooler; the same template
     where denoising or ``pool_tokens`` read the template itself). Their vectors are those of separate passes, each
     row's attention reading its own tokens only."""
-    shared, leads, seen = shared_passes(views), [], set()
+    shared = shared_passes(views)
+    leads: list[View] = []
+    seen: set[str] = set()
     for view in views:
         if not view.of and view.name not in seen:
             leads.append(view)
@@ -277,7 +283,7 @@ def _stacked(blocks: list[tuple[torch.Tensor, torch.Tensor]], pad_id: int) -> tu
 
 
 def _forward_passes(model, encoder, passes: list[list[View]], batch: Batch, captured, directions,
-                    interleaved: bool = False, pooled: set[str] = frozenset()) -> dict[str, tuple]:
+                    interleaved: bool = False, pooled: Collection[str] = frozenset()) -> dict[str, tuple]:
     """The vectors of the views of ``passes`` from one forward pass. Each pass's views (one column, prompt, layers and
     copy) have their rows repeated once per view (stacked, or ``interleaved`` as SimCSE's released code lays them
     out), each copy drawing its own dropout masks; several passes (:func:`merged_passes`) have their rows stacked,
@@ -287,14 +293,14 @@ def _forward_passes(model, encoder, passes: list[list[View]], batch: Batch, capt
     blocks = []
     for views in passes:
         present, input_ids, attention_mask = batch.tokens[views[0].column, views[0].prompt]
-        if present:
+        if present and input_ids is not None and attention_mask is not None:  # (rows present have their tokens)
             if views[0].tokens is not None:
                 input_ids, attention_mask = views[0].tokens(input_ids, attention_mask, pad_id)
             input_ids, attention_mask = (t.to(device, non_blocking=True) for t in (input_ids, attention_mask))
             if len(views) > 1:
                 input_ids, attention_mask = (_copies(t, len(views), interleaved) for t in (input_ids, attention_mask))
         blocks.append((views, present, input_ids, attention_mask))
-    live = [(ids, mask) for _, present, ids, mask in blocks if present]
+    live = [(ids, mask) for _, present, ids, mask in blocks if present and ids is not None and mask is not None]
     if live:
         keep = any(view.name in pooled for views in passes for view in views)
         input_ids, attention_mask = live[0] if len(live) == 1 else _stacked(live, pad_id)
@@ -306,21 +312,22 @@ def _forward_passes(model, encoder, passes: list[list[View]], batch: Batch, capt
         else:
             (vectors, layers), before = (result if first.layers else (result, None)), None
         sizes = [len(ids) for ids, _ in live]
-        parts = [_parts(tensor, sizes) for tensor in (vectors, layers, before)]
+        vector_parts = _parts(vectors, sizes)
+        layer_parts, before_parts = ([None] * len(sizes) if tensor is None else _parts(tensor, sizes)
+                                     for tensor in (layers, before))
     out, number = {}, 0
     for views, present, _, _ in blocks:
         if present:
-            out.update(_views_of(views, present, *(part[number] for part in parts), interleaved, pooled))
+            out.update(_views_of(views, present, vector_parts[number], layer_parts[number], before_parts[number],
+                                 interleaved, pooled))
             number += 1
         else:
             out.update(_views_of(views, present, *_empty(encoder, views[0]), interleaved, pooled))
     return out
 
 
-def _parts(tensor: torch.Tensor | None, sizes: list[int]) -> list[torch.Tensor | None]:
+def _parts(tensor: torch.Tensor, sizes: list[int]) -> list[torch.Tensor]:
     """``tensor``'s rows cut into blocks of ``sizes`` rows (as it is for one block)."""
-    if tensor is None:
-        return [None] * len(sizes)
     return [tensor] if len(sizes) == 1 else list(tensor.split(sizes))
 
 
@@ -331,16 +338,16 @@ def _empty(encoder, first: View) -> tuple[torch.Tensor, torch.Tensor | None, tor
 
 
 def _views_of(views: list[View], present: list[int], vectors: torch.Tensor, layers: torch.Tensor | None,
-              before: torch.Tensor | None, interleaved: bool, pooled: set[str]) -> dict[str, tuple]:
+              before: torch.Tensor | None, interleaved: bool, pooled: Collection[str]) -> dict[str, tuple]:
     """Each view of one pass: its rows of ``vectors`` (and ``layers``, ``before``: the vectors before the head), laid
     out by :func:`_copies` (a pass no row has: the same empty tensors for each)."""
     copies = len(views)
     split = (lambda tensor: _split(tensor, copies, interleaved)) if present else (lambda tensor: [tensor] * copies)
-    vectors = split(vectors)
-    layers = [None] * copies if layers is None else split(layers)
-    before = [None] * copies if before is None else split(before)
+    layer_copies = [None] * copies if layers is None else split(layers)
+    before_copies = [None] * copies if before is None else split(before)
     out = {}
-    for view, view_vectors, view_layers, view_before in zip(views, vectors, layers, before, strict=True):
+    for view, view_vectors, view_layers, view_before in zip(views, split(vectors), layer_copies, before_copies,
+                                                            strict=True):
         out[view.name] = (view_vectors, present)
         if view.name in pooled:
             out[f"{view.name}.pooled"] = (view_before, present)
@@ -398,9 +405,10 @@ def apply_loss(loss: Loss, context: LossContext, matryoshka: dict | None = None)
     (:func:`~cselab.train.plugins.functional.matryoshka`)."""
     if matryoshka is not None:
         values = [apply_loss(loss, truncated(context, width)) for width in matryoshka["dims"]]
-        if any(value is None for value in values):  # no row at any width (the same rows at each)
+        found = [value for value in values if value is not None]
+        if len(found) < len(values):  # no row at any width (the same rows at each)
             return None
-        return L.matryoshka(values, matryoshka["weights"])
+        return L.matryoshka(found, matryoshka["weights"])
     names = [loss.views[role] for role in loss.roles] + [value_key(loss.views[role]) for role in loss.value_roles
                                                          if loss.views.get(role) is not None]
     views = aligned(context.encoded, names) if names else []

@@ -138,7 +138,8 @@ class FigureTask(PairTask):
     def figures(self, similarity: np.ndarray, gold: np.ndarray) -> dict[str, Any]:
         """The task's scores from each pair's similarity (and gold score)."""
 
-    def _calculate_scores(self, scores, normalized_scores: list[float]) -> dict[str, Any]:
+    def _calculate_scores(  # type: ignore[override]  # mteb keeps any scores dict; STSMetrics too narrow
+            self, scores, normalized_scores: list[float]) -> dict[str, Any]:
         """:meth:`figures` of the model's own similarity (cselab's float64 cosine under
         :mod:`cselab.encoders.mteb_model`), else of mteb's cosine."""
         similarity = scores["similarity_scores"] if scores["similarity_scores"] is not None else scores["cosine_scores"]
@@ -234,8 +235,7 @@ class CselabCANNOT(FigureTask):
                          "minimally negated version", "mean_cosine")
 
     def pairs(self) -> tuple[list[str], list[str], list[float]]:
-        sets = load_cannot(self.data_dir)
-        sets = [(s.name, s.sentences[:self.limit], s.negated[:self.limit], s.files) for s in sets]
+        sets = [(s.name, s.sentences[:self.limit], s.negated[:self.limit], s.files) for s in load_cannot(self.data_dir)]
         self.groups = [(name, len(first)) for name, first, _, _ in sets]
         self.files = sorted({path for *_, files in sets for path in files})
         return [t for _, first, _, _ in sets for t in first], [t for _, _, neg, _ in sets for t in neg], \
@@ -251,8 +251,8 @@ class CselabCANNOT(FigureTask):
         return {"cos": similarity}
 
 
-BIAS_TASKS = (CselabCont, CselabOppn, CselabTransformations, CselabCANNOT)
-TASKS = {cls.metadata.name: cls for cls in (*STS_TASKS.values(), *BIAS_TASKS)}
+BIAS_TASKS: tuple[type[FigureTask], ...] = (CselabCont, CselabOppn, CselabTransformations, CselabCANNOT)
+TASKS: dict[str, type[PairTask]] = {cls.metadata.name: cls for cls in (*STS_TASKS.values(), *BIAS_TASKS)}
 
 
 def bias_tasks(data_dir: str | os.PathLike | None = None, split_rule: str = "paper", mer_normalize: str = "lower",

@@ -64,7 +64,7 @@ class MethodConfig:
         return copy.deepcopy(self._resolved)
 
 
-def with_data(method: MethodConfig, data: str | os.PathLike | None) -> MethodConfig:
+def with_data(method: MethodConfig, data: str | os.PathLike[str] | None) -> MethodConfig:
     """``method`` with ``--data`` as its ``data`` (a file or folder by its absolute path, a name as it is), so that
     ``OUT/config.yaml``, the run's identity and its model card record what the run trains on, and ``--method
     OUT/config.yaml`` repeats it; ``method`` itself when no ``data`` is given."""

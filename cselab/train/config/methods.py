@@ -60,7 +60,7 @@ def preset_names() -> list[str]:
                   if p.name.endswith(".yaml"))
 
 
-def _read(name_or_path: str | os.PathLike, beside: Path | None = None) -> tuple[dict[str, Any], str]:
+def _read(name_or_path: str | os.PathLike[str], beside: Path | None = None) -> tuple[dict[str, Any], str]:
     """A YAML method as written (``extends`` not applied) and where it came from (a path relative to ``beside``,
     the folder of the method that extends it, where it is found there): a mapping, or a one-line ConfigError naming
     the file (unreadable, not UTF-8, not YAML, aliases, not a mapping)."""
@@ -98,7 +98,7 @@ def _merge(base: dict[str, Any], changes: dict[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def _resolve(name_or_path: str | os.PathLike, chain: tuple[str, ...] = (), beside: Path | None = None
+def _resolve(name_or_path: str | os.PathLike[str], chain: tuple[str, ...] = (), beside: Path | None = None
              ) -> tuple[dict[str, Any], str]:
     config, source = _read(name_or_path, beside)
     if "extends" in config:
@@ -116,7 +116,7 @@ def _resolve(name_or_path: str | os.PathLike, chain: tuple[str, ...] = (), besid
     return config, source
 
 
-def load_method(name_or_path: str | os.PathLike, overrides: Sequence[str] = (), profile: str | None = None
+def load_method(name_or_path: str | os.PathLike[str], overrides: Sequence[str] = (), profile: str | None = None
                 ) -> MethodConfig:
     """A method config from a preset name, a YAML path or ``A+B+...``, with a profile and ``key.path=value``
     overrides, resolved and validated to the leaf (:func:`cselab.train.config.schema.resolve`): a frozen
@@ -149,9 +149,10 @@ def preset_base(name: str) -> str | None:
     return _read(name)[0].get("extends")
 
 
-def method_profiles(name_or_path: str | os.PathLike) -> dict[str, dict[str, Any]]:
+def method_profiles(name_or_path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
     """A method's profiles (its own and those of the methods it extends), by name."""
-    return _resolve(name_or_path)[0].get("profiles", {})
+    profiles: dict[str, dict[str, Any]] = _resolve(name_or_path)[0].get("profiles", {})
+    return profiles
 
 
 def describe_presets() -> list[tuple[str, str]]:

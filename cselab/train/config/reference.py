@@ -10,9 +10,10 @@ import argparse
 from typing import Any
 
 from cselab.atomic import write_text_atomic
-from cselab.registry import REQUIRED, get, names
+from cselab.registry import REQUIRED, Param, get, names
 from cselab.train.config.methods import describe_presets, load_method, method_profiles, preset_base
-from cselab.train.config.schema import ENCODER, TRAINING, VIEW, loss_plugin
+from cselab.train.config.schema import loss_plugin
+from cselab.train.config.sections import ENCODER, TRAINING, VIEW
 
 KIND_TITLES = {"loss": "Losses", "input_augment": "Input augmentations (a forward view's `augment`)",
                "output_augment": "Output augmentations (the `augment` of a view `of` another)",
@@ -31,13 +32,13 @@ def _cell(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def _default(param) -> str:
+def _default(param: Param) -> str:
     if param.default is REQUIRED:
         return "required"
     return "null" if param.default is None else f"`{param.default}`"
 
 
-def _params_table(schema: dict) -> list[str]:
+def _params_table(schema: dict[str, Param]) -> list[str]:
     lines = ["| key | default | allowed | meaning |", "|---|---|---|---|"]
     lines += [f"| `{key}` | {_default(p)} | {_cell(p.describe())} | {_cell(p.help)} |" for key, p in schema.items()]
     return lines

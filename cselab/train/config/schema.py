@@ -98,7 +98,8 @@ def _name(section: str, name: Any) -> str:
 def imported(config: dict[str, Any], source: str) -> list[str]:
     """The method's ``imports`` (checked before they are imported: the schema resolves after them)."""
     try:
-        return TOP["imports"].check(config.get("imports") or [], "imports")
+        imports: list[str] = TOP["imports"].check(config.get("imports") or [], "imports")
+        return imports
     except ConfigError as err:
         raise ConfigError(f"{source}: {err}") from None
 
@@ -155,7 +156,7 @@ def check_losses(losses: Any, views: dict[str, dict[str, Any]]) -> dict[str, dic
                     raise ConfigError(f"{where}.{key}: {shown(view)} is not a view; views: "
                                       f"{', '.join(sorted(available))}")
         _readable(plugin.cls, resolved, views, where)
-        generated = resolved.get("generated")
+        generated = resolved.get("generated") or {}
         for key in get("negatives", generated["kind"]).cls.view_params if generated else ():
             if generated[key] not in views:
                 raise ConfigError(f"{where}.generated.{key}: {shown(generated[key])} is not a view; views: "
@@ -164,7 +165,7 @@ def check_losses(losses: Any, views: dict[str, dict[str, Any]]) -> dict[str, dic
     return result
 
 
-def _matryoshka(params: dict[str, Any], cls, where: str) -> dict[str, Any]:
+def _matryoshka(params: dict[str, Any], cls: Any, where: str) -> dict[str, Any]:
     """A loss's ``matryoshka`` checked: distinct widths, one weight each (1 by default), and a loss that reads only
     the vectors (no model of its own, no tokens, no weights, no generated negatives, which would be made once at
     one width)."""
@@ -182,7 +183,7 @@ def _matryoshka(params: dict[str, Any], cls, where: str) -> dict[str, Any]:
     return {"dims": dims, "weights": weights}
 
 
-def _readable(cls, params: dict[str, Any], views: dict[str, dict[str, Any]], where: str) -> None:
+def _readable(cls: Any, params: dict[str, Any], views: dict[str, dict[str, Any]], where: str) -> None:
     """A loss that reads a view's tokens, texts or vectors before the head (``needs_tokens``, ``needs_pooled``) reads
     forward views with their own tokens: not a view made of another, not a layers view, not one whose tokens an
     augment changed; and ``needs_pooled`` none that pools layers."""
@@ -274,7 +275,8 @@ def resolve(config: dict[str, Any], source: str) -> MethodConfig:
     frozen :class:`~cselab.train.config.method.MethodConfig`."""
     try:
         top = check(config, TOP, "")
-        resolved = {key: top[key] for key in ("method", "description", "data", "imports", "profile") if key in top}
+        resolved: dict[str, Any] = {key: top[key] for key in ("method", "description", "data", "imports", "profile")
+                                    if key in top}
         if top.get("data_columns") is not None:
             resolved["data_columns"] = _data_columns(top["data_columns"])
         resolved["encoder"] = _encoder(top["encoder"])
@@ -304,9 +306,10 @@ def section_schema(config: dict[str, Any], section: list[str]) -> dict[str, Para
         params = config["losses"][section[1]]
         schema = {**LOSS, **loss_plugin(section[1], params).schema()}
         for key in section[2:]:  # a plug-in inside the loss (its transform, its generated negatives)
-            if key not in schema or not schema[key].plugin or key not in params:
+            plugin = schema[key].plugin if key in schema else None
+            if not plugin or key not in params:
                 return {}
-            schema, params = get(schema[key].plugin, params[key]["kind"]).schema(), params[key]
+            schema, params = get(plugin, params[key]["kind"]).schema(), params[key]
         return schema
     return {}
 

@@ -54,12 +54,12 @@ class EncoderConfig(EncodingSettings):
     frozen_mode: str = setting("eval", str, "the frozen copy's mode in training: eval (no dropout) or train "
                                "(dropout on)", choices=("eval", "train"))
     freeze_embeddings: bool = setting(False, bool, "do not train the embedding layer")
-    adapter: dict | None = setting(None, dict, "a parameter-efficient adapter trained instead of the backbone: {kind: "
-                                   "lora, r, alpha, dropout, target_modules} (checkpoints hold the merged weights)",
-                                   nullable=True, plugin="adapter")
-    model_config: dict | None = setting(None, dict, "fields of the backbone's transformers config set when it loads "
-                                        "(LLM2Vec's {attention_dropout: 0.3}); each must be a field it has",
-                                        nullable=True)
+    adapter: dict[str, Any] | None = setting(None, dict, "a parameter-efficient adapter trained instead of the "
+                                             "backbone: {kind: lora, r, alpha, dropout, target_modules} (checkpoints "
+                                             "hold the merged weights)", nullable=True, plugin="adapter")
+    model_config: dict[str, Any] | None = setting(None, dict, "fields of the backbone's transformers config set when "
+                                                  "it loads (LLM2Vec's {attention_dropout: 0.3}); each must be a "
+                                                  "field it has", nullable=True)
 
     def __post_init__(self) -> None:
         """The head a name or a mapping, checked against its plug-in (a training head may be any kind)."""
@@ -209,10 +209,10 @@ class ViewConfig(Checked):
     layer_pooler: str | None = setting(None, str, "how each layer is pooled", choices="plugin:layer_pooler",
                                        nullable=True)
     frozen: bool = setting(False, bool, "encode with the frozen copy")
-    augment: dict | None = setting(None, dict, "an input augmentation, or an output one for a view of another",
-                                   nullable=True)
-    tokens: dict | None = setting(None, dict, "a token-level augmentation of a forward view's input "
-                                  "(word_repetition)", nullable=True, plugin="token_augment")
+    augment: dict[str, Any] | None = setting(None, dict, "an input augmentation, or an output one for a view of "
+                                             "another", nullable=True)
+    tokens: dict[str, Any] | None = setting(None, dict, "a token-level augmentation of a forward view's input "
+                                            "(word_repetition)", nullable=True, plugin="token_augment")
 
 
 ENCODER = schema_of(EncoderConfig)

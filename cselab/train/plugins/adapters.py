@@ -78,8 +78,8 @@ class LoRA(Adapter):
             raise ConfigError("encoder.adapter: lora needs peft: pip install 'cselab-toolkit[llm]'") from None
         params = self.params
         check_rank(params.r, backbone, model)
-        config = LoraConfig(r=params.r, lora_alpha=params.alpha, lora_dropout=params.dropout,
-                            target_modules=params.target_modules)
+        config = LoraConfig(r=params.r, lora_alpha=params.alpha,  # type: ignore[arg-type]  # peft says int; a float scales
+                            lora_dropout=params.dropout, target_modules=params.target_modules)
         if params.quantize is not None:  # the frozen base's other weights in float32, as QLoRA trains
             backbone = prepare_model_for_kbit_training(backbone, use_gradient_checkpointing=False)
             one_cpu_kernel(backbone)
@@ -91,12 +91,12 @@ class LoRA(Adapter):
             raise ConfigError(f"encoder.adapter.target_modules: {model} ({type(backbone).__name__}): "
                               f"{clipped(err, 160)}; its linear layers: {', '.join(linear) or 'none'}") from None
 
-    def merged(self, backbone: nn.Module) -> nn.Module:
+    def merged(self, backbone: Any) -> nn.Module:  # backbone: the peft model
         if self.params.quantize is None:
             return copy.deepcopy(backbone).merge_and_unload()
         return dequantized_merge(backbone, getattr(torch, self.params.compute_dtype))
 
-    def save(self, backbone: nn.Module, folder: str) -> None:
+    def save(self, backbone: Any, folder: str) -> None:  # backbone: the peft model
         """peft's own files (``adapter_config.json``, ``adapter_model.safetensors``), which ``PeftModel.from_pretrained
         (base, folder)`` loads onto the base (with QLoRA, onto the base loaded in 4 bits as it trained)."""
         backbone.save_pretrained(folder, safe_serialization=True)
@@ -109,7 +109,7 @@ def features(module: nn.Module) -> tuple[int, int] | None:
         return module.in_features, module.out_features
     weight = getattr(module, "weight", None)
     if type(module).__name__ == "Conv1D" and isinstance(weight, torch.Tensor) and weight.dim() == 2:
-        return tuple(weight.shape)
+        return weight.shape[0], weight.shape[1]
     return None
 
 
@@ -141,7 +141,7 @@ def one_cpu_kernel(backbone: nn.Module) -> None:
             module.support_avx512bf16_for_cpu = False
 
 
-def dequantized_merge(backbone: nn.Module, dtype: torch.dtype) -> nn.Module:
+def dequantized_merge(backbone: Any, dtype: torch.dtype) -> nn.Module:  # backbone: the peft model
     """A 4-bit base with LoRA as a plain model of the base's architecture, on the CPU in ``dtype``: each 4-bit layer
     dequantized, each adapted layer with its update ``B A alpha / r`` added, every other weight as it is (a GPT-2
     ``Conv1D``, which the 4-bit load turned into a linear layer, transposed back); the trained model is left as it

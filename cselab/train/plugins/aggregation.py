@@ -30,6 +30,8 @@ class AggregationHead(nn.Module):
     ``layers`` (trained transformer layers) and the output ``head``: a score per token of the vocabulary at every
     position."""
 
+    frozen: nn.Module
+
     def __init__(self, frozen: nn.Module, layers: nn.ModuleList, head: nn.Module):
         super().__init__()
         self.layers, self.head = layers, head

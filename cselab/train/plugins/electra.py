@@ -31,6 +31,8 @@ class ConditionedDiscriminator(nn.Module):
     """A transformer whose embedding layer's output at the first position is replaced by a sentence vector, and a
     two-way linear head over every position (PyTorch's initialisation, as the released ``electra_head``)."""
 
+    model: Any  # a transformers encoder: its embedding layer read by name
+
     def __init__(self, model: nn.Module, hidden: int):
         super().__init__()
         embeddings = getattr(model, "embeddings", None)
@@ -71,6 +73,7 @@ class ReplacedTokenDetection(Loss):
     (:func:`~cselab.train.plugins.functional.replaced_token_detection`, one value per row)."""
 
     view_lists, needs_tokens, model_params = ("views",), True, ("generator",)
+    generator: nn.Module | None  # in __dict__: not a submodule
 
     @dataclass(frozen=True, kw_only=True)
     class Params(Loss.Params):
@@ -136,6 +139,8 @@ class ReplacedTokenDetection(Loss):
     @torch.no_grad()
     def rewrite(self, masked: torch.Tensor, attention_mask: torch.Tensor, first: int) -> torch.Tensor:
         """The generator's most likely token at every position, the first position's set to ``first``."""
+        if self.generator is None:
+            raise ConfigError(f"loss rtd: its generator {self.spec} is loaded when the run is set up (auxiliary)")
         generator = self.generator.to(masked.device).train(self.params.generator_dropout and self.training)
         predicted = generator(input_ids=masked, attention_mask=attention_mask).logits.argmax(-1)
         predicted[:, 0] = first

@@ -30,6 +30,7 @@ import functools
 import math
 import re
 from collections.abc import Callable, Iterable, Iterator
+from typing import cast
 
 import torch
 import torch.nn.functional as F
@@ -342,4 +343,4 @@ def matryoshka(losses: list[torch.Tensor], weights: list[float]) -> torch.Tensor
     vector truncated to the k-th width."""
     if len(losses) != len(weights) or not losses:
         raise ValueError(f"matryoshka: {len(losses)} widths and {len(weights)} weights; expected one weight a width")
-    return sum(weight * loss for loss, weight in zip(losses, weights, strict=True))
+    return cast(torch.Tensor, sum(weight * loss for loss, weight in zip(losses, weights, strict=True)))  # (not empty)

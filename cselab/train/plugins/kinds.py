@@ -88,7 +88,7 @@ class Loss(Parametrized, nn.Module):
 
     def __init__(self, params: PluginParams, **views: str | list[str]):
         super().__init__(params)
-        self.views = views
+        self.views: dict[str, Any] = views  # a role's view name (str), a view list's names (list[str])
         self.attached: str | None = None  # the key of its trained auxiliary model in the encoder, once attached
 
     def auxiliary(self, encoder) -> nn.Module | None:

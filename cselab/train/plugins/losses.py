@@ -84,14 +84,16 @@ class InfoNCE(Loss):
                             negatives: int) -> torch.Tensor:
         """``hard_negative_weight`` at each anchor's own hard negative (the same row of the negatives view, when it
         has one), 0 elsewhere: (anchors, positives + negatives)."""
-        encoded = context.encoded
+        weight, encoded = self.params.hard_negative_weight, context.encoded
+        if weight is None:
+            raise ValueError("no hard_negative_weight: no hard negative bias")
         rows = sorted(set(encoded[self.views["anchor"]][1]) & set(encoded[self.views["positive"]][1]))
         vectors, present = encoded[self.views["negatives"][0]]
         where = {row: k for k, row in enumerate(present)}
         bias = vectors.new_zeros((anchors, positives + negatives))
         for i, row in enumerate(rows):
             if row in where:
-                bias[i, positives + start + where[row]] = self.params.hard_negative_weight
+                bias[i, positives + start + where[row]] = weight
         return bias
 
 
@@ -121,7 +123,10 @@ class Recall(Loss):
         gamma: float = setting(2e-3, float, "strength", min=0.0)
 
     def forward(self, views, context: LossContext):
-        return L.recall(*context.initial_weights(), self.params.gamma)
+        if context.initial_weights is None:
+            raise ConfigError("loss recall: it reads the initial weights; none were given")
+        parameters, initial = context.initial_weights()
+        return L.recall(parameters, initial, self.params.gamma)
 
 
 class _LayerGuided(Loss):
@@ -145,7 +150,8 @@ class NTXent(_LayerGuided):
         return [anchors, guides[torch.arange(len(guides), device=guides.device), chosen]]
 
     def forward(self, views, context: LossContext):
-        return L.nt_xent(*views, self.params.temperature)
+        anchors, guides = views
+        return L.nt_xent(anchors, guides, self.params.temperature)
 
 
 @register("loss", "sg_opt")
@@ -153,7 +159,8 @@ class SGOpt(_LayerGuided):
     """SG-OPT's ``L_opt3`` between ``anchor`` and every layer view of ``guide``."""
 
     def forward(self, views, context: LossContext):
-        return L.sg_opt(*views, self.params.temperature)
+        anchors, guides = views
+        return L.sg_opt(anchors, guides, self.params.temperature)
 
 
 def masked_views(context: LossContext, names: list[str], probability: float, mask_id: int | None = None,
@@ -161,6 +168,8 @@ def masked_views(context: LossContext, names: list[str], probability: float, mas
     """For each of the views ``names`` that has rows: its name, token ids and attention mask (on the encoder's
     device) and the ids masked as BERT masks them (:func:`~cselab.train.plugins.functional.mask_tokens`, special
     tokens and padding kept; ``mask_id``: the tokenizer's mask token by default) with their labels."""
+    if context.tokens is None:
+        raise ConfigError("a loss that masks its views' tokens needs them (needs_tokens)")
     encoder = getattr(context.model, "module", context.model)
     tokenizer, device = encoder.tokenizer, next(encoder.backbone.parameters()).device
     special = torch.tensor(tokenizer.all_special_ids).to(device, non_blocking=True)

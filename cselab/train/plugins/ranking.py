@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -24,6 +24,8 @@ from cselab.train.plugins import functional as L
 from cselab.train.plugins.kinds import Loss, LossContext
 from cselab.train.distributed import gather_rows
 
+if TYPE_CHECKING:
+    from cselab.encoders.base import Encoder
 
 
 def student_temperature() -> Any:
@@ -70,6 +72,7 @@ class RankDistillation(Loss):
     (:func:`~cselab.train.plugins.functional.list_net`)."""
 
     roles, needs_tokens, model_params = ("anchor", "positive"), True, ("teacher", "second_teacher")
+    teachers: list[Encoder]  # in __dict__: not submodules
 
     @dataclass(frozen=True, kw_only=True)
     class Params(Loss.Params):
@@ -140,6 +143,8 @@ class RankDistillation(Loss):
 
     def _aligned_texts(self, context: LossContext) -> tuple[list[str], list[str]]:
         """The anchor's and the positive's texts of the rows that have both views, in their order."""
+        if context.texts is None:
+            raise ConfigError("loss rank_distillation: its teachers encode the views' texts; none were given")
         names = self.views["anchor"], self.views["positive"]
         common = sorted(set(context.encoded[names[0]][1]) & set(context.encoded[names[1]][1]))
         texts = [dict(zip(context.encoded[name][1], context.texts(name), strict=True)) for name in names]

@@ -30,7 +30,8 @@ class _ScoredPairs(Loss):
         scale: float = setting(20.0, float, "the similarities' factor (an inverse temperature)", min=0.0, above=True)
 
     def forward(self, views, context: LossContext):
-        return self.function(*views, self.params.scale)
+        anchors, others, scores = views
+        return self.function(anchors, others, scores, self.params.scale)
 
 
 @register("loss", "cosent")

@@ -30,7 +30,7 @@ def mini_batch(batch: Batch, start: int, end: int) -> Batch:
     part = Batch(rows)
     for key, (present, ids, mask) in batch.tokens.items():
         mine = [k for k, row in enumerate(present) if start <= row < end]
-        if not mine:
+        if not mine or ids is None or mask is None:  # (rows present have their tokens)
             part.tokens[key] = ([], None, None)
             continue
         ids, mask = ids[mine], mask[mine]

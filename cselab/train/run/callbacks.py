@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any, Protocol, cast
 
 from cselab.errors import TrainingError
 from cselab.train.config.method import MethodConfig
@@ -116,17 +117,25 @@ class EarlyStop(Callback):
         return {"count": self.count, "previous": self.previous}
 
     def load_state_dict(self, state: dict[str, float]) -> None:
-        self.count, self.previous = state["count"], state["previous"]
+        self.count, self.previous = int(state["count"]), state["previous"]
 
 
-def stateful(callbacks: list[Callback]) -> dict[str, Callback]:
+class Stateful(Protocol):
+    """A callback with a state saved in ``OUT/last``."""
+
+    def state_dict(self) -> dict[str, Any]: ...
+
+    def load_state_dict(self, state: dict[str, Any]) -> None: ...
+
+
+def stateful(callbacks: list[Callback]) -> dict[str, Stateful]:
     """The callbacks with a state to save, by class name (one each)."""
-    found: dict[str, Callback] = {}
+    found: dict[str, Stateful] = {}
     for callback in callbacks:
         name = type(callback).__name__
         if hasattr(callback, "state_dict"):
             if name in found:
                 raise TrainingError(f"two callbacks of the class {name} have a state to save in OUT/last; give them "
                                     "classes of their own")
-            found[name] = callback
+            found[name] = cast(Stateful, callback)  # (it has a state_dict)
     return found

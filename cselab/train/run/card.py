@@ -48,7 +48,7 @@ def ledger_differences(method: MethodConfig) -> list[dict[str, Any]]:
         mine = plain(values if "keys" in row["at"] else values[0])
         released = row.get("released") or {}
         if mine != row.get("cselab_value"):
-            why = f"set for this run (the preset's value: {json.dumps(row.get('cselab_value'))})"
+            why: str | None = f"set for this run (the preset's value: {json.dumps(row.get('cselab_value'))})"
         elif "deviates" in (row.get("status"), released.get("status")):
             why = row.get("why") if row.get("status") == "deviates" else released.get("why")
         else:
@@ -158,7 +158,8 @@ def model_card(method: MethodConfig, info: CheckpointInfo, facts: dict[str, Any]
     """The card's Markdown; ``facts``: the run's ``identity`` and ``provenance`` (``OUT/run.json``) and its data
     ``source``; ``step`` and ``score``: where this checkpoint was saved (``score`` None without a dev set)."""
     identity, license = facts["identity"], facts.get("base_license")
-    rows = [["method", method.name], ["profile", method.profile or "—"], ["base model", info.base_model],
+    rows: list[list[Any]] = [
+            ["method", method.name], ["profile", method.profile or "—"], ["base model", info.base_model],
             ["base weights sha256", _weights(facts)], ["base model's license", license or "—"],
             ["training data", f"`{method.data}`: {json.dumps(info.data)}"],
             ["saved at step", str(step)], ["dev score", _dev(method, identity, score)],

@@ -86,9 +86,10 @@ class Checkpoints:
             if not isinstance(saved.get("step"), int) or not isinstance(saved.get("best"), (int, float)):
                 raise state.StateError(f"{best / BEST_STATE}: expected the numbers step and best")
             load_model(core.backbone, str(best / "model.safetensors"))
-            if core.head_at_test:  # the checkpoint keeps the head: it restarts from it too
+            if core.head_at_test and core.head is not None:  # the checkpoint keeps the head: it restarts from it too
                 load_model(core.head, str(best / HEAD_FILE))
-            if core.momentum is not None:  # the momentum copy follows the weights the run restarts from
+            # the momentum copy follows the weights the run restarts from
+            if core.momentum is not None and core.frozen is not None:
                 core.frozen.load_state_dict(core.backbone.state_dict())
         except Exception as err:
             raise state.StateError(f"{best}: cannot restart from it ({clipped(err, 200)}); "

@@ -15,7 +15,7 @@ import torch
 from accelerate import Accelerator
 
 from cselab.errors import TrainingError
-from cselab.train.batches import Ahead
+from cselab.train.batches import Ahead, Batch
 from cselab.train.objective import Objective
 from cselab.train.plugins import functional
 from cselab.train.run.cached import cached_losses
@@ -50,6 +50,8 @@ def backward_pass(model, objective: Objective, rows, backward: Callable, initial
     if replay is not None:
         replay()
     if objective.weight_hook is not None:  # the gradient at the perturbed weights updates the original ones
+        if trainable is None:
+            raise TrainingError(f"{objective.method}: its weight hook moves the trainable weights; none were given")
         originals = perturb_weights(trainable, objective.weight_hook)
         for parameter in trainable:
             parameter.grad = None
@@ -68,7 +70,7 @@ class Divergence:
     def watch(self, step: int, loss: torch.Tensor) -> None:
         """Note ``loss`` of ``step`` (a device tensor; nothing is read back)."""
         loss = loss.detach().float()
-        if self.step is None:
+        if self.step is None or self.loss is None:  # (set together)
             self.step = torch.zeros((), dtype=torch.int64, device=loss.device)
             self.loss = torch.zeros((), dtype=loss.dtype, device=loss.device)
         first = ~torch.isfinite(loss) & (self.step == 0)
@@ -78,7 +80,7 @@ class Divergence:
     def check(self) -> None:
         """A :class:`Diverged` naming the first step whose loss was not finite, if one was (a read: the device
         waits)."""
-        if self.step is not None and int(self.step):
+        if self.step is not None and self.loss is not None and int(self.step):
             raise Diverged(f"the loss became {float(self.loss)} at step {int(self.step)}")
 
 
@@ -87,7 +89,8 @@ class StepLosses(Mapping):
     before clipping, held as device tensors and read (one wait for the device) when first looked at."""
 
     def __init__(self, batches: list[dict[str, torch.Tensor]], accum: int, norm: torch.Tensor | None):
-        self._batches, self._accum, self._norm, self._values = batches, accum, norm, None
+        self._batches, self._accum, self._norm = batches, accum, norm
+        self._values: dict[str, float] | None = None
 
     def _read(self) -> dict[str, float]:
         if self._values is None:
@@ -123,7 +126,8 @@ class Loop:
     def __init__(self, accelerator: Accelerator, parts: TrainingSetup, encoder, optimizer, loader):
         self.accelerator, self.parts, self.encoder, self.optimizer, self.loader = (accelerator, parts, encoder,
                                                                                    optimizer, loader)
-        self.cfg, self.step, self.batches = parts.cfg, 0, None  # batches: made at the first step
+        self.cfg, self.step = parts.cfg, 0
+        self.batches: Iterator[Batch] | None = None  # made at the first step
         self.trainable = parts.trainable
         self.execution = parts.execution
         self.divergence = Divergence()

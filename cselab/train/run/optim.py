@@ -101,7 +101,8 @@ def fused_update(parameters: list[torch.Tensor], grads: list[torch.Tensor], exp_
 
 def parameter_groups(named: Iterable[tuple[str, torch.Tensor]], cfg: TrainingConfig) -> list[dict[str, Any]]:
     """Two groups: the parameters that take ``weight_decay`` and those whose name contains one of ``no_decay``."""
-    decay, exempt = [], []
+    decay: list[torch.Tensor] = []
+    exempt: list[torch.Tensor] = []
     for name, parameter in named:
         (exempt if any(part in name for part in cfg.no_decay) else decay).append(parameter)
     return [{"params": decay, "weight_decay": cfg.weight_decay}, {"params": exempt, "weight_decay": 0.0}]
@@ -114,10 +115,10 @@ def build_optimizer(named: Iterable[tuple[str, torch.Tensor]], cfg: TrainingConf
     default, 0.01, would pull the weights to 0) and ``no_decay``. ``fused``: the update in fused kernels (a CUDA
     device's run; the same update)."""
     groups = parameter_groups(named, cfg)
-    options = {"lr": cfg.lr, "betas": tuple(cfg.adam_betas), "eps": cfg.adam_eps}
+    beta1, beta2 = cfg.adam_betas
     if cfg.optimizer == "adamw_legacy":
-        return LegacyAdamW(groups, **options, fused=fused)
-    return torch.optim.AdamW(groups, **options, **({"fused": True} if fused else {}))
+        return LegacyAdamW(groups, lr=cfg.lr, betas=(beta1, beta2), eps=cfg.adam_eps, fused=fused)
+    return torch.optim.AdamW(groups, lr=cfg.lr, betas=(beta1, beta2), eps=cfg.adam_eps, fused=fused or None)
 
 
 def build_scheduler(optimizer: torch.optim.Optimizer, cfg: TrainingConfig, total: int):

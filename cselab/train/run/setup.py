@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 from accelerate.utils import set_seed
@@ -21,6 +21,7 @@ from cselab.train.config.schema import loss_plugin
 from cselab.train.config.sections import TrainingConfig
 from cselab.train.model import TrainingEncoder
 from cselab.train.objective import Objective
+from cselab.train.plugins.kinds import Loss
 from cselab.train.run.execution import Execution, plan
 from cselab.train.run.optim import build_optimizer, build_scheduler
 from cselab.train.batches import Collator, training_loader
@@ -42,10 +43,11 @@ def attach_auxiliary(encoder: TrainingEncoder, objective: Objective) -> None:
     """Load each loss's own models for ``encoder``; a trained one joins it as ``encoder.auxiliary[LOSS]`` (so that
     the optimizer, DDP and ``OUT/last`` hold it, and a checkpoint does not)."""
     for name, loss in zip(objective.names, objective.losses, strict=True):
-        module = loss.auxiliary(encoder)
+        plugin = cast(Loss, loss)  # the objective's ModuleList holds Loss modules
+        module = plugin.auxiliary(encoder)
         if module is not None:
             encoder.auxiliary[name] = module
-            loss.attached = name
+            plugin.attached = name
 
 
 def initial_weights(encoder: TrainingEncoder) -> list[torch.Tensor]:

@@ -46,7 +46,9 @@ class StateError(TrainingError):
 
 def rng_state() -> dict[str, Any]:
     """This process's random generators, as tensors and plain values."""
-    name, keys, position, has_gauss, cached = np.random.get_state()
+    legacy = np.random.get_state()
+    assert isinstance(legacy, tuple)  # the global RandomState's generator is MT19937: its legacy tuple
+    name, keys, position, has_gauss, cached = legacy
     state = {"python": random.getstate(), "numpy": (name, torch.from_numpy(keys.astype(np.int64)), position,
                                                     has_gauss, cached), "torch": torch.get_rng_state()}
     if torch.cuda.is_available():
@@ -80,13 +82,19 @@ def save_shared_state(folder: Path, model: torch.nn.Module, optimizer, scheduler
     else:
         save_file({name: tensor.detach().contiguous() for name, tensor in trained.items()},
                   str(folder / "model.safetensors"))
-    if getattr(model, "momentum", None) is not None:
-        save_model(model.frozen, str(folder / MOMENTUM_FILE))
+    momentum_copy = _momentum_copy(model)
+    if momentum_copy is not None:
+        save_model(momentum_copy, str(folder / MOMENTUM_FILE))
     torch.save(optimizer.state_dict(), folder / "optimizer.pt")
     torch.save(scheduler.state_dict(), folder / "scheduler.pt")
     if scaler is not None:
         torch.save(scaler.state_dict(), folder / "scaler.pt")
     (folder / STATE_FILE).write_text(json.dumps(trainer), encoding="utf-8")
+
+
+def _momentum_copy(model: torch.nn.Module) -> torch.nn.Module | None:
+    """A momentum encoder's copy (a TrainingEncoder's frozen copy, with momentum; not a submodule), or None."""
+    return model.__dict__["frozen"] if getattr(model, "momentum", None) is not None else None
 
 
 def trained_weights(model: torch.nn.Module) -> dict[str, torch.Tensor] | None:
@@ -167,8 +175,9 @@ def load_state(folder: Path, rank: int, model: torch.nn.Module, optimizer, sched
                          "many processes as the run had")
     device = str(next(model.parameters()).device)
     weights, trained = [(model, "model.safetensors")], trained_weights(model)
-    if getattr(model, "momentum", None) is not None:
-        weights.append((model.frozen, MOMENTUM_FILE))
+    momentum_copy = _momentum_copy(model)
+    if momentum_copy is not None:
+        weights.append((momentum_copy, MOMENTUM_FILE))
     for module, name in weights:
         if not (folder / name).is_file():  # the only one a state may lack (model.safetensors is in every manifest)
             raise StateError(f"{folder / name}: missing: the state was saved by a run without a momentum encoder")

@@ -83,7 +83,8 @@ class Trainer:
         self.callbacks = [Schedule(options.log_every, self.cfg.eval_steps, self.cfg.eval_at_end), *early_stop,
                           *options.callbacks]
         self.own_callbacks, self.stateful = bool(options.callbacks), stateful(self.callbacks)
-        self.best, self.dev, self.improved, self.dev_key = -math.inf, None, False, log_key(self.cfg.dev)
+        self.best, self.improved, self.dev_key = -math.inf, False, log_key(self.cfg.dev)
+        self.dev: float | None = None
         self.shown: dict[str, str] = {}  # the progress bar's figures (the latest loss and dev score)
 
     def resume(self) -> None:
@@ -97,7 +98,7 @@ class Trainer:
                       *(f"auxiliary.{name}" for name in self.core.auxiliary),
                       *(["objective state"] if self.parts.objective.state_dict() else [])]
             self.record({"restarted_from": str(self.out / "best"), "at_step": self.loop.step, "afresh": afresh})
-        elif self.last is not None:
+        elif self.last is not None and self.counters is not None:  # (read together)
             self.checkpoints.restore_last(self.last, self.core, self.loop.optimizer, self.parts.scheduler,
                                           self.parts.objective)
             self.loop.step, self.best = self.counters["step"], self.counters["best"]
