@@ -45,7 +45,7 @@ import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from importlib.metadata import entry_points
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
 from cselab.errors import ConfigError, did_you_mean
 from cselab.files import clipped, shown
@@ -60,6 +60,7 @@ MAX_SEEDS = 1000  # seeds of one sweep (`cselab sweep --seeds`): each is a train
 TRAIN_KINDS = ("loss", "input_augment", "output_augment", "token_augment", "negatives", "logit_transform",
                "weight_hook", "head", "adapter", "text")
 KINDS = (*TRAIN_KINDS, "pooler", "layer_pooler", "suite", "dev_scorer", "backtranslation")
+PluginClass = TypeVar("PluginClass", bound=type)  # what @register returns: the class it registers
 
 #: Where each kind's plug-ins are found (:func:`discover`): its entry-point group, and cselab's own modules that
 #: register it (a package stands for each of its modules).
@@ -95,7 +96,7 @@ class Param:
     max: float | None = None
     above: bool = False
     below: bool = False
-    choices: tuple | str | Callable[[], Sequence[Any]] | None = None
+    choices: tuple[Any, ...] | str | Callable[[], Sequence[Any]] | None = None
     nullable: bool = False
     items: Param | None = None
     length: int | None = None
@@ -108,7 +109,7 @@ class Param:
             raise ValueError(f"Param choices {self.choices!r}: a string names a plug-in kind, 'plugin:KIND'; give "
                              "the allowed values as a tuple")
 
-    def allowed(self) -> tuple | None:
+    def allowed(self) -> tuple[Any, ...] | None:
         """The allowed values: ``choices``, a kind's plug-ins for ``"plugin:KIND"``, what a function ``choices``
         gives when called (values found when they are checked, not when the schema is declared)."""
         if isinstance(self.choices, str):  # "plugin:KIND", the one string form
@@ -306,7 +307,7 @@ def contract_of(kind: str) -> type:
     return _CONTRACTS.get(kind, object)
 
 
-def register(kind: str, name: str) -> Callable[[type], type]:
+def register(kind: str, name: str) -> Callable[[PluginClass], PluginClass]:
     """Class decorator: register the class as plug-in ``name`` of ``kind``; its ``Params``, where it has one, is a
     frozen, keyword-only :class:`Params` dataclass (a nested class left undecorated would declare nothing)."""
     if kind not in _REGISTRY:
@@ -314,7 +315,7 @@ def register(kind: str, name: str) -> Callable[[type], type]:
     if not NAME.fullmatch(name):  # names reach YAML keys, log keys and --set
         raise ValueError(f"plug-in name {name!r}: lower-case letters, digits, _ and - only")
 
-    def add(cls: type) -> type:
+    def add(cls: PluginClass) -> PluginClass:
         base = _CONTRACTS.get(kind, object)  # every kind declares its base when its module is imported
         if not (isinstance(cls, type) and issubclass(cls, base)):
             raise TypeError(f"{kind} {name!r}: a {kind} plug-in is a subclass of {base.__module__}.{base.__name__}")
@@ -386,7 +387,7 @@ def _join(where: str, key: str) -> str:
     return f"{where}.{key}" if where else str(key)
 
 
-def build(plugin: Plugin, params: Mapping[str, Any], **context) -> Any:
+def build(plugin: Plugin, params: Mapping[str, Any], **context: Any) -> Any:
     """The plug-in's object from its validated ``params``, the one constructor convention of every kind: its
     ``Params`` built from its own parameters, handed first (where its class declares one: the kinds a method
     configures); the parameters its kind adds (the views a loss reads, its data columns: None for one left out) and
@@ -406,7 +407,7 @@ def plain(value: Any) -> Any:
     return value
 
 
-def build_plugin(kind: str, spec: Mapping[str, Any] | None, **context) -> Any:
+def build_plugin(kind: str, spec: Mapping[str, Any] | None, **context: Any) -> Any:
     """The object of a checked ``{kind: NAME, ...parameters}`` mapping of plug-in ``kind`` (None for None)."""
     return None if spec is None else build(get(kind, spec["kind"]), spec, **context)
 
@@ -424,7 +425,7 @@ def check_plugin(kind: str, value: Any, where: str) -> dict[str, Any]:
     return {"kind": plugin.name, **checked}
 
 
-def setting(default: Any, type: type | tuple[type, ...], help: str = "", **constraints) -> Any:
+def setting(default: Any, type: type | tuple[type, ...], help: str = "", **constraints: Any) -> Any:
     """A dataclass field that declares its :class:`Param` (``metadata["param"]``); a list or mapping default is
     copied for each instance; a ``REQUIRED`` one has no default (in a ``kw_only`` dataclass it may stand anywhere)."""
     param = Param(type, REQUIRED, help, **constraints)
@@ -461,9 +462,9 @@ class Params(Checked):
     the docs table, ``--show-config``), and one instance, ``self.params``, is what the plug-in reads."""
 
 
-def schema_of(cls: type) -> dict[str, Param]:
+def schema_of(cls: type[Any]) -> dict[str, Param]:
     """The schema a dataclass declares with :func:`setting`: each field's Param with the field's default."""
-    schema = {}
+    schema: dict[str, Param] = {}
     for f in fields(cls):
         default = f.default_factory() if f.default_factory is not MISSING else f.default
         schema[f.name] = replace(f.metadata["param"], default=REQUIRED if default is MISSING else default)

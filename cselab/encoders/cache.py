@@ -109,7 +109,7 @@ class EmbeddingCache:
     """The chunks of one key (see the module docstring); counts what it served and what was encoded. Once a read or
     a write of its folder fails, it says so in a warning and is left alone for the rest of the run."""
 
-    def __init__(self, key: dict[str, Any], root: str | os.PathLike | None = None):
+    def __init__(self, key: dict[str, Any], root: str | os.PathLike[str] | None = None):
         self.key = key
         self.root = Path(root) if root is not None else cache_root()
         self.digest = key_digest(key)

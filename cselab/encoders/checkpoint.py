@@ -30,7 +30,7 @@ import os
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cselab.atomic import write_json_atomic
 from cselab.encoders.encoding import ENCODING_FIELDS, Encoding
@@ -39,6 +39,9 @@ from cselab.encoders.pretrained import combined_sha256, mark_bidirectional, weig
 from cselab.errors import ConfigError, ModelError
 from cselab.files import read_json, shown
 from cselab.registry import check, schema_of, setting
+
+if TYPE_CHECKING:
+    from cselab.encoders.transformer import TransformerEncoder
 
 logger = logging.getLogger(__name__)
 CHECKPOINT_FILE = "cselab.json"
@@ -58,8 +61,8 @@ class CheckpointInfo(Encoding):
 
     method: str | None = setting(None, str, "the method that trained it", nullable=True)
     base_model: str | None = setting(None, str, "the base model's hub name, else its folder", nullable=True)
-    data: dict = setting({}, dict, "what the run trained on, as OUT/run.json records it")
-    config: dict = setting({}, dict, "the method's resolved config")
+    data: dict[str, Any] = setting({}, dict, "what the run trained on, as OUT/run.json records it")
+    config: dict[str, Any] = setting({}, dict, "the method's resolved config")
     weights_sha256: str | None = setting(None, str, "the folder's weights this lineage describes (combined_sha256 of "
                                          "its weight files)", nullable=True)
 
@@ -68,10 +71,10 @@ class CheckpointInfo(Encoding):
         return Encoding(**{name: getattr(self, name) for name in ENCODING_FIELDS})
 
     @classmethod
-    def of(cls, encoding: Encoding, **lineage) -> CheckpointInfo:
+    def of(cls, encoding: Encoding, **lineage: Any) -> CheckpointInfo:
         return cls(**{name: getattr(encoding, name) for name in ENCODING_FIELDS}, **lineage)
 
-    def lineage_dropped(self, folder: str | os.PathLike, why: str) -> CheckpointInfo:
+    def lineage_dropped(self, folder: str | os.PathLike[str], why: str) -> CheckpointInfo:
         """This info without ``method``, ``data`` and ``config`` (the weights are not those they describe), with a
         warning saying ``why``."""
         logger.warning("%s: %s: the earlier run's lineage (method %s, data %s) is left out", folder, why, self.method,
@@ -86,7 +89,7 @@ def needs_module(info: Encoding) -> bool:
     return bool(info.prompt) or info.pooler not in ST_POOLING or info.bidirectional or info.head is not None
 
 
-def write_checkpoint_info(folder: str | os.PathLike, info: CheckpointInfo) -> Path:
+def write_checkpoint_info(folder: str | os.PathLike[str], info: CheckpointInfo) -> Path:
     """Write ``cselab.json`` into ``folder`` atomically (temporary file, then rename), once the folder's weights are
     written: it records their sha256, which its lineage (``method``, ``data``, ``config``) describes. Rewritten over
     other weights than those it was read with (a checkpoint trained further elsewhere, sentence-transformers' trainer
@@ -99,7 +102,7 @@ def write_checkpoint_info(folder: str | os.PathLike, info: CheckpointInfo) -> Pa
                                                               **asdict(replace(info, weights_sha256=digest))})
 
 
-def trusted(info: CheckpointInfo, folder: str | os.PathLike) -> CheckpointInfo:
+def trusted(info: CheckpointInfo, folder: str | os.PathLike[str]) -> CheckpointInfo:
     """``info`` as ``folder``'s lineage: as it is where the folder's weights are those ``cselab.json`` recorded (or
     it recorded none: a checkpoint written before cselab did), else without its ``method``, ``data`` and ``config``
     (the weights changed after it was written), with a warning."""
@@ -109,7 +112,7 @@ def trusted(info: CheckpointInfo, folder: str | os.PathLike) -> CheckpointInfo:
                                         "cselab wrote it)")
 
 
-def read_checkpoint_info(path: str | os.PathLike) -> CheckpointInfo:
+def read_checkpoint_info(path: str | os.PathLike[str]) -> CheckpointInfo:
     """Read a ``cselab.json`` file; unknown keys, values of the wrong type or another format are errors naming
     the file."""
     path = Path(path)
@@ -126,7 +129,7 @@ def read_checkpoint_info(path: str | os.PathLike) -> CheckpointInfo:
         raise ModelError(f"{path}: {err}") from None
 
 
-def write_model_files(folder: str | os.PathLike, view, info: CheckpointInfo,
+def write_model_files(folder: str | os.PathLike[str], view: TransformerEncoder, info: CheckpointInfo,
                       config_fields: dict[str, Any] | None = None) -> None:
     """The files of an encoder's model in ``folder``: its weights (safetensors) and config.json (with
     ``config_fields`` over the model's own values, and, for bidirectional attention, cselab's model type:
@@ -145,7 +148,7 @@ def write_model_files(folder: str | os.PathLike, view, info: CheckpointInfo,
         save_head(folder, view.head)
 
 
-def write_native_layout(folder: str | os.PathLike, view, info: CheckpointInfo,
+def write_native_layout(folder: str | os.PathLike[str], view: TransformerEncoder, info: CheckpointInfo,
                         config_fields: dict[str, Any] | None = None) -> None:
     """A checkpoint whose encoding sentence-transformers' own modules run (:func:`needs_module` is false): the model's
     files, then its Transformer, Pooling and, with ``normalize``, Normalize modules as that library writes them."""
@@ -194,7 +197,7 @@ def native_settings(read_json: Callable[[str], Any]) -> dict[str, Any] | None:
     return settings
 
 
-def sentence_transformers_config() -> dict:
+def sentence_transformers_config() -> dict[str, Any]:
     """``config_sentence_transformers.json`` as sentence-transformers writes it: the versions that saved the model
     and its similarity function (cosine: what cselab trains and scores with)."""
     import sentence_transformers

@@ -13,6 +13,7 @@ field here and its use in the encoder: the training config, the checkpoint, its 
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import Any
 
 from cselab.encoders import pooling  # noqa: F401  (the poolers registered: pooler's choices)
 from cselab.errors import ConfigError
@@ -47,10 +48,10 @@ class EncodingSettings(Checked):
     denoise: bool = setting(False, bool, "PromptBERT's template denoising: each [MASK] vector less that of its "
                             "template encoded alone, at the positions the template has around a sentence of that "
                             "length (pooler mask); a method's checkpoints encode without unless denoise_at_test")
-    head: dict | None = setting(None, dict, "a head over the pooled vector, {kind: NAME, ...its parameters} (a "
-                                "method's encoder.head also takes a NAME alone); a method applies it in training, and "
-                                "at test with head_at_test (a checkpoint keeps a head of kind mlp or mlm_transform)",
-                                nullable=True)
+    head: dict[str, Any] | None = setting(None, dict, "a head over the pooled vector, {kind: NAME, ...its parameters} "
+                                          "(a method's encoder.head also takes a NAME alone); a method applies it in "
+                                          "training, and at test with head_at_test (a checkpoint keeps a head of kind "
+                                          "mlp or mlm_transform)", nullable=True)
     head_before_denoise: bool = setting(False, bool, "the [MASK] vector and the template's each go through the head "
                                         "before the subtraction, head(h) - head(t) (PromptBERT's supervised BERT run, "
                                         "--mask_embedding_sentence_org_mlp); else head(h - t)")

@@ -42,7 +42,8 @@ class DenseActNorm(nn.Module):
         self.LayerNorm = nn.LayerNorm(hidden, eps=eps)  # noqa: N815  (transformers' parameter names)
 
     def forward(self, vectors: torch.Tensor) -> torch.Tensor:
-        return self.LayerNorm(self.activation(self.dense(vectors)))
+        normed: torch.Tensor = self.LayerNorm(self.activation(self.dense(vectors)))
+        return normed
 
 
 CHECKPOINT_HEADS: dict[str, type[nn.Module]] = {"mlp": DenseTanh, "mlm_transform": DenseActNorm}
@@ -76,7 +77,7 @@ def load_head(path: Path | None, spec: dict[str, Any], hidden: int) -> nn.Module
     return head.eval()
 
 
-def save_head(folder: str | os.PathLike, head: nn.Module) -> None:
+def save_head(folder: str | os.PathLike[str], head: nn.Module) -> None:
     """Write ``head``'s weights to ``folder``'s ``head.safetensors``, atomically."""
     from safetensors.torch import save
 

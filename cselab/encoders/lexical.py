@@ -32,7 +32,8 @@ class LexicalEncoder(Encoder):
 
     @property
     def dim(self) -> int:
-        return self.vectorizer.n_features
+        features: int = self.vectorizer.n_features
+        return features
 
     def describe(self) -> dict[str, Any]:
         return {**super().describe(), "weighting": "tfidf" if self.idf else "counts",
@@ -41,4 +42,5 @@ class LexicalEncoder(Encoder):
     def _encode_unique(self, sentences: list[str], batch_size: int, show_progress_bar: bool | None) -> np.ndarray:
         counts = self.vectorizer.transform(sentences)
         weighted = self.idf.transform(counts) if self.idf else counts
-        return normalize(weighted).astype(np.float32).toarray()
+        vectors: np.ndarray = normalize(weighted).astype(np.float32).toarray()
+        return vectors

@@ -100,7 +100,7 @@ def after_pooling(path: str) -> list[str]:
     return classes[classes.index("Pooling") + 1:] if "Pooling" in classes else []
 
 
-def _lexical(spec: str, data_dir: str | os.PathLike | None) -> LexicalEncoder:
+def _lexical(spec: str, data_dir: str | os.PathLike[str] | None) -> LexicalEncoder:
     if spec == "bow":
         return LexicalEncoder(spec=spec)
     source = spec.split(":", 1)[1] if ":" in spec else "wiki1m"
@@ -111,14 +111,15 @@ def _lexical(spec: str, data_dir: str | os.PathLike | None) -> LexicalEncoder:
     return LexicalEncoder(idf_corpus=corpus, spec=spec)
 
 
-def _transformer(path: str, device: str | None, dtype: str, spec: str, **settings) -> TransformerEncoder:
+def _transformer(path: str, device: str | None, dtype: str, spec: str, **settings: Any) -> TransformerEncoder:
     encoding = Encoding(**{"pooler": DEFAULT_POOLER, **settings})  # an override alone: the default pooler beneath it
     device = device or default_device()
     model, tokenizer = load_pretrained(path, encoding.pooler)
     head = None
     if encoding.head is not None:  # a head kept at test: its weights beside the model's
         head = load_head(_model_file(path, HEAD_FILE), encoding.head, model.config.hidden_size)
-    model = model.to(device=device, dtype=inference_dtype(device, dtype))
+    model = model.to(  # type: ignore[call-arg]  # transformers' to() is functools.wraps(nn.Module.to): read unbound
+        device=device, dtype=inference_dtype(device, dtype))
     if head is not None:
         head.to(device=device, dtype=next(model.parameters()).dtype)
     return TransformerEncoder(model, tokenizer, encoding, head=head, spec=spec)
@@ -157,7 +158,7 @@ def _with_files(encoder: TransformerEncoder | SentenceTransformerEncoder, files:
 
 def load_encoder(spec: str, pooler: str | None = None, prompt: str | None = None, max_length: int | None = None,
                  device: str | None = None, dtype: str = "auto",
-                 data_dir: str | os.PathLike | None = None, cache: bool = True) -> Encoder:
+                 data_dir: str | os.PathLike[str] | None = None, cache: bool = True) -> Encoder:
     """The encoder a spec names (see the module docstring); ``dtype='auto'`` is fp32 on CPU, bf16/fp16 on GPU."""
     if device is not None:
         check_device(device)

@@ -80,7 +80,7 @@ class ModelFiles:
     stamps: dict[str, tuple[int, int, int]]
 
     @classmethod
-    def read(cls, folder: str | os.PathLike) -> ModelFiles:
+    def read(cls, folder: str | os.PathLike[str]) -> ModelFiles:
         """Note every file's inode, size and time, then hash it."""
         folder = Path(folder)
         stamps = _stamps(folder)

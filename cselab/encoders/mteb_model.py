@@ -12,20 +12,25 @@ from __future__ import annotations
 import hashlib
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from mteb.models.abs_encoder import AbsEncoder
 from mteb.models.model_meta import ModelMeta, ScoringFunction
 
 from cselab.encoders.base import Encoder
-from cselab.encoders.checkpoint import CHECKPOINT_FILE, read_checkpoint_info, trusted
+from cselab.encoders.checkpoint import CHECKPOINT_FILE, CheckpointInfo, read_checkpoint_info, trusted
 from cselab.encoders.encoding import DEFAULT_POOLER
 from cselab.encoders.loading import folder_settings, load_encoder, resolve_backbone
 from cselab.encoders.specs import ALIAS_NAMES, ALIASES, hub_name, recorded_hub_name
 from cselab.encoders.transformer import TransformerEncoder
 from cselab.errors import ModelError
 from cselab.metrics import cosine_rows
+
+if TYPE_CHECKING:
+    from mteb.abstasks.task_metadata import TaskMetadata
+    from mteb.types import Array, BatchedInput, PromptType
+    from torch.utils.data import DataLoader
 
 #: cselab's training data that is (or is made from) an MTEB task's data.
 CORPUS_TASKS = {"stsb-rows": "STSBenchmark", "stsb-sentences": "STSBenchmark", "stsb-raw-rows": "STSBenchmark",
@@ -71,7 +76,7 @@ def model_name(spec: str) -> str:
     return spec if spec.count("/") == 1 else f"cselab/{spec}"
 
 
-def _checkpoint(spec: str):
+def _checkpoint(spec: str) -> CheckpointInfo | None:
     """A checkpoint folder's ``cselab.json``, its lineage only where the folder's weights are those it describes."""
     path = Path(os.path.expanduser(spec)) / CHECKPOINT_FILE
     return trusted(read_checkpoint_info(path), path.parent) if path.is_file() else None
@@ -89,7 +94,7 @@ def _max_tokens(encoder: Encoder) -> int | None:
     return limit if limit is not None else getattr(getattr(encoder, "model", None), "max_seq_length", None)
 
 
-def trained_on(info) -> set[str]:
+def trained_on(info: CheckpointInfo) -> set[str]:
     """The MTEB tasks whose data a checkpoint trained on: its run's data (``cselab.json``'s ``data``; a checkpoint
     written before cselab recorded it: the method's own ``data``)."""
     data = info.data.get("name") if info.data else info.config.get("data")
@@ -146,17 +151,18 @@ class MTEBEncoder(AbsEncoder):
     pooler are its own; MTEB's task instructions are not applied (``use_instructions=False``)."""
 
     mteb_model_meta: ModelMeta  # always set (AbsEncoder's may be None)
+    model: Encoder  # (AbsEncoder's may be any model)
 
     def __init__(self, encoder: Encoder, name: str | None = None):
         self.model = encoder
         self.mteb_model_meta = model_meta(encoder, name)
 
-    def encode(self, inputs, *, task_metadata, hf_split: str, hf_subset: str, prompt_type=None,
-               **kwargs: Any) -> np.ndarray:
+    def encode(self, inputs: DataLoader[BatchedInput], *, task_metadata: TaskMetadata, hf_split: str, hf_subset: str,
+               prompt_type: PromptType | None = None, **kwargs: Any) -> np.ndarray:
         return self.model.encode(inputs, batch_size=kwargs.get("batch_size", 64),
                                  show_progress_bar=kwargs.get("show_progress_bar"))
 
-    def similarity_pairwise(self, embeddings1, embeddings2) -> np.ndarray:
+    def similarity_pairwise(self, embeddings1: Array, embeddings2: Array) -> np.ndarray:
         return cosine_rows(np.asarray(embeddings1), np.asarray(embeddings2))
 
 

@@ -22,17 +22,22 @@ intermediate layers name one.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 
 from cselab.errors import ConfigError
 from cselab.registry import contract, get, register
 
+#: A transformers model's output (``BaseModelOutput`` and its kin, with ``pooler_output`` where the model has a pooler
+#: layer), read by attribute: no one type of transformers declares what each pooler reads.
+ModelOutput = Any
+
 
 def matching_layer_pooler(pooler: str) -> str:
     """How each layer is pooled to match the sentence ``pooler`` (SSCL pools intermediate layers alike)."""
-    return get("pooler", pooler).cls.layer_pooler
+    layer_pooler: str = get("pooler", pooler).cls.layer_pooler
+    return layer_pooler
 
 
 def masked_mean(states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -58,7 +63,8 @@ contract("layer_pooler", LayerPooler)
 class First(LayerPooler):
     """The first token's state."""
 
-    def __call__(self, states, attention_mask, mask_positions):
+    def __call__(self, states: torch.Tensor, attention_mask: torch.Tensor,
+                 mask_positions: torch.Tensor | None) -> torch.Tensor:
         return states[:, 0]
 
 
@@ -66,7 +72,8 @@ class First(LayerPooler):
 class Mean(LayerPooler):
     """The mean over non-padding tokens."""
 
-    def __call__(self, states, attention_mask, mask_positions):
+    def __call__(self, states: torch.Tensor, attention_mask: torch.Tensor,
+                 mask_positions: torch.Tensor | None) -> torch.Tensor:
         return masked_mean(states, attention_mask)
 
 
@@ -74,7 +81,8 @@ class Mean(LayerPooler):
 class Max(LayerPooler):
     """The maximum over non-padding tokens, per dimension."""
 
-    def __call__(self, states, attention_mask, mask_positions):
+    def __call__(self, states: torch.Tensor, attention_mask: torch.Tensor,
+                 mask_positions: torch.Tensor | None) -> torch.Tensor:
         return states.masked_fill(attention_mask.unsqueeze(-1) == 0, torch.finfo(states.dtype).min).max(dim=1).values
 
 
@@ -82,7 +90,8 @@ class Max(LayerPooler):
 class MaskToken(LayerPooler):
     """The state at the prompt's mask token."""
 
-    def __call__(self, states, attention_mask, mask_positions):
+    def __call__(self, states: torch.Tensor, attention_mask: torch.Tensor,
+                 mask_positions: torch.Tensor | None) -> torch.Tensor:
         if mask_positions is None:
             raise ValueError("pooler 'mask' needs the mask token's positions")
         return states[torch.arange(len(states), device=states.device), mask_positions]
@@ -92,7 +101,8 @@ class MaskToken(LayerPooler):
 class LastToken(LayerPooler):
     """The state at each row's last non-padding token."""
 
-    def __call__(self, states, attention_mask, mask_positions):
+    def __call__(self, states: torch.Tensor, attention_mask: torch.Tensor,
+                 mask_positions: torch.Tensor | None) -> torch.Tensor:
         positions = torch.arange(attention_mask.shape[1], device=states.device).expand_as(attention_mask)
         last = torch.where(attention_mask.bool(), positions, -1).max(dim=1).values
         return states[torch.arange(len(states), device=states.device), last.clamp(min=0)]
@@ -102,7 +112,8 @@ class LastToken(LayerPooler):
 class WeightedMean(LayerPooler):
     """The mean over non-padding tokens weighted by their position among them (1, 2, ..., n)."""
 
-    def __call__(self, states, attention_mask, mask_positions):
+    def __call__(self, states: torch.Tensor, attention_mask: torch.Tensor,
+                 mask_positions: torch.Tensor | None) -> torch.Tensor:
         mask = attention_mask.to(states.dtype)
         weights = (mask.cumsum(dim=1) * mask).unsqueeze(-1)
         return (states * weights).sum(1) / weights.sum(1).clamp(min=1.0)
@@ -112,7 +123,8 @@ class WeightedMean(LayerPooler):
 def pool_states(states: torch.Tensor, attention_mask: torch.Tensor, kind: str,
                 mask_positions: torch.Tensor | None = None) -> torch.Tensor:
     """One vector per sentence from one layer's token states with the layer pooler ``kind``."""
-    return get("layer_pooler", kind).cls()(states, attention_mask, mask_positions)
+    pooler: LayerPooler = get("layer_pooler", kind).cls()
+    return pooler(states, attention_mask, mask_positions)
 
 
 class Pooler:
@@ -124,7 +136,8 @@ class Pooler:
     hidden_states: ClassVar[bool] = False
     layer_pooler: ClassVar[str] = "avg"
 
-    def __call__(self, outputs, attention_mask: torch.Tensor, mask_positions: torch.Tensor | None) -> torch.Tensor:
+    def __call__(self, outputs: ModelOutput, attention_mask: torch.Tensor,
+                 mask_positions: torch.Tensor | None) -> torch.Tensor:
         raise NotImplementedError
 
 
@@ -137,14 +150,17 @@ class CLS(Pooler):
 
     layer_pooler = "first"
 
-    def __call__(self, outputs, attention_mask, mask_positions):
+    def __call__(self, outputs: ModelOutput, attention_mask: torch.Tensor,
+                 mask_positions: torch.Tensor | None) -> torch.Tensor:
         if getattr(outputs, "pooler_output", None) is None:
             raise ConfigError("pooler 'cls' needs a model with a pooler layer; use 'cls_before_pooler' instead")
-        return outputs.pooler_output
+        pooled: torch.Tensor = outputs.pooler_output
+        return pooled
 
 
 class _LastLayer(Pooler):
-    def __call__(self, outputs, attention_mask, mask_positions):
+    def __call__(self, outputs: ModelOutput, attention_mask: torch.Tensor,
+                 mask_positions: torch.Tensor | None) -> torch.Tensor:
         return pool_states(outputs.last_hidden_state, attention_mask, self.layer_pooler, mask_positions)
 
 
@@ -189,7 +205,8 @@ class AvgFirstLast(Pooler):
 
     hidden_states = True
 
-    def __call__(self, outputs, attention_mask, mask_positions):
+    def __call__(self, outputs: ModelOutput, attention_mask: torch.Tensor,
+                 mask_positions: torch.Tensor | None) -> torch.Tensor:
         hidden = outputs.hidden_states
         return masked_mean((hidden[1] + hidden[-1]) / 2, attention_mask)
 
@@ -200,7 +217,8 @@ class AvgTop2(Pooler):
 
     hidden_states = True
 
-    def __call__(self, outputs, attention_mask, mask_positions):
+    def __call__(self, outputs: ModelOutput, attention_mask: torch.Tensor,
+                 mask_positions: torch.Tensor | None) -> torch.Tensor:
         hidden = outputs.hidden_states
         return masked_mean((hidden[-1] + hidden[-2]) / 2, attention_mask)
 

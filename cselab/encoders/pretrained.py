@@ -11,10 +11,15 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
 
 from cselab.checksum import sha256
 from cselab.errors import ConfigError, ModelError
 from cselab.files import clipped
+
+if TYPE_CHECKING:
+    from torch.nn import Embedding
+    from transformers import PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase
 
 DEFAULT_MAX_LENGTH = 512  # the most tokens cselab gives a model whose config and tokenizer set no lower limit
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model",
@@ -22,7 +27,7 @@ TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", 
 SMALLEST_VOCABULARY = 100  # a placeholder tokenizer has its few special tokens; a real one has thousands
 
 
-def load_tokenizer(path: str):
+def load_tokenizer(path: str) -> PreTrainedTokenizerBase:
     """The tokenizer of a folder or hub name; a folder must hold a vocabulary file, and what loads must be a real
     vocabulary, not a placeholder."""
     from transformers import AutoTokenizer
@@ -42,7 +47,7 @@ def load_tokenizer(path: str):
     return padded_on_the_right(tokenizer, path)
 
 
-def padded_on_the_right(tokenizer, path: str):
+def padded_on_the_right(tokenizer: PreTrainedTokenizerBase, path: str) -> PreTrainedTokenizerBase:
     """``tokenizer`` set to pad as cselab pads: on the right (a decoder's tokens keep positions 0..n-1, and its
     last-token pooler reads each row's last real token), with its end-of-sequence token where it has no padding token
     (a decoder LM's: GPT-2, Llama), as a checkpoint saves it, so that sentence-transformers pads a checkpoint's rows
@@ -56,11 +61,12 @@ def padded_on_the_right(tokenizer, path: str):
     return tokenizer
 
 
-def token_limit(config, tokenizer) -> int:
+def token_limit(config: PretrainedConfig, tokenizer: PreTrainedTokenizerBase) -> int:
     """The tokens a model takes: its position embeddings, its tokenizer's ``model_max_length``, at most
     :data:`DEFAULT_MAX_LENGTH`."""
     positions = getattr(config, "max_position_embeddings", None) or DEFAULT_MAX_LENGTH
-    return min(tokenizer.model_max_length, DEFAULT_MAX_LENGTH, positions)
+    limit: int = min(tokenizer.model_max_length, DEFAULT_MAX_LENGTH, positions)
+    return limit
 
 
 #: A checkpoint whose model attends bidirectionally (LLM2Vec) has a model type of cselab's in its config.json, so that
@@ -93,14 +99,15 @@ def bidirectional_checkpoint(path: str) -> bool:
         return False
 
 
-def auto_config(path: str):
+def auto_config(path: str) -> PretrainedConfig:
     """The transformers config of a folder or hub name, a bidirectional checkpoint's (:data:`BIDIRECTIONAL_TYPE`) as
     its base's type."""
     from transformers import AutoConfig, PretrainedConfig
 
     fields, _ = PretrainedConfig.get_config_dict(path)  # the file as written, the folder's or the hub's
     if fields.get("model_type") != BIDIRECTIONAL_TYPE:
-        return AutoConfig.from_pretrained(path)
+        config: PretrainedConfig = AutoConfig.from_pretrained(path)
+        return config
     base = fields.pop(BASE_TYPE)
     for key in ("model_type", NOTE):
         fields.pop(key, None)
@@ -120,7 +127,8 @@ def check_max_length(path: str, max_length: int, where: str) -> None:
                           f"embeddings or tokenizer limit); give at most {limit}")
 
 
-def load_model(path: str, needs_pooler: bool = False, config: dict | None = None, options: dict | None = None):
+def load_model(path: str, needs_pooler: bool = False, config: dict[str, Any] | None = None,
+               options: dict[str, Any] | None = None) -> PreTrainedModel:
     """The transformers model of a folder or hub name, ``config``'s fields set on its config (each one a field the
     config has), ``options`` further keywords of ``from_pretrained`` (a quantization config); weights that do not
     load, or that leave part of the model its config describes at random (a pooler layer aside, unless
@@ -136,7 +144,9 @@ def load_model(path: str, needs_pooler: bool = False, config: dict | None = None
     for key, value in (config or {}).items():
         setattr(fields, key, value)
     verbosity = transformers_logging.get_verbosity()
-    transformers_logging.set_verbosity_error()  # a head's weights beside the base are expected; missing ones below
+    # a head's weights beside the base are expected; missing ones below
+    transformers_logging.set_verbosity(transformers_logging.ERROR)
+    model: PreTrainedModel
     try:
         model, info = AutoModel.from_pretrained(path, config=fields, output_loading_info=True, **(options or {}))
     except Exception as err:  # a missing, truncated, refused (pickle) or mismatched weights file
@@ -150,17 +160,20 @@ def load_model(path: str, needs_pooler: bool = False, config: dict | None = None
     return model
 
 
-def load_pretrained(path: str, pooler: str | None = None, config: dict | None = None, options: dict | None = None):
+def load_pretrained(path: str, pooler: str | None = None, config: dict[str, Any] | None = None,
+                    options: dict[str, Any] | None = None) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """``(model, tokenizer)`` of a folder or hub name, both checked (see the module docstring), and checked to be a
     pair (:func:`check_vocabulary`); ``config``: fields set on the model's config, ``options``: further keywords of
     ``from_pretrained`` (:func:`load_model`)."""
     tokenizer = load_tokenizer(path)
     model = load_model(path, needs_pooler=pooler == "cls", config=config, options=options)
-    check_vocabulary(tokenizer, model.get_input_embeddings().num_embeddings, path, "embedding rows")
+    embeddings = cast("Embedding", model.get_input_embeddings())  # transformers declares an nn.Module
+    check_vocabulary(tokenizer, embeddings.num_embeddings, path, "embedding rows")
     return model, tokenizer
 
 
-def check_vocabulary(tokenizer, rows: int, where: str, what: str, error: type[Exception] = ModelError) -> None:
+def check_vocabulary(tokenizer: PreTrainedTokenizerBase, rows: int, where: str, what: str,
+                     error: type[Exception] = ModelError) -> None:
     """Refuse ``tokenizer`` where one of its token ids (its vocabulary, added and special tokens included: a decoder's
     end token that pads) is not below ``rows`` (a model's ``what``: its embedding rows, or the ids a head predicts):
     the model would index past them deep in a forward pass."""

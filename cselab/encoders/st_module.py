@@ -32,8 +32,9 @@ class CselabEncoder(InputModule):
 
     save_in_root = True
 
-    def __init__(self, encoder: TransformerEncoder, info: CheckpointInfo, config_fields: dict[str, Any] | None = None):
-        super().__init__()
+    def __init__(self, encoder: TransformerEncoder, info: CheckpointInfo,
+                 config_fields: dict[str, Any] | None = None) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]  # sentence-transformers leaves Module.__init__ unannotated
         self.encoder = encoder
         self.model = encoder.model  # a submodule, so that the model's .to(device) moves it
         if encoder.head is not None:
@@ -47,26 +48,26 @@ class CselabEncoder(InputModule):
         return self.encoder.max_length
 
     def preprocess(  # type: ignore[override]  # a text module: its inputs are strings, not any modality's
-            self, inputs: Sequence[str], prompt: str | None = None, **kwargs) -> dict[str, torch.Tensor]:
+            self, inputs: Sequence[str], prompt: str | None = None, **kwargs: Any) -> dict[str, torch.Tensor]:
         """Token ids and attention mask; sentence-transformers' own ``prompt`` is put before each text, as its
         Transformer module does (cselab's template, from ``cselab.json``, wraps the result)."""
         texts = [prompt + text for text in inputs] if prompt else list(inputs)
         input_ids, attention_mask = self.encoder.pad(self.encoder.tokenize(texts))
         return {"input_ids": input_ids, "attention_mask": attention_mask}
 
-    def forward(self, features: dict[str, Any], **kwargs) -> dict[str, Any]:
+    def forward(self, features: dict[str, Any], **kwargs: Any) -> dict[str, Any]:
         features["sentence_embedding"] = self.encoder.forward_batch(features["input_ids"],
                                                                     features["attention_mask"]).float()
         return features
 
-    def save(self, output_path: str, *args, safe_serialization: bool = True, **kwargs) -> None:
+    def save(self, output_path: str, *args: Any, safe_serialization: bool = True, **kwargs: Any) -> None:
         write_model_files(output_path, self.encoder, self.info, self.config_fields)
         write_checkpoint_info(output_path, self.info)
 
     @classmethod
     def load(cls, model_name_or_path: str, subfolder: str = "", token: bool | str | None = None,
              cache_folder: str | None = None, revision: str | None = None, local_files_only: bool = False,
-             init_defaults: dict[str, Any] | None = None, **kwargs) -> CselabEncoder:
+             init_defaults: dict[str, Any] | None = None, **kwargs: Any) -> CselabEncoder:
         folder = cls.load_dir_path(model_name_or_path, subfolder=subfolder, token=token, cache_folder=cache_folder,
                                    revision=revision, local_files_only=local_files_only)
         if folder is None:
@@ -74,7 +75,7 @@ class CselabEncoder(InputModule):
         return cls.of(folder)
 
     @classmethod
-    def of(cls, folder: str | os.PathLike) -> CselabEncoder:
+    def of(cls, folder: str | os.PathLike[str]) -> CselabEncoder:
         """The module of a checkpoint folder, on the CPU in float32 (sentence-transformers moves it)."""
         from cselab.encoders.loading import load_encoder
 
@@ -85,7 +86,7 @@ class CselabEncoder(InputModule):
         return cls(encoder, info)
 
 
-def save_with_module(folder: str | os.PathLike, encoder: TransformerEncoder, info: CheckpointInfo,
+def save_with_module(folder: str | os.PathLike[str], encoder: TransformerEncoder, info: CheckpointInfo,
                      config_fields: dict[str, Any] | None = None) -> None:
     """Write the checkpoint through sentence-transformers' own save: the module (weights, tokenizer,
     ``cselab.json``), a Normalize module when ``info.normalize``, ``modules.json`` and its config."""
@@ -97,7 +98,7 @@ def save_with_module(folder: str | os.PathLike, encoder: TransformerEncoder, inf
     SentenceTransformer(modules=modules, device=str(encoder.device)).save(str(folder), create_model_card=False)
 
 
-def write_checkpoint(folder: str | os.PathLike, encoder: TransformerEncoder, info: CheckpointInfo,
+def write_checkpoint(folder: str | os.PathLike[str], encoder: TransformerEncoder, info: CheckpointInfo,
                      config_fields: dict[str, Any] | None = None) -> Path:
     """A checkpoint folder of ``encoder`` (the format: :mod:`cselab.encoders.checkpoint`): sentence-transformers'
     own modules where they encode as ``info`` says, else cselab's module, written by that library's save."""

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import sys
 import warnings
+from collections.abc import Callable
 from dataclasses import fields, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
 import torch
@@ -14,11 +15,17 @@ from tqdm.auto import tqdm
 from cselab import progress
 from cselab.encoders.base import Encoder
 from cselab.encoders.encoding import DEFAULT_POOLER, EOS_PLACEHOLDER, MASK_PLACEHOLDER, Encoding
-from cselab.encoders.pooling import pool_states
+from cselab.encoders.pooling import ModelOutput, Pooler, pool_states
 from cselab.encoders.pretrained import token_limit
 from cselab.errors import ConfigError
 from cselab.registry import build, get
 
+if TYPE_CHECKING:
+    from torch.nn.attention.flex_attention import BlockMask
+    from transformers import PreTrainedTokenizerBase
+
+#: What ``forward_batch``'s ``input_augment`` is: the word embeddings (batch, tokens, dim) to what the model reads.
+Augment = Callable[[torch.Tensor], torch.Tensor]
 READ_BACK = 64  # batches encoded from one copy to the device and back (the host runs ahead meanwhile)
 #: The settings :meth:`TransformerEncoder.describe` shows whatever their value (the others where not their default).
 ALWAYS_DESCRIBED = ("pooler", "prompt", "max_length", "normalize")
@@ -80,11 +87,12 @@ class TransformerEncoder(Encoder):
     (PromptBERT's supervised BERT run: ``head(h) - head(t)``).
     """
 
+    model: Any  # a transformers model (in its adapter's wrapper where training has one): its config read by name
     template_ids: list[int]  # with denoise: the template alone, and how many of its tokens come before the sentence
     _before_sentence: int
 
-    def __init__(self, model, tokenizer, encoding: Encoding | None = None, *, head: torch.nn.Module | None = None,
-                 spec: str = "", **settings):
+    def __init__(self, model: Any, tokenizer: PreTrainedTokenizerBase, encoding: Encoding | None = None, *,
+                 head: torch.nn.Module | None = None, spec: str = "", **settings: Any) -> None:
         if encoding is None:
             encoding = Encoding(**{"pooler": DEFAULT_POOLER, **settings})
         elif settings:
@@ -93,7 +101,7 @@ class TransformerEncoder(Encoder):
             raise ConfigError(f"head: the encoding names {encoding.head or 'none'} and the head module given is "
                               f"{'none' if head is None else type(head).__name__}; give both or neither")
         self.encoding, self.head = encoding, head
-        self._pool = build(get("pooler", encoding.pooler, "pooler"), {})
+        self._pool: Pooler = build(get("pooler", encoding.pooler, "pooler"), {})
         self.model = model.eval()
         self.tokenizer = tokenizer
         if encoding.bidirectional:
@@ -216,27 +224,29 @@ class TransformerEncoder(Encoder):
         index = torch.arange(attention_mask.shape[1], device=attention_mask.device)
         return attention_mask * (index >= start)
 
-    def run(self, model, input_ids: torch.Tensor, attention_mask: torch.Tensor, **kwargs):
+    def run(self, model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, **kwargs: Any) -> ModelOutput:
         """``model``'s outputs on a padded batch, bidirectional when the encoder is: every forward pass of a
         sentence goes through here."""
+        mask: torch.Tensor | BlockMask | None = attention_mask
         if self.bidirectional:
             from transformers.masking_utils import create_bidirectional_mask
 
             embeds = torch.empty((*input_ids.shape, 0), device=input_ids.device,
                                  dtype=next(model.parameters()).dtype)
             kwargs["position_ids"] = torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
-            attention_mask = create_bidirectional_mask(config=model.config, inputs_embeds=embeds,
-                                                       attention_mask=attention_mask,
-                                                       allow_is_bidirectional_skip=False)
-        return model(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
+            mask = create_bidirectional_mask(config=model.config, inputs_embeds=embeds, attention_mask=attention_mask,
+                                             allow_is_bidirectional_skip=False)
+        return model(input_ids=input_ids, attention_mask=mask, **kwargs)
 
     @property
     def dim(self) -> int:
-        return self.model.config.hidden_size
+        hidden: int = self.model.config.hidden_size
+        return hidden
 
     @property
     def device(self) -> torch.device:
-        return next(self.model.parameters()).device
+        device: torch.device = next(self.model.parameters()).device
+        return device
 
     def describe(self) -> dict[str, Any]:
         """The encoding's settings (those of :data:`ALWAYS_DESCRIBED`, and every other one where it differs from its
@@ -297,15 +307,17 @@ class TransformerEncoder(Encoder):
     def _ids(self, texts: list[str], add_special_tokens: bool = True) -> list[list[int]]:
         """The token ids of ``texts`` in one batched call, nothing else asked of the tokenizer (no attention mask or
         token types: a third of a batch call's time, read back from the Rust tokenizer into lists)."""
-        return self.tokenizer(texts, add_special_tokens=add_special_tokens, verbose=False,
-                              return_attention_mask=False, return_token_type_ids=False)["input_ids"]
+        ids: list[list[int]] = self.tokenizer(texts, add_special_tokens=add_special_tokens, verbose=False,
+                                              return_attention_mask=False, return_token_type_ids=False)["input_ids"]
+        return ids
 
     def _offsets(self, sentences: list[str]) -> list[list[tuple[int, int]]]:
         """Each sentence's word-pieces as character spans (no special tokens), in one batched call."""
         if not sentences:
             return []
-        return self.tokenizer(sentences, add_special_tokens=False, return_offsets_mapping=True,
-                              verbose=False)["offset_mapping"]
+        encoded = self.tokenizer(sentences, add_special_tokens=False, return_offsets_mapping=True, verbose=False)
+        spans: list[list[tuple[int, int]]] = encoded["offset_mapping"]
+        return spans
 
     def _cut(self, sentences: list[str], keep: int) -> list[str]:
         """Each sentence up to the end of its ``keep``-th word-piece."""
@@ -352,9 +364,20 @@ class TransformerEncoder(Encoder):
             return torch.where(hits, index, -1).max(dim=1).values
         return torch.where(hits, index, input_ids.shape[1]).min(dim=1).values
 
-    def forward_batch(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, model=None,
-                      layers: list[int] | str | None = None, layer_pooler: str | None = None, input_augment=None,
-                      head: torch.nn.Module | None | str = "own"):
+    @overload
+    def forward_batch(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, model: Any = None,
+                      layers: None = None, layer_pooler: str | None = None, input_augment: Augment | None = None,
+                      head: torch.nn.Module | None | str = "own") -> torch.Tensor: ...
+
+    @overload
+    def forward_batch(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, model: Any = None, *,
+                      layers: list[int] | str, layer_pooler: str | None = None, input_augment: Augment | None = None,
+                      head: torch.nn.Module | None | str = "own") -> tuple[torch.Tensor, torch.Tensor]: ...
+
+    def forward_batch(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, model: Any = None,
+                      layers: list[int] | str | None = None, layer_pooler: str | None = None,
+                      input_augment: Augment | None = None, head: torch.nn.Module | None | str = "own"
+                      ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Pooled vectors of a padded batch already on the model's device: the one forward path of inference and
         training. ``model`` runs instead of the encoder's own (training's frozen copy); ``input_augment`` maps
         the word embeddings (batch, tokens, dim) to what the model reads instead; ``head`` maps the vectors instead
@@ -389,7 +412,7 @@ class TransformerEncoder(Encoder):
         chosen = range(len(hidden)) if layers == "all" else layers
         return vectors, torch.stack([pool_states(hidden[k], pooled, kind, positions) for k in chosen], dim=1)
 
-    def template_vectors(self, model, lengths: torch.Tensor) -> torch.Tensor:
+    def template_vectors(self, model: Any, lengths: torch.Tensor) -> torch.Tensor:
         """PromptBERT's template denoising: for each row, the [MASK] vector of the template encoded alone, its
         tokens after the sentence at the positions they have in a row whose sentence is ``lengths[i]`` word-pieces
         long (one pass over the distinct lengths, in the model's mode: with its gradient and dropout in training)."""
@@ -400,7 +423,8 @@ class TransformerEncoder(Encoder):
         positions[:, before:] += distinct.unsqueeze(1)
         outputs = model(input_ids=ids.repeat(len(distinct), 1), position_ids=positions)
         mask = self.mask_positions(ids.unsqueeze(0))[0]
-        return outputs.last_hidden_state[:, mask][row_of]
+        vectors: torch.Tensor = outputs.last_hidden_state[:, mask][row_of]
+        return vectors
 
     def _encode_unique(self, sentences: list[str], batch_size: int, show_progress_bar: bool | None) -> np.ndarray:
         return self.encode_ids(self.tokenize(sentences), batch_size, show_progress_bar)
@@ -441,11 +465,11 @@ def on_device(batches: list[tuple[torch.Tensor, ...]], device: torch.device) -> 
         return batches
     tensors = [tensor for batch in batches for tensor in batch]
     flat = torch.cat([tensor.flatten() for tensor in tensors]).pin_memory().to(device, non_blocking=True)
-    pieces = iter(flat.split([tensor.numel() for tensor in tensors]))
+    pieces = iter(torch.split(flat, [tensor.numel() for tensor in tensors]))
     return [tuple(next(pieces).view(tensor.shape) for tensor in batch) for batch in batches]
 
 
-def check_bidirectional(model) -> None:
+def check_bidirectional(model: Any) -> None:
     """Refuse a model whose attention cannot take the 4-D mask a bidirectional pass gives it."""
     implementation = getattr(model.config, "_attn_implementation", None) or "eager"
     if implementation not in ("eager", "sdpa"):

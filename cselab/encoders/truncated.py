@@ -3,12 +3,15 @@ is scored at each of its widths. Suites that compare cosines normalise the cut v
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from cselab.encoders.base import Encoder
 from cselab.errors import ConfigError
+
+if TYPE_CHECKING:
+    import torch
 
 
 class Truncated(Encoder):
@@ -26,8 +29,10 @@ class Truncated(Encoder):
         return self.width
 
     @property
-    def device(self):
-        return getattr(self.base, "device", None) or getattr(getattr(self.base, "model", None), "device", None)
+    def device(self) -> torch.device | None:
+        device: torch.device | None = (getattr(self.base, "device", None)
+                                       or getattr(getattr(self.base, "model", None), "device", None))
+        return device
 
     def describe(self) -> dict[str, Any]:
         return {**self.base.describe(), "dim": self.width, "truncated_from": self.base.dim}

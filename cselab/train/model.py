@@ -209,7 +209,8 @@ class TrainingEncoder(nn.Module):
             result = view.forward_batch(input_ids, attention_mask, model=model, layers=layers,
                                         layer_pooler=layer_pooler, input_augment=input_augment,
                                         head=self.head if inside else None)
-        vectors, stacked = (result.float(), None) if layers is None else (result[0].float(), result[1].float())
+        vectors, stacked = ((result.float(), None) if isinstance(result, torch.Tensor)  # (a pair with layers)
+                            else (result[0].float(), result[1].float()))
         head = self.head if use and not inside and self.head is not None else (lambda x: x)
         if layers is None:
             return (head(vectors), vectors) if pooled else head(vectors)
