@@ -6,6 +6,8 @@ each other and functions no longer than 60 lines."""
 import ast
 from pathlib import Path
 
+import pytest
+
 import cselab
 
 PACKAGE = Path(cselab.__file__).parent
@@ -240,3 +242,39 @@ def test_the_markdown_check_sees_the_old_reports_parsing(tmp_path):
     assert [line.split(": ", 1)[0] for line in markdown_reads(fake.parent)] == [
         "cselab/probes/report.py:5", "cselab/probes/report.py:6", "cselab/probes/report.py:7",
         "cselab/probes/report.py:8", "cselab/probes/report.py:9"]
+
+
+STRICT = ("cselab.registry", "cselab.train.config.*", "cselab.encoders.*")
+STRICT_FLAGS = ("disallow_untyped_defs", "disallow_incomplete_defs", "check_untyped_defs", "disallow_any_generics",
+                "warn_return_any", "strict_equality")
+
+
+def type_check_gaps(config: dict) -> list[str]:
+    """What the ``[tool.mypy]`` section of a pyproject leaves unchecked: a module exempt (``ignore_errors``), a
+    strict module without one of the strict flags."""
+    gaps = [f"{override.get('module')}: ignore_errors" for override in config.get("overrides", [])
+            if override.get("ignore_errors")]
+    if config.get("ignore_errors"):
+        gaps.append("every module: ignore_errors")
+    for module in STRICT:
+        flags = {flag for override in config.get("overrides", []) if module in override.get("module", [])
+                 for flag in STRICT_FLAGS if override.get(flag)}
+        gaps += [f"{module}: {flag} not set" for flag in STRICT_FLAGS if flag not in flags]
+    return gaps
+
+
+def test_mypy_checks_every_module_and_the_core_strictly():
+    """`make lint` runs mypy with pyproject's config: no module exempt, the registry, the method config and the
+    encoders under --strict's flags."""
+    tomllib = pytest.importorskip("tomllib", reason="tomllib comes with Python 3.11")
+    config = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["mypy"]
+    assert config["files"] == ["cselab"] and type_check_gaps(config) == []
+
+
+def test_the_type_check_gaps_are_seen():
+    strict = {"module": list(STRICT), **dict.fromkeys(STRICT_FLAGS, True)}
+    assert type_check_gaps({"overrides": [strict]}) == []
+    exempt = {"module": ["cselab.probes.bias"], "ignore_errors": True}
+    assert type_check_gaps({"overrides": [strict, exempt]}) == ["['cselab.probes.bias']: ignore_errors"]
+    lax = {**strict, "module": ["cselab.registry", "cselab.train.config.*"]}
+    assert type_check_gaps({"overrides": [lax]}) == [f"cselab.encoders.*: {flag} not set" for flag in STRICT_FLAGS]
