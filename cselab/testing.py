@@ -16,6 +16,7 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+from cselab.files import shown
 from cselab.registry import KINDS, Plugin, build, check, contract_of, get, names
 
 
@@ -56,12 +57,14 @@ def check_plugin(cls: type, params: dict[str, Any] | None = None, *, registered_
     unexplained = [key for key, param in schema.items() if not param.help]
     if unexplained:
         raise ContractError(f"{where}: parameter(s) {', '.join(unexplained)} without a help text")
-    _check_signature(cls, [key for key in schema if key not in plugin.params], context, where,
+    _check_signature(cls, plugin.params, [key for key in schema if key not in plugin.params], context, where,
                      takes_params=getattr(cls, "Params", None) is not None)
     if not build_it:
         return None
     try:
-        built = build(plugin, check(dict(params or {}), schema, where), **context)
+        checked = check(dict(params or {}), schema, where)
+        built = build(plugin, checked, **context)
+        _check_kept(cls, built, {key: value for key, value in checked.items() if key in plugin.params}, where)
         if hasattr(built, "state_dict"):
             again = build(plugin, check(dict(params or {}), schema, where), **context)
             again.load_state_dict(built.state_dict())
@@ -72,14 +75,20 @@ def check_plugin(cls: type, params: dict[str, Any] | None = None, *, registered_
     return built
 
 
-def _check_signature(cls: type, added: list[str], context: dict[str, Any], where: str, takes_params: bool) -> None:
-    """The constructor takes the plug-in's ``Params`` first (where it declares one), and the parameters its kind
-    ``added`` (and the context) as keywords, and requires nothing else."""
+def _check_signature(cls: type, own: dict[str, Any], added: list[str], context: dict[str, Any], where: str,
+                     takes_params: bool) -> None:
+    """The constructor takes the plug-in's ``Params`` first (where it declares one) and none of its ``own``
+    parameters again, the parameters its kind ``added`` (and the context) as keywords, and requires nothing else."""
     parameters = list(inspect.signature(cls).parameters.values())  # the constructor's, without self
-    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                  inspect.Parameter.VAR_POSITIONAL)
     if takes_params and (not parameters or parameters[0].kind not in positional):
         raise ContractError(f"{where}: its constructor does not take its Params first (cls(params, ...))")
-    rest = parameters[1:] if takes_params else parameters
+    restated = sorted(p.name for p in parameters if p.name in own)
+    if restated:
+        raise ContractError(f"{where}: its constructor takes {', '.join(restated)}, a parameter of its Params, "
+                            "again; read it from self.params")
+    rest = parameters[1:] if takes_params and parameters[0].kind != parameters[0].VAR_POSITIONAL else parameters
     taken = {p.name for p in rest if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
     if not any(p.kind == p.VAR_KEYWORD for p in rest):
         missing = sorted((set(added) | set(context)) - taken)
@@ -91,3 +100,11 @@ def _check_signature(cls: type, added: list[str], context: dict[str, Any], where
     if required:
         raise ContractError(f"{where}: its constructor requires {', '.join(required)}, which is none of what its "
                             "kind hands it (its Params, its views, the kind's context)")
+
+
+def _check_kept(cls: type, built: Any, own: dict[str, Any], where: str) -> None:
+    """A plug-in that declares ``Params`` keeps the instance it was built with as ``self.params``."""
+    declared = getattr(cls, "Params", None)
+    if declared is not None and getattr(built, "params", None) != declared(**own):
+        raise ContractError(f"{where}: self.params is not the Params it was built with "
+                            f"({shown(getattr(built, 'params', None), 80)}); hand it to the base class's constructor")

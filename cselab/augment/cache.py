@@ -158,14 +158,14 @@ class Augmenter:
         return self._translator
 
     def rows(self, lines: list[SourceLine]) -> dict[str, list]:
-        kept = [line for line in lines if line.text is not None]
-        texts = [text for line in lines if (text := line.text) is not None]
+        kept = [(line, line.text) for line in lines if line.text is not None]
+        texts = [text for _, text in kept]
         negations = list(self.negator(texts))
         candidates = self.translator.round_trip(texts) if self.translator else [[] for _ in texts]
         low, high = self.config.mer_band
         band = (low, high)
         paraphrases = [select_paraphrase(t, c, band, self.config.mer_normalize) for t, c in zip(texts, candidates)]
-        return {"id": [line.id for line in kept], "text": texts,
+        return {"id": [line.id for line, _ in kept], "text": texts,
                 "paraphrase": [p.text for p in paraphrases], "paraphrase_mer": [p.mer for p in paraphrases],
                 "negation": [n.text for n in negations], "negation_rule": [n.rule for n in negations],
                 "negation_reason": [n.reason for n in negations]}

@@ -19,10 +19,9 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from cselab.document import Block, check_blocks
+from cselab.document import Block, Heading, Table, check_blocks, number
 from cselab.encoders.base import Encoder
 from cselab.errors import ConfigError, did_you_mean
-from cselab.document import Heading, Table, number
 from cselab.evaluation.scoring import Result, Scorer
 from cselab.probes.significance import Stratum
 from cselab.registry import (MAX_SEED, REQUIRED, Checked, Param, contract, get, names, register, schema_of,
@@ -168,6 +167,9 @@ class Presenter:
         return {}
 
 
+PRESENTING = frozenset(name for name in vars(Presenter) if not name.startswith("_"))  # what readers call
+
+
 class Suite(Scorer):
     """A suite of ``probe run``: what it is (its declarations, read by every reader of its results) and how it scores
     an encoder (:meth:`run`); what reads its results is its :attr:`presenter`.
@@ -199,11 +201,16 @@ class Suite(Scorer):
         self.options = ProbeOptions() if options is None else options
 
     def __init_subclass__(cls, **kwargs: Any):
-        """A suite whose ``presenter`` is not a :class:`Presenter` is refused where it is defined."""
+        """A suite whose ``presenter`` is not a :class:`Presenter`, or that defines a presenter's method itself
+        (where no reader would call it), is refused where it is defined."""
         super().__init_subclass__(**kwargs)
         if not (isinstance(cls.presenter, type) and issubclass(cls.presenter, Presenter)):
             raise TypeError(f"{cls.__qualname__}.presenter = {cls.presenter!r}: expected a subclass of "
                             "cselab.probes.suite.Presenter")
+        misplaced = sorted(name for name in vars(cls) if name in PRESENTING)
+        if misplaced:
+            raise TypeError(f"{cls.__qualname__}.{misplaced[0]}: a presenter's method, never called on a suite; "
+                            "define it on a Presenter subclass, the suite's presenter")
 
     @abstractmethod
     def run(self, encoder: Encoder) -> Result:
@@ -214,7 +221,11 @@ contract("suite", Suite)
 
 
 def register_suite(cls: type[Suite]) -> type[Suite]:
-    """Class decorator: make ``cls`` the suite named ``cls.name`` (a plug-in of the registry's kind ``suite``)."""
+    """Class decorator: make ``cls`` the suite named ``cls.name`` (a plug-in of the registry's kind ``suite``); a
+    suite shown by the default presenter declares its ``title`` and at least one main score."""
+    if cls.presenter is Presenter and not (getattr(cls, "title", None) and cls.main):
+        raise TypeError(f"suite {cls.name!r}: the default presenter reports the suite's title and main scores, and "
+                        "it declares none; declare them (title, main) or give it a presenter of its own")
     return register("suite", cls.name)(cls)
 
 

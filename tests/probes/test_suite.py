@@ -69,14 +69,22 @@ def test_a_suites_results_are_read_by_its_presenter_without_options(own_registry
     with pytest.raises(TypeError, match="Drawn.presenter = <class 'dict'>: expected a subclass of cselab.probes.suite."
                                         "Presenter"):
         type("Drawn", (Lengths,), {"name": "drawn", "presenter": dict})
+    # a suite written as before the split: its sections() would never be called
+    with pytest.raises(TypeError, match="Reported.sections: a presenter's method, never called on a suite"):
+        type("Reported", (Lengths,), {"name": "reported", "sections": lambda self, section, spec: []})
+    # the default presenter with nothing to report
+    with pytest.raises(TypeError, match="suite 'bare': the default presenter reports the suite's title and main "
+                                        "scores, and it declares none"):
+        register_suite(type("Bare", (Lengths,), {"name": "bare", "main": {}}))
 
 
 def test_a_package_adds_a_suite_with_an_entry_point(tmp_path, monkeypatch, own_registry):
     installed(tmp_path, monkeypatch, "acme-probes", "cselab.suites", "acme_probes")
     own_registry._DISCOVERED.pop("cselab.suites")
     (tmp_path / "acme_probes.py").write_text(
-        "from cselab.probes.suite import Suite, register_suite\n\n\n@register_suite\nclass Acme(Suite):\n"
-        "    name = 'acme'\n\n    def run(self, encoder):\n        raise NotImplementedError\n")
+        "from cselab.probes.suite import Score, Suite, register_suite\n\n\n@register_suite\nclass Acme(Suite):\n"
+        "    name, title, main = 'acme', 'Acme', {'x': Score('X')}\n\n    def run(self, encoder):\n"
+        "        raise NotImplementedError\n")
     assert list(suites()) == [*ALL, "mteb", "acme"]
     (tmp_path / "acme_probes.py").unlink()
     monkeypatch.delitem(sys.modules, "acme_probes")
@@ -130,7 +138,7 @@ def _declaring(name, **fields):
     """A suite ``name`` whose Options declares ``fields`` (name -> setting())."""
     options = dataclass(type("Options", (Checked,), {"__annotations__": {k: Any for k in fields}, **fields,
                                                      "where": "probe options"}))
-    return type(f"S{name}", (Suite,), {"name": name, "title": name, "main": {}, "Options": options,
+    return type(f"S{name}", (Suite,), {"name": name, "title": name, "main": {"x": Score("X")}, "Options": options,
                                        "run": lambda self, encoder: None})
 
 

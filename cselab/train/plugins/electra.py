@@ -21,7 +21,7 @@ from torch import nn
 
 from cselab.errors import ConfigError
 from cselab.files import shown
-from cselab.registry import Param, register, setting, REQUIRED
+from cselab.registry import REQUIRED, Param, register, setting
 from cselab.train.plugins import functional as L
 from cselab.train.plugins.kinds import Loss, LossContext
 from cselab.train.plugins.losses import masked_views

@@ -98,7 +98,8 @@ class Trainer:
                       *(f"auxiliary.{name}" for name in self.core.auxiliary),
                       *(["objective state"] if self.parts.objective.state_dict() else [])]
             self.record({"restarted_from": str(self.out / "best"), "at_step": self.loop.step, "afresh": afresh})
-        elif self.last is not None and self.counters is not None:  # (read together)
+        elif self.last is not None:
+            assert self.counters is not None  # start() reads OUT/last's counters with it
             self.checkpoints.restore_last(self.last, self.core, self.loop.optimizer, self.parts.scheduler,
                                           self.parts.objective)
             self.loop.step, self.best = self.counters["step"], self.counters["best"]

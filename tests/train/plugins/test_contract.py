@@ -91,6 +91,34 @@ def test_the_kit_sees_a_plugin_that_breaks_the_contract(own_registry):
     with pytest.raises(ContractError, match="its constructor does not take its Params first"):
         check_plugin(Restated, {"anchor": "a"})
 
+    @registry.register("loss", "twice")
+    class Twice(Loss):
+        """A loss that takes its Params and its parameter again as a keyword."""
+
+        roles = ("anchor",)
+        Params = Restated.Params
+
+        def __init__(self, params: Loss.Params, scale: float = 1.0, **views):
+            super().__init__(params, **views)
+            self.scale = scale
+
+    with pytest.raises(ContractError, match="its constructor takes scale, a parameter of its Params, again"):
+        check_plugin(Twice, {"anchor": "a"})
+
+    @registry.register("loss", "forgetful")
+    class Forgetful(Loss):
+        """A loss that keeps its defaults instead of the Params it is given."""
+
+        roles = ("anchor",)
+        Params = Restated.Params
+
+        def __init__(self, params: Loss.Params, **views):
+            super().__init__(self.Params(), **views)
+
+    check_plugin(Forgetful, {"anchor": "a"})  # built with the defaults: nothing to tell apart
+    with pytest.raises(ContractError, match="self.params is not the Params it was built with"):
+        check_plugin(Forgetful, {"anchor": "a", "scale": 3.0})
+
     class Unregistered(Loss):
         """Never registered."""
 
