@@ -23,9 +23,14 @@ from cselab.registry import Checked, setting
 METADATA = ("folder", "classifier", "protocol", "sentences_encoded", "encode_s", "skipped")
 
 
+def tasks_of(section: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A section's entries by task: its keys but the metadata and the average."""
+    return {name: value for name, value in section.items() if name not in (*METADATA, "avg")}
+
+
 def average_accuracy(section: dict[str, Any]) -> float | None:
     """A section's ``avg``, else the mean of its tasks' test accuracies (None for none)."""
-    accuracies = [value["acc"] for name, value in section.items() if name not in (*METADATA, "avg")]
+    accuracies = [task["acc"] for task in tasks_of(section).values()]
     return section.get("avg", float(np.mean(accuracies)) if accuracies else None)
 
 
@@ -35,9 +40,6 @@ class AccuracyPresenter(Presenter):
 
     suite: type[AccuracySuite]
 
-    def tasks(self, section: dict[str, Any]) -> dict[str, dict[str, Any]]:
-        return {name: value for name, value in self.scores(section).items() if name != "avg"}
-
     def main_scores(self, section: dict[str, Any]) -> dict[str, float | None]:
         return {"avg": average_accuracy(section)}
 
@@ -46,7 +48,7 @@ class AccuracyPresenter(Presenter):
 
     def table(self, section: dict[str, Any], model: str) -> Table:
         """Test accuracy x 100 per task (MRPC: accuracy/F1) and the average."""
-        tasks = self.tasks(section)
+        tasks = tasks_of(section)
         values = [Formatted(f"{v['acc']:.2f}/{v['f1']:.2f}") if "f1" in v else v["acc"] for v in tasks.values()]
         columns: list[Column] = [Column("Model"), *(number(name) for name in tasks)]
         if "avg" in section:
@@ -56,7 +58,7 @@ class AccuracyPresenter(Presenter):
     def details(self, section: dict[str, Any]) -> Table:
         """Per task: validation and test accuracy, chosen weight decay (and classifier), sizes, classifier time."""
         rows = []
-        for name, v in self.tasks(section).items():
+        for name, v in tasks_of(section).items():
             sizes = Formatted(" / ".join(str(v[k]) for k in ("n_all", "n_train", "n_dev", "n_test") if k in v))
             classifier = "LR" if not v.get("nhid") else f"MLP {v['nhid']}, dropout {v['dropout']}"
             reg = Formatted(str(v["reg"]) if not isinstance(v["reg"], list) else "per fold")
@@ -66,7 +68,7 @@ class AccuracyPresenter(Presenter):
 
     def sections(self, section: dict[str, Any], spec: str) -> list[Block]:
         """The accuracy table and details, or why the suite was skipped."""
-        if "skipped" in section and not self.tasks(section):
+        if "skipped" in section and not tasks_of(section):
             return [Heading(self.suite.heading), Paragraph(f"Skipped: {section['skipped']}")]
         setup = suite_setting(section, "classifier")
         blocks: list[Block] = [
@@ -78,7 +80,7 @@ class AccuracyPresenter(Presenter):
         return blocks
 
     def compare_sections(self, sections: list[tuple[str, dict[str, Any]]]) -> list[Block]:
-        tables = [self.table(section, spec) for spec, section in sections if self.tasks(section)]
+        tables = [self.table(section, spec) for spec, section in sections if tasks_of(section)]
         return [Heading(self.suite.title, 3), *stacked(tables)] if tables else []
 
     def paired(self, a: dict[str, np.ndarray], b: dict[str, np.ndarray], skip: frozenset[str]) -> PairedFigures:
@@ -97,7 +99,7 @@ class AccuracyPresenter(Presenter):
         return PairedFigures(figures, "Avg.")
 
     def plots(self, section: dict[str, Any], out: Path, spec: str) -> dict[Path, str]:
-        tasks = self.tasks(section)
+        tasks = tasks_of(section)
         if not tasks:
             return {}
         name = self.suite.name

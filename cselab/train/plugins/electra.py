@@ -86,7 +86,6 @@ class ReplacedTokenDetection(Loss):
 
     def __init__(self, params: Params, **views):
         super().__init__(params, **views)
-        self.spec = params.generator
         self.__dict__["generator"] = None  # loaded in auxiliary(): frozen, rebuilt from its spec, not state
 
     @classmethod
@@ -107,10 +106,11 @@ class ReplacedTokenDetection(Loss):
         from cselab.encoders.pretrained import check_vocabulary, load_tokenizer
         from cselab.train.language_models import load_masked_lm
 
-        path = resolve_backbone(self.spec)
-        same_vocabulary(load_tokenizer(path), encoder.tokenizer, self.spec, "losses.rtd.generator")
+        spec = self.params.generator
+        path = resolve_backbone(spec)
+        same_vocabulary(load_tokenizer(path), encoder.tokenizer, spec, "losses.rtd.generator")
         generator = load_masked_lm(path, "the rtd loss's generator", "predicts the replaced tokens with")
-        where = f"losses.rtd.generator: {self.spec}"  # it reads the model's ids, and its predictions are the model's
+        where = f"losses.rtd.generator: {spec}"  # it reads the model's ids, and its predictions are the model's
         check_vocabulary(encoder.tokenizer, generator.get_input_embeddings().num_embeddings, where, "embedding rows",
                          ConfigError)
         predicts = generator.get_output_embeddings().out_features
@@ -140,7 +140,8 @@ class ReplacedTokenDetection(Loss):
     def rewrite(self, masked: torch.Tensor, attention_mask: torch.Tensor, first: int) -> torch.Tensor:
         """The generator's most likely token at every position, the first position's set to ``first``."""
         if self.generator is None:
-            raise ConfigError(f"loss rtd: its generator {self.spec} is loaded when the run is set up (auxiliary)")
+            raise ConfigError(f"loss rtd: its generator {self.params.generator} is loaded when the run is set up "
+                              "(auxiliary)")
         generator = self.generator.to(masked.device).train(self.params.generator_dropout and self.training)
         predicted = generator(input_ids=masked, attention_mask=attention_mask).logits.argmax(-1)
         predicted[:, 0] = first
