@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from accelerate import Accelerator
-from safetensors.torch import load_model
+import torch
+from safetensors.torch import load_file, load_model
 
 from cselab.atomic import disk_full, write_json_atomic, write_text_atomic
 from cselab.encoders.checkpoint import CheckpointInfo
@@ -20,11 +21,19 @@ from cselab.errors import TrainingError
 from cselab.files import clipped, read_json, remove_path
 from cselab.train.model import TrainingEncoder, save_checkpoint
 from cselab.train.run import folder as run_folder
-from cselab.train.run import state
+from cselab.train.run import sharding, state
 
 BEST_STATE = "training.json"  # in OUT/best: the step and score it was saved at
 RESUME_HELP = (f"resume from the best checkpoint with --restart-from best (its weights, a fresh optimizer), or "
                f"{run_folder.AFRESH}")
+
+
+def _load_weights(module: torch.nn.Module, path: Path) -> None:
+    """A safetensors file into ``module``, cut to this process's shards where it is sharded (FSDP2)."""
+    if sharding.is_sharded(module):
+        sharding.load_full_model_state(module, load_file(str(path)))
+    else:
+        load_model(module, str(path))
 
 
 def replace_folder(temporary: Path, final: Path) -> None:
@@ -44,6 +53,7 @@ class Checkpoints:
     def __init__(self, out: Path, accelerator: Accelerator):
         self.out, self.accelerator, self.main = out, accelerator, accelerator.is_main_process
         self.tmp = out / "last.tmp"
+        self.skeleton: torch.nn.Module | None = None  # sharded (FSDP2): the encoder's plain copy, which saves fill
 
     def remove_partials(self) -> None:
         """What a run killed (or stopped by a full disk) mid-save left."""
@@ -85,9 +95,9 @@ class Checkpoints:
             saved = read_json(best / BEST_STATE, state.StateError)
             if not isinstance(saved.get("step"), int) or not isinstance(saved.get("best"), (int, float)):
                 raise state.StateError(f"{best / BEST_STATE}: expected the numbers step and best")
-            load_model(core.backbone, str(best / "model.safetensors"))
+            _load_weights(core.backbone, best / "model.safetensors")
             if core.head_at_test and core.head is not None:  # the checkpoint keeps the head: it restarts from it too
-                load_model(core.head, str(best / HEAD_FILE))
+                _load_weights(core.head, best / HEAD_FILE)
             # the momentum copy follows the weights the run restarts from
             if core.momentum is not None and core.frozen is not None:
                 core.frozen.load_state_dict(core.backbone.state_dict())
@@ -108,19 +118,36 @@ class Checkpoints:
 
     def commit(self, core: TrainingEncoder, optimizer, scheduler, counters: dict[str, Any]) -> None:
         """End the save: the shared state and the manifest into ``last.tmp``, renamed to ``OUT/last``."""
+        optimizer_state = None
+        if self.skeleton is not None:  # every process takes part in gathering the shards
+            optimizer_state = sharding.full_optimizer_state(optimizer, self.main)
+            core = self.whole(core)
         if self.main:
-            state.save_shared_state(self.tmp, core, optimizer, scheduler, self.accelerator.scaler, counters)
+            state.save_shared_state(self.tmp, core, optimizer, scheduler, self.accelerator.scaler, counters,
+                                    optimizer_state)
             state.write_manifest(self.tmp)
             replace_folder(self.tmp, self.out / "last")
         self.accelerator.wait_for_everyone()
 
     def save_best(self, core: TrainingEncoder, info: CheckpointInfo, step: int, best: float, card: str) -> None:
         """``OUT/best``: the checkpoint ``probe run --model`` reads, with the step and score it was saved at and its
-        model ``card`` (``README.md``, :mod:`cselab.train.run.card`)."""
+        model ``card`` (``README.md``, :mod:`cselab.train.run.card`). Sharded, every process calls it (the weights
+        are gathered) and the main process writes."""
+        core = self.whole(core)
+        if not self.main:
+            return
         save_checkpoint(self.out / "best.tmp", core, info)
         write_json_atomic(self.out / "best.tmp" / BEST_STATE, {"step": step, "best": best})
         write_text_atomic(self.out / "best.tmp" / "README.md", card)
         replace_folder(self.out / "best.tmp", self.out / "best")
+
+    def whole(self, core: TrainingEncoder) -> TrainingEncoder:
+        """``core`` itself, or sharded, a plain copy with the gathered weights on the main process (every process
+        calls it; the others get ``core`` back)."""
+        if self.skeleton is None:
+            return core
+        full = sharding.full_model_state(core, self.main)
+        return sharding.filled(self.skeleton, full) if self.main else core  # type: ignore[return-value]
 
     @contextlib.contextmanager
     def disk_guard(self, core: TrainingEncoder) -> Iterator[None]:

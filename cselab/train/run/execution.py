@@ -26,6 +26,8 @@ from cselab.train.config.method import MethodConfig
 from cselab.train.config.schema import loss_plugin
 from cselab.train.config.sections import AUTO
 from cselab.train.plugins.kinds import NegativeSource
+from cselab.train.run.sharding import Sharding
+from cselab.train.run.sharding import check as check_sharding
 
 
 @dataclass(frozen=True)
@@ -40,24 +42,30 @@ class Execution:
     merge_passes: bool
     fused_update: bool
     notes: tuple[str, ...] = field(default=())
+    processes: int = 1
+    sharding: Sharding | None = None  # FSDP2 (accelerate's FSDP config); None: each process holds the whole model
 
     def describe(self) -> dict[str, Any]:
         """For ``OUT/run.json``'s provenance: each lever as decided, and the notes."""
         return {"device": self.device, "prefetch": self.prefetch, "compile": self.compile,
                 "cuda_graphs": self.cuda_graphs, "merge_passes": self.merge_passes, "fused_update": self.fused_update,
-                "notes": list(self.notes)}
+                "processes": self.processes,
+                "sharding": self.sharding.describe() if self.sharding is not None else None, "notes": list(self.notes)}
 
     def line(self) -> str:
         """One line for the console."""
         taken = [f"batches tokenised {self.prefetch} ahead" if self.prefetch else "batches tokenised in the step",
                  *(["compiled"] if self.compile else []), *(["CUDA graphs"] if self.cuda_graphs else []),
                  *(["passes merged"] if self.merge_passes else []),
-                 *(["fused optimizer update"] if self.fused_update else [])]
+                 *(["fused optimizer update"] if self.fused_update else []),
+                 *([f"sharded over {self.processes} processes (FSDP2)"] if self.sharding is not None else [])]
         return f"training on {self.device}: {', '.join(taken)}" + "".join(f"; {note}" for note in self.notes)
 
 
-def compile_blocker(method: MethodConfig) -> str | None:
+def compile_blocker(method: MethodConfig, sharded: bool = False) -> str | None:
     """Why the method's backbone cannot be compiled, or None."""
+    if sharded:
+        return "FSDP shards the backbone (a compiled sharded backbone is not wired yet)"
     if method.encoder.adapter is not None:
         return "an adapter (peft) wraps the backbone"
     if method.training.gradient_checkpointing:
@@ -111,13 +119,18 @@ def _decided(value: bool | str, device_allows: bool, blocker: str | None, lever:
     return (True, "") if value is True or device_allows else (False, "")
 
 
-def plan(method: MethodConfig, device: str, processes: int = 1) -> Execution:
-    """The levers a run of ``method`` on ``device`` (its type: ``cpu``, ``cuda``) over ``processes`` takes."""
+def plan(method: MethodConfig, device: str, processes: int = 1, sharding: Sharding | None = None) -> Execution:
+    """The levers a run of ``method`` on ``device`` (its type: ``cpu``, ``cuda``) over ``processes`` takes, its
+    weights sharded as ``sharding`` says (FSDP2; a method that cannot is refused, :func:`~cselab.train.run.sharding.
+    check`)."""
     cfg, cuda = method.training, device == "cuda"
-    compiled, compile_note = _decided(cfg.compile, cuda, compile_blocker(method), "compile", "compile")
+    if sharding is not None:
+        check_sharding(method)
+    compiled, compile_note = _decided(cfg.compile, cuda, compile_blocker(method, sharding is not None), "compile",
+                                      "compile")
     graphs_blocker = ("CUDA graphs need a CUDA device" if not cuda else
                       "the backbone is not compiled" if not compiled else graph_blocker(method, processes))
     graphs, graphs_note = _decided(cfg.cuda_graphs, cuda and compiled, graphs_blocker, "CUDA graphs", "cuda_graphs")
     merged = cfg.merge_passes is True or (cfg.merge_passes == AUTO and cuda)
     return Execution(device, cfg.prefetch, compiled, graphs, merged, cuda,
-                     tuple(note for note in (compile_note, graphs_note) if note))
+                     tuple(note for note in (compile_note, graphs_note) if note), processes, sharding)

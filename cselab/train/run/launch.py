@@ -4,6 +4,7 @@ Comet, Aim, ClearML, DVCLive, SwanLab), each checked to be installed."""
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import json
 import os
@@ -20,6 +21,7 @@ from accelerate.utils import DistributedDataParallelKwargs, DataLoaderConfigurat
 from cselab.errors import TrainingError
 from cselab.files import check_folder, clipped
 from cselab.train.config.sections import TrainingConfig
+from cselab.train.run import sharding
 
 
 # --report-to's names (accelerate's trackers) -> the module each needs; cselab's extras install the first four
@@ -84,22 +86,17 @@ def tracker_config(config: dict[str, Any], identity: dict[str, Any]) -> dict[str
 
 
 def launch(cfg: TrainingConfig, out: Path, report_to: Sequence[str] = ()) -> Accelerator:
-    """The accelerator, once the launch adds up (processes, batch split, precision, the trackers installed)."""
+    """The accelerator, once the launch adds up (processes, batch split, precision, the trackers installed). With
+    accelerate's FSDP config (:mod:`~cselab.train.run.sharding`, checked here) accelerate's own FSDP is kept off:
+    cselab shards the encoder itself."""
     logging = trackers(report_to, out)
     if cfg.mixed_precision == "fp16" and not torch.cuda.is_available():
         raise _refused(cfg, "cpu")
     # accelerate keeps one state per process and refuses a second Accelerator of another precision: a run after
     # another in the same process (a sweep's, a notebook's) starts from a fresh one (the process group stays)
     AcceleratorState._reset_state(reset_partial_state=False)
-    accelerator = Accelerator(mixed_precision=cfg.mixed_precision, log_with=logging or None,
-                              project_dir=str(out),  # each batch split across the processes in rank order
-                              dataloader_config=DataLoaderConfiguration(split_batches=True),
-                              # a step's batches may span two epochs: its end, not the loader's, synchronises
-                              gradient_accumulation_plugin=GradientAccumulationPlugin(
-                                  num_steps=cfg.grad_accum, sync_with_dataloader=False),
-                              # no broadcast of the (constant) buffers at each forward: processes may run different
-                              # numbers of passes (a view no row of a mini-batch has is not encoded)
-                              kwargs_handlers=[DistributedDataParallelKwargs(broadcast_buffers=False)])
+    with sharding.without_accelerate_fsdp() if sharding.requested() else contextlib.nullcontext():
+        accelerator = _accelerator(cfg, out, logging)
     if cfg.mixed_precision != "no" and not accelerator.native_amp:
         raise _refused(cfg, accelerator.device)
     processes, launched = accelerator.num_processes, int(os.environ.get("WORLD_SIZE", 1))
@@ -114,6 +111,18 @@ def launch(cfg: TrainingConfig, out: Path, report_to: Sequence[str] = ()) -> Acc
                           "(its replicas would each see a part of the in-batch negatives); to use them all, run "
                           "`accelerate launch --multi_gpu -m cselab.cli train ...`")
     return accelerator
+
+
+def _accelerator(cfg: TrainingConfig, out: Path, logging: list[str | GeneralTracker]) -> Accelerator:
+    return Accelerator(mixed_precision=cfg.mixed_precision, log_with=logging or None,
+                       project_dir=str(out),  # each batch split across the processes in rank order
+                       dataloader_config=DataLoaderConfiguration(split_batches=True),
+                       # a step's batches may span two epochs: its end, not the loader's, synchronises
+                       gradient_accumulation_plugin=GradientAccumulationPlugin(
+                           num_steps=cfg.grad_accum, sync_with_dataloader=False),
+                       # no broadcast of the (constant) buffers at each forward: processes may run different
+                       # numbers of passes (a view no row of a mini-batch has is not encoded)
+                       kwargs_handlers=[DistributedDataParallelKwargs(broadcast_buffers=False)])
 
 
 def _refused(cfg: TrainingConfig, device) -> TrainingError:

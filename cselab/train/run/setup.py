@@ -22,6 +22,7 @@ from cselab.train.config.sections import TrainingConfig
 from cselab.train.model import TrainingEncoder
 from cselab.train.objective import Objective
 from cselab.train.plugins.kinds import Loss
+from cselab.train.run import sharding
 from cselab.train.run.execution import Execution, plan
 from cselab.train.run.optim import build_optimizer, build_scheduler
 from cselab.train.batches import Collator, training_loader
@@ -118,6 +119,7 @@ class TrainingSetup:
     total: int
     initial: list[torch.Tensor] | None
     execution: Execution
+    skeleton: torch.nn.Module | None = None  # sharded (FSDP2): the encoder's plain copy, on the meta device
 
     @property
     def trainable(self) -> list[torch.Tensor]:
@@ -152,6 +154,7 @@ def setup(method: MethodConfig, model: str, rows, where: str = "the training dat
     check_matryoshka(objective, encoder)
     attach_auxiliary(encoder, objective)
     initial = initial_weights(encoder) if objective.needs_initial_weights else None
+    skeleton = sharded(encoder, execution)
     optimizer = build_optimizer([(n, p) for n, p in encoder.named_parameters() if p.requires_grad], cfg,
                                 execution.fused_update)
     if execution.compile:
@@ -162,4 +165,16 @@ def setup(method: MethodConfig, model: str, rows, where: str = "the training dat
                         pin=ahead and execution.device == "cuda")
     loader = training_loader(rows, cfg, objective.forward_keys, reached, objective.texts)
     return TrainingSetup(cfg, objective, encoder, optimizer, build_scheduler(optimizer, cfg, total), loader, collator,
-                         dev_scorer(cfg.dev, data_dir, eval_limit), per_epoch, total, initial, execution)
+                         dev_scorer(cfg.dev, data_dir, eval_limit), per_epoch, total, initial, execution, skeleton)
+
+
+def sharded(encoder: TrainingEncoder, execution: Execution) -> torch.nn.Module | None:
+    """With ``execution.sharding`` (FSDP2), shard ``encoder`` in place over the processes (before the optimizer is
+    built on its sharded weights); returns its plain copy on the meta device, which checkpoints fill (None
+    otherwise)."""
+    if execution.sharding is None:
+        return None
+    skeleton = sharding.plain_copy(encoder)
+    device = torch.device("cuda", torch.cuda.current_device()) if execution.device == "cuda" else torch.device("cpu")
+    sharding.shard(encoder, execution.sharding, device)
+    return skeleton

@@ -17,6 +17,7 @@ from cselab.provenance import provenance
 from cselab.registry import build_plugin
 from cselab.train.config.method import MethodConfig
 from cselab.train.run import folder as run_folder
+from cselab.train.run import sharding
 from cselab.train.run.card import base_license
 from cselab.train.run.checkpoint import Checkpoints
 from cselab.train.run.launch import start_trackers
@@ -68,7 +69,8 @@ def start(accelerator: Accelerator, method: MethodConfig, model: str, data, out:
                 method.training.max_length), f"views.{name}.tokens (training.max_length, lengthened)")
     weights = weight_files(str(model))
     normalizes = base_normalizes(str(model))
-    execution = plan(method, accelerator.device.type, accelerator.num_processes)  # a lever it cannot take: refused
+    # a lever it cannot take, a method that cannot train sharded: refused
+    execution = plan(method, accelerator.device.type, accelerator.num_processes, sharding.requested())
     mine = run_folder.run_identity(method, model, source, data_dir, eval_limit, weights)
     made = {**provenance(str(accelerator.device), weights), "execution": execution.describe()}
     run_folder.check_or_write(out, mine, method.to_dict(), write=accelerator.is_main_process, provenance=made)

@@ -31,6 +31,7 @@ from cselab.atomic import with_umask, write_json_atomic
 from cselab.checksum import sha256
 from cselab.errors import TrainingError
 from cselab.files import member, read_json
+from cselab.train.run import sharding
 
 MANIFEST = "MANIFEST.json"
 STATE_FILE = "trainer_state.json"
@@ -73,8 +74,9 @@ def save_process_state(folder: Path, rank: int, objective: torch.nn.Module) -> N
 
 
 def save_shared_state(folder: Path, model: torch.nn.Module, optimizer, scheduler, scaler,
-                      trainer: dict[str, Any]) -> None:
-    """The main process's part: weights (a momentum copy's too), optimizer, schedule and the trainer's counters."""
+                      trainer: dict[str, Any], optimizer_state: dict[str, Any] | None = None) -> None:
+    """The main process's part: weights (a momentum copy's too), optimizer (``optimizer_state``: its state gathered
+    from the shards, instead of ``optimizer.state_dict()``), schedule and the trainer's counters."""
     folder.mkdir(parents=True, exist_ok=True)
     trained = trained_weights(model)
     if trained is None:
@@ -85,7 +87,7 @@ def save_shared_state(folder: Path, model: torch.nn.Module, optimizer, scheduler
     momentum_copy = _momentum_copy(model)
     if momentum_copy is not None:
         save_model(momentum_copy, str(folder / MOMENTUM_FILE))
-    torch.save(optimizer.state_dict(), folder / "optimizer.pt")
+    torch.save(optimizer.state_dict() if optimizer_state is None else optimizer_state, folder / "optimizer.pt")
     torch.save(scheduler.state_dict(), folder / "scheduler.pt")
     if scaler is not None:
         torch.save(scaler.state_dict(), folder / "scaler.pt")
@@ -184,13 +186,17 @@ def load_state(folder: Path, rank: int, model: torch.nn.Module, optimizer, sched
         try:
             if module is model and trained is not None:
                 _load_trained(model, trained, folder / name, device)
+            elif sharding.is_sharded(module):  # FSDP2: the full tensors saved, cut to this process's shards
+                sharding.load_full_model_state(module, load_file(str(folder / name)))
             else:
                 load_model(module, str(folder / name), device=device)
         except StateError:
             raise
         except Exception as err:
             raise StateError(f"{folder / name}: does not fit the model ({type(err).__name__}: {err})") from None
-    optimizer.load_state_dict(_load(folder / "optimizer.pt"))
+    saved_optimizer = _load(folder / "optimizer.pt")
+    optimizer.load_state_dict(sharding.shard_optimizer_state(optimizer, saved_optimizer)
+                              if sharding.is_sharded(model) else saved_optimizer)
     scheduler.load_state_dict(_load(folder / "scheduler.pt"))
     if scaler is not None:
         scaler.load_state_dict(_load(folder / "scaler.pt"))

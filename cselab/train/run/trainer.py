@@ -65,7 +65,12 @@ class Trainer:
         self.main, self.cfg = accelerator.is_main_process, method.training
         self.parts, self.source, self.checkpoints = started.parts, started.source, started.checkpoints
         self.last, self.counters, self.facts = started.last, started.counters, started.facts
-        encoder, optimizer = accelerator.prepare(self.parts.encoder, self.parts.optimizer)
+        self.sharded = self.parts.skeleton is not None  # FSDP2: setup() sharded the encoder (run.sharding)
+        if self.sharded:  # accelerate prepares the optimizer and the batches, not the sharded encoder
+            encoder, optimizer = self.parts.encoder, accelerator.prepare(self.parts.optimizer)
+        else:
+            encoder, optimizer = accelerator.prepare(self.parts.encoder, self.parts.optimizer)
+        self.checkpoints.skeleton = self.parts.skeleton
         if accelerator.num_processes > 1:
             set_seed(self.cfg.seed + accelerator.process_index)  # distinct dropout masks on each process
         self.core = accelerator.unwrap_model(encoder)
@@ -171,8 +176,8 @@ class Trainer:
         return stopped_by
 
     def _evaluate(self, losses: Mapping[str, float], control: TrainerControl | None) -> str | None:
-        score = None
-        if self.main and self.parts.dev is not None:
+        score = None  # sharded, every process runs the scorer: each of its passes gathers the weights from all
+        if (self.main or self.sharded) and self.parts.dev is not None:
             self.core.eval()
             score = self.parts.dev.run(self.dev_view).headline
             self.core.train()
@@ -181,8 +186,8 @@ class Trainer:
         self.dev, self.improved = score, score is None or score > self.best
         if self.improved:
             self.best = self.best if score is None else score
-            if self.main:
-                card = model_card(self.method, self.info, self.facts, self.loop.step, score)
+            if self.main or self.sharded:  # sharded, every process takes part in gathering the weights
+                card = model_card(self.method, self.info, self.facts, self.loop.step, score) if self.main else ""
                 self.checkpoints.save_best(self.core, self.info, self.loop.step, self.best, card)
         if score is not None:
             self.shown.update(dev=f"{score:.2f}", **({"loss": f"{losses['loss']:.4f}"} if losses else {}))
