@@ -219,6 +219,8 @@ class TrainingEncoder(nn.Module):
     def empty(self) -> torch.Tensor:
         """The vectors of no sentence: zero rows, on the backbone's device, part of the graph."""
         parameter = next(self.backbone.parameters())
+        if hasattr(parameter, "to_local"):  # a DTensor (FSDP): this process's shard, which may have no element
+            return parameter.to_local().new_zeros((0, self.backbone.config.hidden_size)) * parameter.to_local().sum()
         return parameter.new_zeros((0, self.backbone.config.hidden_size)) * parameter.flatten()[0]
 
     def embed(self, sentences: list[str], prompt: str | None = None, use_head: bool = True, **options):

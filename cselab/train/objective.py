@@ -322,8 +322,32 @@ def _forward_passes(model, encoder, passes: list[list[View]], batch: Batch, capt
                                  interleaved, pooled))
             number += 1
         else:
-            out.update(_views_of(views, present, *_empty(encoder, views[0]), interleaved, pooled))
+            nothing = _empty(encoder, views[0]) if live else _no_rows(model, encoder, passes, captured, directions,
+                                                                       pooled)
+            out.update(_views_of(views, present, *nothing, interleaved, pooled))
     return out
+
+
+def _no_rows(model, encoder, passes: list[list[View]], captured, directions, pooled: Collection[str]
+             ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+    """The vectors, layers and vectors before the head of a pass no row of this process has. With the encoder sharded
+    (FSDP2) every pass gathers the weights from all the processes, so this process still takes it, on one placeholder
+    sentence, and keeps none of its rows (the pass stays in the graph, its gradient zero); otherwise no pass."""
+    from torch.distributed.fsdp import FSDPModule
+
+    first = passes[0][0]
+    if first.frozen or not isinstance(encoder, FSDPModule):  # (the frozen copy is not sharded)
+        return _empty(encoder, first)
+    keep = any(view.name in pooled for views in passes for view in views)
+    input_ids, attention_mask = encoder.tokenize(["."], first.prompt)
+    result = model(input_ids, attention_mask, prompt=first.prompt, layers=first.layers,
+                   layer_pooler=first.layer_pooler, frozen=False,
+                   input_augment=first.input_augment(captured, directions), pooled=keep)
+    if keep:
+        (vectors, before), layers = result, None
+    else:
+        (vectors, layers), before = (result if first.layers else (result, None)), None
+    return vectors[:0], None if layers is None else layers[:0], vectors[:0] if before is None else before[:0]
 
 
 def _parts(tensor: torch.Tensor, sizes: list[int]) -> list[torch.Tensor]:

@@ -35,6 +35,7 @@ from torch import nn
 
 from cselab.errors import ConfigError, TrainingError
 from cselab.train.config.schema import loss_plugin
+from cselab.train.model import TrainingEncoder
 
 FSDP_VARIABLE = "ACCELERATE_USE_FSDP"
 
@@ -114,8 +115,12 @@ def blocker(method) -> str | None:
     if cfg.mixed_precision != "no":
         return f"training.mixed_precision {cfg.mixed_precision}: FSDP2's own mixed precision is not wired yet"
     for name, params in method.losses.items():
-        if loss_plugin(name, params).cls.needs_initial_weights:
+        cls = loss_plugin(name, params).cls
+        if cls.needs_initial_weights:
             return f"losses.{name} compares the backbone's weights with its initial ones outside the forward pass"
+        if cls.needs_tokens or cls.needs_lm_head:  # each pass of a sharded model is a collective of all processes
+            return (f"losses.{name} runs the model on inputs of its own, a pass the processes may not all take "
+                    "(each pass of a sharded model gathers the weights from every process)")
     return None
 
 
@@ -127,7 +132,7 @@ def check(method) -> None:
                           "train it with DDP (accelerate launch --multi_gpu) or on one device")
 
 
-def _units(encoder: nn.Module, sharding: Sharding) -> list[nn.Module]:
+def _units(encoder: TrainingEncoder, sharding: Sharding) -> list[nn.Module]:
     """The modules made ``fully_shard`` units before the encoder itself, innermost first."""
     backbone = encoder.backbone
     names = set(sharding.layers or getattr(backbone, "_no_split_modules", None) or ())
@@ -138,11 +143,11 @@ def _units(encoder: nn.Module, sharding: Sharding) -> list[nn.Module]:
     if not layers:
         raise TrainingError(f"FSDP: no module of {type(backbone).__name__} is a {', '.join(sorted(names))} "
                             "(fsdp_transformer_layer_cls_to_wrap)")
-    head = getattr(encoder, "head", None)
+    head = encoder.head
     return [*layers, backbone, *([head] if head is not None and encoder.head_at_test else [])]
 
 
-def shard(encoder: nn.Module, sharding: Sharding, device: torch.device) -> None:
+def shard(encoder: TrainingEncoder, sharding: Sharding, device: torch.device) -> None:
     """Shard ``encoder`` in place over every process (one mesh, on ``device``): each transformer layer, the
     backbone, a head kept at test, then the encoder (the root, initialised at once so that the dev scorer's pass of
     the backbone alone finds it so)."""

@@ -3,15 +3,19 @@ asks (ACCELERATE_USE_FSDP, FSDP_VERSION: what `accelerate launch --use_fsdp --fs
 distributed_type: FSDP set): the sharded run trains one process's weights, resumes after a kill to the straight run's
 weights, and leaves a checkpoint that loads unsharded. A method that cannot shard is refused in one line.
 
+The two-process runs are cached InfoNCE (training.mini_batch_size=3: each process encodes its 8 rows 3 at a time),
+so that a mini-batch with no paraphrase on one process still takes its pass (each pass of a sharded model gathers the
+weights from every process; without the placeholder pass the run broke off in gloo).
+
 The tolerances are measured (2026-12-03, this machine; simcse-bt, a dropout-free 2-layer BERT, 3 steps of 2
-accumulated batches of 16 at lr 1e-4; /tmp scripts, each run through the CLI as below): one process against itself
-over OMP_NUM_THREADS 1/2/4 x ATEN_CPU_CAPABILITY default/avx2 differs by up to 5.5e-6 in a weight (its losses by
-6.6e-7); two FSDP processes (threads 1/2 x default/avx2) against one process and against each other by up to 1.9e-5
-(FSDP_SPREAD; DDP's two processes: 5.9e-6; the gradient norms agree to 1e-6 of their size: FSDP2 reduce-scatters each
-accumulated batch's gradient, summing in another order, and Adam steps a coordinate whose gradient is at rounding
-level by about lr either way), the logged losses by up to 9.6e-7 (LOSS_SPREAD), OUT/best's vectors (norm 5.7) by up
-to 9.1e-5 (VECTOR_SPREAD; one process against itself: 8.0e-5). Each tolerance is twice its spread; a planted change
-(lr 1.5e-4 instead of 1e-4, one process; 1.1e-4 moved the weights by 2.2e-5, within it) is beyond it.
+accumulated batches of 16 at lr 1e-4, each run through the CLI as below): one process against itself over
+OMP_NUM_THREADS 1/2/4 x ATEN_CPU_CAPABILITY default/avx2 differs by up to 5.5e-6 in a weight (its losses by 6.6e-7);
+two FSDP processes (threads 1/2 x default/avx2, cached and not) against one process by up to 2.3e-5 (FSDP_SPREAD;
+DDP's two processes: 5.9e-6; the gradient norms agree to 1e-6 of their size: FSDP2 reduce-scatters each pass's
+gradient, summing in another order, and Adam steps a coordinate whose gradient is at rounding level by about lr
+either way), the logged losses by up to 9.6e-7 (LOSS_SPREAD), OUT/best's vectors (norm 5.7) by up to 1.35e-4
+(VECTOR_SPREAD; one process against itself: 1.0e-4). Each tolerance is twice its spread; a planted change (lr 1.5e-4
+instead of 1e-4, one process; 1.1e-4 moved the weights by 2.2e-5, within it) is beyond it.
 """
 
 import json
@@ -36,7 +40,7 @@ pytestmark = [pytest.mark.slow,  # trains with two processes
 ROOT = Path(__file__).resolve().parents[3]
 FSDP = {"ACCELERATE_USE_FSDP": "true", "FSDP_VERSION": "2"}  # as `accelerate launch --use_fsdp --fsdp_version 2`
 # measured (see the module docstring); the tolerances are twice these
-FSDP_SPREAD, LOSS_SPREAD, VECTOR_SPREAD = 1.9e-5, 9.6e-7, 9.1e-5
+FSDP_SPREAD, LOSS_SPREAD, VECTOR_SPREAD = 2.3e-5, 9.6e-7, 1.35e-4
 WEIGHTS, LOSSES, VECTORS = 2 * FSDP_SPREAD, 2 * LOSS_SPREAD, 2 * VECTOR_SPREAD
 SENTENCES = ["a man plays the guitar", "two dogs run on the beach", "the market fell sharply today"]
 KILLED = """import sys
@@ -54,8 +58,8 @@ def train_args(model: Path, cache: Path, data_dir: Path, out: Path, *extra: str)
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, tiny_cache, data_dir):
-    """One process (and a planted change of it), two FSDP processes straight, and two killed after their first save
-    (step 2) then run again."""
+    """One process (and a planted change of it), two FSDP processes straight (cached), and two killed after their
+    first save (step 2) then run again."""
     from transformers import BertModel
 
     root = tmp_path_factory.mktemp("fsdp")
@@ -72,10 +76,11 @@ def runs(tmp_path_factory, tiny_cache, data_dir):
 
     run([sys.executable, "-m", "cselab.cli"], "one")
     run([sys.executable, "-m", "cselab.cli"], "planted", "training.lr=1.5e-4")
-    run([*torchrun, "--master_port", "29581", "-m", "cselab.cli"], "fsdp", env=FSDP)
-    run([*torchrun, "--master_port", "29582", str(root / "killed.py")], "half", env=FSDP)
+    cached = "training.mini_batch_size=3"
+    run([*torchrun, "--master_port", "29581", "-m", "cselab.cli"], "fsdp", cached, env=FSDP)
+    run([*torchrun, "--master_port", "29582", str(root / "killed.py")], "half", cached, env=FSDP)
     assert json.loads((root / "half" / "last" / "trainer_state.json").read_text())["step"] == 2
-    run([*torchrun, "--master_port", "29583", "-m", "cselab.cli"], "half", env=FSDP)
+    run([*torchrun, "--master_port", "29583", "-m", "cselab.cli"], "half", cached, env=FSDP)
     return root
 
 
@@ -96,7 +101,7 @@ def test_two_sharded_processes_train_the_weights_of_one(runs):
     one, fsdp = weights(runs / "one"), weights(runs / "fsdp")
     initial = load_file(str(runs / "bert" / "model.safetensors"))
     moved = max(float((one[f"backbone.{k}"] - v).abs().max()) for k, v in initial.items())
-    assert moved > 4 * WEIGHTS  # the runs trained (2e-4 measured)
+    assert moved > 3 * WEIGHTS  # the runs trained (2e-4 measured)
     assert largest_difference(one, fsdp) <= WEIGHTS
     assert largest_difference(one, weights(runs / "planted")) > WEIGHTS  # a real change is seen
     # OUT/last is a one-process run's: the optimizer's moments whole, every process's generators
@@ -107,10 +112,11 @@ def test_two_sharded_processes_train_the_weights_of_one(runs):
     assert {"rng-0.pt", "rng-1.pt"} <= set(os.listdir(runs / "fsdp" / "last"))
     execution = json.loads((runs / "fsdp" / "run.json").read_text())["provenance"]["execution"]
     assert execution["processes"] == 2 and execution["sharding"]["kind"] == "fsdp2"
-    # the same run: its identity leaves the sharding out, as it does the process count
-    identities = [json.loads((runs / run / "run.json").read_text()) for run in ("one", "fsdp")]
-    assert [{k: v for k, v in i.items() if k != "provenance"} for i in identities][0] == \
-        [{k: v for k, v in i.items() if k != "provenance"} for i in identities][1]
+    # the sharding is not part of the run's identity, as the process count is not (the configs differ here by
+    # training.mini_batch_size alone: config_sha256)
+    identities = [{k: v for k, v in json.loads((runs / run / "run.json").read_text()).items()
+                   if k not in ("provenance", "config_sha256")} for run in ("one", "fsdp")]
+    assert identities[0] == identities[1]
 
 
 def test_a_killed_sharded_run_resumes_to_the_straight_runs_weights(runs):
