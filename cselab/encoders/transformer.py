@@ -442,7 +442,10 @@ class TransformerEncoder(Encoder):
             show = len(batches) > 20 and sys.stderr.isatty() if show_progress_bar is None else show_progress_bar
         out = np.empty((len(ids), self.dim), dtype=np.float32)
         device = self.device
-        with torch.inference_mode(), tqdm(total=len(batches), desc="Encoding", unit="batch", disable=not show) as bar:
+        # a model sharded for training (FSDP2) gathers its weights into buffers it reuses in the training steps, which
+        # inference mode would make tensors no later step may write: no_grad there
+        inference = torch.no_grad() if _sharded(self.model) else torch.inference_mode()
+        with inference, tqdm(total=len(batches), desc="Encoding", unit="batch", disable=not show) as bar:
             for start in range(0, len(batches), READ_BACK):
                 chunk = batches[start:start + READ_BACK]
                 vectors = []
@@ -456,6 +459,13 @@ class TransformerEncoder(Encoder):
                     bar.update()
                 out[np.concatenate(chunk)] = torch.cat(vectors).cpu().numpy()
         return out
+
+
+def _sharded(model: Any) -> bool:
+    """Whether ``model`` is sharded across processes (FSDP2's ``fully_shard``)."""
+    from torch.distributed.fsdp import FSDPModule
+
+    return isinstance(model, FSDPModule)
 
 
 def on_device(batches: list[tuple[torch.Tensor, ...]], device: torch.device) -> list[tuple[torch.Tensor, ...]]:

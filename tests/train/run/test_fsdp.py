@@ -5,7 +5,9 @@ weights, and leaves a checkpoint that loads unsharded. A method that cannot shar
 
 The two-process runs are cached InfoNCE (training.mini_batch_size=3: each process encodes its 8 rows 3 at a time),
 so that a mini-batch with no paraphrase on one process still takes its pass (each pass of a sharded model gathers the
-weights from every process; without the placeholder pass the run broke off in gloo).
+weights from every process; without the placeholder pass the run broke off in gloo), and score the initial model
+first (eval_at_start: the dev scorer's pass before any training pass; under inference mode it left FSDP's gathered
+buffers unwritable for the steps after).
 
 The tolerances are measured (2026-12-03, this machine; simcse-bt, a dropout-free 2-layer BERT, 3 steps of 2
 accumulated batches of 16 at lr 1e-4, each run through the CLI as below): one process against itself over
@@ -15,7 +17,7 @@ DDP's two processes: 5.9e-6; the gradient norms agree to 1e-6 of their size: FSD
 gradient, summing in another order, and Adam steps a coordinate whose gradient is at rounding level by about lr
 either way), the logged losses by up to 9.6e-7 (LOSS_SPREAD), OUT/best's vectors (norm 5.7) by up to 1.35e-4
 (VECTOR_SPREAD; one process against itself: 1.0e-4). Each tolerance is twice its spread; a planted change (lr 1.5e-4
-instead of 1e-4, one process; 1.1e-4 moved the weights by 2.2e-5, within it) is beyond it.
+instead of 1e-4, one process) moves the weights by 1.2e-4, beyond it (1.1e-4 moved them by 2.2e-5, within it).
 """
 
 import json
@@ -51,7 +53,7 @@ train_killed_after_first_save(sys.argv[1:])
 
 def train_args(model: Path, cache: Path, data_dir: Path, out: Path, *extra: str) -> list[str]:
     settings = ["training.batch_size=16", "training.max_length=24", "training.lr=1e-4", "training.eval_steps=2",
-                "training.max_steps=4", "training.grad_accum=2", *extra]
+                "training.max_steps=4", "training.grad_accum=2", "training.eval_at_start=true", *extra]
     return ["train", "--method", "simcse-bt", "--model", str(model), "--data", str(cache), "--data-dir",
             str(data_dir), "--eval-limit", "40", *(part for s in settings for part in ("--set", s)), "--out", str(out)]
 
@@ -98,6 +100,9 @@ def test_two_sharded_processes_train_the_weights_of_one(runs):
             for run in ("one", "fsdp")]
     losses = [[r["info_nce"] for r in log if "loss" in r] for log in logs]
     assert losses[0] and losses[1] == pytest.approx(losses[0], abs=LOSSES)
+    # the dev scorer, run on every process over the sharded model, scores the initial weights as one process does
+    initial = [[r for r in log if r.get("initial")] for log in logs]
+    assert len(initial[0]) == 1 and initial[0] == initial[1]
     one, fsdp = weights(runs / "one"), weights(runs / "fsdp")
     initial = load_file(str(runs / "bert" / "model.safetensors"))
     moved = max(float((one[f"backbone.{k}"] - v).abs().max()) for k, v in initial.items())
