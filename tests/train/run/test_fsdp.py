@@ -61,7 +61,7 @@ def train_args(model: Path, cache: Path, data_dir: Path, out: Path, *extra: str)
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, tiny_cache, data_dir):
     """One process (and a planted change of it), two FSDP processes straight (cached), and two killed after their
-    first save (step 2) then run again."""
+    first save (step 2) then run again, by two FSDP processes and (a copy) by one process without FSDP."""
     from transformers import BertModel
 
     root = tmp_path_factory.mktemp("fsdp")
@@ -82,7 +82,9 @@ def runs(tmp_path_factory, tiny_cache, data_dir):
     run([*torchrun, "--master_port", "29581", "-m", "cselab.cli"], "fsdp", cached, env=FSDP)
     run([*torchrun, "--master_port", "29582", str(root / "killed.py")], "half", cached, env=FSDP)
     assert json.loads((root / "half" / "last" / "trainer_state.json").read_text())["step"] == 2
+    shutil.copytree(root / "half", root / "half-one")
     run([*torchrun, "--master_port", "29583", "-m", "cselab.cli"], "half", cached, env=FSDP)
+    run([sys.executable, "-m", "cselab.cli"], "half-one", cached)  # the sharded state, resumed by one process
     return root
 
 
@@ -130,6 +132,9 @@ def test_a_killed_sharded_run_resumes_to_the_straight_runs_weights(runs):
     straight, resumed = weights(runs / "fsdp"), weights(runs / "half")
     assert largest_difference(straight, resumed) == 0.0  # the same processes, the same order: bit for bit
     assert len(json.loads((runs / "half" / "run.json").read_text())["resumed"]) == 1
+    # OUT/last is a one-process run's: one process without FSDP resumes it (its own step 3 against two processes')
+    assert json.loads((runs / "half-one" / "last" / "trainer_state.json").read_text())["step"] == 3
+    assert largest_difference(straight, weights(runs / "half-one")) <= WEIGHTS
 
 
 def test_the_sharded_runs_checkpoint_loads_unsharded(runs):
