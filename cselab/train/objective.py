@@ -328,15 +328,19 @@ def _forward_passes(model, encoder, passes: list[list[View]], batch: Batch, capt
     return out
 
 
+def _sharded(encoder: nn.Module) -> bool:
+    from torch.distributed.fsdp import FSDPModule
+
+    return isinstance(encoder, FSDPModule)
+
+
 def _no_rows(model, encoder, passes: list[list[View]], captured, directions, pooled: Collection[str]
              ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """The vectors, layers and vectors before the head of a pass no row of this process has. With the encoder sharded
     (FSDP2) every pass gathers the weights from all the processes, so this process still takes it, on one placeholder
     sentence, and keeps none of its rows (the pass stays in the graph, its gradient zero); otherwise no pass."""
-    from torch.distributed.fsdp import FSDPModule
-
     first = passes[0][0]
-    if first.frozen or not isinstance(encoder, FSDPModule):  # (the frozen copy is not sharded)
+    if first.frozen or not _sharded(encoder):  # (the frozen copy is not sharded)
         return _empty(encoder, first)
     keep = any(view.name in pooled for views in passes for view in views)
     input_ids, attention_mask = encoder.tokenize(["."], first.prompt)
