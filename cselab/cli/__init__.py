@@ -22,6 +22,7 @@ from pathlib import Path
 
 from cselab import __version__
 from cselab.atomic import disk_full
+from cselab.boundary import failure_of
 from cselab.cli import augment, data, probe, sweep, train
 from cselab.errors import CselabError, did_you_mean
 from cselab.provenance import record_command
@@ -161,28 +162,43 @@ def _main(argv: list[str] | None, parser: Callable[[], argparse.ArgumentParser] 
         else None
     try:
         args.handler(args)
-    except CselabError as err:
-        if args.debug:
-            err.__suppress_context__ = False  # the traceback of what caused it too (a user's factory or plug-in)
-            raise
-        print(f"error: {err}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         if args.debug:
             raise
-        print(f"interrupted: {getattr(args, 'interrupted', lambda _: 'nothing was left half-written')(args)}",
-              file=sys.stderr)
+        print(f"interrupted: {_kept(args)}", file=sys.stderr)
         return 130
-    except OSError as err:
-        full = disk_full(err, err.filename or ".")
-        if not (full or err.errno in REFUSED) or args.debug:
+    except Exception as err:
+        said = None if args.debug else _one_line(err, args)
+        if said is None:
+            if isinstance(err, CselabError):  # --debug: the traceback of what caused it too (a user's factory)
+                err.__suppress_context__ = False
             raise
-        print(f"error: {_no_space(err) if full else _refused(err)}", file=sys.stderr)
+        print(f"error: {said}", file=sys.stderr)
         return 2
     finally:
         if terminate is not None:
             signal.signal(signal.SIGTERM, terminate)
     return 0
+
+
+def _one_line(err: Exception, args: argparse.Namespace) -> str | None:
+    """What an error says in one line: a plug-in's failure (what it raised, during what, what was kept), a user's
+    mistake, a full disk or a refused file; None for anything else (a bug: its traceback)."""
+    failure = failure_of(err)
+    if failure is not None:
+        return failure.line(kept=_kept(args))
+    if isinstance(err, CselabError):
+        return str(err)
+    if isinstance(err, OSError):
+        full = disk_full(err, err.filename or ".")
+        if full or err.errno in REFUSED:
+            return _no_space(err) if full else _refused(err)
+    return None
+
+
+def _kept(args: argparse.Namespace) -> str:
+    """What a command that stopped part way kept, and how to go on (its ``interrupted`` default)."""
+    return getattr(args, "interrupted", lambda _: "nothing was left half-written")(args)
 
 
 def probe_main(argv: list[str] | None = None) -> int:
