@@ -23,12 +23,13 @@ from pathlib import Path
 from cselab import __version__
 from cselab.atomic import disk_full
 from cselab.cli import augment, data, probe, sweep, train
+from cselab.cli.options import Parser
 from cselab.errors import CselabError, did_you_mean
 from cselab.provenance import record_command
 
 
 def _top(prog: str, description: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser = Parser(prog=prog, description=description)  # every value given checked (Parser's rule)
     parser.add_argument("--version", action="version", version=f"cselab {__version__}")
     parser.add_argument("--debug", action="store_true", help="show the traceback of every error, a user's mistakes "
                                                              "included")
