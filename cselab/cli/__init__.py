@@ -19,17 +19,20 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from cselab import __version__
 from cselab.atomic import disk_full
 from cselab.boundary import failure_of
 from cselab.cli import augment, data, probe, sweep, train
+from cselab.cli.options import Parser
 from cselab.errors import CselabError, did_you_mean
+from cselab.files import printable
 from cselab.provenance import record_command
 
 
 def _top(prog: str, description: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser = Parser(prog=prog, description=description)  # every value given checked (Parser's rule)
     parser.add_argument("--version", action="version", version=f"cselab {__version__}")
     parser.add_argument("--debug", action="store_true", help="show the traceback of every error, a user's mistakes "
                                                              "included")
@@ -130,7 +133,7 @@ def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespac
         where = getattr(args, "parser_", parser)
         options = [option for action in where._actions for option in action.option_strings]
         hint = did_you_mean(extras[0].split("=")[0], options, 1) if extras[0].startswith("-") else ""
-        where.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
+        where.error(f"unrecognized arguments: {printable(' '.join(extras))}{hint}")
     return args
 
 
@@ -138,6 +141,7 @@ def main(argv: list[str] | None = None, parser: Callable[[], argparse.ArgumentPa
          command: list[str] | None = None) -> int:
     """``cselab ...``; ``parser``: what builds another command's parser (``probe``'s), ``command``: the cselab
     command line it is."""
+    stdout, sys.stdout = sys.stdout, Printable(sys.stdout)  # type: ignore[assignment]  # writes as a TextIO does
     try:
         try:
             code = _main(argv, parser, command)
@@ -145,7 +149,30 @@ def main(argv: list[str] | None = None, parser: Callable[[], argparse.ArgumentPa
             sys.stdout.flush()
     except BrokenPipeError:
         return _closed_pipe()
+    finally:
+        sys.stdout = stdout
     return code
+
+
+class Printable:
+    """A command's standard output: what it writes goes through :func:`cselab.files.printable` (lines and tabs kept),
+    so that a control character in a user's text (a label, a path, a model's name) shows as ``\\x1b`` instead of
+    acting on the terminal; everything else is the stream's."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        return self.stream.write(printable(text, keep="\n\t"))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+def _error(message: object) -> None:
+    """One line on standard error: ``error: MESSAGE``, its control characters written visibly (a multi-line message
+    keeps its lines)."""
+    print(f"error: {printable(str(message), keep=chr(10))}", file=sys.stderr)
 
 
 def _main(argv: list[str] | None, parser: Callable[[], argparse.ArgumentParser] | None,
@@ -154,7 +181,7 @@ def _main(argv: list[str] | None, parser: Callable[[], argparse.ArgumentParser] 
     try:  # the probe commands' options come from the suites found: a broken package of them is one line
         built = parser() if parser is not None else build_parser(suites="probe" in argv)
     except CselabError as err:
-        print(f"error: {err}", file=sys.stderr)
+        _error(err)
         return 2
     args = parse(built, argv)
     record_command(command or ["cselab", *argv])
@@ -165,7 +192,7 @@ def _main(argv: list[str] | None, parser: Callable[[], argparse.ArgumentParser] 
     except KeyboardInterrupt:
         if args.debug:
             raise
-        print(f"interrupted: {_kept(args)}", file=sys.stderr)
+        print(f"interrupted: {printable(_kept(args))}", file=sys.stderr)
         return 130
     except Exception as err:
         said = None if args.debug else _one_line(err, args)
@@ -173,7 +200,7 @@ def _main(argv: list[str] | None, parser: Callable[[], argparse.ArgumentParser] 
             if isinstance(err, CselabError):  # --debug: the traceback of what caused it too (a user's factory)
                 err.__suppress_context__ = False
             raise
-        print(f"error: {said}", file=sys.stderr)
+        _error(said)
         return 2
     finally:
         if terminate is not None:
