@@ -231,3 +231,25 @@ def test_check_plugin_sees_a_state_that_does_not_come_back(own_registry):
         set_extra_state = NegativeSource.set_extra_state
 
     check_plugin(Faithful)
+
+
+def test_check_plugin_sees_a_buffer_that_does_not_come_back(own_registry):
+    """The planted variant on another kind: a head that keeps its own buffer whatever it is handed."""
+    from cselab.train.plugins.kinds import Head
+
+    @registry.register("head", "stubborn")
+    class Stubborn(Head):
+        """Scales the vectors by a buffer it never restores."""
+
+        def __init__(self, params, hidden: int):
+            super().__init__(params)
+            self.register_buffer("scale", torch.ones(hidden))
+
+        def forward(self, vectors):
+            return vectors * self.scale
+
+        def load_state_dict(self, state_dict, strict=True, assign=False):
+            return super().load_state_dict({k: v for k, v in state_dict.items() if k != "scale"}, strict=False)
+
+    with pytest.raises(ContractError, match="head 'stubborn' .*its state does not come back .*state.scale differs"):
+        check_plugin(Stubborn, hidden=4)
