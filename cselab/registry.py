@@ -348,10 +348,12 @@ def register(kind: str, name: str) -> Callable[[PluginClass], PluginClass]:
 
     def add(cls: PluginClass) -> PluginClass:
         base = _CONTRACTS.get(kind, object)  # every kind declares its base when its module is imported
-        module = getattr(cls, "__module__", "?")
-        label = f"{kind} {name!r} ({module}.{getattr(cls, '__name__', cls)}; {_package(module)})"
+
+        def label() -> str:  # (only where one is refused: finding the package reads every distribution's files)
+            module = getattr(cls, "__module__", "?")
+            return f"{kind} {name!r} ({module}.{getattr(cls, '__name__', cls)}; {_package(module)})"
         if not (isinstance(cls, type) and issubclass(cls, base)):
-            raise PluginError(f"{label}: a {kind} plug-in is a subclass of {base.__module__}.{base.__name__}")
+            raise PluginError(f"{label()}: a {kind} plug-in is a subclass of {base.__module__}.{base.__name__}")
         if name in _REGISTRY[kind]:
             raise ValueError(f"{kind} {name!r} is registered twice")
         _check_params_type(cls, label)
@@ -364,24 +366,25 @@ def register(kind: str, name: str) -> Callable[[PluginClass], PluginClass]:
     return add
 
 
-def _check_params_type(cls: type, label: str) -> None:
+def _check_params_type(cls: type, label: Callable[[], str]) -> None:
     declared = getattr(cls, "Params", None)
     if declared is None:
         return
     if not (isinstance(declared, type) and issubclass(declared, Params)):
-        raise PluginError(f"{label}: {cls.__qualname__}.Params is a subclass of cselab.registry.Params")
+        raise PluginError(f"{label()}: {cls.__qualname__}.Params is a subclass of cselab.registry.Params")
     undecorated = "__dataclass_fields__" not in vars(declared)
     if undecorated or any(not f.kw_only for f in fields(declared)):  # (frozen: its base is, as Python requires)
-        raise PluginError(f"{label}: declare {cls.__qualname__}.Params with @dataclass(frozen=True, kw_only=True)")
-    for key, param in schema_of(declared).items():  # each default within its own bounds, types and choices
+        raise PluginError(f"{label()}: declare {cls.__qualname__}.Params with @dataclass(frozen=True, kw_only=True)")
+    for key, param in schema_of(declared).items():  # each default within its own bounds, types and listed choices
         if param.default is not REQUIRED and not (param.default is None and not param.nullable):
-            try:
-                param.check(copy.deepcopy(param.default), f"{cls.__qualname__}.Params.{key}")
+            static = replace(param, plugin=None, choices=param.choices if isinstance(param.choices, tuple) else None)
+            try:  # (choices found when a value is checked, a kind's plug-ins say, are not looked up while importing)
+                static.check(copy.deepcopy(param.default), f"{cls.__qualname__}.Params.{key}")
             except ConfigError as err:
-                raise PluginError(f"{label}: the default of {err}") from None
+                raise PluginError(f"{label()}: the default of {err}") from None
 
 
-def _check_params_taken(cls: type, label: str) -> None:
+def _check_params_taken(cls: type, label: Callable[[], str]) -> None:
     """A plug-in with ``Params`` takes it first and none of its fields again as a constructor keyword (a keyword that
     no config reaches: the setting would be recorded and never used)."""
     declared = getattr(cls, "Params", None)
@@ -391,11 +394,11 @@ def _check_params_taken(cls: type, label: str) -> None:
     positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
                   inspect.Parameter.VAR_POSITIONAL)
     if not parameters or parameters[0].kind not in positional:
-        raise PluginError(f"{label}: its constructor does not take its Params first (cls(params, ...))")
+        raise PluginError(f"{label()}: its constructor does not take its Params first (cls(params, ...))")
     restated = sorted(p.name for p in parameters[1:] if p.name in {f.name for f in fields(declared)})
     if restated:
-        raise PluginError(f"{label}: its constructor takes {', '.join(restated)}, a setting of its Params, again as a "
-                          "keyword, which no config reaches; read it from self.params")
+        raise PluginError(f"{label()}: its constructor takes {', '.join(restated)}, a setting of its Params, again "
+                          "as a keyword, which no config reaches; read it from self.params")
 
 
 def names(kind: str) -> list[str]:
