@@ -1,6 +1,9 @@
 """Reports as data: a document is a list of blocks (:class:`Heading`, :class:`Paragraph`, :class:`Table` of typed
 columns, :class:`Figure`), rendered one way, to Markdown (:func:`to_markdown`) or to an HTML page (:func:`to_html`).
-Results become blocks and blocks become text; nothing reads the text back."""
+Results become blocks and blocks become text; nothing reads the text back. Every text of a block goes through
+:func:`cselab.files.printable` as it is rendered (a heading, a cell, a column's label, a caption on one line too:
+:func:`one_line`), so that a control character a user's label or a model's name holds is written visibly, never
+raw, in every format: the terminal shows the Markdown."""
 
 from __future__ import annotations
 
@@ -12,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+
+from cselab.files import printable
 
 KINDS = ("text", "number", "interval")
 
@@ -152,8 +157,15 @@ def check_blocks(blocks: Sequence[Any], where: str) -> list[Block]:
 
 def one_line(text: str) -> str:
     """``text`` on one line: every line break Python knows (``\\n``, ``\\r``, ``\\r\\n``, ``\\v``, ``\\f``, the
-    Unicode separators) a space, so that a user's label cannot end a table row or a heading."""
-    return " ".join(text.splitlines()) if text else text
+    Unicode separators) a space, so that a user's label cannot end a table row or a heading, and any other control
+    character written visibly (:func:`~cselab.files.printable`)."""
+    return printable(" ".join(text.splitlines())) if text else text
+
+
+def _paragraph(text: str) -> str:
+    """A paragraph's text: its line breaks kept (a paragraph may hold several lines), any other control character
+    written visibly."""
+    return printable(text, keep="\n")
 
 
 def _markdown_cell(text: str) -> str:
@@ -175,10 +187,10 @@ def _markdown_block(block: Block) -> str:
     if isinstance(block, Heading):
         return f"{'#' * block.level} {one_line(block.text)}"
     if isinstance(block, Paragraph):
-        return block.text
+        return _paragraph(block.text)
     if isinstance(block, Table):
         return markdown_table(block)
-    return f"![{block.caption}]({Path(block.path).name})"
+    return f"![{one_line(block.caption)}]({one_line(Path(block.path).name)})"
 
 
 def to_markdown(blocks: Sequence[Block]) -> str:
@@ -191,7 +203,7 @@ def _image_source(name: str, folder: Path | None) -> str:
     path = folder / name if folder is not None else None
     if path is not None and path.suffix == ".png" and path.is_file():
         return "data:image/png;base64," + base64.b64encode(path.read_bytes()).decode("ascii")
-    return html.escape(name)
+    return html.escape(one_line(name))
 
 
 def _html_table(table: Table) -> str:
@@ -199,7 +211,7 @@ def _html_table(table: Table) -> str:
     classes = ["text" if c.kind == "text" else "num" for c in table.columns]
 
     def row_html(row: Sequence[str], tag: str) -> str:
-        return "<tr>" + "".join(f'<{tag} class="{kind}">{html.escape(text)}</{tag}>'
+        return "<tr>" + "".join(f'<{tag} class="{kind}">{html.escape(one_line(text))}</{tag}>'
                                 for kind, text in zip(classes, row)) + "</tr>"
     body = "".join(row_html(row, "td") for row in table.cells())
     return f"<table><thead>{row_html([c.label for c in table.columns], 'th')}</thead><tbody>{body}</tbody></table>"
@@ -207,12 +219,12 @@ def _html_table(table: Table) -> str:
 
 def _html_block(block: Block, folder: Path | None) -> str:
     if isinstance(block, Heading):
-        return f"<h{block.level}>{html.escape(block.text)}</h{block.level}>"
+        return f"<h{block.level}>{html.escape(one_line(block.text))}</h{block.level}>"
     if isinstance(block, Paragraph):
-        return f"<p>{html.escape(block.text)}</p>"
+        return f"<p>{html.escape(_paragraph(block.text))}</p>"
     if isinstance(block, Table):
         return _html_table(block)
-    name, caption = Path(block.path).name, html.escape(block.caption)
+    name, caption = Path(block.path).name, html.escape(one_line(block.caption))
     return (f'<figure><img src="{_image_source(name, folder)}" alt="{caption}"><figcaption>{caption}'
             "</figcaption></figure>")
 
@@ -229,5 +241,5 @@ def to_html(blocks: Sequence[Block], images: str | os.PathLike | None = None, ti
     is complete on its own (moved, mailed, attached)."""
     folder = Path(images) if images is not None else None
     body = "\n".join(_html_block(block, folder) for block in blocks)
-    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(title)}</title>"
+    return (f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{html.escape(one_line(title))}</title>"
             f"<style>{STYLE}</style></head><body>\n{body}\n</body></html>\n")

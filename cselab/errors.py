@@ -31,6 +31,11 @@ class TrainingError(CselabError, RuntimeError):
     """Training cannot go on (a diverged loss, an unusable cache, a launch that does not add up)."""
 
 
+class PluginError(CselabError, TypeError):
+    """A plug-in gave what its kind does not take (:mod:`cselab.boundary`), or broke its contract where it is
+    registered."""
+
+
 class ExternalToolError(CselabError, RuntimeError):
     """A tool or service cselab calls (apertium, the Hugging Face hub) failed."""
 

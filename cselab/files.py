@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,6 +26,18 @@ MAX_DEPTH = 64
 MAX_DIGITS = 64
 SHOWN = 60
 KINDS: dict[type, str] = {dict: "a mapping", list: "a list", str: "a string"}
+
+
+#: The control characters: C0 (0x00 to 0x1f), DEL (0x7f) and C1 (0x80 to 0x9f), Unicode's category Cc.
+CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f]")
+
+
+def printable(text: str, keep: str = "") -> str:
+    """``text`` with every control character but those in ``keep`` written visibly, as Python writes it in a string
+    (``\\x1b`` for ESC, ``\\x7f`` for DEL, ``\\x0d`` for a carriage return): the one function through which a
+    user's text (a label, a model name, a task's or a file's name) reaches a report or the terminal, so that an
+    escape sequence, a backspace or a carriage return shows as what it is instead of acting on the screen."""
+    return CONTROLS.sub(lambda found: found[0] if found[0] in keep else f"\\x{ord(found[0]):02x}", text)
 
 
 def shown(value: Any, limit: int = SHOWN) -> str:

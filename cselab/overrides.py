@@ -25,10 +25,14 @@ def parse_value(raw: str, key: str) -> Any:
 
 def apply_override(config: dict[str, Any], item: str, example: str) -> None:
     """Set one ``dotted.key=value`` in ``config``: missing sections are created (the schema then checks the key);
-    ``null`` removes a section and sets a value to null (the key's default where it cannot be null)."""
+    ``null`` removes a section and sets a value to null (the key's default where it cannot be null); an empty or
+    blank value is refused (YAML would read it as null: ``--set KEY=$UNSET`` is no way to ask for a default)."""
     key, sep, raw = item.partition("=")
     if not sep or not key:
         raise ConfigError(f"--set {shown(item)}: expected KEY=VALUE, e.g. {example}")
+    if not raw.strip():  # YAML reads it as null: a path or a name would silently become its default
+        raise ConfigError(f"--set {shown(item)}: an empty value is no value; give one, or {key}=null for the "
+                          "default")
     *parents, leaf = key.split(".")
     node = config
     for depth, part in enumerate(parents):

@@ -36,6 +36,7 @@ from __future__ import annotations
 import copy
 import importlib
 import importlib.util
+import inspect
 import math
 import os
 import pkgutil
@@ -47,7 +48,8 @@ from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
 
-from cselab.errors import ConfigError, did_you_mean
+from cselab.boundary import Check, guard, package_of
+from cselab.errors import ConfigError, PluginError, did_you_mean
 from cselab.files import clipped, shown
 
 if TYPE_CHECKING:
@@ -229,6 +231,9 @@ class Plugin:
 
 _REGISTRY: dict[str, dict[str, Plugin]] = {kind: {} for kind in KINDS}
 _CONTRACTS: dict[str, type] = {}
+_WORK: dict[str, dict[str, Check | None]] = {}  # kind -> its work methods and their return checks (contract())
+_LOADING: dict[str, str] = {}  # entry-point modules being imported -> their package (name==version)
+_BY_CLASS: dict[type, Plugin] = {}  # a registered class -> its plug-in (the first, where registered more than once)
 _DISCOVERED: dict[str, dict[str, str]] = {}  # entry-point group -> the modules it imported -> "package==version"
 _REGISTERED_BY: dict[tuple[str, str], str] = {}  # (kind, name) -> the entry-point module whose import registered it
 
@@ -266,13 +271,17 @@ def discover(kind: str) -> dict[str, str]:
             package = f"{entry.dist.name}=={entry.dist.version}" if entry.dist else "an installed package"
             before = {(kind, name) for kind, plugins in _REGISTRY.items() for name in plugins}
             try:
+                _LOADING[module] = package  # what registers while it is imported names the package
                 importlib.import_module(module)
             except Exception as err:  # the package's module to fix, named with the package
                 for kind, plugins in _REGISTRY.items():  # what it registered before it failed: as if never imported
                     for name in [name for name in plugins if (kind, name) not in before]:
                         del plugins[name]
-                raise ConfigError(f"entry point {entry.name} of {package.split('==')[0]} (group {group}): importing "
-                                  f"{module!r} failed: {type(err).__name__}: {clipped(err)}") from None
+                said = str(err) if isinstance(err, PluginError) else clipped(err)  # a refused plug-in: said whole
+                raise ConfigError(f"entry point {entry.name} of {package} (group {group}): importing {module!r} "
+                                  f"failed: {type(err).__name__}: {said}") from None
+            finally:
+                _LOADING.pop(module, None)
             _REGISTERED_BY.update({(kind, name): module for kind, plugins in _REGISTRY.items() for name in plugins
                                    if (kind, name) not in before})
             found[module] = package
@@ -291,14 +300,36 @@ def origin(plugin: Plugin) -> str | None:
                 None)
 
 
+def _package(module: str) -> str:
+    """The package a plug-in class's ``module`` comes from: the entry point's being imported, else the installed
+    distribution that holds it (:func:`cselab.boundary.package_of`)."""
+    loading = next((package for name, package in _LOADING.items() if module == name or
+                    module.startswith(name + ".")), None)
+    return loading or package_of(module)
+
+
 def origins(kind: str) -> dict[str, str]:
     """The plug-ins of ``kind`` that installed packages add: name -> package (``name==version``)."""
     return {name: package for name in names(kind) if (package := origin(get(kind, name))) is not None}
 
 
-def contract(kind: str, base: type) -> None:
-    """Declare that every plug-in of ``kind`` is a subclass of ``base`` (:mod:`cselab.train.plugins.kinds`)."""
+def contract(kind: str, base: type, work: Mapping[str, Check | None] | None = None) -> None:
+    """Declare that every plug-in of ``kind`` is a subclass of ``base`` (:mod:`cselab.train.plugins.kinds`), whose
+    ``work`` methods (name -> the check of what it returns, :mod:`cselab.boundary`) are guarded in every plug-in of it:
+    what one raises names the plug-in, what one returns is checked."""
     _CONTRACTS[kind] = base
+    _WORK[kind] = dict(work or {})
+
+
+def described(obj: Any) -> str:
+    """``"KIND 'NAME' (PACKAGE==VERSION)"`` of the registered plug-in ``obj`` is (or a class of it, or a class
+    that derives from one); a class registered nowhere by its name and package."""
+    cls = obj if isinstance(obj, type) else type(obj)
+    for klass in cls.__mro__:
+        plugin = _BY_CLASS.get(klass)
+        if plugin is not None:
+            return f"{plugin.kind} {plugin.name!r} ({origin(plugin) or _package(klass.__module__)})"
+    return f"{cls.__qualname__} ({package_of(cls.__module__)})"
 
 
 def contract_of(kind: str) -> type:
@@ -317,26 +348,57 @@ def register(kind: str, name: str) -> Callable[[PluginClass], PluginClass]:
 
     def add(cls: PluginClass) -> PluginClass:
         base = _CONTRACTS.get(kind, object)  # every kind declares its base when its module is imported
+
+        def label() -> str:  # (only where one is refused: finding the package reads every distribution's files)
+            module = getattr(cls, "__module__", "?")
+            return f"{kind} {name!r} ({module}.{getattr(cls, '__name__', cls)}; {_package(module)})"
         if not (isinstance(cls, type) and issubclass(cls, base)):
-            raise TypeError(f"{kind} {name!r}: a {kind} plug-in is a subclass of {base.__module__}.{base.__name__}")
+            raise PluginError(f"{label()}: a {kind} plug-in is a subclass of {base.__module__}.{base.__name__}")
         if name in _REGISTRY[kind]:
             raise ValueError(f"{kind} {name!r} is registered twice")
-        _check_params_type(cls, f"{kind} {name!r}")
+        _check_params_type(cls, label)
+        _check_params_taken(cls, label)
         summary = " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
-        _REGISTRY[kind][name] = Plugin(kind, name, cls, summary=summary)
+        _REGISTRY[kind][name] = plugin = Plugin(kind, name, cls, summary=summary)
+        _BY_CLASS.setdefault(cls, plugin)
+        guard(cls, _WORK.get(kind, {}), described)
         return cls
     return add
 
 
-def _check_params_type(cls: type, label: str) -> None:
+def _check_params_type(cls: type, label: Callable[[], str]) -> None:
     declared = getattr(cls, "Params", None)
     if declared is None:
         return
     if not (isinstance(declared, type) and issubclass(declared, Params)):
-        raise TypeError(f"{label}: {cls.__qualname__}.Params is a subclass of cselab.registry.Params")
+        raise PluginError(f"{label()}: {cls.__qualname__}.Params is a subclass of cselab.registry.Params")
     undecorated = "__dataclass_fields__" not in vars(declared)
     if undecorated or any(not f.kw_only for f in fields(declared)):  # (frozen: its base is, as Python requires)
-        raise TypeError(f"{label}: declare {cls.__qualname__}.Params with @dataclass(frozen=True, kw_only=True)")
+        raise PluginError(f"{label()}: declare {cls.__qualname__}.Params with @dataclass(frozen=True, kw_only=True)")
+    for key, param in schema_of(declared).items():  # each default within its own bounds, types and listed choices
+        if param.default is not REQUIRED and not (param.default is None and not param.nullable):
+            static = replace(param, plugin=None, choices=param.choices if isinstance(param.choices, tuple) else None)
+            try:  # (choices found when a value is checked, a kind's plug-ins say, are not looked up while importing)
+                static.check(copy.deepcopy(param.default), f"{cls.__qualname__}.Params.{key}")
+            except ConfigError as err:
+                raise PluginError(f"{label()}: the default of {err}") from None
+
+
+def _check_params_taken(cls: type, label: Callable[[], str]) -> None:
+    """A plug-in with ``Params`` takes it first and none of its fields again as a constructor keyword (a keyword that
+    no config reaches: the setting would be recorded and never used)."""
+    declared = getattr(cls, "Params", None)
+    if declared is None:
+        return
+    parameters = list(inspect.signature(cls).parameters.values())
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                  inspect.Parameter.VAR_POSITIONAL)
+    if not parameters or parameters[0].kind not in positional:
+        raise PluginError(f"{label()}: its constructor does not take its Params first (cls(params, ...))")
+    restated = sorted(p.name for p in parameters[1:] if p.name in {f.name for f in fields(declared)})
+    if restated:
+        raise PluginError(f"{label()}: its constructor takes {', '.join(restated)}, a setting of its Params, again "
+                          "as a keyword, which no config reaches; read it from self.params")
 
 
 def names(kind: str) -> list[str]:

@@ -16,6 +16,8 @@ from __future__ import annotations
 import inspect
 from typing import Any
 
+import torch
+
 from cselab.files import shown
 from cselab.registry import KINDS, Plugin, build, check, contract_of, get, names
 
@@ -57,7 +59,7 @@ def check_plugin(cls: type, params: dict[str, Any] | None = None, *, registered_
     unexplained = [key for key, param in schema.items() if not param.help]
     if unexplained:
         raise ContractError(f"{where}: parameter(s) {', '.join(unexplained)} without a help text")
-    _check_signature(cls, plugin.params, [key for key in schema if key not in plugin.params], context, where,
+    _check_signature(cls, [key for key in schema if key not in plugin.params], context, where,
                      takes_params=getattr(cls, "Params", None) is not None)
     if not build_it:
         return None
@@ -66,8 +68,7 @@ def check_plugin(cls: type, params: dict[str, Any] | None = None, *, registered_
         built = build(plugin, checked, **context)
         _check_kept(cls, built, {key: value for key, value in checked.items() if key in plugin.params}, where)
         if hasattr(built, "state_dict"):
-            again = build(plugin, check(dict(params or {}), schema, where), **context)
-            again.load_state_dict(built.state_dict())
+            _check_state(plugin, built, build(plugin, check(dict(params or {}), schema, where), **context), where)
     except ContractError:
         raise
     except Exception as err:  # built from its schema, or its state handed over: the contract's last two checks
@@ -75,19 +76,11 @@ def check_plugin(cls: type, params: dict[str, Any] | None = None, *, registered_
     return built
 
 
-def _check_signature(cls: type, own: dict[str, Any], added: list[str], context: dict[str, Any], where: str,
-                     takes_params: bool) -> None:
-    """The constructor takes the plug-in's ``Params`` first (where it declares one) and none of its ``own``
-    parameters again, the parameters its kind ``added`` (and the context) as keywords, and requires nothing else."""
+def _check_signature(cls: type, added: list[str], context: dict[str, Any], where: str, takes_params: bool) -> None:
+    """The constructor takes the parameters its kind ``added`` (and the context) as keywords, and requires nothing
+    else (that it takes its ``Params`` first and none of its settings again is checked where it is registered,
+    :func:`cselab.registry.register`)."""
     parameters = list(inspect.signature(cls).parameters.values())  # the constructor's, without self
-    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD,
-                  inspect.Parameter.VAR_POSITIONAL)
-    if takes_params and (not parameters or parameters[0].kind not in positional):
-        raise ContractError(f"{where}: its constructor does not take its Params first (cls(params, ...))")
-    restated = sorted(p.name for p in parameters if p.name in own)
-    if restated:
-        raise ContractError(f"{where}: its constructor takes {', '.join(restated)}, a parameter of its Params, "
-                            "again; read it from self.params")
     rest = parameters[1:] if takes_params and parameters[0].kind != parameters[0].VAR_POSITIONAL else parameters
     taken = {p.name for p in rest if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
     if not any(p.kind == p.VAR_KEYWORD for p in rest):
@@ -108,3 +101,40 @@ def _check_kept(cls: type, built: Any, own: dict[str, Any], where: str) -> None:
     if declared is not None and getattr(built, "params", None) != declared(**own):
         raise ContractError(f"{where}: self.params is not the Params it was built with "
                             f"({shown(getattr(built, 'params', None), 80)}); hand it to the base class's constructor")
+
+
+def _check_state(plugin: Plugin, built: Any, again: Any, where: str) -> None:
+    """``built``'s state, made to differ from a fresh one's (its tensors drawn anew, a source of negatives given a few
+    batches to remember), handed to ``again``, a second instance, gives back the same state (extra state included)."""
+    with torch.no_grad():
+        for value in built.state_dict().values():
+            if isinstance(value, torch.Tensor) and value.is_floating_point():
+                value.copy_(torch.randn_like(value))
+            elif isinstance(value, torch.Tensor) and value.dtype != torch.bool:
+                value.add_(1)
+        if plugin.kind == "negatives":
+            for _ in range(3):
+                built.remember(torch.randn(4, 8))
+    saved = built.state_dict()
+    again.load_state_dict(saved)
+    lost = _differences(saved, again.state_dict())
+    if lost:
+        raise ContractError(f"{where}: its state does not come back when handed to a second instance ({lost[0]}); "
+                            "a resumed run would not continue this one (check get_extra_state/set_extra_state)")
+
+
+def _differences(saved: Any, restored: Any, key: str = "state") -> list[str]:
+    """Where ``restored`` differs from ``saved`` (mappings, sequences, tensors and plain values compared alike)."""
+    if isinstance(saved, torch.Tensor) or isinstance(restored, torch.Tensor):
+        same = isinstance(saved, torch.Tensor) and isinstance(restored, torch.Tensor) and \
+            saved.shape == restored.shape and bool(torch.equal(saved.cpu(), restored.cpu()))
+        return [] if same else [f"{key} differs"]
+    if isinstance(saved, dict) and isinstance(restored, dict):
+        if saved.keys() != restored.keys():
+            return [f"{key} has keys {sorted(map(str, restored))}, not {sorted(map(str, saved))}"]
+        return [found for name in saved for found in _differences(saved[name], restored[name], f"{key}.{name}")]
+    if isinstance(saved, (list, tuple)) and isinstance(restored, (list, tuple)):
+        if len(saved) != len(restored):
+            return [f"{key} has {len(restored)} items, not {len(saved)}"]
+        return [found for i, (a, b) in enumerate(zip(saved, restored)) for found in _differences(a, b, f"{key}[{i}]")]
+    return [] if saved == restored else [f"{key} is {shown(restored, 60)}, not {shown(saved, 60)}"]

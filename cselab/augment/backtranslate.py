@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from abc import ABC, abstractmethod
 
+from cselab import boundary
 from cselab.augment.names import APERTIUM_PIVOTS, MER_BAND, WMT19_PIVOTS
 from cselab.errors import ConfigError, ExternalToolError, did_you_mean
 from cselab.mer import mer
@@ -120,7 +121,7 @@ class Translator(ABC):
         """Candidate paraphrases of each text, source -> pivot -> source."""
 
 
-contract("backtranslation", Translator)
+contract("backtranslation", Translator, {"round_trip": boundary.candidates})
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from cselab import __version__
+from cselab.boundary import note
 from cselab.atomic import write_json_atomic
 from cselab.augment.backtranslate import (backend_package, backend_pivots, check_backend, is_paper_backtranslation,
                                          make_translator, resolve_backend, select_paraphrase)
@@ -242,7 +243,12 @@ def _build_chunks(corpus, folder: Path, config: AugmentConfig, chunks: int, num_
             deque(islice(source, start - position), maxlen=0)  # lines of chunks done already or not ours
             lines = list(islice(source, config.chunk_size))
             position, done = start + len(lines), done + len(lines)
-            _write_chunk(folder, index, augmenter.rows(lines), [line for line in lines if line.text is None])
+            try:
+                rows = augmenter.rows(lines)
+            except Exception as err:  # a backend's failure says which lines (cselab.boundary)
+                note(err, during=f"chunk {index}, lines {start + 1} to {start + len(lines)} of {corpus}")
+                raise
+            _write_chunk(folder, index, rows, [line for line in lines if line.text is None])
             bar.update(1)
             bar.set_postfix(lines=done, lines_per_s=f"{done / max(time.perf_counter() - clock, 1e-9):.0f}")
 

@@ -19,16 +19,20 @@ import sys
 import threading
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from cselab import __version__
 from cselab.atomic import disk_full
+from cselab.boundary import failure_of
 from cselab.cli import augment, data, probe, sweep, train
+from cselab.cli.options import Parser
 from cselab.errors import CselabError, did_you_mean
+from cselab.files import printable
 from cselab.provenance import record_command
 
 
 def _top(prog: str, description: str) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser = Parser(prog=prog, description=description)  # every value given checked (Parser's rule)
     parser.add_argument("--version", action="version", version=f"cselab {__version__}")
     parser.add_argument("--debug", action="store_true", help="show the traceback of every error, a user's mistakes "
                                                              "included")
@@ -129,7 +133,7 @@ def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespac
         where = getattr(args, "parser_", parser)
         options = [option for action in where._actions for option in action.option_strings]
         hint = did_you_mean(extras[0].split("=")[0], options, 1) if extras[0].startswith("-") else ""
-        where.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
+        where.error(f"unrecognized arguments: {printable(' '.join(extras))}{hint}")
     return args
 
 
@@ -137,6 +141,7 @@ def main(argv: list[str] | None = None, parser: Callable[[], argparse.ArgumentPa
          command: list[str] | None = None) -> int:
     """``cselab ...``; ``parser``: what builds another command's parser (``probe``'s), ``command``: the cselab
     command line it is."""
+    stdout, sys.stdout = sys.stdout, Printable(sys.stdout)  # type: ignore[assignment]  # writes as a TextIO does
     try:
         try:
             code = _main(argv, parser, command)
@@ -144,7 +149,30 @@ def main(argv: list[str] | None = None, parser: Callable[[], argparse.ArgumentPa
             sys.stdout.flush()
     except BrokenPipeError:
         return _closed_pipe()
+    finally:
+        sys.stdout = stdout
     return code
+
+
+class Printable:
+    """A command's standard output: what it writes goes through :func:`cselab.files.printable` (lines and tabs kept),
+    so that a control character in a user's text (a label, a path, a model's name) shows as ``\\x1b`` instead of
+    acting on the terminal; everything else is the stream's."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream = stream
+
+    def write(self, text: str) -> int:
+        return self.stream.write(printable(text, keep="\n\t"))
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.stream, name)
+
+
+def _error(message: object) -> None:
+    """One line on standard error: ``error: MESSAGE``, its control characters written visibly (a multi-line message
+    keeps its lines)."""
+    print(f"error: {printable(str(message), keep=chr(10))}", file=sys.stderr)
 
 
 def _main(argv: list[str] | None, parser: Callable[[], argparse.ArgumentParser] | None,
@@ -153,7 +181,7 @@ def _main(argv: list[str] | None, parser: Callable[[], argparse.ArgumentParser] 
     try:  # the probe commands' options come from the suites found: a broken package of them is one line
         built = parser() if parser is not None else build_parser(suites="probe" in argv)
     except CselabError as err:
-        print(f"error: {err}", file=sys.stderr)
+        _error(err)
         return 2
     args = parse(built, argv)
     record_command(command or ["cselab", *argv])
@@ -161,28 +189,43 @@ def _main(argv: list[str] | None, parser: Callable[[], argparse.ArgumentParser] 
         else None
     try:
         args.handler(args)
-    except CselabError as err:
-        if args.debug:
-            err.__suppress_context__ = False  # the traceback of what caused it too (a user's factory or plug-in)
-            raise
-        print(f"error: {err}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         if args.debug:
             raise
-        print(f"interrupted: {getattr(args, 'interrupted', lambda _: 'nothing was left half-written')(args)}",
-              file=sys.stderr)
+        print(f"interrupted: {printable(_kept(args))}", file=sys.stderr)
         return 130
-    except OSError as err:
-        full = disk_full(err, err.filename or ".")
-        if not (full or err.errno in REFUSED) or args.debug:
+    except Exception as err:
+        said = None if args.debug else _one_line(err, args)
+        if said is None:
+            if isinstance(err, CselabError):  # --debug: the traceback of what caused it too (a user's factory)
+                err.__suppress_context__ = False
             raise
-        print(f"error: {_no_space(err) if full else _refused(err)}", file=sys.stderr)
+        _error(said)
         return 2
     finally:
         if terminate is not None:
             signal.signal(signal.SIGTERM, terminate)
     return 0
+
+
+def _one_line(err: Exception, args: argparse.Namespace) -> str | None:
+    """What an error says in one line: a plug-in's failure (what it raised, during what, what was kept), a user's
+    mistake, a full disk or a refused file; None for anything else (a bug: its traceback)."""
+    failure = failure_of(err)
+    if failure is not None:
+        return failure.line(kept=_kept(args))
+    if isinstance(err, CselabError):
+        return str(err)
+    if isinstance(err, OSError):
+        full = disk_full(err, err.filename or ".")
+        if full or err.errno in REFUSED:
+            return _no_space(err) if full else _refused(err)
+    return None
+
+
+def _kept(args: argparse.Namespace) -> str:
+    """What a command that stopped part way kept, and how to go on (its ``interrupted`` default)."""
+    return getattr(args, "interrupted", lambda _: "nothing was left half-written")(args)
 
 
 def probe_main(argv: list[str] | None = None) -> int:

@@ -9,6 +9,23 @@ from typing import Any
 from cselab.registry import MAX_SEED, Param
 
 
+class Parser(argparse.ArgumentParser):
+    """The parser of every cselab command (``add_parser`` makes each subcommand's of the same class). One rule for
+    every value given on a command line, whatever its option or positional: an empty or blank string is refused, one
+    line naming the option (exit 2). An empty path was read as the default or the working folder (``--out ''`` from
+    an unset shell variable replaced a results.json) and an empty name as none; no option takes an empty value to
+    mean something (leave the option out for its default). A default is not a value given: it is not checked."""
+
+    def _get_values(self, action: argparse.Action, arg_strings: list[str]) -> Any:
+        if action.nargs != argparse.PARSER:  # a subcommand's name is checked by its choices, its arguments here
+            blank = next((text for text in arg_strings if not text.strip()), None)
+            if blank is not None:
+                raise argparse.ArgumentError(action, f"{blank!r} is no value (empty or blank: an unset shell "
+                                                     "variable?); give one" + (", or leave the option out" if
+                                                                               action.option_strings else ""))
+        return super()._get_values(action, arg_strings)
+
+
 def whole_number(minimum: int, maximum: int | None = None):
     """An argparse type: a whole number >= ``minimum`` (and <= ``maximum``)."""
     def parse(text: str) -> int:

@@ -206,12 +206,12 @@ def run_command(args: argparse.Namespace) -> None:
         print(f"\nwrote {', '.join(str(p) for p in written)}")
         return
     payload = run_probes(encoder, args.suite, options)
+    written = write_outputs(payload, args.out)  # the scores first: a presenter that fails costs the report alone
     print(to_markdown(suite_sections(payload)))
     if encoder.cache is not None:
         kept = encoder.cache.summary()
         print(f"\nembedding cache: {kept['served']} sentence(s) served, {kept['encoded']} encoded"
               + (f", none kept: {kept['failed']}" if kept["failed"] else f" and kept ({kept['folder']})"))
-    written = write_outputs(payload, args.out)
     print(f"\nwrote {', '.join(str(p) for p in written)} ({payload['wall_time_s']} s)")
 
 

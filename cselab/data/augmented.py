@@ -88,9 +88,10 @@ def verified_manifest(folder: str | os.PathLike) -> dict[str, Any]:
 
 def load_cache(folder: str | os.PathLike):
     """The cached rows as a ``datasets.Dataset``, in id order, every file checked first."""
-    from datasets import load_dataset
+    from datasets import Dataset
 
     folder = Path(folder)
     verified_manifest(folder)
     files = sorted(str(p) for p in folder.glob("chunk-*.parquet"))
-    return load_dataset("parquet", data_files=files, split="train")
+    # not load_dataset("parquet", ...): that counts the load with a request to the hub's servers, local files or not
+    return Dataset.from_parquet(files, split="train")

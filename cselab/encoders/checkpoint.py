@@ -34,8 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 from cselab.atomic import write_json_atomic
 from cselab.encoders.encoding import ENCODING_FIELDS, Encoding
-from cselab.encoders.heads import save_head
-from cselab.encoders.pretrained import combined_sha256, mark_bidirectional, weight_files
+from cselab.encoders.heads import HEAD_FILE, save_head
+from cselab.encoders.pretrained import BIDIRECTIONAL_TYPE, combined_sha256, mark_bidirectional, weight_files
+from cselab.encoders.specs import hub_name
 from cselab.errors import ConfigError, ModelError
 from cselab.files import read_json, shown
 from cselab.registry import check, schema_of, setting
@@ -127,6 +128,34 @@ def read_checkpoint_info(path: str | os.PathLike[str]) -> CheckpointInfo:
         return CheckpointInfo(**check(payload, schema_of(CheckpointInfo), ""))
     except ConfigError as err:
         raise ModelError(f"{path}: {err}") from None
+
+
+ADAPTER_CONFIG = "adapter/adapter_config.json"  # the adapter alone, as peft writes it (a LoRA run's checkpoint)
+
+
+def check_agreement(info: CheckpointInfo, path: Path, find: Callable[[str], Path | None]) -> None:
+    """Refuse, in one line naming both files, a checkpoint whose files disagree with its ``cselab.json`` (at
+    ``path``; ``find(name)`` gives another file of the folder, None where it has none): bidirectional attention
+    against config.json's model type (transformers' own classes would attend causally, or cselab bidirectionally,
+    where the other file says otherwise), a ``head.safetensors`` that cselab.json names no head for (weights that
+    would go unused), an adapter trained on another base than the one cselab.json names."""
+    config = find("config.json")
+    model_type = read_json(config, ModelError).get("model_type") if config is not None else None
+    if config is not None and info.bidirectional != (model_type == BIDIRECTIONAL_TYPE):
+        said = ("its model type is not cselab's bidirectional one, so transformers would load it causally" if
+                info.bidirectional else f"its model type is {BIDIRECTIONAL_TYPE} (a model that attends both ways)")
+        raise ModelError(f"{path} and {config} disagree: {path.name} says bidirectional: "
+                         f"{str(info.bidirectional).lower()}, {config.name} that {said}; a checkpoint is written "
+                         "whole by cselab: write it again rather than edit one file")
+    head = find(HEAD_FILE)
+    if head is not None and info.head is None:
+        raise ModelError(f"{path} and {head} disagree: {head.name} holds a head's weights, {path.name} names no head "
+                         "(head: null), so they would go unused; remove the file or name the head it holds")
+    adapter = find(ADAPTER_CONFIG)
+    base = read_json(adapter, ModelError).get("base_model_name_or_path") if adapter is not None else None
+    if base and info.base_model and hub_name(str(base)) not in (info.base_model, hub_name(info.base_model)):
+        raise ModelError(f"{path} and {adapter} disagree: {path.name}'s base model is {info.base_model!r}, the "
+                         f"adapter's {base!r}; peft would put the adapter on another base than cselab trained it on")
 
 
 def write_model_files(folder: str | os.PathLike[str], view: TransformerEncoder, info: CheckpointInfo,

@@ -28,7 +28,7 @@ from cselab.data import load_corpus, read_corpus
 from cselab.encoders.base import Encoder
 from cselab.encoders.cache import EmbeddingCache, cache_key
 from cselab.encoders.model_files import SETTING_SUFFIXES, WEIGHT_SUFFIXES, ModelFiles
-from cselab.encoders.checkpoint import CHECKPOINT_FILE, native_settings, read_checkpoint_info
+from cselab.encoders.checkpoint import CHECKPOINT_FILE, check_agreement, native_settings, read_checkpoint_info
 from cselab.encoders.encoding import DEFAULT_POOLER, Encoding
 from cselab.encoders.factory import FactoryEncoder, is_factory_spec
 from cselab.encoders.heads import HEAD_FILE, load_head
@@ -184,7 +184,9 @@ def folder_settings(path: str) -> dict[str, Any] | None:
     sentence-transformers stack that library runs (no weights are read)."""
     checkpoint = _model_file(path, CHECKPOINT_FILE)
     if checkpoint is not None:
-        return asdict(read_checkpoint_info(checkpoint).encoding)
+        info = read_checkpoint_info(checkpoint)
+        check_agreement(info, checkpoint, lambda name: _model_file(path, name))
+        return asdict(info.encoding)
     if _model_file(path, "modules.json") is None:
         return {"pooler": DEFAULT_POOLER}
     try:

@@ -27,6 +27,7 @@ from typing import Any, ClassVar
 import torch
 
 from cselab.errors import ConfigError
+from cselab import boundary
 from cselab.registry import contract, get, register
 
 #: A transformers model's output (``BaseModelOutput`` and its kin, with ``pooler_output`` where the model has a pooler
@@ -56,7 +57,7 @@ class LayerPooler:
         raise NotImplementedError
 
 
-contract("layer_pooler", LayerPooler)
+contract("layer_pooler", LayerPooler, {"__call__": boundary.tensor(rows_of=1)})  # a vector per row
 
 
 @register("layer_pooler", "first")
@@ -141,7 +142,7 @@ class Pooler:
         raise NotImplementedError
 
 
-contract("pooler", Pooler)
+contract("pooler", Pooler, {"__call__": boundary.tensor(rows_of=1)})
 
 
 @register("pooler", "cls")

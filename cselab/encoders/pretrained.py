@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from cselab.checksum import sha256
 from cselab.errors import ConfigError, ModelError
-from cselab.files import clipped
+from cselab.files import clipped, shown
 
 if TYPE_CHECKING:
     from torch.nn import Embedding
@@ -141,8 +141,7 @@ def load_model(path: str, needs_pooler: bool = False, config: dict[str, Any] | N
     if unknown:
         raise ConfigError(f"encoder.model_config.{unknown[0]}: {path}'s config ({type(fields).__name__}) has no "
                           "such field")
-    for key, value in (config or {}).items():
-        setattr(fields, key, value)
+    set_fields(fields, config or {}, path)
     verbosity = transformers_logging.get_verbosity()
     # a head's weights beside the base are expected; missing ones below
     transformers_logging.set_verbosity(transformers_logging.ERROR)
@@ -158,6 +157,23 @@ def load_model(path: str, needs_pooler: bool = False, config: dict[str, Any] | N
         raise ModelError(f"{path}: the weights do not cover the model its config.json describes: {len(missing)} "
                          f"tensor(s) would start at random, e.g. {sorted(missing)[0]}")
     return model
+
+
+def set_fields(config: PretrainedConfig, values: dict[str, Any], path: str) -> None:
+    """``values`` set on ``config`` (``encoder.model_config``'s); a value of the wrong type for its field, which
+    transformers' config (a strict dataclass) refuses, is one line naming the key, the value and the field's type,
+    before any weight loads."""
+    from huggingface_hub.errors import StrictDataclassError
+
+    for key, value in values.items():
+        try:
+            setattr(config, key, value)
+        except StrictDataclassError:
+            field = getattr(type(config), "__dataclass_fields__", {}).get(key)
+            kind = getattr(field, "type", None)
+            expected = f"; expected {getattr(kind, '__name__', None) or kind}" if kind is not None else ""
+            raise ConfigError(f"encoder.model_config.{key}: {shown(value)} is not valid for {path}'s config "
+                              f"({type(config).__name__}){expected}") from None
 
 
 def load_pretrained(path: str, pooler: str | None = None, config: dict[str, Any] | None = None,

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from cselab.encoders.base import Encoder
+from cselab import boundary
 from cselab.registry import contract
 
 
@@ -52,4 +53,4 @@ class DevScorer(Scorer):
         refused."""
 
 
-contract("dev_scorer", DevScorer)
+contract("dev_scorer", DevScorer, {"run": boundary.instance(Result, what="a cselab.evaluation.scoring.Result")})

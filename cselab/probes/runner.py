@@ -14,15 +14,16 @@ from typing import Any
 import numpy as np
 
 from cselab import __version__
+from cselab.boundary import failure_of, note
 from cselab.atomic import write_bytes_atomic, write_json_atomic, write_text_atomic
 from cselab.checksum import sha256
 from cselab.data import DataNotFoundError, data_root
 from cselab.encoders import Encoder
 from cselab.errors import ConfigError, DataError
 from cselab.evaluation.scoring import Result
-from cselab.files import check_folder, read_json, remove_path
+from cselab.files import check_folder, clipped, read_json, remove_path
 from cselab.progress import Progress, current
-from cselab.document import to_html, to_markdown
+from cselab.document import Paragraph, to_html, to_markdown
 from cselab.probes.report import report_blocks
 from cselab.probes.results import checksums, data_key
 from cselab.probes.suite import ProbeOptions, Suite, presenters, suite_parts, suite_sections, suites
@@ -171,30 +172,44 @@ def write_outputs(payload: dict[str, Any], out: str | os.PathLike) -> list[Path]
 
 def _write_set(payload: dict[str, Any], out: Path) -> list[Path]:
     """:func:`write_outputs` at ``out``; a set that fails before its journal is written is removed (the previous
-    one stays)."""
+    one stays). A report that cannot be made (a suite's presenter that fails) costs the report alone: the results
+    JSON and its items are written, the report says why it is missing, and the error is raised once they are in
+    place, saying so."""
     finish_outputs(out)
     stage, journal = _staging(out)
     stage.mkdir(parents=True)
     try:
-        names = _stage_set(payload, out, stage)
+        names, failed = _stage_set(payload, out, stage)
         write_json_atomic(journal, names)
     except Exception:
         if not journal.exists():
             remove_path(stage)
         raise
     finish_outputs(out)
+    if failed is not None:
+        note(failed, during="the report", kept=f"the results JSON {out} (and its items) was written; its report "
+             f"({out.with_suffix('.md').name}, {out.with_suffix('.html').name}) says only that it could not be made")
+        raise failed
     return [out.parent / name for name in (names[-1], *names[:-1])]
 
 
-def _stage_set(payload: dict[str, Any], out: Path, stage: Path) -> list[str]:
-    """Every file of the set written into ``stage``; their names, the results JSON last."""
+def _stage_set(payload: dict[str, Any], out: Path, stage: Path) -> tuple[list[str], Exception | None]:
+    """Every file of the set written into ``stage``; their names, the results JSON last, and the error that kept the
+    report from being made, if one did (its files then say so)."""
     arrays = payload.pop("items", None) or {}
     if arrays:
         items = write_items(stage / f"{out.stem}.items.npz", arrays)
         payload["items"] = {"file": items.name, "sha256": sha256(items), "arrays": sorted(arrays)}
     staged = write_json_atomic(stage / out.name, payload)
-    plots = write_plots(payload, staged)
-    blocks = report_blocks(payload, suite_sections(payload), plots)
+    try:
+        plots, failed = write_plots(payload, staged), None
+        blocks = report_blocks(payload, suite_sections(payload), plots)
+    except Exception as err:  # the scores are kept whatever a presenter does
+        failure = failure_of(err)
+        why = failure.line() if failure is not None else f"{type(err).__name__}: {clipped(err, 200)}"
+        plots, failed = {}, err
+        blocks = report_blocks(payload, [Paragraph(f"The report could not be made: {why}. The results JSON "
+                                                   f"{out.name} holds the scores.")])
     return [*(p.name for p in plots), *([f"{out.stem}.items.npz"] if arrays else []),
             write_text_atomic(staged.with_suffix(".md"), to_markdown(blocks) + "\n").name,
-            write_text_atomic(staged.with_suffix(".html"), to_html(blocks, stage)).name, out.name]
+            write_text_atomic(staged.with_suffix(".html"), to_html(blocks, stage)).name, out.name], failed

@@ -19,12 +19,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from cselab import boundary
 from cselab.document import Block, Heading, Table, check_blocks, number
 from cselab.encoders.base import Encoder
 from cselab.errors import ConfigError, did_you_mean
 from cselab.evaluation.scoring import Result, Scorer
 from cselab.probes.significance import Stratum
-from cselab.registry import (MAX_SEED, REQUIRED, Checked, Param, contract, get, names, register, schema_of,
+from cselab.registry import (MAX_SEED, REQUIRED, Checked, Param, contract, described, get, names, register, schema_of,
                              setting)
 
 
@@ -170,6 +171,27 @@ class Presenter:
 PRESENTING = frozenset(name for name in vars(Presenter) if not name.startswith("_"))  # what readers call
 
 
+def _blocks(presenter: Any, result: Any, args: tuple, kwargs: dict) -> str | None:
+    try:
+        check_blocks(result, "")
+    except TypeError:
+        return "a list of cselab.document blocks (Heading, Paragraph, Table, Figure)"
+    return None
+
+
+def _notes(presenter: Any, result: Any, args: tuple, kwargs: dict) -> str | None:
+    return None if isinstance(result, list) and all(isinstance(n, str) for n in result) else "a list of strings"
+
+
+_MAPPING = boundary.instance(dict, what="a dict")
+#: What each of a presenter's methods returns, checked where it returns it (cselab.boundary).
+PRESENTER_WORK: dict[str, boundary.Check | None] = {
+    "sections": _blocks, "compare_sections": _blocks, "compare_notes": _notes, "main_scores": _MAPPING,
+    "sweep_columns": _MAPPING, "scores": _MAPPING, "settings": _MAPPING, "item_inputs": _MAPPING, "plots": _MAPPING,
+    "paired": boundary.instance(PairedFigures, type(None), what="a PairedFigures or None")}
+assert set(PRESENTER_WORK) == PRESENTING
+
+
 class Suite(Scorer):
     """A suite of ``probe run``: what it is (its declarations, read by every reader of its results) and how it scores
     an encoder (:meth:`run`); what reads its results is its :attr:`presenter`.
@@ -211,13 +233,14 @@ class Suite(Scorer):
         if misplaced:
             raise TypeError(f"{cls.__qualname__}.{misplaced[0]}: a presenter's method, never called on a suite; "
                             "define it on a Presenter subclass, the suite's presenter")
+        boundary.guard(cls.presenter, PRESENTER_WORK, lambda presenter: described(presenter.suite))
 
     @abstractmethod
     def run(self, encoder: Encoder) -> Result:
         """Score ``encoder``."""
 
 
-contract("suite", Suite)
+contract("suite", Suite, {"run": boundary.instance(Result, what="a cselab.evaluation.scoring.Result")})
 
 
 def register_suite(cls: type[Suite]) -> type[Suite]:

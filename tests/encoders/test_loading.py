@@ -119,3 +119,34 @@ def test_lexical_specs(tmp_path):
     assert isinstance(load_encoder("bow"), LexicalEncoder)
     enc = load_encoder(f"tfidf:{corpus}")
     assert enc.describe()["idf_documents"] == 3
+
+
+@pytest.mark.parametrize("value", ["high", True, None, [0.1]])
+def test_a_model_config_value_of_the_wrong_type_is_one_line_naming_the_key(value):
+    """Regressed (issue 67, item 8): transformers' strict config refused it with a StrictDataclassFieldValidationError
+    traceback; it is one line naming the key, the value and the field's type, before any weight loads."""
+    from cselab.encoders.loading import resolve_backbone
+    from cselab.encoders.pretrained import load_model
+    from cselab.errors import ConfigError
+
+    with pytest.raises(ConfigError) as refused:
+        load_model(resolve_backbone("minilm"), config={"hidden_dropout_prob": value})
+    said = str(refused.value)
+    assert said.startswith(f"encoder.model_config.hidden_dropout_prob: {value!r} is not valid for ")
+    assert said.endswith("'s config (BertConfig); expected float | int") and "\n" not in said
+    assert refused.value.__suppress_context__
+
+
+@pytest.mark.slow
+def test_a_model_config_value_of_the_wrong_type_through_the_cli(tiny_cache, data_dir, tmp_path, capsys):
+    from cselab.cli import main
+    from tests.runs import train_args
+
+    argv = train_args("minilm", tiny_cache, data_dir, tmp_path / "run", "--profile", "minilm", "--set",
+                      "encoder.model_config.hidden_dropout_prob=high")
+    assert main(argv) == 2
+    err = capsys.readouterr().err  # after the data's progress lines
+    said = [line for line in err.splitlines() if "error" in line.lower() or "Traceback" in line]
+    assert len(said) == 1 and said[0].startswith("error: encoder.model_config.hidden_dropout_prob: 'high' is not "
+                                                 "valid for "), err
+    assert not (tmp_path / "run" / "best").exists()

@@ -89,7 +89,7 @@ def test_a_package_adds_a_suite_with_an_entry_point(tmp_path, monkeypatch, own_r
     (tmp_path / "acme_probes.py").unlink()
     monkeypatch.delitem(sys.modules, "acme_probes")
     own_registry._DISCOVERED.pop("cselab.suites")
-    with pytest.raises(ConfigError, match=r"entry point acme_probes of acme-probes \(group cselab.suites\): "
+    with pytest.raises(ConfigError, match=r"entry point acme_probes of acme-probes==0.1 \(group cselab.suites\): "
                                           "importing 'acme_probes' failed"):
         suites()
 
@@ -180,7 +180,7 @@ def test_a_broken_package_of_suites_stops_the_probe_commands_alone(tmp_path, mon
     installed(tmp_path, monkeypatch, "acme-broken", "cselab.suites", "acme_broken")
     own_registry._DISCOVERED.pop("cselab.suites")
     monkeypatch.delitem(sys.modules, "acme_broken", raising=False)
-    why = ("error: entry point acme_broken of acme-broken (group cselab.suites): importing 'acme_broken' failed: "
+    why = ("error: entry point acme_broken of acme-broken==0.1 (group cselab.suites): importing 'acme_broken' failed: "
            "RuntimeError: half an edit")
     assert main(["probe", "run", "--model", "bow"]) == 2 and capsys.readouterr().err.strip() == why
     assert probe_main(["compare", "a.json"]) == 2 and capsys.readouterr().err.strip() == why

@@ -20,6 +20,7 @@ from typing import Any, ClassVar
 import torch
 from torch import nn
 
+from cselab import boundary
 from cselab.registry import Param, contract
 from cselab.registry import Params as PluginParams
 
@@ -274,13 +275,17 @@ class Adapter(Parametrized):
         raise NotImplementedError
 
 
-contract("loss", Loss)
-contract("negatives", NegativeSource)
-contract("logit_transform", LogitTransform)
-contract("input_augment", Augment)
-contract("output_augment", Augment)
-contract("token_augment", TokenAugment)
-contract("weight_hook", WeightHook)
-contract("head", Head)
-contract("adapter", Adapter)
-contract("text", TextTransform)
+# Each kind's work methods and what each returns, checked where a plug-in returns it (cselab.boundary).
+contract("loss", Loss, {"forward": boundary.loss_value})
+contract("negatives", NegativeSource, {"generate": boundary.tensor(optional=True), "remember": None})
+contract("logit_transform", LogitTransform, {"forward": boundary.tensor(shape_of=0)})
+contract("input_augment", Augment, {"forward": boundary.tensor(shape_of=0)})
+contract("output_augment", Augment, {"forward": boundary.tensor(shape_of=0)})
+contract("token_augment", TokenAugment, {"forward": boundary.id_pair})
+contract("weight_hook", WeightHook, {"forward": boundary.nothing})
+contract("head", Head, {"forward": boundary.tensor(rows_of=0)})
+contract("adapter", Adapter, {"wrap": boundary.instance(nn.Module, what="a torch module (the wrapped backbone)"),
+                              "merged": boundary.instance(nn.Module, what="a torch module (the merged backbone)"),
+                              "load_options": boundary.instance(dict, what="a dict of from_pretrained keywords"),
+                              "save": None})
+contract("text", TextTransform, {"__call__": boundary.text})

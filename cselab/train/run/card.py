@@ -18,6 +18,8 @@ import yaml
 
 from cselab.encoders.checkpoint import CheckpointInfo, needs_module
 from cselab.encoders.specs import recorded_hub_name
+from cselab.errors import CselabError, ModelError
+from cselab.files import read_json
 from cselab.registry import plain
 from cselab.train import protocols
 from cselab.train.config.method import MethodConfig
@@ -130,14 +132,32 @@ def _use(info: CheckpointInfo, method: MethodConfig) -> list[str]:
 @functools.cache
 def _lm_heads(base_model: str) -> tuple[str, ...]:
     """The language-model head classes among ``base_model``'s architectures (none where its config is not at hand):
-    read once a run, not at each best checkpoint's card."""
-    from transformers import PretrainedConfig
+    read once a run, not at each best checkpoint's card, from the folder or the local hub cache only. A card never
+    asks the hub: the base's recorded name may be one the model was never fetched by (the packaged MiniLM's), and any
+    call of the hub's client, ``local_files_only`` or not, first fetches its agent registry from huggingface.co."""
+    config = _local_config(base_model)
+    if config is None:
+        return ()
+    return tuple(name for name in config.get("architectures") or [] if isinstance(name, str)
+                 and name.endswith(("ForCausalLM", "ForMaskedLM")))
+
+
+def _local_config(base_model: str) -> dict[str, Any] | None:
+    """``config.json`` of a model folder, or of a hub name from the local cache (no request made); None where
+    there is none, or it is no JSON mapping."""
+    from huggingface_hub import try_to_load_from_cache
 
     try:
-        config, _ = PretrainedConfig.get_config_dict(base_model)
-    except (OSError, ValueError):  # a hub name not in the local cache, offline
-        return ()
-    return tuple(name for name in config.get("architectures") or [] if name.endswith(("ForCausalLM", "ForMaskedLM")))
+        found = Path(base_model) / "config.json" if Path(base_model).is_dir() else \
+            try_to_load_from_cache(base_model, "config.json")
+    except ValueError:  # not a valid repository id
+        return None
+    if not isinstance(found, (str, Path)) or not Path(found).is_file():
+        return None
+    try:
+        return read_json(found, ModelError)
+    except CselabError:
+        return None
 
 
 def _without_lm_head(info: CheckpointInfo) -> str | None:

@@ -33,6 +33,7 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import broadcast_object_list, set_seed
 
+from cselab.boundary import calling, note
 from cselab.encoders.checkpoint import CheckpointInfo
 from cselab.encoders.specs import hub_name
 from cselab.encoders.transformer import TransformerEncoder
@@ -91,6 +92,7 @@ class Trainer:
         self.best, self.improved, self.dev_key = -math.inf, False, log_key(self.cfg.dev)
         self.dev: float | None = None
         self.shown: dict[str, str] = {}  # the progress bar's figures (the latest loss and dev score)
+        self.doing: str | None = "the resume"  # what the run is doing besides a step (None: the next step)
 
     def resume(self) -> None:
         """Continue from the verified ``OUT/last``, if any; ``restart_from="best"``: from ``OUT/best``'s weights."""
@@ -128,7 +130,8 @@ class Trainer:
         state, stopped_by = self.state(losses), None
         for callback in self.callbacks:
             stopping = control.should_stop
-            getattr(callback, hook)(state, control)
+            with calling(callback, hook, "callback"):
+                getattr(callback, hook)(state, control)
             if control.should_stop and not stopping:
                 stopped_by = type(callback).__name__
         if self.own_callbacks and self.accelerator.num_processes > 1:  # the main process's decisions hold
@@ -140,7 +143,8 @@ class Trainer:
         """Carry out what the callbacks decided after the step just taken; returns the class name of the callback
         that ended the run, if one did (the run then ends evaluated and saved at this step). Before anything is
         logged, evaluated or saved, the steps so far are checked for a loss that was not finite."""
-        control = TrainerControl()
+        self.doing, control = f"what followed step {self.loop.step} (callbacks, logging, evaluation, saving)", \
+            TrainerControl()
         stopped_by = self._call("on_step", losses, control)
         if control.should_log or control.should_evaluate or control.should_save or control.should_stop:
             self.loop.check()
@@ -155,6 +159,7 @@ class Trainer:
             stopped_by = stopped_by or stopped_at_evaluation
         if stopped_by:
             self.record({"stopped_by": stopped_by, **({"reason": control.reason} if control.reason else {})})
+        self.doing = None
         return stopped_by
 
     def evaluate_and_save(self, losses: Mapping[str, float], control: TrainerControl) -> str | None:
@@ -207,8 +212,10 @@ class Trainer:
             self.resume()
             if self.cfg.eval_at_start and self.loop.step == 0 and self.parts.dev is not None:
                 # SG-BERT's fit() scores the model before the first step: the best to beat, not an early-stop count
+                self.doing = "the evaluation before the first step"
                 self._evaluate({}, None)
                 self.record({self.dev_key: self.best, "best": self.best, "initial": True})
+            self.doing = None
             self.clock = time.perf_counter()
             self.core.train()
             if self.main:
@@ -225,6 +232,9 @@ class Trainer:
         except Diverged as err:
             raise TrainingError(f"{err}; the last good state is {self.out / 'last'} (best checkpoint "
                                 f"{self.out / 'best'}); lower training.lr or check the data") from None
+        except Exception as err:  # a plug-in's failure says when (cselab.boundary; the command line, what was kept)
+            note(err, during=self.doing or f"step {self.loop.step + 1}")
+            raise
         finally:
             self.loop.close()
             if self.options.reporting:
