@@ -14,6 +14,8 @@ exception as one line (``--debug``: its traceback). A value returned that is not
 from __future__ import annotations
 
 import functools
+import inspect
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -72,14 +74,15 @@ def note(err: BaseException, during: str | None = None, kept: str | None = None)
         failure.kept = failure.kept or kept
 
 
-def _tag(err: BaseException, who: str, method: str) -> None:
-    """Tag ``err`` as ``who``'s failure, unless an inner plug-in's tag is there, or it is a user's mistake that a
-    plug-in found (a :class:`~cselab.errors.CselabError`: its own one line already, left as it is)."""
+def _tag(err: BaseException, who: Callable[[], str], method: str) -> None:
+    """Tag ``err`` as the failure of the plug-in ``who()`` names (asked only here), unless an inner plug-in's tag is
+    there, or it is a user's mistake that a plug-in found (a :class:`~cselab.errors.CselabError`: its own one line
+    already, left as it is)."""
     if isinstance(err, CselabError) and not isinstance(err, PluginError):
         return
     if failure_of(err) is None:
         try:
-            setattr(err, _TAG, Failure(who, method, err))
+            setattr(err, _TAG, Failure(who(), method, err))
         except AttributeError:  # an exception type without attributes of its own: raised untagged
             pass
 
@@ -87,26 +90,37 @@ def _tag(err: BaseException, who: str, method: str) -> None:
 def guard(cls: type, work: Mapping[str, Check | None], who: Callable[[Any], str]) -> None:
     """Wrap ``cls``'s ``work`` methods (name -> return check, None for none): an exception is tagged with ``who(self)``
     (:class:`Failure`), a value its check finds wrong is a :class:`~cselab.errors.PluginError`. A method wrapped
-    already (inherited from a guarded class) is left as it is: the plug-in is named from ``self`` either way."""
+    already (inherited from a guarded class) is left as it is: the plug-in is named from ``self`` either way; so is
+    anything but a plain function (a class method, a property)."""
     for name, check in work.items():
-        method = getattr(cls, name, None)
-        if method is None or getattr(method, _GUARDED, False):
+        method = inspect.getattr_static(cls, name, None)
+        if not inspect.isfunction(method) or getattr(method, _GUARDED, False):
             continue
         setattr(cls, name, _guarded(method, name, check, who))
+
+
+_ACTIVE = threading.local()  # the (object, method) calls under way in this thread
 
 
 def _guarded(method: Callable, name: str, check: Check | None, who: Callable[[Any], str]) -> Callable:
     @functools.wraps(method)
     def call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        active = _ACTIVE.__dict__.setdefault("calls", set())
+        inner, key = (id(self), name) in active, (id(self), name)  # a subclass's super() call: checked once, outside
+        active.add(key)
         try:
             result = method(self, *args, **kwargs)
         except Exception as err:
-            _tag(err, who(self), name)
+            _tag(err, lambda: who(self), name)
             raise
-        problem = check(self, result, args, kwargs) if check is not None else None
+        finally:
+            if not inner:
+                active.discard(key)
+        problem = check(self, result, args, kwargs) if check is not None and not inner else None
         if problem is not None:
-            error = PluginError(f"{who(self)}: {name}() returned {_what(result)}; expected {problem}")
-            _tag(error, who(self), name)
+            said = who(self)
+            error = PluginError(f"{said}: {name}() returned {_what(result)}; expected {problem}")
+            _tag(error, lambda: said, name)
             raise error
         return result
     setattr(call, _GUARDED, True)
@@ -120,13 +134,15 @@ def calling(obj: Any, method: str, kind: str) -> Iterator[None]:
     try:
         yield
     except Exception as err:
-        _tag(err, f"{kind} {type(obj).__qualname__} ({package_of(type(obj).__module__)})", method)
+        _tag(err, lambda: f"{kind} {type(obj).__qualname__} ({package_of(type(obj).__module__)})", method)
         raise
 
 
+@functools.cache
 def package_of(module: str) -> str:
     """The installed distribution (``name==version``) that holds ``module``, or where it comes from when none does
-    (a script's module, a checkout not installed)."""
+    (a script's module, a checkout not installed); read once a process per module (a package installed by an entry
+    point while cselab runs is named by :func:`cselab.registry.origin` instead)."""
     top = module.split(".")[0]
     for dist in metadata.packages_distributions().get(top, []):
         try:
@@ -178,7 +194,7 @@ def tensor(shape_of: int | None = None, rows_of: int | None = None, optional: bo
         if _is_tensor(like) and result.shape != like.shape:
             return f"{wanted} of its input's shape {tuple(like.shape)}"
         rows: Any = args[rows_of] if rows_of is not None and len(args) > rows_of else None
-        if _is_tensor(rows) and (result.dim() == 0 or len(result) != len(rows)):
+        if _is_tensor(rows) and rows.dim() > 1 and (result.dim() == 0 or len(result) != len(rows)):
             return f"{wanted} of one row per input row ({len(rows)})"
         return None
     return check
@@ -186,11 +202,13 @@ def tensor(shape_of: int | None = None, rows_of: int | None = None, optional: bo
 
 def id_pair(plugin: Any, result: Any, args: tuple, kwargs: dict) -> str | None:
     """Token ids and an attention mask: two integer tensors of one shape, a row per input row."""
-    wanted = f"(input_ids, attention_mask): two integer tensors of one shape with {len(args[0])} rows"
+    given: Any = args[0] if args else kwargs.get("input_ids")
+    rows = len(given) if _is_tensor(given) else None
+    wanted = f"(input_ids, attention_mask): two integer tensors of one shape with {rows} rows"
     if not (isinstance(result, tuple) and len(result) == 2 and all(_is_tensor(t) for t in result)):
         return wanted
     ids, mask = result
-    if ids.dim() != 2 or ids.shape != mask.shape or len(ids) != len(args[0]) or ids.dtype.is_floating_point:
+    if ids.dim() != 2 or ids.shape != mask.shape or len(ids) != rows or ids.dtype.is_floating_point:
         return wanted
     return None
 

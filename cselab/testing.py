@@ -68,7 +68,8 @@ def check_plugin(cls: type, params: dict[str, Any] | None = None, *, registered_
         built = build(plugin, checked, **context)
         _check_kept(cls, built, {key: value for key, value in checked.items() if key in plugin.params}, where)
         if hasattr(built, "state_dict"):
-            _check_state(plugin, built, build(plugin, check(dict(params or {}), schema, where), **context), where)
+            again = [build(plugin, check(dict(params or {}), schema, where), **context) for _ in range(2)]
+            _check_state(plugin, again[0], again[1], where)  # two more: the object returned keeps its own state
     except ContractError:
         raise
     except Exception as err:  # built from its schema, or its state handed over: the contract's last two checks

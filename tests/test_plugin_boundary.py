@@ -153,6 +153,7 @@ def test_a_backend_that_returns_too_few_candidates_is_named_with_its_package(tmp
 
 
 SUITE = '''from cselab.document import Heading, Table
+from cselab.errors import ConfigError
 from cselab.evaluation.scoring import Result
 from cselab.probes.suite import Presenter, Score, Suite, register_suite
 
@@ -164,6 +165,8 @@ class Shaky(Presenter):
         fault = FAULT
         if fault == "raise":
             raise RuntimeError("planted presenter fault")
+        if fault == "mistake":
+            raise ConfigError("a setting the presenter cannot show")
         if fault == "short row":
             return [Heading("Shaky"), Table(["Model", "Score"], [[spec]])]
         return {"string": "a table", "none": None}[fault]
@@ -183,6 +186,7 @@ class Steady(Suite):
     ("short row", "sections() raised ValueError: Table (Model, Score): a row of 1 values for 2 columns"),
     ("string", "sections() returned str 'a table'; expected a list of cselab.document blocks"),
     ("none", "sections() returned NoneType None; expected a list of cselab.document blocks"),
+    ("mistake", None),  # a user's mistake a presenter finds is no plug-in failure: said as it is, the JSON kept
 ])
 def test_a_presenter_that_fails_costs_the_report_alone(tmp_path, monkeypatch, own_registry, capsys, fault, said):
     """The results JSON is written (atomically, before any report); the report says it could not be made; one line
@@ -194,10 +198,16 @@ def test_a_presenter_that_fails_costs_the_report_alone(tmp_path, monkeypatch, ow
     out = tmp_path / "r.json"
     assert main(["probe", "run", "--model", "bow", "--suite", "steady", "--out", str(out)]) == 2
     line = one_line_error(capsys)
-    assert line.startswith(f"error: suite 'steady' (acme-steady==1.2): {said}"), line
-    assert f"(during the report); the results JSON {out} (and its items) was written" in line
+    if said is None:
+        assert line == "error: the report could not be made (ConfigError: a setting the presenter cannot show); the " \
+                       f"results JSON {out} (and its items) was written; its report (r.md, r.html) says only that it " \
+                       "could not be made (--debug shows the traceback)"
+    else:
+        assert line.startswith(f"error: suite 'steady' (acme-steady==1.2): {said}"), line
+        assert f"(during the report); the results JSON {out} (and its items) was written" in line
+        assert "The report could not be made: suite 'steady' (acme-steady==1.2): sections() failed" in \
+            out.with_suffix(".md").read_text()
     assert json.loads(out.read_text())["steady"] == {"score": 42.0}
-    assert "The report could not be made: suite 'steady' (acme-steady==1.2)" in out.with_suffix(".md").read_text()
     assert "The report could not be made" in out.with_suffix(".html").read_text()
 
 
@@ -307,3 +317,30 @@ def test_what_a_plugin_raises_goes_on_unchanged_for_library_callers(own_registry
     assert failure is not None and failure.who.startswith("text 'raising' (module tests.test_plugin_boundary")
     assert re.fullmatch(r"text 'raising' \(.*\): __call__\(\) raised ValueError: no way; kept X \(--debug shows the "
                         r"traceback\)", failure.line(kept="kept X"))
+
+
+def test_a_subclass_calling_its_registered_base_is_checked_once_outside(own_registry):
+    """A whole-batch loss whose forward averages its registered base's per-row losses (super().forward): the base's
+    per-row value is not refused by the subclass's rule, the subclass's one number is checked against it."""
+    class PerRow(_Loss):
+        """Per-row losses."""
+
+        def forward(self, views, context):
+            return torch.ones(3)
+
+    class Averaged(PerRow):
+        """Their mean."""
+
+        reduce = "whole_batch"
+
+        def forward(self, views, context):
+            return super().forward(views, context).mean() * self.scale
+
+    registry.register("loss", "per-row")(PerRow)
+    registry.register("loss", "averaged")(Averaged)
+    loss = Averaged(Averaged.Params(), anchor="a")
+    loss.scale = 1.0
+    assert float(loss([], None)) == 1.0
+    loss.scale = torch.ones(2)
+    with pytest.raises(PluginError, match="loss 'averaged' .*; expected one number \\(its reduce is 'whole_batch'\\)"):
+        loss([], None)

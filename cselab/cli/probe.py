@@ -189,7 +189,7 @@ def run_command(args: argparse.Namespace) -> None:
     from cselab.encoders import load_encoder
     from cselab.document import to_markdown
     from cselab.probes.suite import ProbeOptions, suite_sections, suite_settings
-    from cselab.probes.runner import results_path, run_probes, write_outputs
+    from cselab.probes.runner import NotWritten, results_path, run_probes, write_outputs
     from cselab.probes.widths import check_widths, run_widths
 
     lexicon = args.model.split(":", 1)[1] if args.model.startswith("tfidf:") else None
@@ -206,7 +206,11 @@ def run_command(args: argparse.Namespace) -> None:
         print(f"\nwrote {', '.join(str(p) for p in written)}")
         return
     payload = run_probes(encoder, args.suite, options)
-    written = write_outputs(payload, args.out)  # the scores first: a presenter that fails costs the report alone
+    try:
+        written = write_outputs(payload, args.out)  # the scores first: a presenter that fails costs the report alone
+    except NotWritten:
+        print(to_markdown(suite_sections(payload)))  # nowhere to write them: the scores are printed, not lost
+        raise
     print(to_markdown(suite_sections(payload)))
     if encoder.cache is not None:
         kept = encoder.cache.summary()

@@ -36,7 +36,7 @@ from cselab.atomic import write_json_atomic
 from cselab.encoders.encoding import ENCODING_FIELDS, Encoding
 from cselab.encoders.heads import HEAD_FILE, save_head
 from cselab.encoders.pretrained import BIDIRECTIONAL_TYPE, combined_sha256, mark_bidirectional, weight_files
-from cselab.encoders.specs import hub_name
+from cselab.encoders.specs import hub_name, looks_like_path
 from cselab.errors import ConfigError, ModelError
 from cselab.files import read_json, shown
 from cselab.registry import check, schema_of, setting
@@ -138,7 +138,8 @@ def check_agreement(info: CheckpointInfo, path: Path, find: Callable[[str], Path
     ``path``; ``find(name)`` gives another file of the folder, None where it has none): bidirectional attention
     against config.json's model type (transformers' own classes would attend causally, or cselab bidirectionally,
     where the other file says otherwise), a ``head.safetensors`` that cselab.json names no head for (weights that
-    would go unused), an adapter trained on another base than the one cselab.json names."""
+    would go unused), an adapter trained on another base than the one cselab.json names (a hub name, or a folder
+    still there: a base folder moved since cannot be compared)."""
     config = find("config.json")
     model_type = read_json(config, ModelError).get("model_type") if config is not None else None
     if config is not None and info.bidirectional != (model_type == BIDIRECTIONAL_TYPE):
@@ -153,7 +154,8 @@ def check_agreement(info: CheckpointInfo, path: Path, find: Callable[[str], Path
                          "(head: null), so they would go unused; remove the file or name the head it holds")
     adapter = find(ADAPTER_CONFIG)
     base = read_json(adapter, ModelError).get("base_model_name_or_path") if adapter is not None else None
-    if base and info.base_model and hub_name(str(base)) not in (info.base_model, hub_name(info.base_model)):
+    checkable = base and (Path(base).exists() or not looks_like_path(str(base)))  # (a folder gone since: no word)
+    if checkable and info.base_model and hub_name(str(base)) not in (info.base_model, hub_name(info.base_model)):
         raise ModelError(f"{path} and {adapter} disagree: {path.name}'s base model is {info.base_model!r}, the "
                          f"adapter's {base!r}; peft would put the adapter on another base than cselab trained it on")
 

@@ -28,7 +28,8 @@ from cselab.data import load_corpus, read_corpus
 from cselab.encoders.base import Encoder
 from cselab.encoders.cache import EmbeddingCache, cache_key
 from cselab.encoders.model_files import SETTING_SUFFIXES, WEIGHT_SUFFIXES, ModelFiles
-from cselab.encoders.checkpoint import CHECKPOINT_FILE, check_agreement, native_settings, read_checkpoint_info
+from cselab.encoders.checkpoint import (CHECKPOINT_FILE, CheckpointInfo, check_agreement, native_settings,
+                                       read_checkpoint_info)
 from cselab.encoders.encoding import DEFAULT_POOLER, Encoding
 from cselab.encoders.factory import FactoryEncoder, is_factory_spec
 from cselab.encoders.heads import HEAD_FILE, load_head
@@ -84,13 +85,24 @@ def _read_json(spec: str, filename: str) -> Any:
     return None if path is None else read_json(path, ModelError, expect=None)
 
 
+def checkpoint_info(path: str) -> CheckpointInfo | None:
+    """A cselab checkpoint's ``cselab.json`` (None for a folder or hub model without one), once its other files are
+    seen to agree with it (:func:`~cselab.encoders.checkpoint.check_agreement`)."""
+    checkpoint = _model_file(path, CHECKPOINT_FILE)
+    if checkpoint is None:
+        return None
+    info = read_checkpoint_info(checkpoint)
+    check_agreement(info, checkpoint, lambda name: _model_file(path, name))
+    return info
+
+
 def after_pooling(path: str) -> list[str]:
     """The classes of a sentence-transformers model's modules after its Pooling (``["Normalize"]`` for
     all-MiniLM-L6-v2, ``["Dense", "Normalize"]`` for some); for a cselab checkpoint, its ``normalize``; none for a
     plain transformers folder."""
-    checkpoint = _model_file(path, CHECKPOINT_FILE)
-    if checkpoint is not None:
-        return ["Normalize"] if read_checkpoint_info(checkpoint).normalize else []
+    info = checkpoint_info(path)
+    if info is not None:
+        return ["Normalize"] if info.normalize else []
     modules = _read_json(path, "modules.json") if _model_file(path, "modules.json") is not None else None
     try:
         classes = [module["type"].rsplit(".", 1)[-1] for module in modules or []]
@@ -182,10 +194,8 @@ def folder_settings(path: str) -> dict[str, Any] | None:
     """How :func:`load_encoder` encodes a model folder (or hub model) when given no setting: a checkpoint's
     ``cselab.json``, a sentence-transformers stack cselab runs itself, else the default pooler; None for a
     sentence-transformers stack that library runs (no weights are read)."""
-    checkpoint = _model_file(path, CHECKPOINT_FILE)
-    if checkpoint is not None:
-        info = read_checkpoint_info(checkpoint)
-        check_agreement(info, checkpoint, lambda name: _model_file(path, name))
+    info = checkpoint_info(path)
+    if info is not None:
         return asdict(info.encoding)
     if _model_file(path, "modules.json") is None:
         return {"pooler": DEFAULT_POOLER}

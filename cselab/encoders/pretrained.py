@@ -163,12 +163,15 @@ def set_fields(config: PretrainedConfig, values: dict[str, Any], path: str) -> N
     """``values`` set on ``config`` (``encoder.model_config``'s); a value of the wrong type for its field, which
     transformers' config (a strict dataclass) refuses, is one line naming the key, the value and the field's type,
     before any weight loads."""
-    from huggingface_hub.errors import StrictDataclassError
-
+    try:  # huggingface_hub's strict dataclasses (transformers 5's configs); before them, a setter's own errors
+        from huggingface_hub.errors import StrictDataclassError
+        refused: tuple[type[Exception], ...] = (StrictDataclassError, TypeError, ValueError)
+    except ImportError:
+        refused = (TypeError, ValueError)
     for key, value in values.items():
         try:
             setattr(config, key, value)
-        except StrictDataclassError:
+        except refused:
             field = getattr(type(config), "__dataclass_fields__", {}).get(key)
             kind = getattr(field, "type", None)
             expected = f"; expected {getattr(kind, '__name__', None) or kind}" if kind is not None else ""

@@ -157,24 +157,37 @@ def write_outputs(payload: dict[str, Any], out: str | os.PathLike) -> list[Path]
     cannot be written (a full disk, a read-only or unwritable folder), the set is written into a new folder under
     the system's temporary folder instead and a DataError names it: scores once computed are never lost."""
     try:
-        return _write_set(dict(payload), results_path(out))
+        written, failed = _write_set(dict(payload), results_path(out))
     except OSError as err:
         why = err.strerror or str(err)
         rescue = Path(tempfile.mkdtemp(prefix="cselab-results-")) / Path(out).name
         try:
-            written = _write_set(dict(payload), rescue)
+            written, _ = _write_set(dict(payload), rescue)
         except OSError as second:
-            raise DataError(f"--out {out}: cannot be written ({why}), nor can {rescue.parent} "
-                            f"({second.strerror or second}): the scores printed above are all that is left") from None
+            raise NotWritten(f"--out {out}: cannot be written ({why}), nor can {rescue.parent} "
+                             f"({second.strerror or second}): the scores printed above are all that is left") from None
         raise DataError(f"--out {out}: cannot be written ({why}); the results and their reports were written to "
                         f"{written[0]} (and beside it) instead: move them where they belong") from None
+    if failed is not None:  # the results are in place; the report is not
+        kept = (f"the results JSON {written[0]} (and its items) was written; its report ({written[0].stem}.md, "
+                f"{written[0].stem}.html) says only that it could not be made")
+        if failure_of(failed) is None:
+            raise DataError(f"the report could not be made ({type(failed).__name__}: {clipped(failed, 200)}); {kept} "
+                            "(--debug shows the traceback)") from failed
+        note(failed, during="the report", kept=kept)
+        raise failed
+    return written
 
 
-def _write_set(payload: dict[str, Any], out: Path) -> list[Path]:
+class NotWritten(DataError):
+    """Neither ``--out`` nor a folder in the system's temporary folder could take the results: nothing was written."""
+
+
+def _write_set(payload: dict[str, Any], out: Path) -> tuple[list[Path], Exception | None]:
     """:func:`write_outputs` at ``out``; a set that fails before its journal is written is removed (the previous
     one stays). A report that cannot be made (a suite's presenter that fails) costs the report alone: the results
-    JSON and its items are written, the report says why it is missing, and the error is raised once they are in
-    place, saying so."""
+    JSON and its items are written, the report says why it is missing, and the error is returned once they are in
+    place, for the caller to raise."""
     finish_outputs(out)
     stage, journal = _staging(out)
     stage.mkdir(parents=True)
@@ -186,11 +199,7 @@ def _write_set(payload: dict[str, Any], out: Path) -> list[Path]:
             remove_path(stage)
         raise
     finish_outputs(out)
-    if failed is not None:
-        note(failed, during="the report", kept=f"the results JSON {out} (and its items) was written; its report "
-             f"({out.with_suffix('.md').name}, {out.with_suffix('.html').name}) says only that it could not be made")
-        raise failed
-    return [out.parent / name for name in (names[-1], *names[:-1])]
+    return [out.parent / name for name in (names[-1], *names[:-1])], failed
 
 
 def _stage_set(payload: dict[str, Any], out: Path, stage: Path) -> tuple[list[str], Exception | None]:
@@ -206,7 +215,8 @@ def _stage_set(payload: dict[str, Any], out: Path, stage: Path) -> tuple[list[st
         blocks = report_blocks(payload, suite_sections(payload), plots)
     except Exception as err:  # the scores are kept whatever a presenter does
         failure = failure_of(err)
-        why = failure.line() if failure is not None else f"{type(err).__name__}: {clipped(err, 200)}"
+        why = f"{failure.who}: {failure.method}() failed" if failure is not None else type(err).__name__
+        why += f" ({type(err).__name__}: {clipped(err, 200)})" if failure is not None else f": {clipped(err, 200)}"
         plots, failed = {}, err
         blocks = report_blocks(payload, [Paragraph(f"The report could not be made: {why}. The results JSON "
                                                    f"{out.name} holds the scores.")])

@@ -276,12 +276,12 @@ class Adapter(Parametrized):
 
 
 # Each kind's work methods and what each returns, checked where a plug-in returns it (cselab.boundary).
-contract("loss", Loss, {"forward": boundary.loss_value})
-contract("negatives", NegativeSource, {"generate": boundary.tensor(optional=True), "remember": None})
+contract("loss", Loss, {"forward": boundary.loss_value, "prepare": None})
+contract("negatives", NegativeSource, {"generate": boundary.tensor(optional=True), "remember": None, "kept": None})
 contract("logit_transform", LogitTransform, {"forward": boundary.tensor(shape_of=0)})
 contract("input_augment", Augment, {"forward": boundary.tensor(shape_of=0)})
 contract("output_augment", Augment, {"forward": boundary.tensor(shape_of=0)})
-contract("token_augment", TokenAugment, {"forward": boundary.id_pair})
+contract("token_augment", TokenAugment, {"forward": boundary.id_pair, "longest": None})
 contract("weight_hook", WeightHook, {"forward": boundary.nothing})
 contract("head", Head, {"forward": boundary.tensor(rows_of=0)})
 contract("adapter", Adapter, {"wrap": boundary.instance(nn.Module, what="a torch module (the wrapped backbone)"),
