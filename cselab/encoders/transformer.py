@@ -444,7 +444,7 @@ class TransformerEncoder(Encoder):
         device = self.device
         # a model sharded for training (FSDP2) gathers its weights into buffers it reuses in the training steps, which
         # inference mode would make tensors no later step may write: no_grad there
-        inference = torch.no_grad() if _sharded(self.model) else torch.inference_mode()
+        inference = torch.no_grad() if is_sharded(self.model) else torch.inference_mode()
         with inference, tqdm(total=len(batches), desc="Encoding", unit="batch", disable=not show) as bar:
             for start in range(0, len(batches), READ_BACK):
                 chunk = batches[start:start + READ_BACK]
@@ -461,7 +461,7 @@ class TransformerEncoder(Encoder):
         return out
 
 
-def _sharded(model: Any) -> bool:
+def is_sharded(model: Any) -> bool:
     """Whether ``model`` is sharded across processes (FSDP2's ``fully_shard``)."""
     from torch.distributed.fsdp import FSDPModule
 

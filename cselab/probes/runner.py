@@ -215,8 +215,8 @@ def _stage_set(payload: dict[str, Any], out: Path, stage: Path) -> tuple[list[st
         blocks = report_blocks(payload, suite_sections(payload), plots)
     except Exception as err:  # the scores are kept whatever a presenter does
         failure = failure_of(err)
-        why = f"{failure.who}: {failure.method}() failed" if failure is not None else type(err).__name__
-        why += f" ({type(err).__name__}: {clipped(err, 200)})" if failure is not None else f": {clipped(err, 200)}"
+        said = f"{type(err).__name__}: {clipped(err, 200)}"
+        why = f"{failure.who}: {failure.method}() failed ({said})" if failure is not None else said
         plots, failed = {}, err
         blocks = report_blocks(payload, [Paragraph(f"The report could not be made: {why}. The results JSON "
                                                    f"{out.name} holds the scores.")])

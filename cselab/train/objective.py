@@ -24,6 +24,7 @@ from cselab.train.plugins import functional as L
 from cselab.train.plugins.kinds import Augment, Loss, LossContext, NegativeSource, TokenAugment
 from cselab.train.config.method import MethodConfig
 from cselab.encoders.encoding import MASK_PLACEHOLDER
+from cselab.encoders.transformer import is_sharded
 from cselab.train.config.sections import EncoderConfig, ViewConfig
 from cselab.train.config.schema import loss_plugin, value_columns
 
@@ -307,10 +308,7 @@ def _forward_passes(model, encoder, passes: list[list[View]], batch: Batch, capt
         result = model(input_ids, attention_mask, prompt=first.prompt, layers=first.layers,
                        layer_pooler=first.layer_pooler, frozen=first.frozen,
                        input_augment=first.input_augment(captured, directions), pooled=keep)
-        if keep:  # the second is the vectors before the head
-            (vectors, before), layers = result, None
-        else:
-            (vectors, layers), before = (result if first.layers else (result, None)), None
+        vectors, layers, before = _outputs(result, keep, bool(first.layers))
         sizes = [len(ids) for ids, _ in live]
         vector_parts = _parts(vectors, sizes)
         layer_parts, before_parts = ([None] * len(sizes) if tensor is None else _parts(tensor, sizes)
@@ -328,30 +326,31 @@ def _forward_passes(model, encoder, passes: list[list[View]], batch: Batch, capt
     return out
 
 
-def _sharded(encoder: nn.Module) -> bool:
-    from torch.distributed.fsdp import FSDPModule
-
-    return isinstance(encoder, FSDPModule)
-
-
 def _no_rows(model, encoder, passes: list[list[View]], captured, directions, pooled: Collection[str]
              ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
     """The vectors, layers and vectors before the head of a pass no row of this process has. With the encoder sharded
     (FSDP2) every pass gathers the weights from all the processes, so this process still takes it, on one placeholder
     sentence, and keeps none of its rows (the pass stays in the graph, its gradient zero); otherwise no pass."""
     first = passes[0][0]
-    if first.frozen or not _sharded(encoder):  # (the frozen copy is not sharded)
+    if first.frozen or not is_sharded(encoder):  # (the frozen copy is not sharded)
         return _empty(encoder, first)
     keep = any(view.name in pooled for views in passes for view in views)
     input_ids, attention_mask = encoder.tokenize(["."], first.prompt)
     result = model(input_ids, attention_mask, prompt=first.prompt, layers=first.layers,
                    layer_pooler=first.layer_pooler, frozen=False,
                    input_augment=first.input_augment(captured, directions), pooled=keep)
-    if keep:
-        (vectors, before), layers = result, None
-    else:
-        (vectors, layers), before = (result if first.layers else (result, None)), None
+    vectors, layers, before = _outputs(result, keep, bool(first.layers))
     return vectors[:0], None if layers is None else layers[:0], vectors[:0] if before is None else before[:0]
+
+
+def _outputs(result, keep: bool, layered: bool) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+    """The vectors, layers and vectors before the head of one forward pass's ``result``: with ``keep`` (the vectors
+    before the head asked for) the second of a pair, with ``layered`` (a view's ``layers``) the layers."""
+    if keep:
+        vectors, before = result
+        return vectors, None, before
+    vectors, layers = result if layered else (result, None)
+    return vectors, layers, None
 
 
 def _parts(tensor: torch.Tensor, sizes: list[int]) -> list[torch.Tensor]:

@@ -17,6 +17,7 @@ from safetensors.torch import load_file, load_model
 from cselab.atomic import disk_full, write_json_atomic, write_text_atomic
 from cselab.encoders.checkpoint import CheckpointInfo
 from cselab.encoders.heads import HEAD_FILE
+from cselab.encoders.transformer import is_sharded
 from cselab.errors import TrainingError
 from cselab.files import clipped, read_json, remove_path
 from cselab.train.model import TrainingEncoder, save_checkpoint
@@ -30,7 +31,7 @@ RESUME_HELP = (f"resume from the best checkpoint with --restart-from best (its w
 
 def _load_weights(module: torch.nn.Module, path: Path) -> None:
     """A safetensors file into ``module``, cut to this process's shards where it is sharded (FSDP2)."""
-    if sharding.is_sharded(module):
+    if is_sharded(module):
         sharding.load_full_model_state(module, load_file(str(path)))
     else:
         load_model(module, str(path))

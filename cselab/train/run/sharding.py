@@ -164,12 +164,6 @@ def shard(encoder: TrainingEncoder, sharding: Sharding, device: torch.device) ->
     encoder._get_fsdp_state()._lazy_init()  # the root before any pass: the dev scorer may run the backbone first
 
 
-def is_sharded(module: nn.Module) -> bool:
-    from torch.distributed.fsdp import FSDPModule
-
-    return isinstance(module, FSDPModule)
-
-
 def _full(value: Any, keep: bool) -> Any:
     """A DTensor gathered whole (every process takes part), on the CPU where ``keep``; other values as they are."""
     from torch.distributed.tensor import DTensor

@@ -29,6 +29,7 @@ from safetensors.torch import load_file, load_model, save_file, save_model
 
 from cselab.atomic import with_umask, write_json_atomic
 from cselab.checksum import sha256
+from cselab.encoders.transformer import is_sharded
 from cselab.errors import TrainingError
 from cselab.files import member, read_json
 from cselab.train.run import sharding
@@ -186,7 +187,7 @@ def load_state(folder: Path, rank: int, model: torch.nn.Module, optimizer, sched
         try:
             if module is model and trained is not None:
                 _load_trained(model, trained, folder / name, device)
-            elif sharding.is_sharded(module):  # FSDP2: the full tensors saved, cut to this process's shards
+            elif is_sharded(module):  # FSDP2: the full tensors saved, cut to this process's shards
                 sharding.load_full_model_state(module, load_file(str(folder / name)))
             else:
                 load_model(module, str(folder / name), device=device)
@@ -196,7 +197,7 @@ def load_state(folder: Path, rank: int, model: torch.nn.Module, optimizer, sched
             raise StateError(f"{folder / name}: does not fit the model ({type(err).__name__}: {err})") from None
     saved_optimizer = _load(folder / "optimizer.pt")
     optimizer.load_state_dict(sharding.shard_optimizer_state(optimizer, saved_optimizer)
-                              if sharding.is_sharded(model) else saved_optimizer)
+                              if is_sharded(model) else saved_optimizer)
     scheduler.load_state_dict(_load(folder / "scheduler.pt"))
     if scaler is not None:
         scaler.load_state_dict(_load(folder / "scaler.pt"))
