@@ -20,8 +20,10 @@ from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler
 
 from cselab.errors import TrainingError
 from cselab.train.config.sections import TrainingConfig
+from cselab.train.token_ids import TokenIds
 
 Key = tuple[str, str | None]  # (column, prompt): the views sharing one tokenisation
+ROW = "__row__"  # the loader's rows carry their indices under this name, which the collator takes out
 
 
 @dataclass
@@ -35,7 +37,7 @@ class Batch:
 
 class RowsDataset(Dataset):
     """The cache's rows (a ``datasets.Dataset`` or :class:`~cselab.train.run.data.ColumnRows`), fetched a batch at a
-    time."""
+    time, with their indices (:data:`ROW`: where the collator finds their token ids)."""
 
     def __init__(self, rows):
         self.rows = rows
@@ -44,7 +46,7 @@ class RowsDataset(Dataset):
         return len(self.rows)
 
     def __getitems__(self, indices: list[int]) -> dict[str, list]:
-        return self.rows[list(indices)]
+        return {**self.rows[list(indices)], ROW: list(indices)}
 
 
 class EpochOrder(Sampler[int]):
@@ -67,23 +69,29 @@ class EpochOrder(Sampler[int]):
 class Collator:
     """Rows -> :class:`Batch`: the column of each ``(column, prompt)`` of ``keys`` tokenised with the encoder's
     tokenizer, that prompt and ``max_length``, after the column's text plug-in where ``texts`` names one (the method's
-    ``texts``). ``own_tokenizer``: through a copy of the tokenizer of its own (the training loader's, which a
-    background thread runs while the step may tokenise too; views made here, in the caller's thread); ``pin``: the
+    ``texts``); or, with ``ids`` (:mod:`cselab.train.token_ids`, made once per corpus by that same tokenisation),
+    the rows' ids padded. ``own_tokenizer``: through a copy of the tokenizer of its own (the training loader's, which
+    a background thread runs while the step may tokenise too; views made here, in the caller's thread); ``pin``: the
     token tensors in pinned memory, copied to a CUDA device without a wait."""
 
     def __init__(self, encoder, keys: list[Key], texts: dict[str, Callable[[str], str]] | None = None,
-                 own_tokenizer: bool = False, pin: bool = False):
-        self.encoder, self.keys, self.texts, self.pin = encoder, keys, texts or {}, pin
-        tokenizer = copy.deepcopy(encoder.tokenizer) if own_tokenizer else None
+                 own_tokenizer: bool = False, pin: bool = False, ids: dict[Key, TokenIds] | None = None):
+        self.encoder, self.keys, self.texts, self.pin, self.ids = encoder, keys, texts or {}, pin, ids
+        tokenizer = copy.deepcopy(encoder.tokenizer) if own_tokenizer and ids is None else None
         self.views = {prompt: encoder.text_view(prompt, tokenizer) for prompt in dict.fromkeys(p for _, p in keys)}
+        self.pad_id = encoder.tokenizer.pad_token_id or 0
 
     def __call__(self, rows: dict[str, list]) -> Batch:
+        indices = rows.pop(ROW, None)
         batch = Batch(rows)
         for column, prompt in self.keys:
-            present = [i for i, value in enumerate(rows[column]) if value]
-            view = self.views[prompt]
-            ids, mask = view.pad(view.tokenize(texts_of(rows, column, present, self.texts), warn=False)) \
-                if present else (None, None)
+            if self.ids is not None and indices is not None:
+                present, ids, mask = self.ids[column, prompt].batch(indices, self.pad_id)
+            else:
+                present = [i for i, value in enumerate(rows[column]) if value]
+                view = self.views[prompt]
+                ids, mask = view.pad(view.tokenize(texts_of(rows, column, present, self.texts), warn=False)) \
+                    if present else (None, None)
             if self.pin and ids is not None and mask is not None:
                 ids, mask = ids.pin_memory(), mask.pin_memory()
             batch.tokens[column, prompt] = (present, ids, mask)

@@ -6,6 +6,7 @@ schedule, the batches and the dev scorer (:func:`setup`). Nothing here writes a 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -25,7 +26,10 @@ from cselab.train.plugins.kinds import Loss
 from cselab.train.run import sharding
 from cselab.train.run.execution import Execution, plan
 from cselab.train.run.optim import build_optimizer, build_scheduler
-from cselab.train.batches import Collator, training_loader
+from cselab.train.batches import Collator, Key, training_loader
+from cselab.train.token_ids import TokenIds
+
+TokenIdsMaker = Callable[[TrainingEncoder, Objective], dict[Key, TokenIds]]
 
 
 def build_encoder(method: MethodConfig, model: str) -> TrainingEncoder:
@@ -136,12 +140,13 @@ class TrainingSetup:
 
 def setup(method: MethodConfig, model: str, rows, where: str = "the training data", processes: int = 1,
           data_dir: str | os.PathLike | None = None, eval_limit: int | None = None,
-          execution: Execution | None = None) -> TrainingSetup:
+          execution: Execution | None = None, token_ids: TokenIdsMaker | None = None) -> TrainingSetup:
     """``method``'s training parts over the backbone ``model`` and the training ``rows`` (``where`` names them in an
     error), for ``processes`` processes; seeded with ``training.seed`` first, so that the same method builds the same
     initial weights. The dev scorer (``training.dev`` over ``data_dir``, ``eval_limit`` pairs) reads its data when it
     first runs. ``execution``: how the steps execute (:func:`~cselab.train.run.execution.plan`; by default, on the
-    CPU)."""
+    CPU). ``token_ids(encoder, objective)``: the rows' token ids made once (:mod:`cselab.train.token_ids`; the
+    trainer's, which keeps them on disk), which batches then pad; without it each batch is tokenised."""
     cfg = method.training
     execution = execution or plan(method, "cpu", processes)
     set_seed(cfg.seed)
@@ -162,7 +167,8 @@ def setup(method: MethodConfig, model: str, rows, where: str = "the training dat
     reached = -(-total * cfg.grad_accum // per_epoch)  # the epochs the run's steps reach (the last maybe in part)
     ahead = execution.prefetch > 0
     collator = Collator(encoder, objective.forward_keys, objective.texts, own_tokenizer=ahead,
-                        pin=ahead and execution.device == "cuda")
+                        pin=ahead and execution.device == "cuda",
+                        ids=token_ids(encoder, objective) if token_ids is not None else None)
     loader = training_loader(rows, cfg, objective.forward_keys, reached, objective.texts)
     return TrainingSetup(cfg, objective, encoder, optimizer, build_scheduler(optimizer, cfg, total), loader, collator,
                          dev_scorer(cfg.dev, data_dir, eval_limit), per_epoch, total, initial, execution, skeleton)

@@ -24,7 +24,10 @@ from cselab.train.run.launch import start_trackers
 from cselab.train.run.options import RunOptions
 from cselab.train.run.data import training_rows
 from cselab.train.run.execution import plan
-from cselab.train.run.setup import TrainingSetup, setup
+from cselab.train.model import TrainingEncoder
+from cselab.train.objective import Objective
+from cselab.train.run.setup import TokenIdsMaker, TrainingSetup, setup
+from cselab.train.token_ids import ids_root, run_ids
 
 logger = logging.getLogger(__name__)
 
@@ -55,6 +58,16 @@ def base_normalizes(model: str) -> bool:
     return "Normalize" in modules
 
 
+def token_ids_of(accelerator: Accelerator, method: MethodConfig, rows, source: dict[str, Any]) -> TokenIdsMaker:
+    """How the run's token ids are made (:mod:`cselab.train.token_ids`): by the main process first, kept under
+    the data's ids folder, which the others then read."""
+    def make(encoder: TrainingEncoder, objective: Objective):
+        with accelerator.main_process_first():
+            return run_ids(encoder, objective.forward_keys, objective.texts, dict(method.texts or {}), rows,
+                           ids_root(source))
+    return make
+
+
 def start(accelerator: Accelerator, method: MethodConfig, model: str, data, out: Path, options: RunOptions
           ) -> Started:
     """Open ``out`` for a run of ``method`` from ``model`` on ``data`` as ``options`` say; a different run already there
@@ -81,7 +94,7 @@ def start(accelerator: Accelerator, method: MethodConfig, model: str, data, out:
         start_trackers(accelerator, method.to_dict(), mine, out)
     try:
         parts = setup(method, str(model), rows, source.get("path") or source.get("name"), accelerator.num_processes,
-                      data_dir, eval_limit, execution)
+                      data_dir, eval_limit, execution, token_ids_of(accelerator, method, rows, source))
     except BaseException:
         if reporting:
             accelerator.end_training()
