@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 # simcse's objective on sentence-transformers' model: the last layer's [CLS] state, no head (cselab's ``cls`` would
@@ -41,10 +42,15 @@ def peak_mib(device: str) -> float | None:
     return torch.cuda.max_memory_allocated() / 2**20 if device.startswith("cuda") else None
 
 
-def st_model(model_dir: Path, device: str, max_length: int):
-    """A SentenceTransformer of ``model_dir``'s transformer and [CLS] pooling."""
+def st_model(model_dir: Path, device: str, max_length: int, own_modules: bool = False):
+    """A SentenceTransformer of ``model_dir``'s transformer and [CLS] pooling; with ``own_modules``, the folder's
+    own modules (a sentence-transformers model's pooling), its length cut at ``max_length``."""
     from sentence_transformers import SentenceTransformer, models
 
+    if own_modules:
+        model = SentenceTransformer(str(model_dir), device=device)
+        model.max_seq_length = max_length
+        return model
     width = json.loads((Path(model_dir) / "config.json").read_text())["hidden_size"]
     transformer = models.Transformer(str(model_dir), max_seq_length=max_length)
     return SentenceTransformer(modules=[transformer, models.Pooling(width, pooling_mode="cls")], device=device)
@@ -69,8 +75,9 @@ def rate(marks: list[float], steps: int, skip: int) -> float:
 
 
 def st_train(model_dir: Path, device: str, texts: list[str], batch: int, steps: int, skip: int, bf16: bool,
-             work: Path) -> dict:
-    """``SentenceTransformerTrainer`` for ``steps`` steps on (s, s) pairs."""
+             work: Path, clock: Callable[[], float] = time.perf_counter, own_modules: bool = False) -> dict:
+    """``SentenceTransformerTrainer`` for ``steps`` steps on (s, s) pairs (``own_modules``: :func:`st_model`'s);
+    ``clock``: what is read after step ``skip`` and the last (the process's CPU time: ``time.process_time``)."""
     from datasets import Dataset
     from sentence_transformers import (SentenceTransformerTrainer, SentenceTransformerTrainingArguments,
                                        losses)
@@ -82,9 +89,9 @@ def st_train(model_dir: Path, device: str, texts: list[str], batch: int, steps: 
         def on_step_end(self, args, state, control, **kwargs):
             if state.global_step in (skip, steps):
                 synchronize(device)
-                marks.append(time.perf_counter())
+                marks.append(clock())
 
-    model = st_model(model_dir, device, 32)
+    model = st_model(model_dir, device, 32, own_modules)
     arguments = SentenceTransformerTrainingArguments(
         output_dir=str(work), per_device_train_batch_size=batch, max_steps=steps, learning_rate=3e-5, warmup_steps=0,
         bf16=bf16, eval_strategy="no", save_strategy="no", logging_strategy="no", report_to="none",
@@ -96,10 +103,12 @@ def st_train(model_dir: Path, device: str, texts: list[str], batch: int, steps: 
 
 
 def cselab_train(model_dir: Path, device: str, data: Path, batch: int, steps: int, skip: int, bf16: bool, out: Path,
-                 method: str = "simcse", overrides: tuple[str, ...] = SAME_WORK, profiled: int = 0) -> dict:
-    """``cselab``'s ``train`` of ``method`` (by default simcse, the same work) for ``steps`` steps on ``data``, and what
-    it decided for its steps (compilation, CUDA graphs ...); with ``profiled``, that many steps more under
-    ``torch.profiler`` (after the timed ones): the device's busy time and kernels a step, and the top operators."""
+                 method: str = "simcse", overrides: tuple[str, ...] = SAME_WORK, profiled: int = 0,
+                 clock: Callable[[], float] = time.perf_counter, profile: str | None = None) -> dict:
+    """``cselab``'s ``train`` of ``method`` (by default simcse, the same work; its ``profile`` of settings) for
+    ``steps`` steps on ``data``, and what it decided for its steps (compilation, CUDA graphs ...); with ``profiled``,
+    that many steps more under ``torch.profiler`` (after the timed ones): the device's busy time and kernels a step,
+    and the top operators. ``clock`` as in :func:`st_train`."""
     from cselab.train.config.methods import load_method
     from cselab.train.run.callbacks import Callback
     from cselab.train.run.options import RunOptions
@@ -112,13 +121,13 @@ def cselab_train(model_dir: Path, device: str, data: Path, batch: int, steps: in
         def on_step(self, state, control):
             if state.step in (skip, steps):
                 synchronize(device)
-                marks.append(time.perf_counter())
+                marks.append(clock())
             profiler.at(state.step - steps)
 
     total = steps + profiled
     config = load_method(method, [*overrides, f"training.batch_size={batch}", f"training.max_steps={total}",
                                   "training.max_length=32", "training.dev=none", f"training.eval_steps={total}",
-                                  f"training.mixed_precision={'bf16' if bf16 else 'no'}"])
+                                  f"training.mixed_precision={'bf16' if bf16 else 'no'}"], profile)
     train(config, str(model_dir), str(data), out, RunOptions(progress=False, callbacks=[Clock()]))
     execution = json.loads((out / "run.json").read_text())["provenance"]["execution"]
     return {"steps_per_s": rate(marks, steps, skip), "peak_mib": peak_mib(device), "execution": execution,
