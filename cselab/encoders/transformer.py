@@ -6,6 +6,7 @@ import sys
 import warnings
 from collections.abc import Callable
 from dataclasses import fields, replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
@@ -14,6 +15,7 @@ from tqdm.auto import tqdm
 
 from cselab import progress
 from cselab.encoders.base import Encoder
+from cselab.encoders.cuts import clean_cut, cuts_as_text, template_sides
 from cselab.encoders.encoding import DEFAULT_POOLER, EOS_PLACEHOLDER, MASK_PLACEHOLDER, Encoding
 from cselab.encoders.pooling import ModelOutput, Pooler, pool_states
 from cselab.encoders.pretrained import token_limit
@@ -274,7 +276,9 @@ class TransformerEncoder(Encoder):
 
     def tokenize(self, sentences: list[str], warn: bool = True) -> list[list[int]]:
         """Token ids with special tokens (and the prompt); a sentence over its budget is cut at a token boundary
-        (a warning counts the cut ones). Each stage is one batched tokenizer call, however many are cut."""
+        (a warning counts the cut ones). Where :mod:`cselab.encoders.cuts` finds the tokenizer's own truncation and
+        the template's joined ids the same as cutting and filling the text, one tokenizer call (:meth:`_cut_ids`);
+        elsewhere the text is cut and tokenised again (:meth:`_cut_texts`)."""
         sentences = [s.lower() for s in sentences] if self.encoding.lowercase else list(sentences)
         if self.pieces is not None or self.echo:  # the sentence's ids cut, between the template's
             pieces = self._ids(sentences, add_special_tokens=False)
@@ -287,6 +291,47 @@ class TransformerEncoder(Encoder):
                 return [before + row[:self.sentence_budget] + after for row in pieces]
             if self.echo:  # echo: special tokens, then the pieces with a copy between each two
                 return [_echo_row(self.echo, row[:self.sentence_budget]) for row in pieces]
+        sides = self._one_call
+        budget = self.sentence_budget if self.prompt else self.max_length - sum(map(len, sides or ()))
+        if sides is not None and budget >= 0:
+            ids, n_cut = self._cut_ids(sentences, sides, budget)
+        else:  # (and where max_length leaves no room for the special tokens)
+            ids, n_cut = self._cut_texts(sentences)
+        if n_cut and warn:
+            warnings.warn(f"{n_cut} sentence(s) longer than max_length={self.max_length} "
+                          f"{'word-pieces' if self.prompt else 'tokens'} were truncated", stacklevel=3)
+        return ids
+
+    @cached_property
+    def _one_call(self) -> tuple[list[int], list[int]] | None:
+        """The ids before and after a sentence's own (special tokens, the template's) where one tokenizer call cuts
+        the sentences as :meth:`_cut_texts` would and they join as the filled text's (:mod:`cselab.encoders.cuts`);
+        None elsewhere. Asked once, at the first :meth:`tokenize`."""
+        if not cuts_as_text(self.tokenizer):
+            return None
+        return template_sides(self.tokenizer, self.prompt or "{}")
+
+    def _cut_ids(self, sentences: list[str], sides: tuple[list[int], list[int]], budget: int
+                 ) -> tuple[list[list[int]], int]:
+        """Each sentence's ids cut to ``budget`` word-pieces by the tokenizer in one call, between ``sides``, and how
+        many were cut; a row whose cut splits a character's pieces (:func:`~cselab.encoders.cuts.clean_cut`) is
+        :meth:`_cut_texts`' instead."""
+        batch = self.tokenizer(sentences, add_special_tokens=False, truncation=True, max_length=budget, verbose=False,
+                               return_attention_mask=False, return_token_type_ids=False)
+        encodings = batch.encodings or []
+        cut = [i for i, row in enumerate(batch["input_ids"]) if len(row) == budget and encodings[i].overflowing]
+        before, after = sides
+        ids = [before + row + after for row in batch["input_ids"]]
+        unclean = [i for i in cut if not clean_cut(encodings[i])]
+        if unclean:
+            for i, row in zip(unclean, self._cut_texts([sentences[i] for i in unclean])[0]):
+                ids[i] = row
+        return ids, len(cut)
+
+    def _cut_texts(self, sentences: list[str]) -> tuple[list[list[int]], int]:
+        """Each sentence's ids, cut as text at a token boundary (with a prompt: to its word-piece budget, then filled
+        in), and how many were cut. Each stage is one batched tokenizer call, however many are cut."""
+        sentences = list(sentences)
         if self.prompt:  # PromptBERT: cut the sentence to its budget, then wrap it
             pieces = self._ids(sentences, add_special_tokens=False)
             too_long = [i for i, row in enumerate(pieces) if len(row) > self.sentence_budget]
@@ -299,10 +344,7 @@ class TransformerEncoder(Encoder):
         over = [i for i, row in enumerate(ids) if len(row) > cap]  # a template can re-tokenize the edges
         for i, row in zip(over, self._truncate([sentences[i] for i in over], [len(ids[i]) - cap for i in over], cap)):
             ids[i] = row
-        if too_long and warn:
-            warnings.warn(f"{len(too_long)} sentence(s) longer than max_length={self.max_length} "
-                          f"{'word-pieces' if self.prompt else 'tokens'} were truncated", stacklevel=3)
-        return ids
+        return ids, len(too_long)
 
     def _ids(self, texts: list[str], add_special_tokens: bool = True) -> list[list[int]]:
         """The token ids of ``texts`` in one batched call, nothing else asked of the tokenizer (no attention mask or
