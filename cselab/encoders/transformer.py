@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import warnings
+from collections import deque
 from collections.abc import Callable
 from dataclasses import fields, replace
 from functools import cached_property
@@ -14,6 +16,7 @@ import torch
 from tqdm.auto import tqdm
 
 from cselab import progress
+from cselab.background import ahead
 from cselab.encoders.base import Encoder
 from cselab.encoders.cuts import clean_cut, cuts_as_text, template_sides
 from cselab.encoders.encoding import DEFAULT_POOLER, EOS_PLACEHOLDER, MASK_PLACEHOLDER, Encoding
@@ -28,7 +31,8 @@ if TYPE_CHECKING:
 
 #: What ``forward_batch``'s ``input_augment`` is: the word embeddings (batch, tokens, dim) to what the model reads.
 Augment = Callable[[torch.Tensor], torch.Tensor]
-READ_BACK = 64  # batches encoded from one copy to the device and back (the host runs ahead meanwhile)
+AHEAD = 4  # batches padded (and pinned) in the background ahead of the forward passes
+LAG = 8  # batches whose vectors are on their way back from a CUDA device before the host waits for the oldest
 #: The settings :meth:`TransformerEncoder.describe` shows whatever their value (the others where not their default).
 ALWAYS_DESCRIBED = ("pooler", "prompt", "max_length", "normalize")
 
@@ -473,9 +477,12 @@ class TransformerEncoder(Encoder):
 
     def encode_ids(self, ids: list[list[int]], batch_size: int = 64, show_progress_bar: bool | None = False
                    ) -> np.ndarray:
-        """Vectors of already tokenized sentences, in length-sorted batches padded to their longest member, handled
-        :data:`READ_BACK` batches at a time: on a CUDA device their ids go over in one copy from pinned memory and
-        their vectors come back in one, so that the host prepares the next batches while the device computes."""
+        """Vectors of already tokenized sentences, in batches of them sorted by token count (longest first, all of
+        them: the batches, so the vectors, are those of any other call), each padded to its longest member. On a CUDA
+        device a background thread pads and pins the batches :data:`AHEAD` ahead of the forward passes, each goes over
+        without a wait and its vectors come back while the next ones run (:class:`ReadBack`). On the CPU the forward
+        passes are the host's own work, which a thread would only compete with: each batch is padded before its pass.
+        """
         order = np.argsort([-len(row) for row in ids], kind="stable")
         batches = [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
         if progress.active():  # a probe suite's bar counts them
@@ -484,23 +491,66 @@ class TransformerEncoder(Encoder):
             show = len(batches) > 20 and sys.stderr.isatty() if show_progress_bar is None else show_progress_bar
         out = np.empty((len(ids), self.dim), dtype=np.float32)
         device = self.device
+        read_back = ReadBack(out)
+
+        def prepare(batch: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+            padded = self.pad([ids[i] for i in batch])
+            return (padded[0].pin_memory(), padded[1].pin_memory()) if device.type == "cuda" else padded
+
+        prepared = (ahead(batches, prepare, AHEAD) if pads_ahead(device)
+                    else contextlib.nullcontext(map(prepare, batches)))
         # a model sharded for training (FSDP2) gathers its weights into buffers it reuses in the training steps, which
         # inference mode would make tensors no later step may write: no_grad there
         inference = torch.no_grad() if is_sharded(self.model) else torch.inference_mode()
-        with inference, tqdm(total=len(batches), desc="Encoding", unit="batch", disable=not show) as bar:
-            for start in range(0, len(batches), READ_BACK):
-                chunk = batches[start:start + READ_BACK]
-                vectors = []
-                for batch, (input_ids, attention_mask) in zip(chunk, on_device(
-                        [self.pad([ids[i] for i in batch]) for batch in chunk], device), strict=True):
-                    batch_vectors = self.forward_batch(input_ids, attention_mask)
-                    if self.normalize:
-                        batch_vectors = torch.nn.functional.normalize(batch_vectors.float(), dim=-1)
-                    vectors.append(batch_vectors.float())
-                    progress.advance(len(batch))
-                    bar.update()
-                out[np.concatenate(chunk)] = torch.cat(vectors).cpu().numpy()
+        with inference, tqdm(total=len(batches), desc="Encoding", unit="batch", disable=not show) as bar, \
+                prepared as ready:
+            for batch, (input_ids, attention_mask) in zip(batches, ready, strict=True):
+                vectors = self.forward_batch(input_ids.to(device, non_blocking=True),
+                                             attention_mask.to(device, non_blocking=True))
+                if self.normalize:
+                    vectors = torch.nn.functional.normalize(vectors.float(), dim=-1)
+                read_back.put(batch, vectors.float())
+                progress.advance(len(batch))
+                bar.update()
+            read_back.finish()
         return out
+
+
+class ReadBack:
+    """Batches' vectors written into ``out`` at their rows: at once from the CPU; from a CUDA device copied without a
+    wait into pinned memory and written :data:`LAG` batches later (or at :meth:`finish`), so that the copy overlaps the
+    next batches' forward passes and the host waits for the device only that far behind."""
+
+    def __init__(self, out: np.ndarray) -> None:
+        self.out = out
+        self.pending: deque[tuple[np.ndarray, torch.Tensor, torch.Event]] = deque()
+
+    def put(self, rows: np.ndarray, vectors: torch.Tensor) -> None:
+        if vectors.device.type != "cuda":
+            self.out[rows] = vectors.cpu().numpy()
+            return
+        host = torch.empty(vectors.shape, dtype=vectors.dtype, pin_memory=True)
+        host.copy_(vectors, non_blocking=True)
+        copied = torch.Event(vectors.device)
+        copied.record(torch.cuda.current_stream(vectors.device))  # after the copy
+        self.pending.append((rows, host, copied))
+        if len(self.pending) > LAG:
+            self._write_oldest()
+
+    def _write_oldest(self) -> None:
+        rows, host, copied = self.pending.popleft()
+        copied.synchronize()
+        self.out[rows] = host.numpy()
+
+    def finish(self) -> None:
+        """Wait for the vectors still on their way and write them."""
+        while self.pending:
+            self._write_oldest()
+
+
+def pads_ahead(device: torch.device) -> bool:
+    """Whether :meth:`TransformerEncoder.encode_ids` pads its batches in a background thread: for a CUDA device."""
+    return device.type == "cuda"
 
 
 def is_sharded(model: Any) -> bool:
@@ -508,17 +558,6 @@ def is_sharded(model: Any) -> bool:
     from torch.distributed.fsdp import FSDPModule
 
     return isinstance(model, FSDPModule)
-
-
-def on_device(batches: list[tuple[torch.Tensor, ...]], device: torch.device) -> list[tuple[torch.Tensor, ...]]:
-    """CPU tensors (``batches`` of them) on ``device``: as they are on the CPU; on a CUDA device, one copy of them all
-    from one pinned buffer (no wait for the device), cut back into each tensor there."""
-    if device.type != "cuda":
-        return batches
-    tensors = [tensor for batch in batches for tensor in batch]
-    flat = torch.cat([tensor.flatten() for tensor in tensors]).pin_memory().to(device, non_blocking=True)
-    pieces = iter(torch.split(flat, [tensor.numel() for tensor in tensors]))
-    return [tuple(next(pieces).view(tensor.shape) for tensor in batch) for batch in batches]
 
 
 def check_bidirectional(model: Any) -> None:
