@@ -51,16 +51,17 @@ def cuts_as_text(tokenizer: PreTrainedTokenizerBase) -> bool:
 
 
 def clean_cut(encoding: RustEncoding) -> bool:
-    """Whether a row truncated without special tokens drops no piece that starts inside its last kept one's
-    characters (``encoding``: the Rust tokenizer's, its ``overflowing`` the dropped pieces)."""
-    if not encoding.offsets:
-        return True
-    return bool(encoding.overflowing[0].offsets[0][0] >= encoding.offsets[-1][1])
+    """Whether a truncated row drops no piece that starts inside its last kept one's characters (``encoding``: the
+    Rust tokenizer's, its ``overflowing`` the dropped pieces; special tokens, of no sequence, left out)."""
+    kept = [span for span, sequence in zip(encoding.offsets, encoding.sequence_ids) if sequence is not None]
+    dropped = [span for span, sequence in zip(encoding.overflowing[0].offsets, encoding.overflowing[0].sequence_ids)
+               if sequence is not None]
+    return not kept or dropped[0][0] >= kept[-1][1]
 
 
 def template_sides(tokenizer: PreTrainedTokenizerBase, filled: str) -> tuple[list[int], list[int]] | None:
-    """The ids before and after the sentence in ``filled`` (a template with ``{}`` once: ``"{}"`` for no template),
-    the tokenizer's special tokens included, where joining them with a sentence's own ids gives the filled text's ids
+    """The ids before and after the sentence in ``filled`` (a template with ``{}`` once), the tokenizer's special
+    tokens included, where joining them with a sentence's own ids gives the filled text's ids
     (checked on :data:`PROBES`; see the module's docstring); None where it does not."""
     before, after = filled.split("{}")
     if _straddled(tokenizer, before, after):

@@ -296,9 +296,8 @@ class TransformerEncoder(Encoder):
             if self.echo:  # echo: special tokens, then the pieces with a copy between each two
                 return [_echo_row(self.echo, row[:self.sentence_budget]) for row in pieces]
         sides = self._one_call
-        budget = self.sentence_budget if self.prompt else self.max_length - sum(map(len, sides or ()))
-        if sides is not None and budget >= 0:
-            ids, n_cut = self._cut_ids(sentences, sides, budget)
+        if sides is not None and (self.prompt or self.max_length >= self.tokenizer.num_special_tokens_to_add()):
+            ids, n_cut = self._cut_ids(sentences, sides)
         else:  # (and where max_length leaves no room for the special tokens)
             ids, n_cut = self._cut_texts(sentences)
         if n_cut and warn:
@@ -308,24 +307,27 @@ class TransformerEncoder(Encoder):
 
     @cached_property
     def _one_call(self) -> tuple[list[int], list[int]] | None:
-        """The ids before and after a sentence's own (special tokens, the template's) where one tokenizer call cuts
-        the sentences as :meth:`_cut_texts` would and they join as the filled text's (:mod:`cselab.encoders.cuts`);
-        None elsewhere. Asked once, at the first :meth:`tokenize`."""
+        """Where one tokenizer call cuts the sentences as :meth:`_cut_texts` would (:mod:`cselab.encoders.cuts`): the
+        ids a template puts before and after a sentence's own (the special tokens with them), where they join as the
+        filled text's; without a prompt nothing (the tokenizer adds its special tokens). None elsewhere. Asked once,
+        at the first :meth:`tokenize`."""
         if not cuts_as_text(self.tokenizer):
             return None
-        return template_sides(self.tokenizer, self.prompt or "{}")
+        return template_sides(self.tokenizer, self.prompt) if self.prompt else ([], [])
 
-    def _cut_ids(self, sentences: list[str], sides: tuple[list[int], list[int]], budget: int
-                 ) -> tuple[list[list[int]], int]:
-        """Each sentence's ids cut to ``budget`` word-pieces by the tokenizer in one call, between ``sides``, and how
-        many were cut; a row whose cut splits a character's pieces (:func:`~cselab.encoders.cuts.clean_cut`) is
-        :meth:`_cut_texts`' instead."""
-        batch = self.tokenizer(sentences, add_special_tokens=False, truncation=True, max_length=budget, verbose=False,
-                               return_attention_mask=False, return_token_type_ids=False)
+    def _cut_ids(self, sentences: list[str], sides: tuple[list[int], list[int]]) -> tuple[list[list[int]], int]:
+        """Each sentence's ids cut to its budget by the tokenizer in one call (with a prompt: its own ids, joined
+        between ``sides``), and how many were cut; a row whose cut splits a character's pieces
+        (:func:`~cselab.encoders.cuts.clean_cut`) is :meth:`_cut_texts`' instead."""
+        budget = self.sentence_budget if self.prompt else self.max_length
+        batch = self.tokenizer(sentences, add_special_tokens=not self.prompt, truncation=True, max_length=budget,
+                               verbose=False, return_attention_mask=False, return_token_type_ids=False)
         encodings = batch.encodings or []
-        cut = [i for i, row in enumerate(batch["input_ids"]) if len(row) == budget and encodings[i].overflowing]
-        before, after = sides
-        ids = [before + row + after for row in batch["input_ids"]]
+        ids: list[list[int]] = batch["input_ids"]
+        cut = [i for i, row in enumerate(ids) if len(row) == budget and encodings[i].overflowing]
+        if self.prompt:
+            before, after = sides
+            ids = [before + row + after for row in ids]
         unclean = [i for i in cut if not clean_cut(encodings[i])]
         if unclean:
             for i, row in zip(unclean, self._cut_texts([sentences[i] for i in unclean])[0]):
