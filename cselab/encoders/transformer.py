@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import warnings
+from collections import deque
 from collections.abc import Callable
 from dataclasses import fields, replace
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, overload
 
 import numpy as np
@@ -13,7 +16,9 @@ import torch
 from tqdm.auto import tqdm
 
 from cselab import progress
+from cselab.background import ahead
 from cselab.encoders.base import Encoder
+from cselab.encoders.cuts import clean_cut, cuts_as_text, template_sides
 from cselab.encoders.encoding import DEFAULT_POOLER, EOS_PLACEHOLDER, MASK_PLACEHOLDER, Encoding
 from cselab.encoders.pooling import ModelOutput, Pooler, pool_states
 from cselab.encoders.pretrained import token_limit
@@ -26,7 +31,8 @@ if TYPE_CHECKING:
 
 #: What ``forward_batch``'s ``input_augment`` is: the word embeddings (batch, tokens, dim) to what the model reads.
 Augment = Callable[[torch.Tensor], torch.Tensor]
-READ_BACK = 64  # batches encoded from one copy to the device and back (the host runs ahead meanwhile)
+AHEAD = 4  # batches padded (and pinned) in the background ahead of the forward passes
+LAG = 8  # batches whose vectors are on their way back from a CUDA device before the host waits for the oldest
 #: The settings :meth:`TransformerEncoder.describe` shows whatever their value (the others where not their default).
 ALWAYS_DESCRIBED = ("pooler", "prompt", "max_length", "normalize")
 
@@ -274,7 +280,9 @@ class TransformerEncoder(Encoder):
 
     def tokenize(self, sentences: list[str], warn: bool = True) -> list[list[int]]:
         """Token ids with special tokens (and the prompt); a sentence over its budget is cut at a token boundary
-        (a warning counts the cut ones). Each stage is one batched tokenizer call, however many are cut."""
+        (a warning counts the cut ones). Where :mod:`cselab.encoders.cuts` finds the tokenizer's own truncation and
+        the template's joined ids the same as cutting and filling the text, one tokenizer call (:meth:`_cut_ids`);
+        elsewhere the text is cut and tokenised again (:meth:`_cut_texts`)."""
         sentences = [s.lower() for s in sentences] if self.encoding.lowercase else list(sentences)
         if self.pieces is not None or self.echo:  # the sentence's ids cut, between the template's
             pieces = self._ids(sentences, add_special_tokens=False)
@@ -287,6 +295,49 @@ class TransformerEncoder(Encoder):
                 return [before + row[:self.sentence_budget] + after for row in pieces]
             if self.echo:  # echo: special tokens, then the pieces with a copy between each two
                 return [_echo_row(self.echo, row[:self.sentence_budget]) for row in pieces]
+        sides = self._one_call
+        if sides is not None and (self.prompt or self.max_length >= self.tokenizer.num_special_tokens_to_add()):
+            ids, n_cut = self._cut_ids(sentences, sides)
+        else:  # (and where max_length leaves no room for the special tokens)
+            ids, n_cut = self._cut_texts(sentences)
+        if n_cut and warn:
+            warnings.warn(f"{n_cut} sentence(s) longer than max_length={self.max_length} "
+                          f"{'word-pieces' if self.prompt else 'tokens'} were truncated", stacklevel=3)
+        return ids
+
+    @cached_property
+    def _one_call(self) -> tuple[list[int], list[int]] | None:
+        """Where one tokenizer call cuts the sentences as :meth:`_cut_texts` would (:mod:`cselab.encoders.cuts`): the
+        ids a template puts before and after a sentence's own (the special tokens with them), where they join as the
+        filled text's; without a prompt nothing (the tokenizer adds its special tokens). None elsewhere. Asked once,
+        at the first :meth:`tokenize`."""
+        if not cuts_as_text(self.tokenizer):
+            return None
+        return template_sides(self.tokenizer, self.prompt) if self.prompt else ([], [])
+
+    def _cut_ids(self, sentences: list[str], sides: tuple[list[int], list[int]]) -> tuple[list[list[int]], int]:
+        """Each sentence's ids cut to its budget by the tokenizer in one call (with a prompt: its own ids, joined
+        between ``sides``), and how many were cut; a row whose cut splits a character's pieces
+        (:func:`~cselab.encoders.cuts.clean_cut`) is :meth:`_cut_texts`' instead."""
+        budget = self.sentence_budget if self.prompt else self.max_length
+        batch = self.tokenizer(sentences, add_special_tokens=not self.prompt, truncation=True, max_length=budget,
+                               verbose=False, return_attention_mask=False, return_token_type_ids=False)
+        encodings = batch.encodings or []
+        ids: list[list[int]] = batch["input_ids"]
+        cut = [i for i, row in enumerate(ids) if len(row) == budget and encodings[i].overflowing]
+        if self.prompt:
+            before, after = sides
+            ids = [before + row + after for row in ids]
+        unclean = [i for i in cut if not clean_cut(encodings[i])]
+        if unclean:
+            for i, row in zip(unclean, self._cut_texts([sentences[i] for i in unclean])[0]):
+                ids[i] = row
+        return ids, len(cut)
+
+    def _cut_texts(self, sentences: list[str]) -> tuple[list[list[int]], int]:
+        """Each sentence's ids, cut as text at a token boundary (with a prompt: to its word-piece budget, then filled
+        in), and how many were cut. Each stage is one batched tokenizer call, however many are cut."""
+        sentences = list(sentences)
         if self.prompt:  # PromptBERT: cut the sentence to its budget, then wrap it
             pieces = self._ids(sentences, add_special_tokens=False)
             too_long = [i for i, row in enumerate(pieces) if len(row) > self.sentence_budget]
@@ -299,10 +350,7 @@ class TransformerEncoder(Encoder):
         over = [i for i, row in enumerate(ids) if len(row) > cap]  # a template can re-tokenize the edges
         for i, row in zip(over, self._truncate([sentences[i] for i in over], [len(ids[i]) - cap for i in over], cap)):
             ids[i] = row
-        if too_long and warn:
-            warnings.warn(f"{len(too_long)} sentence(s) longer than max_length={self.max_length} "
-                          f"{'word-pieces' if self.prompt else 'tokens'} were truncated", stacklevel=3)
-        return ids
+        return ids, len(too_long)
 
     def _ids(self, texts: list[str], add_special_tokens: bool = True) -> list[list[int]]:
         """The token ids of ``texts`` in one batched call, nothing else asked of the tokenizer (no attention mask or
@@ -431,9 +479,12 @@ class TransformerEncoder(Encoder):
 
     def encode_ids(self, ids: list[list[int]], batch_size: int = 64, show_progress_bar: bool | None = False
                    ) -> np.ndarray:
-        """Vectors of already tokenized sentences, in length-sorted batches padded to their longest member, handled
-        :data:`READ_BACK` batches at a time: on a CUDA device their ids go over in one copy from pinned memory and
-        their vectors come back in one, so that the host prepares the next batches while the device computes."""
+        """Vectors of already tokenized sentences, in batches of them sorted by token count (longest first, all of
+        them: the batches, so the vectors, are those of any other call), each padded to its longest member. On a CUDA
+        device a background thread pads and pins the batches :data:`AHEAD` ahead of the forward passes, each goes over
+        without a wait and its vectors come back while the next ones run (:class:`ReadBack`). On the CPU the forward
+        passes are the host's own work, which a thread would only compete with: each batch is padded before its pass.
+        """
         order = np.argsort([-len(row) for row in ids], kind="stable")
         batches = [order[start:start + batch_size] for start in range(0, len(order), batch_size)]
         if progress.active():  # a probe suite's bar counts them
@@ -442,23 +493,66 @@ class TransformerEncoder(Encoder):
             show = len(batches) > 20 and sys.stderr.isatty() if show_progress_bar is None else show_progress_bar
         out = np.empty((len(ids), self.dim), dtype=np.float32)
         device = self.device
+        read_back = ReadBack(out)
+
+        def prepare(batch: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+            padded = self.pad([ids[i] for i in batch])
+            return (padded[0].pin_memory(), padded[1].pin_memory()) if device.type == "cuda" else padded
+
+        prepared = (ahead(batches, prepare, AHEAD) if pads_ahead(device)
+                    else contextlib.nullcontext(map(prepare, batches)))
         # a model sharded for training (FSDP2) gathers its weights into buffers it reuses in the training steps, which
         # inference mode would make tensors no later step may write: no_grad there
         inference = torch.no_grad() if is_sharded(self.model) else torch.inference_mode()
-        with inference, tqdm(total=len(batches), desc="Encoding", unit="batch", disable=not show) as bar:
-            for start in range(0, len(batches), READ_BACK):
-                chunk = batches[start:start + READ_BACK]
-                vectors = []
-                for batch, (input_ids, attention_mask) in zip(chunk, on_device(
-                        [self.pad([ids[i] for i in batch]) for batch in chunk], device), strict=True):
-                    batch_vectors = self.forward_batch(input_ids, attention_mask)
-                    if self.normalize:
-                        batch_vectors = torch.nn.functional.normalize(batch_vectors.float(), dim=-1)
-                    vectors.append(batch_vectors.float())
-                    progress.advance(len(batch))
-                    bar.update()
-                out[np.concatenate(chunk)] = torch.cat(vectors).cpu().numpy()
+        with inference, tqdm(total=len(batches), desc="Encoding", unit="batch", disable=not show) as bar, \
+                prepared as ready:
+            for batch, (input_ids, attention_mask) in zip(batches, ready, strict=True):
+                vectors = self.forward_batch(input_ids.to(device, non_blocking=True),
+                                             attention_mask.to(device, non_blocking=True))
+                if self.normalize:
+                    vectors = torch.nn.functional.normalize(vectors.float(), dim=-1)
+                read_back.put(batch, vectors.float())
+                progress.advance(len(batch))
+                bar.update()
+            read_back.finish()
         return out
+
+
+class ReadBack:
+    """Batches' vectors written into ``out`` at their rows: at once from the CPU; from a CUDA device copied without a
+    wait into pinned memory and written :data:`LAG` batches later (or at :meth:`finish`), so that the copy overlaps the
+    next batches' forward passes and the host waits for the device only that far behind."""
+
+    def __init__(self, out: np.ndarray) -> None:
+        self.out = out
+        self.pending: deque[tuple[np.ndarray, torch.Tensor, torch.Event]] = deque()
+
+    def put(self, rows: np.ndarray, vectors: torch.Tensor) -> None:
+        if vectors.device.type != "cuda":
+            self.out[rows] = vectors.cpu().numpy()
+            return
+        host = torch.empty(vectors.shape, dtype=vectors.dtype, pin_memory=True)
+        host.copy_(vectors, non_blocking=True)
+        copied = torch.Event(vectors.device)
+        copied.record(torch.cuda.current_stream(vectors.device))  # after the copy
+        self.pending.append((rows, host, copied))
+        if len(self.pending) > LAG:
+            self._write_oldest()
+
+    def _write_oldest(self) -> None:
+        rows, host, copied = self.pending.popleft()
+        copied.synchronize()
+        self.out[rows] = host.numpy()
+
+    def finish(self) -> None:
+        """Wait for the vectors still on their way and write them."""
+        while self.pending:
+            self._write_oldest()
+
+
+def pads_ahead(device: torch.device) -> bool:
+    """Whether :meth:`TransformerEncoder.encode_ids` pads its batches in a background thread: for a CUDA device."""
+    return device.type == "cuda"
 
 
 def is_sharded(model: Any) -> bool:
@@ -466,17 +560,6 @@ def is_sharded(model: Any) -> bool:
     from torch.distributed.fsdp import FSDPModule
 
     return isinstance(model, FSDPModule)
-
-
-def on_device(batches: list[tuple[torch.Tensor, ...]], device: torch.device) -> list[tuple[torch.Tensor, ...]]:
-    """CPU tensors (``batches`` of them) on ``device``: as they are on the CPU; on a CUDA device, one copy of them all
-    from one pinned buffer (no wait for the device), cut back into each tensor there."""
-    if device.type != "cuda":
-        return batches
-    tensors = [tensor for batch in batches for tensor in batch]
-    flat = torch.cat([tensor.flatten() for tensor in tensors]).pin_memory().to(device, non_blocking=True)
-    pieces = iter(torch.split(flat, [tensor.numel() for tensor in tensors]))
-    return [tuple(next(pieces).view(tensor.shape) for tensor in batch) for batch in batches]
 
 
 def check_bidirectional(model: Any) -> None:
