@@ -54,8 +54,10 @@ ARRAYS = ("ids.npy", "offsets.npy")
 # the code that makes a row's ids: a change to it is a new key
 CODE = ("encoders/transformer.py", "encoders/encoding.py", "train/batches.py", "train/token_ids.py")
 VERSIONED = ("transformers", "tokenizers")
-# tokenizer_config.json's fields that say where the tokenizer was loaded from, not what it does
-LOCATION_FIELDS = ("name_or_path", "is_local", "local_files_only", "_commit_hash")
+# fields that say where a tokenizer was loaded from (tokenizer_config.json) or how its last call truncated and padded
+# (tokenizer.json: a call with truncation=True leaves it set), not what it does to a text
+CALL_STATE = {"tokenizer_config.json": ("name_or_path", "is_local", "local_files_only", "_commit_hash"),
+              "tokenizer.json": ("truncation", "padding")}
 
 
 @dataclass(frozen=True)
@@ -97,14 +99,15 @@ def values_sha256(values: Sequence[Any]) -> str:
 
 
 def tokenizer_sha256(tokenizer) -> str:
-    """The sha256 of the files ``tokenizer.save_pretrained`` writes (where it was loaded from left out)."""
+    """The sha256 of the files ``tokenizer.save_pretrained`` writes (where it was loaded from and its last call's
+    truncation and padding left out)."""
     digest = hashlib.sha256()
     with tempfile.TemporaryDirectory() as folder:
         tokenizer.save_pretrained(folder)
         for path in sorted(Path(folder).iterdir()):
             data = path.read_bytes()
-            if path.name == "tokenizer_config.json":
-                config = {k: v for k, v in json.loads(data).items() if k not in LOCATION_FIELDS}
+            if path.name in CALL_STATE:
+                config = {k: v for k, v in json.loads(data).items() if k not in CALL_STATE[path.name]}
                 data = json.dumps(config, sort_keys=True).encode()
             digest.update(f"{path.name}\0{hashlib.sha256(data).hexdigest()}\n".encode())
     return digest.hexdigest()

@@ -75,7 +75,9 @@ def test_every_key_member_is_a_miss(encoder, tiny_roberta_dir):
     digests = {name: token_ids.key_digest(key) for name, key in changed.items()}
     assert token_ids.key_digest(base) not in digests.values()
     assert len(set(digests.values())) == len(digests)
-    assert token_ids.key_digest(_key(encoder)) == token_ids.key_digest(base)
+    again = _key(encoder)
+    assert {k: v for k, v in again.items() if again[k] != base[k]} == {}
+    assert token_ids.key_digest(again) == token_ids.key_digest(base)
 
 
 def test_the_code_and_versions_are_key_members(encoder, monkeypatch):
@@ -87,11 +89,14 @@ def test_the_code_and_versions_are_key_members(encoder, monkeypatch):
     assert token_ids.key_digest(_key(encoder)) != base
 
 
-def test_the_tokenizers_place_is_no_key_member(encoder, tmp_path):
+def test_the_tokenizers_place_and_last_call_are_no_key_members(encoder, tmp_path):
     from transformers import AutoTokenizer
 
     encoder.tokenizer.save_pretrained(tmp_path / "elsewhere")
     moved = AutoTokenizer.from_pretrained(tmp_path / "elsewhere")
+    assert tokenizer_sha256(moved) == tokenizer_sha256(encoder.tokenizer)
+    moved(["a call that truncates and pads leaves its settings in the tokenizer"], truncation=True, max_length=5,
+          padding="max_length")
     assert tokenizer_sha256(moved) == tokenizer_sha256(encoder.tokenizer)
 
 
