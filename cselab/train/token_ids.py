@@ -136,7 +136,7 @@ def ids_key(view, values_digest: str, tokenizer_digest: str, text=None, text_spe
             "text": None if text is None else {"plugin": described(text),
                                                "spec": json.loads(json.dumps(text_spec, default=dict))},
             "code_sha256": _code_sha256(text_code), "cselab": cselab.__version__,
-            "versions": {name: package_versions(VERSIONED)[name] for name in VERSIONED}}
+            "versions": {name: version for name, version in package_versions(VERSIONED).items() if name in VERSIONED}}
 
 
 def key_digest(key: dict[str, Any]) -> str:
@@ -157,6 +157,11 @@ def _array_bytes(array: np.ndarray) -> bytes:
     buffer = io.BytesIO()
     np.save(buffer, array, allow_pickle=False)
     return buffer.getvalue()
+
+
+def offsets_of(lengths: np.ndarray) -> np.ndarray:
+    """Where each row's ids start in the flat array, and where the last ends."""
+    return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
 
 
 def _tokenised(tokenize: Callable[[list[str]], list[list[int]]], values: Sequence[Any]
@@ -214,7 +219,7 @@ class IdsFolder:
         parts = [np.load(path, allow_pickle=False) for path in chunks]
         ids = np.concatenate([part["ids"] for part in parts]) if parts else np.zeros(0, dtype=np.int32)
         lengths = np.concatenate([part["lengths"] for part in parts]) if parts else np.zeros(0, dtype=np.int64)
-        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        offsets = offsets_of(lengths)
         staging = self.folder.with_name(f"{self.folder.name}.staging-{os.getpid()}")
         files = {}
         for name, array in zip(ARRAYS, (ids, offsets), strict=True):
@@ -252,7 +257,7 @@ def column_ids(root: Path, key: dict[str, Any], what: str, tokenize: Callable[[l
         logger.warning("%s: token ids of %s cannot be kept there (%s); tokenised in memory for this run", root,
                        what, err.strerror or err)
         ids, lengths = _tokenised(tokenize, values)
-        return TokenIds(ids, np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64))
+        return TokenIds(ids, offsets_of(lengths))
 
 
 def run_ids(encoder, keys: Sequence[tuple[str, str | None]], texts: dict[str, Callable[[str], str]],
