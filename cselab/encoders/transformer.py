@@ -469,7 +469,9 @@ class TransformerEncoder(Encoder):
         distinct, row_of = torch.unique(lengths, return_inverse=True)
         positions = torch.arange(len(ids), device=lengths.device).repeat(len(distinct), 1)
         positions[:, before:] += distinct.unsqueeze(1)
-        outputs = model(input_ids=ids.repeat(len(distinct), 1), position_ids=positions)
+        rows = ids.repeat(len(distinct), 1)  # the mask given: without one, transformers >= 5.25 reads the positions'
+        # jump over the sentence as two packed sequences that cannot attend each other
+        outputs = model(input_ids=rows, attention_mask=torch.ones_like(rows), position_ids=positions)
         mask = self.mask_positions(ids.unsqueeze(0))[0]
         vectors: torch.Tensor = outputs.last_hidden_state[:, mask][row_of]
         return vectors

@@ -38,6 +38,7 @@ import torch
 
 import cselab
 from cselab.atomic import write_bytes_atomic, write_json_atomic
+from cselab.boundary import note
 from cselab.checksum import sha256
 from cselab.errors import DataError
 from cselab.locking import FolderLock
@@ -164,11 +165,17 @@ def offsets_of(lengths: np.ndarray) -> np.ndarray:
     return np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
 
 
-def _tokenised(tokenize: Callable[[list[str]], list[list[int]]], values: Sequence[Any]
+def _tokenised(tokenize: Callable[[list[str]], list[list[int]]], values: Sequence[Any], start: int, what: str
                ) -> tuple[np.ndarray, np.ndarray]:
-    """The ids of ``values`` (none for a missing or empty value) and each row's length."""
+    """The ids of the chunk of ``values`` from ``start`` (none for a missing or empty value) and each row's length; a
+    plug-in that fails (the column's text plug-in) is told the rows it failed in."""
+    values = values[start:start + CHUNK_ROWS]
     present = [i for i, value in enumerate(values) if value]
-    rows = tokenize([values[i] for i in present]) if present else []
+    try:
+        rows = tokenize([values[i] for i in present]) if present else []
+    except Exception as err:
+        note(err, during=f"the tokenising of {what} before the first step, rows {start + 1} to {start + len(values)}")
+        raise
     lengths = np.zeros(len(values), dtype=np.int64)
     lengths[present] = [len(row) for row in rows]
     ids = np.fromiter((i for row in rows for i in row), dtype=np.int32, count=int(lengths.sum()))
@@ -211,15 +218,12 @@ class IdsFolder:
             for start in range(0, len(values), CHUNK_ROWS):
                 chunks.append(self.partial / f"rows-{start:012d}-{min(start + CHUNK_ROWS, len(values)):012d}.npz")
                 if not _readable(chunks[-1]):
-                    ids, lengths = _tokenised(tokenize, values[start:start + CHUNK_ROWS])
+                    ids, lengths = _tokenised(tokenize, values, start, self.what)
                     buffer = io.BytesIO()
                     np.savez(buffer, ids=ids, lengths=lengths)
                     write_bytes_atomic(chunks[-1], buffer.getvalue())
                 bar.update(min(CHUNK_ROWS, len(values) - start))
-        parts = [np.load(path, allow_pickle=False) for path in chunks]
-        ids = np.concatenate([part["ids"] for part in parts]) if parts else np.zeros(0, dtype=np.int32)
-        lengths = np.concatenate([part["lengths"] for part in parts]) if parts else np.zeros(0, dtype=np.int64)
-        offsets = offsets_of(lengths)
+        ids, offsets = _joined([(part["ids"], part["lengths"]) for part in map(np.load, chunks)])
         staging = self.folder.with_name(f"{self.folder.name}.staging-{os.getpid()}")
         files = {}
         for name, array in zip(ARRAYS, (ids, offsets), strict=True):
@@ -230,6 +234,13 @@ class IdsFolder:
         os.replace(staging, self.folder)
         shutil.rmtree(self.partial, ignore_errors=True)
         return TokenIds(*(np.load(self.folder / name, mmap_mode="r", allow_pickle=False) for name in ARRAYS))
+
+
+def _joined(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """The chunks' ``(ids, lengths)`` as one flat ids array and its offsets."""
+    ids = np.concatenate([part[0] for part in parts]) if parts else np.zeros(0, dtype=np.int32)
+    lengths = np.concatenate([part[1] for part in parts]) if parts else np.zeros(0, dtype=np.int64)
+    return ids, offsets_of(lengths)
 
 
 def _readable(chunk: Path) -> bool:
@@ -256,8 +267,8 @@ def column_ids(root: Path, key: dict[str, Any], what: str, tokenize: Callable[[l
     except OSError as err:
         logger.warning("%s: token ids of %s cannot be kept there (%s); tokenised in memory for this run", root,
                        what, err.strerror or err)
-        ids, lengths = _tokenised(tokenize, values)
-        return TokenIds(ids, offsets_of(lengths))
+        return TokenIds(*_joined([_tokenised(tokenize, values, start, what)
+                                  for start in range(0, len(values), CHUNK_ROWS)]))
 
 
 def run_ids(encoder, keys: Sequence[tuple[str, str | None]], texts: dict[str, Callable[[str], str]],
