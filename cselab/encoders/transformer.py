@@ -20,6 +20,8 @@ from cselab.background import ahead
 from cselab.encoders.base import Encoder
 from cselab.encoders.cuts import clean_cut, cuts_as_text, template_sides
 from cselab.encoders.encoding import DEFAULT_POOLER, EOS_PLACEHOLDER, MASK_PLACEHOLDER, Encoding
+from cselab.encoders.packing import forward as packed_forward
+from cselab.encoders.packing import pack
 from cselab.encoders.pooling import ModelOutput, Pooler, pool_states
 from cselab.encoders.pretrained import token_limit
 from cselab.errors import ConfigError
@@ -230,9 +232,14 @@ class TransformerEncoder(Encoder):
         index = torch.arange(attention_mask.shape[1], device=attention_mask.device)
         return attention_mask * (index >= start)
 
-    def run(self, model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, **kwargs: Any) -> ModelOutput:
+    def run(self, model: Any, input_ids: torch.Tensor, attention_mask: torch.Tensor, packed: bool = False,
+            **kwargs: Any) -> ModelOutput:
         """``model``'s outputs on a padded batch, bidirectional when the encoder is: every forward pass of a
-        sentence goes through here."""
+        sentence goes through here. ``packed``: its real tokens run as one row, the outputs padded back
+        (:mod:`cselab.encoders.packing`)."""
+        packing = pack(model, input_ids, attention_mask, self.bidirectional) if packed else None
+        if packing is not None:
+            return packed_forward(model, input_ids, packing, **kwargs)
         mask: torch.Tensor | BlockMask | None = attention_mask
         if self.bidirectional:
             from transformers.masking_utils import create_bidirectional_mask
@@ -415,23 +422,26 @@ class TransformerEncoder(Encoder):
     @overload
     def forward_batch(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, model: Any = None,
                       layers: None = None, layer_pooler: str | None = None, input_augment: Augment | None = None,
-                      head: torch.nn.Module | None | str = "own") -> torch.Tensor: ...
+                      head: torch.nn.Module | None | str = "own", packed: bool = False) -> torch.Tensor: ...
 
     @overload
     def forward_batch(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, model: Any = None, *,
                       layers: list[int] | str, layer_pooler: str | None = None, input_augment: Augment | None = None,
-                      head: torch.nn.Module | None | str = "own") -> tuple[torch.Tensor, torch.Tensor]: ...
+                      head: torch.nn.Module | None | str = "own", packed: bool = False
+                      ) -> tuple[torch.Tensor, torch.Tensor]: ...
 
     def forward_batch(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, model: Any = None,
                       layers: list[int] | str | None = None, layer_pooler: str | None = None,
-                      input_augment: Augment | None = None, head: torch.nn.Module | None | str = "own"
-                      ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+                      input_augment: Augment | None = None, head: torch.nn.Module | None | str = "own",
+                      packed: bool = False) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """Pooled vectors of a padded batch already on the model's device: the one forward path of inference and
         training. ``model`` runs instead of the encoder's own (training's frozen copy); ``input_augment`` maps
         the word embeddings (batch, tokens, dim) to what the model reads instead; ``head`` maps the vectors instead
         of the encoder's own (None: no head). With ``layers`` (hidden-state indices, 0 = embeddings, negative from
         the last; or ``"all"``) it returns ``(vectors, layer_vectors)``, the second of shape (batch, layers, dim),
-        each layer pooled with ``layer_pooler`` (by default the one matching the pooler), neither through a head."""
+        each layer pooled with ``layer_pooler`` (by default the one matching the pooler), neither through a head.
+        ``packed``: the pass runs packed (:meth:`run`; with ``input_augment``, the embeddings are then (1, tokens,
+        dim), the batch's real tokens in one row); the denoising's template pass is padded."""
         model = self.model if model is None else model
         head = self.head if isinstance(head, str) else head
         if layers is not None and head is not None:
@@ -440,7 +450,7 @@ class TransformerEncoder(Encoder):
         hook = model.get_input_embeddings().register_forward_hook(
             lambda module, inputs, output: input_augment(output)) if input_augment is not None else None
         try:
-            outputs = self.run(model, input_ids, attention_mask,
+            outputs = self.run(model, input_ids, attention_mask, packed,
                                output_hidden_states=layers is not None or self._pool.hidden_states)
         finally:
             if hook is not None:

@@ -78,6 +78,7 @@ class TrainingEncoder(nn.Module):
         self.__dict__["frozen"] = frozen
         self.frozen_mode, self.momentum = config.frozen_mode, config.momentum
         self.__dict__["compiled"] = None  # the backbone through torch.compile (compile_backbone): not a submodule
+        self.packing = False  # the sentence passes run packed (training.packing; cselab.encoders.packing)
         self.base_settings: dict[str, Any] = {}  # the base's own values of its config fields training changed
         if frozen is not None and config.momentum is not None and config.momentum_start == "random":  # (momentum
             # needs the frozen copy: EncoderConfig)
@@ -171,7 +172,8 @@ class TrainingEncoder(nn.Module):
         With ``layers`` (hidden-state indices, 0 = embeddings, negative from the last; or ``"all"``) it returns
         ``(vectors, layer_vectors)``, the second of shape (batch, layers, dim), each layer pooled with
         ``layer_pooler`` (by default the one matching the encoder's pooler). ``frozen`` runs the frozen copy.
-        ``input_augment`` maps the word embeddings (batch, tokens, dim) to what the encoder reads instead. ``mlm``
+        ``input_augment`` maps the word embeddings (batch, tokens, dim; (1, tokens, dim) in a packed pass, the
+        batch's real tokens) to what the encoder reads instead. ``mlm``
         returns the masked-LM head's logits of every token instead (batch, tokens, vocabulary); ``auxiliary`` runs that
         auxiliary model instead, on the tokens and the sentence vectors ``condition``. ``pooled`` (without ``layers``)
         returns ``(vectors, pooled)``, the second before the head."""
@@ -208,7 +210,7 @@ class TrainingEncoder(nn.Module):
         with torch.no_grad() if frozen else contextlib.nullcontext():
             result = view.forward_batch(input_ids, attention_mask, model=model, layers=layers,
                                         layer_pooler=layer_pooler, input_augment=input_augment,
-                                        head=self.head if inside else None)
+                                        head=self.head if inside else None, packed=self.packing)
         vectors, stacked = ((result.float(), None) if isinstance(result, torch.Tensor)  # (a pair with layers)
                             else (result[0].float(), result[1].float()))
         head = self.head if use and not inside and self.head is not None else (lambda x: x)

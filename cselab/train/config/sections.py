@@ -176,6 +176,11 @@ class TrainingConfig(Checked):
                                        "layers and pooling, no augment) share one forward pass, their rows padded to "
                                        "one length: auto (on a CUDA device), true or false; the same vectors with "
                                        "dropout off, other dropout masks with it on", words=(AUTO,))
+    packing: bool | str = setting(AUTO, (bool, str), "the sentence passes run padding-free: a batch's real tokens "
+                                  "in one row, each layer's attention re-padded per row: auto (on a CUDA device, "
+                                  "where the backbone is not compiled), true (refused where the method or model "
+                                  "cannot) or false; the same vectors with dropout off, other dropout masks with it "
+                                  "on", words=(AUTO,))
 
     def rules(self) -> None:
         if self.warmup >= 1 and self.warmup != int(self.warmup):
@@ -184,6 +189,10 @@ class TrainingConfig(Checked):
         if self.cuda_graphs is True and self.compile is False:
             raise ConfigError("training.cuda_graphs: true replays the compiled backbone, and training.compile is "
                               "false; set compile to true or auto, or cuda_graphs to auto or false")
+        if self.packing is True and self.compile is True:
+            raise ConfigError("training.packing: true runs rows of a new length every batch, and training.compile: "
+                              "true compiles the backbone for rows padded to few shapes; set one of them to auto or "
+                              "false")
 
 
 def warmup_steps(warmup: float, total: int) -> int:

@@ -36,6 +36,8 @@ class _Rate(Augment):
 class GaussianNoise(_Noise):
     """Add N(0, sigma) to every embedding value."""
 
+    per_token = True
+
     def forward(self, values, gradient=None):
         return values + self.params.sigma * torch.randn_like(values)
 
@@ -44,6 +46,8 @@ class GaussianNoise(_Noise):
 class GaussianDropout(_Noise):
     """Multiply every embedding value by N(1, sigma)."""
 
+    per_token = True
+
     def forward(self, values, gradient=None):
         return values * (1 + self.params.sigma * torch.randn_like(values))
 
@@ -51,6 +55,8 @@ class GaussianDropout(_Noise):
 @register("input_augment", "bernoulli_dropout")
 class BernoulliDropout(_Rate):
     """Dropout with rate p on the embedding values."""
+
+    per_token = True
 
     def forward(self, values, gradient=None):
         return F.dropout(values, self.params.p, training=True)
@@ -112,6 +118,7 @@ class FGSM(Augment):
     """``values + epsilon * sign(gradient)``: the fast gradient sign step that increases the loss."""
 
     needs_gradient = True
+    per_token = True
 
     @dataclass(frozen=True, kw_only=True)
     class Params(Augment.Params):

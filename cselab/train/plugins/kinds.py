@@ -201,9 +201,12 @@ class Augment(Parametrized, nn.Module):
     """A view augmentation: of a forward view's word embeddings (kind ``input_augment``, before positions are
     added) or of another view's vectors (kind ``output_augment``). :meth:`forward` maps the values to augmented
     values of the same shape. With ``needs_gradient`` it also gets the gradient of the loss with respect to the
-    values, and the objective encodes such a view twice per step (FGSM)."""
+    values, and the objective encodes such a view twice per step (FGSM). ``per_token``: an input augment maps each
+    token's values by themselves (each value's own draw), so that it maps a packed pass's embeddings (the batch's real
+    tokens in one row, ``training.packing``) as it maps a padded pass's; one that draws along a row does not."""
 
     needs_gradient: ClassVar[bool] = False
+    per_token: ClassVar[bool] = False
 
     def forward(self, values: torch.Tensor, gradient: torch.Tensor | None = None) -> torch.Tensor:
         raise NotImplementedError

@@ -11,6 +11,10 @@ refused before the model loads.
   backbone passes are its only work on the model;
 - merged passes: views that differ only in column or prompt share one forward pass
   (:func:`cselab.train.objective.merged_passes`);
+- packing: the sentence passes run padding-free, a batch's real tokens in one row (:mod:`cselab.encoders.packing`;
+  the token-level passes of a loss, mlm's and mntp's, and PromptBERT's template passes stay padded). On the CPU too
+  with ``true``; ``auto`` leaves it to a CUDA device whose backbone is not compiled (compiling wins: its rows are
+  padded to few shapes, which CUDA graphs replay, where a packed row has a new length every batch);
 - the optimizer's update in fused kernels on a CUDA device (:class:`~cselab.train.run.optim.LegacyAdamW`'s exact
   update, torch's fused AdamW for ``optimizer: adamw``).
 """
@@ -44,19 +48,20 @@ class Execution:
     notes: tuple[str, ...] = field(default=())
     processes: int = 1
     sharding: Sharding | None = None  # FSDP2 (accelerate's FSDP config); None: each process holds the whole model
+    packing: bool = False
 
     def describe(self) -> dict[str, Any]:
         """For ``OUT/run.json``'s provenance: each lever as decided, and the notes."""
         return {"device": self.device, "prefetch": self.prefetch, "compile": self.compile,
-                "cuda_graphs": self.cuda_graphs, "merge_passes": self.merge_passes, "fused_update": self.fused_update,
-                "processes": self.processes,
+                "cuda_graphs": self.cuda_graphs, "merge_passes": self.merge_passes, "packing": self.packing,
+                "fused_update": self.fused_update, "processes": self.processes,
                 "sharding": self.sharding.describe() if self.sharding is not None else None, "notes": list(self.notes)}
 
     def line(self) -> str:
         """One line for the console."""
         taken = [f"batches tokenised {self.prefetch} ahead" if self.prefetch else "batches tokenised in the step",
                  *(["compiled"] if self.compile else []), *(["CUDA graphs"] if self.cuda_graphs else []),
-                 *(["passes merged"] if self.merge_passes else []),
+                 *(["passes merged"] if self.merge_passes else []), *(["passes packed"] if self.packing else []),
                  *(["fused optimizer update"] if self.fused_update else []),
                  *([f"sharded over {self.processes} processes (FSDP2)"] if self.sharding is not None else [])]
         return f"training on {self.device}: {', '.join(taken)}" + "".join(f"; {note}" for note in self.notes)
@@ -70,6 +75,8 @@ def compile_blocker(method: MethodConfig, sharded: bool = False) -> str | None:
         return "an adapter (peft) wraps the backbone"
     if method.training.gradient_checkpointing:
         return "gradient checkpointing recomputes the backbone's layers"
+    if method.training.packing is True:
+        return "training.packing is true (a packed row has a new length every batch)"
     for name, view in method.views.items():
         if view.augment is not None and not view.of:
             return f"views.{name}'s input augment runs as a hook inside the backbone"
@@ -106,6 +113,18 @@ def graph_blocker(method: MethodConfig, processes: int) -> str | None:
     return None
 
 
+def packing_blocker(method: MethodConfig, compiled: bool, model_blocker: str | None = None) -> str | None:
+    """Why the method's sentence passes cannot run packed (``compiled``: its backbone is; ``model_blocker``: why the
+    base model's cannot, :func:`cselab.encoders.packing.config_refusal`), or None."""
+    if compiled:
+        return "the compiled backbone takes rows padded to few shapes"
+    for name, view in method.views.items():
+        if view.augment is not None and not view.of and not get("input_augment", view.augment["kind"]).cls.per_token:
+            return (f"views.{name}'s input augment ({view.augment['kind']}) draws along a row's tokens, and a packed "
+                    "pass has one row")
+    return model_blocker
+
+
 def _decided(value: bool | str, device_allows: bool, blocker: str | None, lever: str, key: str) -> tuple[bool, str]:
     """A lever's value (``auto``, True or False) on this device: on or off, and a note where ``auto`` leaves it off
     on a device that would take it; True where the method cannot is refused."""
@@ -119,10 +138,12 @@ def _decided(value: bool | str, device_allows: bool, blocker: str | None, lever:
     return (True, "") if value is True or device_allows else (False, "")
 
 
-def plan(method: MethodConfig, device: str, processes: int = 1, sharding: Sharding | None = None) -> Execution:
+def plan(method: MethodConfig, device: str, processes: int = 1, sharding: Sharding | None = None,
+         model_blocker: str | None = None) -> Execution:
     """The levers a run of ``method`` on ``device`` (its type: ``cpu``, ``cuda``) over ``processes`` takes, its
     weights sharded as ``sharding`` says (FSDP2; a method that cannot is refused, :func:`~cselab.train.run.sharding.
-    check`)."""
+    check`); ``model_blocker``: why the base model's passes cannot be packed, read from its config (None: they
+    can)."""
     cfg, cuda = method.training, device == "cuda"
     if sharding is not None:
         check_sharding(method)
@@ -132,5 +153,8 @@ def plan(method: MethodConfig, device: str, processes: int = 1, sharding: Shardi
                       "the backbone is not compiled" if not compiled else graph_blocker(method, processes))
     graphs, graphs_note = _decided(cfg.cuda_graphs, cuda and compiled, graphs_blocker, "CUDA graphs", "cuda_graphs")
     merged = cfg.merge_passes is True or (cfg.merge_passes == AUTO and cuda)
+    packed, packing_note = _decided(cfg.packing, cuda, packing_blocker(method, compiled, model_blocker), "packing",
+                                    "packing")
     return Execution(device, cfg.prefetch, compiled, graphs, merged, cuda,
-                     tuple(note for note in (compile_note, graphs_note) if note), processes, sharding)
+                     tuple(note for note in (compile_note, graphs_note, packing_note) if note), processes, sharding,
+                     packed)

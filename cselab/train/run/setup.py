@@ -14,6 +14,7 @@ import torch
 from accelerate.utils import set_seed
 from torch.utils.data import DataLoader
 
+from cselab.encoders import packing
 from cselab.errors import ConfigError, TrainingError
 from cselab.evaluation.dev import dev_scorer
 from cselab.evaluation.scoring import DevScorer
@@ -83,18 +84,31 @@ def check_hooks(objective: Objective, cfg: TrainingConfig, processes: int) -> No
         raise TrainingError("hooks.weights (SAM/AWP) perturbs the weights once per step: set training.grad_accum=1")
 
 
-def checkpoint_activations(backbone, model: str) -> None:
+def checkpoint_activations(backbone, model: str, packed: bool = False) -> None:
     """``training.gradient_checkpointing``: the backbone recomputes its layers' activations in the backward pass
     (transformers' non-reentrant checkpointing, which replays each layer's dropout masks); a model that cannot is
-    refused."""
+    refused. With ``packed`` passes a layer is recomputed with the attention its pass ran."""
     if not getattr(backbone, "supports_gradient_checkpointing", False):
         raise TrainingError(f"training.gradient_checkpointing: {model} ({type(backbone).__name__}) does not support "
                             "gradient checkpointing")
+    options: dict[str, Any] = {"use_reentrant": False}
+    if packed:
+        options["context_fn"] = packing.checkpoint_contexts(backbone.config)
     enable = getattr(backbone, "activation_checkpointing_enable", None)  # transformers >= 5.x's name
     if enable is not None:
-        enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        enable(activation_checkpointing_kwargs=options)
     else:
-        backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        backbone.gradient_checkpointing_enable(gradient_checkpointing_kwargs=options)
+
+
+def check_packing(encoder: TrainingEncoder, cfg: TrainingConfig) -> None:
+    """Refuse packed passes the loaded backbone cannot take (its attention, its layers: what its config did not
+    say), whether ``training.packing`` is true or auto; otherwise the encoder's sentence passes run packed."""
+    why = packing.refusal(encoder.backbone)
+    if why is not None:
+        raise ConfigError(f"training.packing: {str(cfg.packing).lower()}, and packing cannot be used here: {why}; "
+                          "set it to false")
+    encoder.packing = True
 
 
 def check_matryoshka(objective: Objective, encoder: TrainingEncoder) -> None:
@@ -154,8 +168,10 @@ def setup(method: MethodConfig, model: str, rows, where: str = "the training dat
     check_hooks(objective, cfg, processes)
     per_epoch, total = step_counts(len(rows), cfg, where)
     encoder = build_encoder(method, model)
+    if execution.packing:
+        check_packing(encoder, cfg)
     if cfg.gradient_checkpointing:
-        checkpoint_activations(encoder.backbone, model)
+        checkpoint_activations(encoder.backbone, model, execution.packing)
     check_matryoshka(objective, encoder)
     attach_auxiliary(encoder, objective)
     initial = initial_weights(encoder) if objective.needs_initial_weights else None

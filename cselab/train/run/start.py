@@ -12,7 +12,8 @@ from typing import Any
 from accelerate import Accelerator
 
 from cselab.encoders.loading import after_pooling, model_folder
-from cselab.encoders.pretrained import check_max_length, weight_files
+from cselab.encoders.packing import config_refusal
+from cselab.encoders.pretrained import auto_config, check_max_length, weight_files
 from cselab.provenance import provenance
 from cselab.registry import build_plugin
 from cselab.train.config.method import MethodConfig
@@ -83,7 +84,8 @@ def start(accelerator: Accelerator, method: MethodConfig, model: str, data, out:
     weights = weight_files(str(model))
     normalizes = base_normalizes(str(model))
     # a lever it cannot take, a method that cannot train sharded: refused
-    execution = plan(method, accelerator.device.type, accelerator.num_processes, sharding.requested())
+    execution = plan(method, accelerator.device.type, accelerator.num_processes, sharding.requested(),
+                     config_refusal(auto_config(str(model))))
     mine = run_folder.run_identity(method, model, source, data_dir, eval_limit, weights)
     made = {**provenance(str(accelerator.device), weights), "execution": execution.describe()}
     run_folder.check_or_write(out, mine, method.to_dict(), write=accelerator.is_main_process, provenance=made)

@@ -36,10 +36,11 @@ def minilm(tmp_path, dropout: bool):
     return str(folder)
 
 
-def gradients(preset: str, model: str, mini: int | None, reference: bool = False):
+def gradients(preset: str, model: str, mini: int | None, reference: bool = False, packed: bool = False):
     method = load_method(preset, ["training.max_length=24"], profile="minilm")
     torch.manual_seed(0)
     encoder, objective = build_encoder(method, model), Objective(method)
+    encoder.packing = packed  # (training.packing)
     initial = initial_weights(encoder) if objective.needs_initial_weights else None
     weights = (lambda: (list(encoder.backbone.parameters()), initial)) if initial is not None else None
     torch.manual_seed(5)
@@ -83,9 +84,11 @@ def test_without_dropout_the_cached_gradient_is_the_full_batchs(preset, tmp_path
 
 
 @pytest.mark.slow
-def test_with_dropout_each_mini_batch_draws_its_masks_twice_alike(tmp_path, monkeypatch):
+@pytest.mark.parametrize("packed", [False, True])
+def test_with_dropout_each_mini_batch_draws_its_masks_twice_alike(packed, tmp_path, monkeypatch):
     """The second pass of each mini-batch gives exactly its first pass's vectors, and the gradient is that of the
-    mini-batches forwarded once with their gradients kept."""
+    mini-batches forwarded once with their gradients kept; packed passes (training.packing) too, whose dropout draws
+    over the packed row."""
     model = minilm(tmp_path, dropout=True)
     passes = []
     encode = Objective.encode
@@ -96,12 +99,12 @@ def test_with_dropout_each_mini_batch_draws_its_masks_twice_alike(tmp_path, monk
         return out
 
     monkeypatch.setattr(Objective, "encode", recorded)
-    cached = gradients("simcse", model, 4)
+    cached = gradients("simcse", model, 4, packed=packed)
     first, second = passes[:3], passes[3:]
     assert len(second) == 3 and all(torch.equal(a[name], b[name]) for a, b in zip(first, second) for name in a)
     assert not torch.equal(first[0]["anchor"], first[0]["positive"])  # dropout is on: the two views differ
     monkeypatch.undo()
-    assert_same(cached, gradients("simcse", model, 4, reference=True))
+    assert_same(cached, gradients("simcse", model, 4, reference=True, packed=packed))
 
 
 @pytest.mark.parametrize("settings, message", [

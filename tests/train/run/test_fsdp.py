@@ -60,8 +60,9 @@ def train_args(model: Path, cache: Path, data_dir: Path, out: Path, *extra: str)
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, tiny_cache, data_dir):
-    """One process (and a planted change of it), two FSDP processes straight (cached), and two killed after their
-    first save (step 2) then run again, by two FSDP processes and (a copy) by one process without FSDP."""
+    """One process (and a planted change of it), two FSDP processes straight (cached; and with packed passes), and
+    two killed after their first save (step 2) then run again, by two FSDP processes and (a copy) by one process
+    without FSDP."""
     from transformers import BertModel
 
     root = tmp_path_factory.mktemp("fsdp")
@@ -80,6 +81,8 @@ def runs(tmp_path_factory, tiny_cache, data_dir):
     run([sys.executable, "-m", "cselab.cli"], "planted", "training.lr=1.5e-4")
     cached = "training.mini_batch_size=3"
     run([*torchrun, "--master_port", "29581", "-m", "cselab.cli"], "fsdp", cached, env=FSDP)
+    run([*torchrun, "--master_port", "29584", "-m", "cselab.cli"], "fsdp-packed", cached, "training.packing=true",
+        env=FSDP)
     run([*torchrun, "--master_port", "29582", str(root / "killed.py")], "half", cached, env=FSDP)
     assert json.loads((root / "half" / "last" / "trainer_state.json").read_text())["step"] == 2
     shutil.copytree(root / "half", root / "half-one")
@@ -124,6 +127,13 @@ def test_two_sharded_processes_train_the_weights_of_one(runs):
     identities = [{k: v for k, v in json.loads((runs / run / "run.json").read_text()).items()
                    if k not in ("provenance", "config_sha256")} for run in ("one", "fsdp")]
     assert identities[0] == identities[1]
+
+
+def test_two_sharded_processes_train_packed_passes_to_the_weights_of_one(runs):
+    """training.packing under FSDP2 (BERT's pooler layer runs inside the sharded pass, where its weights are
+    gathered): measured 2026-12-03, 6.6e-6 from one process's padded run, as the padded sharded run (6.6e-6)."""
+    assert largest_difference(weights(runs / "one"), weights(runs / "fsdp-packed")) <= WEIGHTS
+    assert json.loads((runs / "fsdp-packed" / "run.json").read_text())["provenance"]["execution"]["packing"]
 
 
 def test_a_killed_sharded_run_resumes_to_the_straight_runs_weights(runs):
