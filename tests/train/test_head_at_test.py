@@ -63,7 +63,8 @@ def released_vectors(best, sentences):
     positions = torch.arange(alone.shape[1]).repeat(64, 1)
     positions[:, len(tokenizer.encode(before)) - 1:] += torch.arange(64).unsqueeze(-1)
     with torch.no_grad():
-        delta = model(input_ids=alone, position_ids=positions).last_hidden_state[alone == tokenizer.mask_token_id]
+        delta = model(input_ids=alone, attention_mask=torch.ones_like(alone),
+                      position_ids=positions).last_hidden_state[alone == tokenizer.mask_token_id]
         batch = tokenizer([before + s + after for s in sentences], return_tensors="pt", padding=True)
         states = model(**batch).last_hidden_state[batch["input_ids"] == tokenizer.mask_token_id]
         return head(states) - head(delta[batch["attention_mask"].sum(-1) - alone.shape[1]])

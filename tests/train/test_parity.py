@@ -142,8 +142,9 @@ def released_promptbert_loss(bert, mlp, tokenizer, sentences, temp=0.05, max_len
         positions = torch.arange(template.shape[1]).repeat(rows, 1)
         first = len(tokenizer.encode(templates[0][0], add_special_tokens=False))  # cls.bs: the first template's
         positions[:, first + 1:] += torch.arange(rows).unsqueeze(-1)
-        delta = bert(input_ids=template, position_ids=positions).last_hidden_state[
-            template == tokenizer.mask_token_id]
+        # the mask given: transformers 5.25 reads the positions' jump, unmasked, as two packed sequences
+        delta = bert(input_ids=template, attention_mask=torch.ones_like(template),
+                     position_ids=positions).last_hidden_state[template == tokenizer.mask_token_id]
         length = batch["attention_mask"].view(len(sentences), 2, -1)[:, view].sum(-1) - template.shape[1]
         denoised.append(pooled[:, view] - delta[length])
     z1, z2 = mlp(denoised[0]), mlp(denoised[1])
@@ -171,7 +172,8 @@ def released_promptbert_sup_loss(bert, mlp, tokenizer, sentences, temp=0.05, max
     alone = torch.tensor(tokenizer.encode(before + after)).repeat(rows, 1)
     positions = torch.arange(alone.shape[1]).repeat(rows, 1)
     positions[:, len(tokenizer.encode(before, add_special_tokens=False)) + 1:] += torch.arange(rows).unsqueeze(-1)
-    delta = bert(input_ids=alone, position_ids=positions).last_hidden_state[alone == tokenizer.mask_token_id]
+    delta = bert(input_ids=alone, attention_mask=torch.ones_like(alone),
+                 position_ids=positions).last_hidden_state[alone == tokenizer.mask_token_id]
     delta = delta[batch["attention_mask"].sum(-1) - alone.shape[1]]
     z1, z2, z3 = (mlp(states - delta) if roberta else mlp(states) - mlp(delta)).view(len(sentences), 3, -1).unbind(1)
     logits = torch.cat([F.cosine_similarity(z1.unsqueeze(1), z.unsqueeze(0), dim=-1) for z in (z2, z3)], 1) / temp
