@@ -19,6 +19,7 @@ from transformers import AutoModel, AutoTokenizer, BertModel, Qwen2Config
 from cselab.encoders import packing
 from cselab.encoders.transformer import TransformerEncoder
 from tests.conftest import save_tiny_bert
+from tests.packing_faults import plant
 
 SENTENCES = ["a cat sat on the mat", "dogs run", "a quick brown fox jumps over the lazy dog and more", "he said twice"]
 GRADIENTS = 1e-6  # of the largest gradient (measured: 1.1e-7)
@@ -77,17 +78,7 @@ def test_a_packed_pass_gives_the_padded_pass_s_states_and_gradients(kind, bidire
 def test_a_packed_pass_that_is_one_position_off_or_reads_one_pad_is_caught(planted, models, monkeypatch):
     """The comparison above sees a real change: every position one further, or the first row attending to its first
     padding token."""
-    if planted == "position":
-        positions = packing.positions
-        monkeypatch.setattr(packing, "positions", lambda model, ids: positions(model, ids) + 1)
-    else:
-        mask = packing.Packing.mask
-
-        def leaky(self, causal):
-            built = mask(self, causal).clone()
-            built[1, :, :, 4] = True  # "dogs run": [CLS] dogs run [SEP], then its padding
-            return built
-        monkeypatch.setattr(packing.Packing, "mask", leaky)
+    plant(planted, monkeypatch)  # the padding: "dogs run" ([CLS] dogs run [SEP]) attends to its first pad
     ((padded, padded_grads), (packed, packed_grads)), real = passes(models["bert"])
     assert not torch.equal(packed.last_hidden_state[real], padded.last_hidden_state[real])
     assert gradient_deviation(padded_grads, packed_grads) > 10 * GRADIENTS

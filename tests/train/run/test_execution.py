@@ -21,6 +21,7 @@ from cselab.train.run.execution import packing_blocker, plan
 from cselab.train.run.optim import LegacyAdamW
 from cselab.train.run.options import RunOptions
 from cselab.train.run.trainer import train
+from tests.packing_faults import plant
 from tests.runs import DECODER_PRESETS, base_for, data_for, models_for
 
 #: Today's path: each batch tokenised in its step, one pass per column and prompt, not compiled.
@@ -350,21 +351,7 @@ def test_a_packed_pass_one_position_off_or_reading_a_pad_is_caught(preset, plant
     LLM2Vec (bidirectional, gradient checkpointing, LoRA) and the two presets whose measured basis is widest.
     Measured (1 thread): simcse's position 0.35 in a figure and 3.3e-4 in a weight, its padding 9.0e-3 and 1.8e-4;
     llm2vec's 2.3e-3 and 4.2e-4; promptbert-sup's 3.0e-2 and 3.8e-4; gmm-neg's 7.6e-2 and 2.1e-4."""
-    from cselab.encoders import packing
-
-    if planted == "position":
-        positions = packing.positions
-        monkeypatch.setattr(packing, "positions", lambda model, ids: positions(model, ids) + 1)
-    else:
-        mask = packing.Packing.mask
-
-        def leaky(self, causal):
-            built, real = mask(self, causal).clone(), torch.zeros(self.rows * self.width, dtype=torch.bool)
-            real[self.index] = True
-            row = int((~real.view(self.rows, self.width)).any(dim=1).nonzero()[0])
-            built[row, :, :, int((~real.view(self.rows, self.width)[row]).nonzero()[0])] = True
-            return built
-        monkeypatch.setattr(packing.Packing, "mask", leaky)
+    plant(planted, monkeypatch)
     still = _still(preset)
     today = _trained(preset, (*TODAY, *still), quiet_bert, tiny_cache, tmp_path, tmp_path / "today")
     planted_run = _trained(preset, (*TODAY, *still, "training.packing=true"), quiet_bert, tiny_cache, tmp_path,
