@@ -187,6 +187,14 @@ def member(folder: str | os.PathLike, name: Any, listed_in: str, error: type[Cse
     return path
 
 
+def cache_folder(name: str) -> Path:
+    """cselab's cache folder ``name``: under ``$CSELAB_CACHE_DIR``, else ``$XDG_CACHE_HOME/cselab``, else
+    ``~/.cache/cselab``."""
+    if os.environ.get("CSELAB_CACHE_DIR"):
+        return Path(os.environ["CSELAB_CACHE_DIR"]).expanduser() / name
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "cselab" / name
+
+
 def remove_path(path: str | os.PathLike) -> None:
     """Remove a file, a folder with its contents, or a link (the link only: never what it points to)."""
     path = Path(path)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -48,13 +49,15 @@ class FolderLock:
     """The lock file ``path`` while a writer works in its folder (a context manager). ``error`` is the error class a
     refusal raises and ``elsewhere`` what else the user may do (``give another --out``)."""
 
-    def __init__(self, path: Path, error: type[CselabError], elsewhere: str):
-        self.path, self.error, self.elsewhere = Path(path), error, elsewhere
+    def __init__(self, path: Path, error: type[CselabError], elsewhere: str, wait: float = 0.0):
+        """``wait``: seconds to wait for a live holder to finish before refusing (0: refuse at once)."""
+        self.path, self.error, self.elsewhere, self.wait = Path(path), error, elsewhere, wait
         self.mine = {"pid": os.getpid(), "host": socket.gethostname(), "process_start": _process_start(os.getpid()),
                      "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}
 
     def __enter__(self) -> FolderLock:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        deadline = time.monotonic() + self.wait
         while not self._create():
             if self.path.is_dir() or self.path.is_symlink():
                 raise self.error(f"{self.path}: a {'folder' if self.path.is_dir() else 'link'} where the run's lock "
@@ -64,6 +67,9 @@ class FolderLock:
             except CselabError:
                 holder = {}  # not a lock cselab wrote whole (it writes one complete, then links it into place)
             if holder and alive(holder.get("pid"), holder.get("host"), holder.get("process_start")):
+                if time.monotonic() < deadline:
+                    time.sleep(min(1.0, self.wait))
+                    continue
                 raise self.error(f"{self.path.parent}: being written by pid {holder.get('pid')} on "
                                  f"{holder.get('host')}, started {holder.get('started')}; wait for it to end, or "
                                  f"{self.elsewhere} (delete {self.path} only if that run is gone)")

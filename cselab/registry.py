@@ -72,7 +72,7 @@ SOURCES: dict[str, tuple[str, tuple[str, ...]]] = {
     "layer_pooler": ("cselab.poolers", ("cselab.encoders.pooling",)),
     "suite": ("cselab.suites", ("cselab.probes",)),
     "dev_scorer": ("cselab.dev_scorers", ("cselab.evaluation.dev",)),
-    "backtranslation": ("cselab.backtranslation", ("cselab.augment.backtranslate",)),
+    "backtranslation": ("cselab.backtranslation", ("cselab.augment.backtranslate", "cselab.augment.ct2")),
 }
 
 

@@ -257,5 +257,14 @@ def test_a_back_translation_backend_from_a_package_builds_a_cache_keyed_by_its_v
     own_registry._DISCOVERED.pop("cselab.backtranslation")
     assert backend_package("rotate") == "rotate-backend==0.2" and AugmentConfig(backend="rotate").key("0" * 64) != key
     with pytest.raises(ConfigError, match="augment config.backend: 'rotat' is not a backend \\(did you mean "
-                                          "'rotate'\\?\\); choose one of auto, apertium, hf, rotate, none"):
+                                          "'rotate'\\?\\); choose one of auto, apertium, ctranslate2, hf, rotate, "
+                                          "none"):
         AugmentConfig(backend="rotat")
+
+
+def test_every_augment_setting_is_a_row_of_the_settings_table():
+    from cselab.augment.cache import AugmentConfig
+
+    text = (DOCS / "augment.md").read_text(encoding="utf-8")
+    table = text[text.index("**Settings**"):text.index("A cluster array job")]
+    assert re.findall(r"^\| `(\w+)` \|", table, re.M) == [f.name for f in dataclasses.fields(AugmentConfig)]

@@ -20,6 +20,7 @@ paraphrases will not be the paper's.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 import re
 import shutil
@@ -28,8 +29,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from abc import ABC, abstractmethod
+from typing import Any
 
 from cselab import boundary
+from cselab.augment.decoding import Decoding, length_batches
 from cselab.augment.names import APERTIUM_PIVOTS, MER_BAND, WMT19_PIVOTS
 from cselab.errors import ConfigError, ExternalToolError, did_you_mean
 from cselab.mer import mer
@@ -74,17 +77,21 @@ def backend_package(backend: str) -> str | None:
 
 
 def resolve_backend(backend: str, pivots: Sequence[Sequence[str]] = WMT19_PIVOTS) -> str:
-    """``auto`` -> ``hf`` when every model of ``pivots`` loads offline, else ``apertium`` (with a warning);
-    any other backend as it is."""
+    """``auto`` -> the paper's models where every model of ``pivots`` loads offline, run by ``ctranslate2`` where it
+    is installed, else by ``hf``; otherwise ``apertium`` (with a warning). Any other backend as it is."""
     if check_backend(backend) != "auto":
         return backend
     missing = [name for pair in pivots for name in pair if not available_offline(name)]
-    if not missing:
-        return "hf"
-    logger.warning("back-translation: %s not found locally (no folder, not in the Hugging Face cache); using "
-                   "apertium eng-spa, so paraphrases are not the paper's (--backend hf downloads the models)",
-                   ", ".join(missing))
-    return "apertium"
+    if missing:
+        logger.warning("back-translation: %s not found locally (no folder, not in the Hugging Face cache); using "
+                       "apertium eng-spa, so paraphrases are not the paper's (--backend hf downloads the models)",
+                       ", ".join(missing))
+        return "apertium"
+    fast = importlib.util.find_spec("ctranslate2") is not None
+    logger.info("back-translation: the models load offline; backend %s (%s)", "ctranslate2" if fast else "hf",
+                "ctranslate2 is installed" if fast else "ctranslate2 is not installed: pip install "
+                "'cselab-toolkit[fast]' for the faster backend")
+    return "ctranslate2" if fast else "hf"
 
 
 def backend_pivots(backend: str, hf_pivots: Sequence[Sequence[str]] = WMT19_PIVOTS) -> list[list[str]]:
@@ -94,9 +101,11 @@ def backend_pivots(backend: str, hf_pivots: Sequence[Sequence[str]] = WMT19_PIVO
     return get("backtranslation", backend).cls.round_trips(hf_pivots)
 
 
-def is_paper_backtranslation(backend: str, pivots: Sequence[Sequence[str]]) -> bool:
-    """Whether these round trips are OssCSE's and sg-opt's: WMT19 en-de and en-ru through transformers."""
-    return backend == "hf" and [list(p) for p in pivots] == [list(p) for p in WMT19_PIVOTS]
+def is_paper_backtranslation(backend: str, pivots: Sequence[Sequence[str]], compute_type: str = "float32") -> bool:
+    """Whether these round trips are OssCSE's and sg-opt's: the WMT19 en-de and en-ru models, through transformers
+    or through ctranslate2 with unquantized weights (its int8 types approximate them)."""
+    engine = backend == "hf" or (backend == "ctranslate2" and not compute_type.startswith("int"))
+    return engine and [list(p) for p in pivots] == [list(p) for p in WMT19_PIVOTS]
 
 
 class Translator(ABC):
@@ -106,10 +115,16 @@ class Translator(ABC):
     name: str
 
     @classmethod
-    def build(cls, hf_pivots: Sequence[Sequence[str]], num_candidates: int) -> Translator:
-        """The backend for the augment config's ``hf_pivots`` and ``num_candidates`` (a backend that reads
+    def build(cls, hf_pivots: Sequence[Sequence[str]], decoding: Decoding) -> Translator:
+        """The backend for the augment config's ``hf_pivots`` and decoding settings (a backend that reads
         neither is built as ``cls()``)."""
         return cls()
+
+    @classmethod
+    def resolved_compute_type(cls, compute_type: str, device: str | None = None) -> str:
+        """``compute_type`` as this backend runs it on ``device`` (``auto`` made explicit, so that the cache's key
+        names what ran); a backend that computes no tensors keeps it as given."""
+        return compute_type
 
     @classmethod
     def round_trips(cls, hf_pivots: Sequence[Sequence[str]]) -> list[list[str]]:
@@ -146,7 +161,7 @@ def select_paraphrase(source: str, candidates: Sequence[str], band: tuple[float,
     return Paraphrase(text, value, len(candidates))
 
 
-def _one_line(text: str) -> str:
+def one_line(text: str) -> str:
     return " ".join(text.split())
 
 
@@ -167,7 +182,7 @@ class ApertiumTranslator(Translator):
         self.name = f"apertium:{pair[0]}+{pair[1]}"
 
     def _translate(self, mode: str, texts: Sequence[str]) -> list[str]:
-        text = "".join(f"{_one_line(t)}\n" for t in texts)
+        text = "".join(f"{one_line(t)}\n" for t in texts)
         run = subprocess.run([self.binary, "-u", mode], input=text, capture_output=True, text=True, check=False)
         if run.returncode != 0:
             raise ExternalToolError(f"apertium {mode} failed ({run.returncode}): {run.stderr.strip()}; "
@@ -176,7 +191,7 @@ class ApertiumTranslator(Translator):
         if len(lines) != len(texts):
             raise ExternalToolError(f"apertium {mode} returned {len(lines)} lines for {len(texts)}")
         # '#' and '@' mark words apertium could not generate or transfer
-        return [_one_line(re.sub(r"[#@]", "", line)) for line in lines]
+        return [one_line(re.sub(r"[#@]", "", line)) for line in lines]
 
     def round_trip(self, texts: Sequence[str]) -> list[list[str]]:
         out: list[list[str]] = []
@@ -187,75 +202,99 @@ class ApertiumTranslator(Translator):
         return out
 
 
-@register("backtranslation", "hf")
-class HFTranslator(Translator):
-    """Round trips through pairs of Hugging Face seq2seq models (names or folders).
+class PairTranslator(Translator):
+    """Round trips through pairs of seq2seq models (there, back), decoded as a :class:`Decoding` says: the way
+    there takes the first candidate, the way back gives ``num_candidates`` per sentence, pooled over the pivots.
+    A subclass loads ``self.pairs`` and implements :meth:`translate`."""
 
-    Each pivot contributes ``num_candidates`` back-translations per sentence (beam search, or
-    sampling with ``sample=True``). Sentences are sorted by length into batches padded only
-    to their longest member, run under ``inference_mode`` in bf16/fp16 on GPU, and returned
-    in input order.
-    """
-
-    def __init__(self, pivots: Sequence[tuple[str, str]] = WMT19_PIVOTS, num_candidates: int = 4,
-                 num_beams: int = 4, sample: bool = False, batch_size: int = 32, max_length: int = 128,
-                 device: str | None = None, dtype: str = "auto"):
-        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
-        from cselab.encoders.transformer import default_device, inference_dtype  # torch's
-
-        self.device = device or default_device()
-        torch_dtype = inference_dtype(self.device, dtype)
-        self.models = [tuple((AutoTokenizer.from_pretrained(name),
-                              AutoModelForSeq2SeqLM.from_pretrained(name).to(self.device, torch_dtype).eval())
-                             for name in pair) for pair in pivots]
-        self.num_candidates, self.num_beams, self.sample = num_candidates, max(num_beams, num_candidates), sample
-        self.batch_size, self.max_length = batch_size, max_length
-        self.name = "hf:" + ",".join(f"{a}+{b}" for a, b in pivots)
-
-    @classmethod
-    def build(cls, hf_pivots: Sequence[Sequence[str]], num_candidates: int) -> HFTranslator:
-        return cls([(a, b) for a, b in hf_pivots], num_candidates)
+    decoding: Decoding
+    pairs: list[tuple[Any, ...]]
 
     @classmethod
     def round_trips(cls, hf_pivots: Sequence[Sequence[str]]) -> list[list[str]]:
         return [list(pair) for pair in hf_pivots]
 
-    def translate(self, tokenizer, model, texts: Sequence[str], candidates: int = 1) -> list[list[str]]:
-        """``candidates`` translations of each text, length-sorted batches, input order restored."""
-        import torch
-
-        lengths = [len(ids) for ids in tokenizer(list(texts), truncation=True, max_length=self.max_length)["input_ids"]]
-        order = sorted(range(len(texts)), key=lambda i: -lengths[i])
-        out: list[list[str]] = [[] for _ in texts]
-        with torch.inference_mode():
-            for start in range(0, len(order), self.batch_size):
-                rows = order[start:start + self.batch_size]
-                batch = tokenizer([texts[i] for i in rows], return_tensors="pt", padding=True, truncation=True,
-                                  max_length=self.max_length).to(self.device)
-                generated = model.generate(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                                           max_new_tokens=self.max_length, num_return_sequences=candidates,
-                                           do_sample=self.sample, num_beams=1 if self.sample else self.num_beams)
-                decoded = tokenizer.batch_decode(generated, skip_special_tokens=True)
-                for position, i in enumerate(rows):
-                    out[i] = [_one_line(t) for t in decoded[position * candidates:(position + 1) * candidates]]
-        return out
+    @abstractmethod
+    def translate(self, model: Any, texts: Sequence[str], candidates: int = 1) -> list[list[str]]:
+        """``candidates`` translations of each text by one loaded model, in input order."""
 
     def round_trip(self, texts: Sequence[str]) -> list[list[str]]:
-        texts = [_one_line(t) for t in texts]
+        texts = [one_line(t) for t in texts]
         result: list[list[str]] = [[] for _ in texts]
-        for (forward_tok, forward), (backward_tok, backward) in self.models:
-            pivot = [c[0] for c in self.translate(forward_tok, forward, texts)]
-            for i, back in enumerate(self.translate(backward_tok, backward, pivot, self.num_candidates)):
-                result[i].extend(back)
+        for there, back in self.pairs:
+            pivot = [c[0] for c in self.translate(there, texts)]
+            for i, candidates in enumerate(self.translate(back, pivot, self.decoding.num_candidates)):
+                result[i].extend(candidates)
         return result
 
 
+HF_COMPUTE_TYPES = ("auto", "float32", "float16", "bfloat16")
+
+
+@register("backtranslation", "hf")
+class HFTranslator(PairTranslator):
+    """Round trips through pairs of Hugging Face seq2seq models (names or folders) with ``generate``: batches
+    sorted by length and padded to their longest row (:func:`~cselab.augment.decoding.length_batches`), under
+    ``inference_mode``; ``compute_type`` ``auto`` is bf16 (fp16 where bf16 is not supported) on a GPU, fp32 on the
+    CPU."""
+
+    def __init__(self, pivots: Sequence[tuple[str, str]] = WMT19_PIVOTS, decoding: Decoding | None = None,
+                 device: str | None = None):
+        import torch
+        from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+        from cselab.encoders.transformer import default_device, inference_dtype  # torch's
+
+        self.device = device or default_device()
+        self.decoding = decoding = decoding or Decoding()
+        torch_dtype = inference_dtype(self.device, self.resolved_compute_type(decoding.compute_type, self.device))
+        if decoding.threads:
+            torch.set_num_threads(decoding.threads)
+        self.pairs = [tuple((AutoTokenizer.from_pretrained(name),
+                             AutoModelForSeq2SeqLM.from_pretrained(name).to(self.device, torch_dtype).eval())
+                            for name in pair) for pair in pivots]
+        self.name = "hf:" + ",".join(f"{a}+{b}" for a, b in pivots)
+
+    @classmethod
+    def build(cls, hf_pivots: Sequence[Sequence[str]], decoding: Decoding) -> HFTranslator:
+        return cls([(a, b) for a, b in hf_pivots], decoding)
+
+    @classmethod
+    def resolved_compute_type(cls, compute_type: str, device: str | None = None) -> str:
+        from cselab.encoders.transformer import default_device, inference_dtype  # torch's
+
+        if compute_type not in HF_COMPUTE_TYPES:
+            raise ConfigError(f"augment config.compute_type: {compute_type!r} is not a dtype of the hf backend "
+                              f"({', '.join(HF_COMPUTE_TYPES)}); int8 types are ctranslate2's (backend=ctranslate2)")
+        return str(inference_dtype(device or default_device(), compute_type)).removeprefix("torch.")
+
+    def translate(self, model: Any, texts: Sequence[str], candidates: int = 1) -> list[list[str]]:
+        import torch
+
+        tokenizer, seq2seq = model
+        decoding = self.decoding
+        ids = tokenizer(list(texts), truncation=True, max_length=decoding.max_length)["input_ids"]
+        out: list[list[str]] = [[] for _ in texts]
+        with torch.inference_mode(), torch.random.fork_rng():
+            for rows in length_batches([len(row) for row in ids], decoding.batch_sentences, decoding.batch_tokens):
+                torch.manual_seed(decoding.seed)  # each batch alike: a chunk's rows do not depend on the ones before
+                batch = tokenizer.pad({"input_ids": [ids[i] for i in rows]}, return_tensors="pt").to(self.device)
+                sampled = {"do_sample": True, "num_beams": 1, "top_k": decoding.sampling_topk}
+                generated = seq2seq.generate(
+                    input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                    max_new_tokens=decoding.max_length, num_return_sequences=candidates,
+                    **(sampled if decoding.sample else {"do_sample": False, "num_beams": decoding.num_beams}))
+                decoded = tokenizer.batch_decode(generated, skip_special_tokens=True)
+                for position, i in enumerate(rows):
+                    out[i] = [one_line(t) for t in decoded[position * candidates:(position + 1) * candidates]]
+        return out
+
+
 def make_translator(backend: str, pivots: Sequence[Sequence[str]] = WMT19_PIVOTS,
-                    num_candidates: int = 4) -> Translator | None:
+                    decoding: Decoding | None = None) -> Translator | None:
     """The translator of a resolved backend (:meth:`Translator.build`), or None for ``none``."""
     if backend == "none":
         return None
     if backend == "auto":
         raise ConfigError("back-translation backend 'auto': resolve it first (resolve_backend)")
-    return get("backtranslation", backend, "back-translation backend").cls.build(pivots, num_candidates)
+    return get("backtranslation", backend, "back-translation backend").cls.build(pivots, decoding or Decoding())

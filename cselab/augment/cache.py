@@ -39,6 +39,7 @@ from cselab.boundary import note
 from cselab.atomic import write_json_atomic
 from cselab.augment.backtranslate import (backend_package, backend_pivots, check_backend, is_paper_backtranslation,
                                          make_translator, resolve_backend, select_paraphrase)
+from cselab.augment.decoding import DECODINGS, Decoding
 from cselab.augment.names import MER_BAND, WMT19_PIVOTS
 from cselab.augment.negation import RULE_SETS, RULES_VERSION, Negator
 from cselab.augment.source import SourceLine, read_source
@@ -50,7 +51,7 @@ from cselab.locking import FolderLock, alive
 from cselab.normalizers import NORMALIZERS
 from cselab.overrides import apply_override
 from cselab.progress import Progress
-from cselab.registry import Checked, Param, setting
+from cselab.registry import Checked, Param, get, setting
 from cselab.versions import debian_versions, package_versions
 
 COLUMNS = ("id", "text", "paraphrase", "paraphrase_mer", "negation", "negation_rule", "negation_reason")
@@ -66,7 +67,9 @@ def _schema():
                       ("negation_reason", pa.string())])
 
 
-ADDED_FIELDS = {"negation_rules": "cselab"}  # fields added after caches were written, and their defaults
+# fields added after caches were written, and their defaults (what those caches were built with)
+ADDED_FIELDS = {"negation_rules": "cselab", "decoding": "beam", "num_beams": 4, "sampling_topk": 50, "seed": 0,
+                "batch_sentences": 32, "batch_tokens": 0, "max_length": 128, "compute_type": "auto", "threads": 0}
 
 
 @dataclass
@@ -86,6 +89,21 @@ class AugmentConfig(Checked):
                                          "pairs of hub translation models (there, back)",
                                          items=Param(list, items=Param(str), length=2))
     num_candidates: int = setting(4, int, "back-translations per sentence from each pivot", min=1)
+    decoding: str = setting("beam", str, "how candidates are decoded: beam (the num_candidates best of num_beams "
+                            "beams) or sample", choices=DECODINGS)
+    num_beams: int = setting(4, int, "beams of beam search (1: greedy); at least num_candidates", min=1)
+    sampling_topk: int = setting(50, int, "sample among the k likeliest tokens (0: the whole distribution)", min=0)
+    seed: int = setting(0, int, "the sampling seed, set before each batch (hf) or each chunk's call (ctranslate2)",
+                        min=0)
+    batch_sentences: int = setting(32, int, "sentences per translation batch at most", min=1)
+    batch_tokens: int = setting(0, int, "tokens per translation batch at most, padding counted (0: no budget)",
+                                min=0)
+    max_length: int = setting(128, int, "tokens a sentence and its translation are cut to", min=1)
+    compute_type: str = setting("auto", str, "hf: auto (bfloat16 or float16 on a GPU, float32 on the CPU), float32, "
+                                "float16, bfloat16; ctranslate2: auto (float16 on a GPU, int8 on the CPU) or any of "
+                                "its compute types (int8, int8_float16 ...); the key records what auto resolves to")
+    threads: int = setting(0, int, "CPU threads of the translation (0: torch's setting for hf, every core this "
+                           "process may use for ctranslate2)", min=0)
     mer_band: list[float] = setting(list(MER_BAND), list, "a paraphrase is kept when its MER is within [low, high]",
                                     items=Param(float, min=0.0, max=1.0), length=2)
     mer_normalize: str = setting("lower", str, "text normalisation before MER",
@@ -99,21 +117,27 @@ class AugmentConfig(Checked):
         if not low < high:
             raise ConfigError(f"augment config.mer_band: {[low, high]} keeps no paraphrase; expected [low, high] "
                               "with low < high, both within [0, 1]")
+        if self.decoding == "beam" and self.num_beams < self.num_candidates:
+            raise ConfigError(f"augment config.num_beams: {self.num_beams} beams give at most {self.num_beams} "
+                              f"candidates, and num_candidates is {self.num_candidates}; raise num_beams or use "
+                              "decoding sample")
         if self.negation_rules == "sncse" and self.contractions:
             raise ConfigError("augment config.contractions: SNCSE's negation rules write no contractions; leave "
                               "contractions false with negation_rules sncse")
 
     def key(self, input_sha256: str) -> str:
         """Hash of the config, the input's sha256, cselab's version, the negation rules' version (a new release
-        or new rules write other rows) and, for a backend an installed package adds, that package and its version.
+        or new rules write other rows) and, for a backend an installed package adds, that package and its version
+        (for ``ctranslate2``, its version).
         A field added after caches were written (:data:`ADDED_FIELDS`) is left out at its default, which is what
         those caches were built with, so that they keep their key."""
         config = {name: value for name, value in asdict(self).items()
                   if name not in ADDED_FIELDS or ADDED_FIELDS[name] != value}
         package = backend_package(self.backend)  # a package's backend: its version writes other paraphrases
+        engine = package_versions(("ctranslate2",)) if self.backend == "ctranslate2" else {}  # likewise
         payload = json.dumps({"config": config, "input": input_sha256, "cselab": __version__,
-                              "negation_rules": RULES_VERSION, **({"backend_package": package} if package else {})},
-                             sort_keys=True)
+                              "negation_rules": RULES_VERSION, **({"backend_package": package} if package else {}),
+                              **({"engine": engine} if engine else {})}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
     @classmethod
@@ -130,8 +154,17 @@ class AugmentConfig(Checked):
         return cls(**values)
 
     def resolved(self) -> AugmentConfig:
-        """The config with ``backend: auto`` replaced by the backend it picks (what the key and manifest record)."""
-        return replace(self, backend=resolve_backend(self.backend, self.hf_pivots))
+        """The config with ``backend: auto`` replaced by the backend it picks, and ``compute_type: auto`` by the
+        type that backend runs here (what the key and manifest record)."""
+        backend = resolve_backend(self.backend, self.hf_pivots)
+        if backend == "none":
+            return replace(self, backend=backend)
+        compute_type = get("backtranslation", backend).cls.resolved_compute_type(self.compute_type)
+        return replace(self, backend=backend, compute_type=compute_type)
+
+    def decoding_settings(self) -> Decoding:
+        """The back-translation's decoding settings (:class:`~cselab.augment.decoding.Decoding`)."""
+        return Decoding(**{f.name: getattr(self, f.name) for f in fields(Decoding)})
 
 
 def chunk_path(folder: Path, index: int) -> Path:
@@ -155,7 +188,8 @@ class Augmenter:
     @property
     def translator(self):
         if self._translator is None and self.config.backend != "none":
-            self._translator = make_translator(self.config.backend, self.config.hf_pivots, self.config.num_candidates)
+            self._translator = make_translator(self.config.backend, self.config.hf_pivots,
+                                               self.config.decoding_settings())
         return self._translator
 
     def rows(self, lines: list[SourceLine]) -> dict[str, list]:
@@ -336,8 +370,9 @@ def _load_rows(folder: Path) -> dict[str, list]:
 
 def cache_versions(config: AugmentConfig) -> dict[str, str | None]:
     """Versions of what shapes a cache: the negation parser (spaCy and its model), the back-translation (apertium
-    and its language pair, transformers and torch for WMT19) and MER (jiwer)."""
-    return {**package_versions(("cselab", "spacy", "transformers", "torch", "jiwer", "datasets", "pyarrow")),
+    and its language pair, transformers, torch and ctranslate2 for the seq2seq models) and MER (jiwer)."""
+    return {**package_versions(("cselab", "spacy", "transformers", "torch", "ctranslate2", "jiwer", "datasets",
+                                "pyarrow")),
             "spacy_model": spacy_model_version(config.negation_model),
             **debian_versions(("apertium", "apertium-eng-spa"))}
 
@@ -361,5 +396,5 @@ def write_manifest(folder: Path, config: AugmentConfig, corpus, digest: str, chu
         "input_sha256": digest, "config": asdict(config), "chunks": chunks,
         "files": {path.name: file_record(path) for path in data_files(folder)},
         "models": {"negation": config.negation_model, "backtranslation": config.backend, "pivots": pivots,
-                   "paper_backtranslation": is_paper_backtranslation(config.backend, pivots)},
+                   "paper_backtranslation": is_paper_backtranslation(config.backend, pivots, config.compute_type)},
         "versions": cache_versions(config), "summary": summary or summarize(folder, config.mer_band)})

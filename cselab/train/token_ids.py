@@ -41,6 +41,7 @@ from cselab.atomic import write_bytes_atomic, write_json_atomic
 from cselab.boundary import note
 from cselab.checksum import sha256
 from cselab.errors import DataError
+from cselab.files import cache_folder
 from cselab.locking import FolderLock
 from cselab.progress import Progress
 from cselab.registry import described
@@ -148,10 +149,7 @@ def ids_root(source: dict[str, Any]) -> Path:
     """Where the ids of a run's data go (see the module docstring)."""
     if source.get("kind") == "augment-cache":
         return Path(source["path"]) / "token-ids"
-    if os.environ.get("CSELAB_CACHE_DIR"):
-        return Path(os.environ["CSELAB_CACHE_DIR"]).expanduser() / "token-ids"
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "cselab" / "token-ids"
+    return cache_folder("token-ids")
 
 
 def _array_bytes(array: np.ndarray) -> bytes:

@@ -3,6 +3,7 @@ import shutil
 import pytest
 
 from cselab.augment.backtranslate import ApertiumTranslator, HFTranslator, select_paraphrase
+from cselab.augment.decoding import Decoding, length_batches
 
 
 def test_mer_band_keeps_the_most_dissimilar_candidate_inside_it():
@@ -55,8 +56,8 @@ def tiny_seq2seq(tmp_path_factory):
 
 @pytest.mark.slow
 def test_hf_backend_candidates_and_order(tiny_seq2seq):
-    translator = HFTranslator([(tiny_seq2seq, tiny_seq2seq)], num_candidates=3, batch_size=2, max_length=12,
-                              device="cpu")
+    decoding = Decoding(num_candidates=3, batch_sentences=2, max_length=12)
+    translator = HFTranslator([(tiny_seq2seq, tiny_seq2seq)], decoding, device="cpu")
     texts = ["a short one", "a much longer sentence with many more words in it", "middle length sentence here"]
     together = translator.round_trip(texts)
     assert [len(c) for c in together] == [3, 3, 3]
@@ -65,22 +66,26 @@ def test_hf_backend_candidates_and_order(tiny_seq2seq):
 
 
 def test_hf_backend_pools_candidates_of_every_pivot(tiny_seq2seq):
-    translator = HFTranslator([(tiny_seq2seq, tiny_seq2seq)] * 2, num_candidates=2, max_length=8, device="cpu",
-                              sample=True)
+    decoding = Decoding(num_candidates=2, decoding="sample", max_length=8)
+    translator = HFTranslator([(tiny_seq2seq, tiny_seq2seq)] * 2, decoding, device="cpu")
     assert [len(c) for c in translator.round_trip(["one sentence", "another one"])] == [4, 4]
 
 
 def test_auto_backend_takes_the_papers_models_only_when_they_load_offline(tiny_bert_dir, tmp_path, caplog):
     from cselab.augment.backtranslate import WMT19_PIVOTS, available_offline, resolve_backend
 
-    assert resolve_backend("auto", [(str(tiny_bert_dir), str(tiny_bert_dir))]) == "hf"  # local folders
-    assert not caplog.text
+    local = [(str(tiny_bert_dir), str(tiny_bert_dir))]
+    assert resolve_backend("auto", local) == "ctranslate2"  # local folders, ctranslate2 installed (the dev extra)
+    with caplog.at_level("INFO"):
+        resolve_backend("auto", local)
+    assert "the models load offline; backend ctranslate2 (ctranslate2 is installed)" in caplog.text
+    caplog.clear()
     assert resolve_backend("auto", WMT19_PIVOTS) == "apertium"  # tests' hub cache is empty
     assert "facebook/wmt19-en-de, facebook/wmt19-de-en, facebook/wmt19-en-ru, facebook/wmt19-ru-en not found " \
            "locally" in caplog.text and "paraphrases are not the paper's" in caplog.text
     assert resolve_backend("apertium") == "apertium" and resolve_backend("hf") == "hf"
     with pytest.raises(ValueError, match="back-translation backend: 'google' is not a backend; choose one of auto, "
-                                         "apertium, hf, none"):
+                                         "apertium, ctranslate2, hf, none"):
         resolve_backend("google")
     assert not available_offline(str(tmp_path / "missing")) and not available_offline("not a/valid//id")
 
@@ -91,3 +96,23 @@ def test_a_model_in_the_hub_cache_counts_as_available(tiny_bert_dir):
 
     assert available_offline(cache_as_hub_model(tiny_bert_dir, "cselab-tests/cached-model"))
     assert not available_offline("cselab-tests/never-downloaded")
+
+
+def test_auto_backend_takes_hf_for_the_models_where_ctranslate2_is_not_installed(tiny_bert_dir, monkeypatch, caplog):
+    import importlib.util
+
+    from cselab.augment.backtranslate import resolve_backend
+
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+    with caplog.at_level("INFO"):
+        assert resolve_backend("auto", [(str(tiny_bert_dir), str(tiny_bert_dir))]) == "hf"
+    assert "ctranslate2 is not installed: pip install 'cselab-toolkit[fast]'" in caplog.text
+
+
+def test_length_batches_sort_by_length_and_keep_the_token_budget():
+    lengths = [3, 9, 5, 9, 1, 4]
+    assert length_batches(lengths, max_rows=4) == [[1, 3, 2, 5], [0, 4]]
+    # padded to the first (longest) row: 9 * 2 = 18 <= 20; 5 * 3 = 15 <= 20, a fourth would make 20 ... 5 * 4 = 20
+    assert length_batches(lengths, max_rows=8, max_tokens=20) == [[1, 3], [2, 5, 0, 4]]
+    assert length_batches([30, 2], max_rows=8, max_tokens=10) == [[0], [1]]  # a row over the budget: alone
+    assert length_batches([], max_rows=2) == []

@@ -69,16 +69,19 @@ def test_same_config_twice_is_a_no_op_and_a_new_config_gets_a_new_key(tmp_path):
     assert rows_of(sncse)["negation_rule"][0] == "sncse:do:VBZ"
 
 
-def test_a_cache_written_before_the_negation_rules_setting_keeps_its_key():
-    """The key as cselab computed it before ``negation_rules`` existed (its payload restated), for the default
-    rules; SNCSE's rules key another cache (above)."""
+def test_a_cache_written_before_the_added_settings_keeps_its_key():
+    """The key as cselab computed it before ``negation_rules`` and the decoding settings existed (its payload
+    restated), for their defaults; SNCSE's rules key another cache (above), as each decoding setting does
+    (tests/augment/test_ct2.py)."""
     from dataclasses import asdict
 
     from cselab import __version__
+    from cselab.augment.cache import ADDED_FIELDS
     from cselab.augment.negation import RULES_VERSION
 
     config = AugmentConfig()
-    before = {name: value for name, value in asdict(config).items() if name != "negation_rules"}
+    assert {"negation_rules", "decoding", "compute_type", "seed"} <= set(ADDED_FIELDS)
+    before = {name: value for name, value in asdict(config).items() if name not in ADDED_FIELDS}
     payload = json.dumps({"config": before, "input": "abc", "cselab": __version__, "negation_rules": RULES_VERSION},
                          sort_keys=True)
     assert config.key("abc") == hashlib.sha256(payload.encode()).hexdigest()[:16]
