@@ -10,7 +10,7 @@ margin and recall, as the preset weighs them; sentence-transformers has no such 
 30 to 40 words, cut to 32 tokens, so no row is padded. Encoding: cselab's ``encode`` and sentence-transformers'
 ``encode`` of wiki1m's 11,913 distinct lines with the same vectors, batch 64 (a "step" there is 64 sentences). The
 compute-bound rows (``--minilm``): the packaged all-MiniLM-L6-v2 trained on wiki1m, ``cselab train --method simcse
---profile minilm`` (its released batch of 64, 32 tokens; also with ``training.packing=true``) beside
+--profile minilm`` (its released batch of 64, 32 tokens; as it runs, packed, and with ``training.packing=false``) beside
 ``SentenceTransformerTrainer`` on the model's own modules.
 
 Every row runs in a process of its own (its own start, threads and memory), one after another, the rows alternated
@@ -37,7 +37,7 @@ sys.path.insert(0, str(HERE))
 OSSCSE_PROMPTS = ('This sentence : "{}" means [MASK] .', 'This sentence of "{}" means [MASK] .')
 TINY_ROWS = ("plain simcse 64", "cselab simcse 64", "st simcse 64", "plain simcse 512", "cselab simcse 512",
              "st simcse 512", "plain osscse 64", "cselab osscse 64", "cselab encode", "st encode")
-MINILM_ROWS = ("cselab minilm", "cselab minilm packed", "st minilm")
+MINILM_ROWS = ("cselab minilm", "cselab minilm padded", "st minilm")
 
 
 def corpus_lines(data_dir: Path) -> list[str]:
@@ -150,7 +150,7 @@ def encode_row(kind: str, model_dir: Path, sentences: list[str]) -> dict:
     return {"cpu_ms_per_step": 1000 * (time.process_time() - clock) / (len(sentences) / 64)}
 
 
-def train_row(kind: str, what: str, batch: int, packed: bool, work: Path, data_dir: Path, steps: int, skip: int
+def train_row(kind: str, what: str, batch: int, padded: bool, work: Path, data_dir: Path, steps: int, skip: int
               ) -> dict:
     """A trainer's CPU milliseconds a step: cselab's or sentence-transformers' (``kind``) on ``what`` (simcse,
     osscse on the tiny model; minilm: simcse on the packaged MiniLM and wiki1m)."""
@@ -164,7 +164,7 @@ def train_row(kind: str, what: str, batch: int, packed: bool, work: Path, data_d
         found = st_train(model, "cpu", texts, batch, steps, skip, False, work / "st", time.process_time, minilm)
     else:
         data = "wiki1m" if minilm else work / ("table.jsonl" if what == "osscse" else "corpus.txt")
-        overrides = (("training.packing=true",) if packed else ()) if minilm else () if what == "osscse" \
+        overrides = (("training.packing=false",) if padded else ()) if minilm else () if what == "osscse" \
             else SAME_WORK
         found = cselab_train(model, "cpu", data, batch, steps, skip, False, Path(tempfile.mkdtemp(dir=work)),
                              "simcse" if minilm else what, overrides, clock=time.process_time,
@@ -174,7 +174,7 @@ def train_row(kind: str, what: str, batch: int, packed: bool, work: Path, data_d
 
 
 def row(name: str, work: Path, data_dir: Path, steps: int, skip: int) -> dict:
-    """One row's figure, in this process: ``KIND WHAT [BATCH] [packed]``."""
+    """One row's figure, in this process: ``KIND WHAT [BATCH] [padded]``."""
     words = name.split()
     kind, what = words[0], words[1]
     batch = int(words[2]) if what in ("simcse", "osscse") else 64
@@ -183,7 +183,7 @@ def row(name: str, work: Path, data_dir: Path, steps: int, skip: int) -> dict:
     if what == "encode":
         lines = (data_dir / "wiki" / "wiki1m_for_simcse.prefix11913.txt").read_text(encoding="utf-8").splitlines()
         return encode_row(kind, work / "tiny-bert", list(dict.fromkeys(line for line in lines if line)))
-    return train_row(kind, what, batch, words[-1] == "packed", work, data_dir, steps, skip)
+    return train_row(kind, what, batch, words[-1] == "padded", work, data_dir, steps, skip)
 
 
 def run_row(name: str, work: Path, data_dir: Path, steps: int, skip: int, threads: int) -> dict:
@@ -207,7 +207,7 @@ def ratios(best: dict[str, float]) -> dict[str, float]:
              "cselab/plain osscse 64": ("cselab osscse 64", "plain osscse 64"),
              "st/cselab encode (speed-up)": ("st encode", "cselab encode"),
              "st/cselab minilm (speed-up)": ("st minilm", "cselab minilm"),
-             "st/cselab minilm packed (speed-up)": ("st minilm", "cselab minilm packed")}
+             "st/cselab minilm padded (speed-up)": ("st minilm", "cselab minilm padded")}
     return {name: best[a] / best[b] for name, (a, b) in pairs.items() if a in best and b in best}
 
 

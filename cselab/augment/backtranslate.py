@@ -210,6 +210,14 @@ class PairTranslator(Translator):
     decoding: Decoding
     pairs: list[tuple[Any, ...]]
 
+    def __init__(self, pivots: Sequence[tuple[str, str]], decoding: Decoding | None = None,
+                 device: str | None = None):
+        """Loads each model of ``pivots`` (pairs of names or folders) on ``device`` (None: the backend's choice)."""
+
+    @classmethod
+    def build(cls, hf_pivots: Sequence[Sequence[str]], decoding: Decoding) -> PairTranslator:
+        return cls([(a, b) for a, b in hf_pivots], decoding)
+
     @classmethod
     def round_trips(cls, hf_pivots: Sequence[Sequence[str]]) -> list[list[str]]:
         return [list(pair) for pair in hf_pivots]
@@ -254,10 +262,6 @@ class HFTranslator(PairTranslator):
                              AutoModelForSeq2SeqLM.from_pretrained(name).to(self.device, torch_dtype).eval())
                             for name in pair) for pair in pivots]
         self.name = "hf:" + ",".join(f"{a}+{b}" for a, b in pivots)
-
-    @classmethod
-    def build(cls, hf_pivots: Sequence[Sequence[str]], decoding: Decoding) -> HFTranslator:
-        return cls([(a, b) for a, b in hf_pivots], decoding)
 
     @classmethod
     def resolved_compute_type(cls, compute_type: str, device: str | None = None) -> str:

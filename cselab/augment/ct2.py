@@ -206,14 +206,6 @@ class CT2Translator(PairTranslator):
         return self.loaded[folder]
 
     @classmethod
-    def build(cls, hf_pivots: Sequence[Sequence[str]], decoding: Decoding) -> CT2Translator:
-        return cls([(a, b) for a, b in hf_pivots], decoding)
-
-    @classmethod
-    def round_trips(cls, hf_pivots: Sequence[Sequence[str]]) -> list[list[str]]:
-        return [list(pair) for pair in hf_pivots]
-
-    @classmethod
     def resolved_compute_type(cls, compute_type: str, device: str | None = None) -> str:
         if compute_type not in COMPUTE_TYPES:
             raise ConfigError(f"augment config.compute_type: {compute_type!r} is not a ctranslate2 compute type; "

@@ -21,7 +21,7 @@ from cselab.encoders.base import Encoder
 from cselab.encoders.cuts import clean_cut, cuts_as_text, template_sides
 from cselab.encoders.encoding import DEFAULT_POOLER, EOS_PLACEHOLDER, MASK_PLACEHOLDER, Encoding
 from cselab.encoders.packing import forward as packed_forward
-from cselab.encoders.packing import pack
+from cselab.encoders.packing import pack, padded_augment
 from cselab.encoders.pooling import ModelOutput, Pooler, pool_states
 from cselab.encoders.pretrained import token_limit
 from cselab.errors import ConfigError
@@ -440,15 +440,16 @@ class TransformerEncoder(Encoder):
         of the encoder's own (None: no head). With ``layers`` (hidden-state indices, 0 = embeddings, negative from
         the last; or ``"all"``) it returns ``(vectors, layer_vectors)``, the second of shape (batch, layers, dim),
         each layer pooled with ``layer_pooler`` (by default the one matching the pooler), neither through a head.
-        ``packed``: the pass runs packed (:meth:`run`; with ``input_augment``, the embeddings are then (1, tokens,
-        dim), the batch's real tokens in one row); the denoising's template pass is padded."""
+        ``packed``: the pass runs packed (:meth:`run`; ``input_augment`` still maps the padded embeddings, its draws
+        the padded pass's: :func:`~cselab.encoders.packing.padded_augment`); the denoising's template pass is
+        padded."""
         model = self.model if model is None else model
         head = self.head if isinstance(head, str) else head
         if layers is not None and head is not None:
             raise ConfigError("pooled layers go through no head: give head=None and map them yourself")
         positions = self.mask_positions(input_ids) if "mask" in (self.pooler, layer_pooler) else None
         hook = model.get_input_embeddings().register_forward_hook(
-            lambda module, inputs, output: input_augment(output)) if input_augment is not None else None
+            lambda module, inputs, output: padded_augment(input_augment, output)) if input_augment is not None else None
         try:
             outputs = self.run(model, input_ids, attention_mask, packed,
                                output_hidden_states=layers is not None or self._pool.hidden_states)

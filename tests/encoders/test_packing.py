@@ -9,6 +9,7 @@ most 1.1e-7 of the largest gradient (sums over the T real tokens instead of the 
 they are checked to 1e-6 of it. A position one off moves the gradients by 0.26 of it, one padding key attended by one
 row by 3.4e-4 (its states by 3.7e-3)."""
 
+import contextlib
 import math
 
 import pytest
@@ -72,6 +73,39 @@ def test_a_packed_pass_gives_the_padded_pass_s_states_and_gradients(kind, bidire
     if kind in ("bert", "roberta"):  # the 'cls' pooler reads it: from the padded states
         assert torch.equal(packed.pooler_output, padded.pooler_output)
     assert gradient_deviation(padded_grads, packed_grads) <= GRADIENTS
+
+
+@pytest.mark.parametrize(("kind", "bidirectional"), [("bert", False), ("roberta", False), ("llama", True),
+                                                     ("qwen2", False), ("gpt2", False), ("opt", False)])
+def test_with_dropout_on_a_packed_pass_draws_the_padded_pass_s_masks(kind, bidirectional, models):
+    """In training mode, seed for seed, a packed pass's states are the padded pass's to the bit (its dropout draws
+    over the padded batch); drawn over the packed row instead (the planted fault), they are not, for every type
+    with a dropout outside attention."""
+    attention_only = kind in ("llama", "qwen2")  # their only dropout: attention's, off in the tiny configs
+    model = AutoModel.from_pretrained(models[kind], **({"attention_dropout": 0.1} if attention_only else {}))
+    tokenizer = AutoTokenizer.from_pretrained(models[kind])
+    encoder = TransformerEncoder(model, tokenizer, pooler="avg", bidirectional=bidirectional)
+    model.train()
+    input_ids, attention_mask = padded_batch(tokenizer)
+    real = attention_mask.bool()
+
+    def states(packed: bool):
+        torch.manual_seed(7)
+        outputs = encoder.run(model, input_ids, attention_mask, packed)
+        grads = torch.autograd.grad((outputs.last_hidden_state[real] ** 2).sum(), list(model.parameters()),
+                                    allow_unused=True)
+        return outputs.last_hidden_state[real], grads
+
+    (padded, padded_grads), (packed, packed_grads) = states(False), states(True)
+    assert torch.equal(packed, padded)
+    assert gradient_deviation(padded_grads, packed_grads) <= GRADIENTS
+    torch.manual_seed(8)
+    assert not torch.equal(encoder.run(model, input_ids, attention_mask, False).last_hidden_state[real], padded)
+    if attention_only:
+        return  # attention's dropout runs on the re-padded batch: nothing is drawn over the packed row
+    with pytest.MonkeyPatch.context() as patch:  # another seed draws other masks: dropout is on
+        patch.setattr(packing, "dropout_masks", lambda *args: contextlib.nullcontext())
+        assert not torch.equal(states(True)[0], padded)
 
 
 @pytest.mark.parametrize("planted", ["position", "padding"])
@@ -159,6 +193,36 @@ def test_gradient_checkpointing_recomputes_a_packed_layer_with_its_packed_attent
         assert unguarded > 1e-3
 
 
+def test_gradient_checkpointing_redraws_a_packed_layer_s_dropout_as_its_pass_drew_it(models):
+    """With dropout on, a packed and checkpointed pass's gradients are the padded pass's, seed for seed: the
+    recomputed layer draws its masks over the padded batch again (without that, the planted fault, other masks)."""
+    from cselab.train.run.setup import checkpoint_activations
+
+    def gradients(checkpointed: bool, packed: bool):
+        model = AutoModel.from_pretrained(models["bert"])
+        tokenizer = AutoTokenizer.from_pretrained(models["bert"])
+        encoder = TransformerEncoder(model, tokenizer, pooler="avg")
+        if checkpointed:
+            checkpoint_activations(model, "tiny", packed=True)
+        model.train()
+        input_ids, attention_mask = padded_batch(tokenizer)
+        torch.manual_seed(7)
+        states = encoder.run(model, input_ids, attention_mask, packed).last_hidden_state
+        return torch.autograd.grad((states[attention_mask.bool()] ** 2).sum(), list(model.parameters()),
+                                   allow_unused=True)
+
+    padded = gradients(False, False)
+    assert gradient_deviation(padded, gradients(True, True)) <= GRADIENTS
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(packing, "recomputed", lambda config, implementation, active: packing.switched(
+            config, implementation))
+        try:
+            unguarded = gradient_deviation(padded, gradients(True, True))
+        except CheckpointError:  # (torch sees the recomputation draw other tensors, where it does)
+            unguarded = math.inf
+    assert unguarded > 1e-3
+
+
 def test_a_lora_wrapped_backbone_packs_too(models):
     from peft import LoraConfig, get_peft_model
 
@@ -174,15 +238,29 @@ def test_a_lora_wrapped_backbone_packs_too(models):
     assert packing.refusal(wrapped) is None and torch.equal(ours, theirs)
 
 
-def test_an_input_augment_sees_the_packed_row(models):
-    """A hook on the word embeddings gets (1, real tokens, dim) in a packed pass."""
+def test_an_input_augment_sees_the_padded_batch_and_draws_its_numbers(models):
+    """A hook on the word embeddings gets the padded batch's (rows, width, dim) in a packed pass too, so that a noise
+    drawn over it is the padded pass's: the same vectors, seed for seed; without the re-padding (the planted fault),
+    other draws."""
     model = AutoModel.from_pretrained(models["bert"]).eval()
     tokenizer = AutoTokenizer.from_pretrained(models["bert"])
     encoder = TransformerEncoder(model, tokenizer, pooler="avg")
     input_ids, attention_mask = padded_batch(tokenizer)
     seen = []
-    encoder.forward_batch(input_ids, attention_mask, input_augment=lambda e: seen.append(e.shape) or e, packed=True)
-    assert seen == [torch.Size([1, int(attention_mask.sum()), model.config.hidden_size])]
+
+    def noise(embeddings):
+        seen.append(embeddings.shape)
+        return embeddings + torch.randn_like(embeddings)
+
+    def vectors(packed: bool):
+        torch.manual_seed(3)
+        return encoder.forward_batch(input_ids, attention_mask, input_augment=noise, packed=packed)
+
+    padded = vectors(False)
+    assert torch.allclose(vectors(True), padded, atol=1e-6) and seen[0] == seen[1] == input_ids.shape + (32,)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr("cselab.encoders.transformer.padded_augment", lambda augment, embeddings: augment(embeddings))
+        assert not torch.allclose(vectors(True), padded, atol=1e-3)
 
 
 def test_a_tiny_bert_without_a_pooler_layer_packs(tmp_path):

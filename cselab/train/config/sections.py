@@ -177,10 +177,10 @@ class TrainingConfig(Checked):
                                        "one length: auto (on a CUDA device), true or false; the same vectors with "
                                        "dropout off, other dropout masks with it on", words=(AUTO,))
     packing: bool | str = setting(AUTO, (bool, str), "the sentence passes run padding-free: a batch's real tokens "
-                                  "in one row, each layer's attention re-padded per row: auto (on a CUDA device, "
-                                  "where the backbone is not compiled), true (refused where the method or model "
-                                  "cannot) or false; the same vectors with dropout off, other dropout masks with it "
-                                  "on", words=(AUTO,))
+                                  "in one row, each layer's attention re-padded per row: auto (where the method and "
+                                  "model can and the backbone is not compiled), true (refused where they cannot) or "
+                                  "false; the padded pass's vectors and dropout masks, its gradients up to rounding",
+                                  words=(AUTO,))
 
     def rules(self) -> None:
         if self.warmup >= 1 and self.warmup != int(self.warmup):

@@ -144,6 +144,8 @@ def warn_if_paraphrases_differ(method: MethodConfig, manifest: dict[str, Any], f
     if models.get("paper_backtranslation"):
         return False
     pivots, made_by = models.get("pivots", []), models.get("backtranslation", "unknown")
+    compute_type = manifest.get("config", {}).get("compute_type", "auto")  # int8 ctranslate2: the paper's models
+    made_by += "" if compute_type == "auto" else f" in {compute_type}"
     logger.warning("%s: paraphrases made by %s%s, not the paper's WMT19 en-de/en-ru round trips; figures of %s on "
                    "this cache are not comparable with the paper's", folder, made_by,
                    f" ({', '.join('+'.join(p) for p in pivots)})" if pivots else "", method.name)

@@ -12,9 +12,10 @@ refused before the model loads.
 - merged passes: views that differ only in column or prompt share one forward pass
   (:func:`cselab.train.objective.merged_passes`);
 - packing: the sentence passes run padding-free, a batch's real tokens in one row (:mod:`cselab.encoders.packing`;
-  the token-level passes of a loss, mlm's and mntp's, and PromptBERT's template passes stay padded). On the CPU too
-  with ``true``; ``auto`` leaves it to a CUDA device whose backbone is not compiled (compiling wins: its rows are
-  padded to few shapes, which CUDA graphs replay, where a packed row has a new length every batch);
+  the token-level passes of a loss, mlm's and mntp's, and PromptBERT's template passes stay padded), on any device
+  where the backbone is not compiled (compiling wins: its rows are padded to few shapes, which CUDA graphs replay,
+  where a packed row has a new length every batch). Its dropout draws the padded pass's masks, so a packed run is
+  the padded run, seed for seed, up to rounding;
 - the optimizer's update in fused kernels on a CUDA device (:class:`~cselab.train.run.optim.LegacyAdamW`'s exact
   update, torch's fused AdamW for ``optimizer: adamw``).
 """
@@ -153,7 +154,7 @@ def plan(method: MethodConfig, device: str, processes: int = 1, sharding: Shardi
                       "the backbone is not compiled" if not compiled else graph_blocker(method, processes))
     graphs, graphs_note = _decided(cfg.cuda_graphs, cuda and compiled, graphs_blocker, "CUDA graphs", "cuda_graphs")
     merged = cfg.merge_passes is True or (cfg.merge_passes == AUTO and cuda)
-    packed, packing_note = _decided(cfg.packing, cuda, packing_blocker(method, compiled, model_blocker), "packing",
+    packed, packing_note = _decided(cfg.packing, True, packing_blocker(method, compiled, model_blocker), "packing",
                                     "packing")
     return Execution(device, cfg.prefetch, compiled, graphs, merged, cuda,
                      tuple(note for note in (compile_note, graphs_note, packing_note) if note), processes, sharding,

@@ -25,9 +25,10 @@ from tests.packing_faults import plant
 from tests.runs import DECODER_PRESETS, base_for, data_for, models_for
 
 #: Today's path: each batch tokenised in its step, one pass per column and prompt, not compiled.
-TODAY = ("training.prefetch=0", "training.merge_passes=false", "training.compile=false")
-#: The levers a CUDA run takes that a CPU can run too (the fused update has its own test; CUDA graphs need CUDA).
-LEVERS = ("training.prefetch=2", "training.merge_passes=true")
+TODAY = ("training.prefetch=0", "training.merge_passes=false", "training.compile=false", "training.packing=false")
+#: The levers a CUDA run takes that a CPU can run too (the fused update and packing have their own tests; CUDA graphs
+#: need CUDA).
+LEVERS = ("training.prefetch=2", "training.merge_passes=true", "training.packing=false")
 STEPS = 10
 CSELAB = str(Path(__file__).resolve().parents[3] / "cselab")
 #: Each comparison's largest deviation across thread counts and kernel paths (``python -m tests.parity_spread
@@ -36,12 +37,12 @@ SPREAD = Path(__file__).with_name("execution_spread.json")
 RECORD = "CSELAB_EXECUTION_RECORD"
 
 
-def test_a_cuda_device_takes_every_lever_and_the_cpu_none_but_the_thread():
+def test_a_cuda_device_takes_every_lever_and_the_cpu_packing_and_the_thread():
     simcse = load_method("simcse")
     on_cuda, on_cpu = plan(simcse, "cuda"), plan(simcse, "cpu")
     assert (on_cuda.compile, on_cuda.cuda_graphs, on_cuda.merge_passes, on_cuda.fused_update) == (True,) * 4
     assert (on_cpu.compile, on_cpu.cuda_graphs, on_cpu.merge_passes, on_cpu.fused_update) == (False,) * 4
-    assert not on_cuda.packing and not on_cpu.packing  # packing yields to the compiled backbone (below)
+    assert not on_cuda.packing and on_cpu.packing  # packing yields to the compiled backbone (below)
     assert on_cuda.prefetch == on_cpu.prefetch == 2 and on_cuda.notes == (COMPILED,) and not on_cpu.notes
     assert on_cuda.line() == ("training on cuda: batches tokenised 2 ahead, compiled, CUDA graphs, passes merged, "
                               f"fused optimizer update; {COMPILED}")
@@ -66,10 +67,10 @@ def test_a_lever_auto_cannot_take_is_off_with_a_note_naming_why(preset, note):
 COMPILED = "packing off: the compiled backbone takes rows padded to few shapes"
 
 
-def test_packing_is_auto_on_a_cuda_device_where_the_backbone_is_not_compiled():
-    """auto packs on a CUDA device where the backbone is not compiled (compiling wins, with a note), never on the CPU,
-    whose runs stay the padded steps draw for draw; true packs anywhere, compilation then off with a note; what cannot
-    pack is said under auto and refused under true; true with compile: true is refused when the config loads."""
+def test_packing_is_auto_wherever_the_backbone_is_not_compiled():
+    """auto packs where the backbone is not compiled, the CPU included (compiling wins on a CUDA device, with a note);
+    true packs anywhere, compilation then off with a note; what cannot pack is said under auto and refused under true;
+    true with compile: true is refused when the config loads."""
     uncompiled = plan(load_method("simcse", ["training.compile=false"]), "cuda")
     assert uncompiled.packing and not uncompiled.notes and uncompiled.describe()["packing"]
     assert uncompiled.line().endswith("passes merged, passes packed, fused optimizer update")
@@ -77,14 +78,16 @@ def test_packing_is_auto_on_a_cuda_device_where_the_backbone_is_not_compiled():
     asked = plan(load_method("simcse", ["training.packing=true"]), "cuda")
     assert asked.packing and not asked.compile and not asked.cuda_graphs
     assert "compile off: training.packing is true (a packed row has a new length every batch)" in asked.notes
-    assert plan(load_method("simcse", ["training.packing=true"]), "cpu").packing
+    assert plan(load_method("simcse", ["training.packing=true"]), "cpu").packing and plan(load_method("simcse"),
+                                                                                           "cpu").packing
     augment = "packing off: views.positive's input augment (feature_dropout) draws along a row's tokens"
     assert any(note.startswith(augment) for note in plan(load_method("input-feature-dropout"), "cuda").notes)
     assert plan(load_method("input-noise"), "cuda").packing  # gaussian_noise maps each token's values alone
     unverified = "distilbert is not among the model types whose packed passes were checked"
     model = plan(load_method("simcse", ["training.compile=false"]), "cuda", model_blocker=unverified)
     assert not model.packing and f"packing off: {unverified}" in model.notes
-    assert not plan(load_method("simcse"), "cpu", model_blocker=unverified).notes  # the CPU would not pack anyway
+    on_cpu = plan(load_method("simcse"), "cpu", model_blocker=unverified)
+    assert not on_cpu.packing and on_cpu.notes == (f"packing off: {unverified}",)
     with pytest.raises(ConfigError, match=f"training.packing: true, and packing cannot be used here: {unverified}"):
         plan(load_method("simcse", ["training.packing=true"]), "cpu", model_blocker=unverified)
     with pytest.raises(ConfigError, match=r"training.packing: true runs rows of a new length every batch, and "

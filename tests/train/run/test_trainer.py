@@ -296,6 +296,10 @@ def test_paraphrases_not_made_by_the_papers_models_are_warned_about(caplog, tmp_
     assert "paraphrases made by apertium (eng-spa+spa-eng), not the paper's WMT19" in caplog.text
     assert not warn_if_paraphrases_differ(load_method("osscse"), paper, tmp_path)
     assert not warn_if_paraphrases_differ(load_method("simcse"), apertium, tmp_path)  # reads no paraphrase
+    int8 = {"models": {"backtranslation": "ctranslate2", "pivots": [["facebook/wmt19-en-de", "facebook/wmt19-de-en"]],
+                       "paper_backtranslation": False}, "config": {"compute_type": "int8"}}
+    assert warn_if_paraphrases_differ(load_method("osscse"), int8, tmp_path)
+    assert "paraphrases made by ctranslate2 in int8 (facebook/wmt19-en-de+facebook/wmt19-de-en), not" in caplog.text
 
 
 def test_a_callback_sees_every_step_and_can_end_the_run(tiny_bert_dir, tiny_cache, tmp_path):
