@@ -16,6 +16,7 @@ way out, as it does for ``hf``.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -73,8 +74,6 @@ def conversion_key(source: Path, compute_type: str) -> dict[str, Any]:
 
 def converted(source: Path, compute_type: str) -> Path:
     """The converted model of ``source`` at ``compute_type``: from the cache, else converted into it."""
-    import hashlib
-
     key = conversion_key(source, compute_type)
     folder = cache_folder("ctranslate2") / hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
     lock = FolderLock(folder.with_name(f"{folder.name}.lock"), ModelError, "convert it elsewhere", wait=CONVERT_WAIT_S)
