@@ -831,6 +831,7 @@ def measure_augment(args, work: Path) -> dict:
     from augment_speed import one_mask_per_pass, unsorted_translate
 
     from cselab.augment.backtranslate import HFTranslator
+    from cselab.augment.decoding import Decoding
     from cselab.augment.edits import MaskedLMEditor
 
     count = 64 if args.tiny else 1024
@@ -858,9 +859,9 @@ def measure_augment(args, work: Path) -> dict:
                                             bos_token_id=2, eos_token_id=3, decoder_start_token_id=2,
                                             forced_eos_token_id=None, **size)).save_pretrained(mt)
     save_tokenizer(mt)
-    translator = HFTranslator([(str(mt), str(mt))], num_candidates=1, num_beams=1, batch_size=32, max_length=64,
-                              device=args.device)
-    tokenizer, model = translator.models[0][0]
+    translator = HFTranslator([(str(mt), str(mt))], Decoding(num_candidates=1, num_beams=1, batch_sentences=32,
+                                                             max_length=64), device=args.device)
+    tokenizer, model = translator.pairs[0][0]
     generate = model.generate
 
     def length_following(**kwargs):  # random weights: make each output as long as the batch's input
@@ -868,10 +869,10 @@ def measure_augment(args, work: Path) -> dict:
         return generate(**{**kwargs, "max_new_tokens": width, "min_new_tokens": width})
 
     model.generate = length_following
-    translator.translate(tokenizer, model, texts[:64])  # warm-up: the first generate calls set up the kernels
+    translator.translate((tokenizer, model), texts[:64])  # warm-up: the first generate calls set up the kernels
     timings = {}
     for _ in range(2):  # each order twice, interleaved; the faster of each kept
-        for name, run in (("sorted", lambda: translator.translate(tokenizer, model, texts)),
+        for name, run in (("sorted", lambda: translator.translate((tokenizer, model), texts)),
                           ("input_order", lambda: unsorted_translate(translator, tokenizer, model, texts))):
             synchronize(args.device)
             clock = time.perf_counter()

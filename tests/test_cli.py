@@ -247,7 +247,7 @@ def test_a_mistyped_name_gets_the_closest_one_suggested(data_dir, tmp_path, caps
                        (["probe", "run", "--model", "bow", "--suite", "stss", "--data-dir", str(data_dir)],
                         "Unknown suite 'stss' (did you mean 'sts'?)"),
                        (["augment", "--corpus", "wiki1m", "--set", "backendd=none", "--out", str(tmp_path / "c")],
-                        "unknown key 'backendd' (did you mean 'backend'?)")):
+                        "unknown key 'backendd' (did you mean 'backend' or 'batch_tokens'?)")):
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert said in err, err

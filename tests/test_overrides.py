@@ -41,7 +41,7 @@ def test_the_augment_schema_is_the_dataclass_fields():
     assert all(p.help for p in schema.values())
     assert AugmentConfig(backend="apertium").backend == "apertium"  # the backend names are the registry's
     with pytest.raises(ConfigError, match="augment config.backend: 'google' is not a backend; choose one of auto, "
-                                          "apertium, hf, none"):
+                                          "apertium, ctranslate2, hf, none"):
         AugmentConfig(backend="google")
     first, second = AugmentConfig(), AugmentConfig()
     first.mer_band.append(1.0)

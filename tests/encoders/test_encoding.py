@@ -24,7 +24,9 @@ PACKAGE = Path(cselab.__file__).parent
 HOME = "cselab/encoders/encoding.py"
 #: Fields of other types that share a name with a setting and mean something else.
 OTHER_MEANINGS = {("TrainingConfig", "max_length"): "training's budget, which the training encoding is given",
-                  ("ViewConfig", "prompt"): "a view's own template, put in place of the encoding's"}
+                  ("ViewConfig", "prompt"): "a view's own template, put in place of the encoding's",
+                  ("AugmentConfig", "max_length"): "a translation model's cut, in its own tokens",
+                  ("Decoding", "max_length"): "a translation model's cut, in its own tokens"}
 LISTED = 5  # a dict or call naming this many settings lists them by hand (b0f1993 did in nine places)
 SENTENCES = ["A Man plays The Guitar", "Two DOGS run on the beach", "the market fell sharply today"]
 

@@ -21,7 +21,8 @@ EXAMPLES = {
 #: What each kind hands its plug-ins besides their parameters.
 CONTEXT = {"head": {"hidden": 8}}
 #: Plug-ins whose constructor loads what this machine lacks: their declarations are checked, not a build.
-NOT_BUILT = {("backtranslation", "hf"): "loads its translation models from the hub"}
+NOT_BUILT = {("backtranslation", "hf"): "loads its translation models from the hub",
+             ("backtranslation", "ctranslate2"): "converts translation models it loads from the hub"}
 
 
 def every_plugin():
