@@ -35,8 +35,8 @@ def run(batch_size: int, mini: int | None, model: str, steps: int) -> dict:
     from cselab.encoders.loading import resolve_backbone
     from cselab.train.config.methods import load_method
     from cselab.train.objective import Objective
-    from cselab.train.run.loop import backward_pass
     from cselab.train.run.setup import build_encoder
+    from cselab.train.step import Step
 
     torch.manual_seed(0)
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -47,10 +47,7 @@ def run(batch_size: int, mini: int | None, model: str, steps: int) -> dict:
     optimizer = torch.optim.AdamW([p for p in encoder.parameters() if p.requires_grad], lr=1e-5)
 
     def step(rows: list[str], size: int | None) -> None:
-        objective.new_batch()
-        backward_pass(encoder, objective, {"text": rows}, lambda loss: loss.backward(), None, None, size)
-        optimizer.step()
-        optimizer.zero_grad()
+        Step(encoder, objective, optimizer, mini_batch_size=size)([{"text": rows}])
 
     step(sentences[:2], None)  # weights, optimizer state and kernels in place
     if device == "cuda":

@@ -7,14 +7,14 @@ training sequence fills the 32-token length), and the STS-B dev file the trainer
 too. Sections (``--only`` picks some):
 
 - ``steps``: ``simcse`` and ``osscse`` (its prompts, so 32 + 10 tokens; ``--methods`` picks) training steps
-  through the trainer's own ``backward_pass`` at batch 64 and 512, length 32, in fp32, TF32 and bf16 autocast,
+  through the trainer's own ``Step`` at batch 64 and 512, length 32, in fp32, TF32 and bf16 autocast,
   and bf16 under ``torch.compile`` (``--compile-all``: every mode; ``--compile-only``: no eager rows): steps/s,
   sentences/s, tokens/s, peak memory, TFLOP/s and MFU against the device's dense bf16 peak. FLOPs per step =
   3 x forward, forward per sequence of S tokens = 2 N S + 4 L S^2 d (N: non-embedding parameters, L layers,
   width d), summed over the method's encoded views.
 - ``levers``: ``simcse`` at batch 512 and 64 (bf16 on CUDA) as the trainer steps, then with one lever more per row:
-  batches collated ahead, no host sync in the step, ``torch.compile``, CUDA graphs (batch 64), torch's fused AdamW
-  (a what-if: not LegacyAdamW's update); ``osscse`` at batch 64 with the first two (see :class:`Stepper`).
+  batches collated ahead, ``torch.compile``, CUDA graphs (batch 64), the trainer's fused update (LegacyAdamW's, one
+  kernel); ``osscse`` at batch 64 with the first two (see :class:`Stepper`).
 - ``cached``: cached InfoNCE, batch 4,096 by mini-batches of 256 against plain batch 256: peak memory and time
   per sentence.
 - ``ceiling``: ``cselab train --method simcse`` as users run it (its defaults: compiled, CUDA graphs, batches
@@ -28,9 +28,9 @@ too. Sections (``--only`` picks some):
   (``benchmarks/stand_ins.py``; ``infocse`` reads a masked-LM head too).
 - ``encode``: ``probe run``'s encoding beside sentence-transformers' ``encode`` of the same model: sentences/s and
   that the vectors agree.
-- ``agreement``: 20 ``simcse`` steps from the same weights and data, dropout off, in fp32, in bf16 and in fp16
-  (autocast with a gradient scaler, the official profiles' precision): each step's losses within 5% (relative)
-  of fp32's, none NaN.
+- ``agreement``: 20 ``simcse`` steps from the same weights and data, dropout off, in fp32, in bf16 and (on CUDA,
+  where the trainer takes it) in fp16 through the trainer's accelerator (its loss scaling; the official profiles'
+  precision): each step's losses within 5% (relative) of fp32's, none NaN.
 - ``run``: a whole ``cselab train`` (subprocess, bf16 on CUDA) with dev evaluation and best checkpoint, killed
   after its first evaluation and resumed to the end; then ``sam``, ``awp-fgsm`` and ``sg`` (frozen copy in
   bf16 on CUDA) for a few steps each.
@@ -208,14 +208,14 @@ def peak_tflops(device: str, override: float | None) -> float | None:
 
 
 class Stepper:
-    """One method's training steps as the trainer takes them (the parts from ``cselab.train.run.setup``, the batch
-    through the loop's ``backward_pass``), on synthetic rows, with a constant learning rate of 1e-5.
+    """One method's training steps as the trainer takes them: the parts from ``cselab.train.run.setup`` and the
+    trainer's own :class:`~cselab.train.step.Step` (nothing read back in a step), on synthetic rows, with a constant
+    learning rate of 1e-5; fp16 through the trainer's accelerator (its loss scaling; CUDA only, as the trainer).
 
     Levers, each measured on its own (the ``levers`` section): ``ahead`` (the 4 batches the steps cycle through are
-    collated before the timing, as a loader that keeps ahead of the step would), ``sync`` (False: the
-    step neither reads its loss nor checks it is finite, so nothing waits for the device until the timing ends; the
-    trainer reads both every step), ``fused()`` (torch's fused AdamW in place of LegacyAdamW: NOT the same update,
-    eps is added after the bias correction) and ``compile(mode)`` (the backbone through ``torch.compile``)."""
+    collated before the timing, as the trainer's loader threads keep ahead of the step), ``fused()`` (the trainer's
+    fused update, ``execution.fused_update``: LegacyAdamW's own update in torch's fused kernel) and
+    ``compile(mode)`` (the backbone through ``torch.compile``)."""
 
     def __init__(self, method_name: str, model_dir: Path, device: str, batch_size: int, overrides=()):
         import torch
@@ -229,33 +229,53 @@ class Stepper:
         self.pool = sentences(batch_size * 4, seed=batch_size)
         # the setup's loader is not iterated: each step's batch comes from rows(), collated by the loader's collator
         self.parts = setup(self.method, str(model_dir), self.pool, "synthetic rows")
-        self.encoder, self.objective, self.optimizer = self.parts.encoder, self.parts.objective, self.parts.optimizer
+        self.encoder = self.parts.encoder
         self.encoder.to(device)
         if self.encoder.frozen is not None:
             self.encoder.frozen.to(device)
-        self.trainable = self.parts.trainable
-        self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda _: 1.0)
         self.collate = self.parts.collator
         self.torch = torch
-        self.collated, self.sync, self.graphs = None, True, False
+        self.collated, self.fp16 = None, None
+        self._steps(self.parts.optimizer)
+
+    def _steps(self, optimizer) -> None:
+        torch = self.torch
+        self.optimizer = optimizer
+        self.take = self.parts.step(optimizer=optimizer,
+                                    scheduler=torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0))
 
     def ahead(self, on: bool = True) -> None:
         """Collate the batches the steps cycle through once, now (``on``), or in each step again."""
         self.collated = [self.collate(self.rows(step)) for step in range(4)] if on else None
 
     def fused(self) -> None:
-        """torch's fused AdamW over the same parameter groups and settings (a what-if: not LegacyAdamW's update)."""
-        torch = self.torch
-        groups = [{key: value for key, value in group.items() if key != "initial_lr"}
-                  for group in self.optimizer.param_groups]
-        self.optimizer = torch.optim.AdamW(groups, fused=True)
-        self.schedule = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lambda _: 1.0)
+        """The trainer's fused update (``build_optimizer(..., fused=True)``: LegacyAdamW's update, one kernel)."""
+        from cselab.train.run.optim import build_optimizer
+
+        named = [(n, p) for n, p in self.encoder.named_parameters() if p.requires_grad]
+        self._steps(build_optimizer(named, self.method.training, True))
 
     def compile(self, mode: str = "default") -> None:
         """The backbone through ``torch.compile`` (in place: its weights' names unchanged); ``reduce-overhead``
         replays CUDA graphs, so each step is marked as a new one."""
         self.encoder.backbone.compile(mode=mode)
-        self.graphs = mode == "reduce-overhead"
+        self.take.cuda_graphs = mode == "reduce-overhead"
+
+    def _fp16_step(self):
+        """The step under float16 as the trainer runs it: its accelerator (the loss scaled for backward, the
+        gradients unscaled before clipping, a step skipped on overflow), built once."""
+        if self.fp16 is None:
+            from accelerate import Accelerator
+            from accelerate.state import AcceleratorState
+
+            if not self.device.startswith("cuda"):
+                raise RuntimeError("fp16 needs a CUDA device (the trainer refuses it on the CPU)")
+            AcceleratorState._reset_state(reset_partial_state=False)
+            accelerator = Accelerator(mixed_precision="fp16")
+            model, optimizer = accelerator.prepare(self.encoder, self.optimizer)
+            self.fp16 = self.parts.step(model, optimizer, accelerator,
+                                        self.torch.optim.lr_scheduler.LambdaLR(optimizer, lambda _: 1.0))
+        return self.fp16
 
     def rows(self, step: int) -> dict[str, list[str]]:
         start = (step % 4) * self.batch_size
@@ -263,59 +283,25 @@ class Stepper:
         other, negated = [" ".join(reversed(s.split())) for s in batch], ["not " + s for s in batch]
         return {"text": batch, "paraphrase": other, "negation": negated, "positive": other, "hard_negative": negated}
 
-    def step(self, step: int, bf16: bool, fp16: bool = False) -> float:
-        """One training step as the trainer takes it: the batch collated (tokenised), then forward, backward and
-        the optimizer; each phase is a ``record_function`` range, so that the profile section can part them.
-        ``fp16``: float16 autocast with a gradient scaler (the official profiles' precision, as accelerate runs
-        it: the loss scaled for backward, the gradients unscaled before clipping, a step skipped on overflow)."""
+    def step(self, step: int, bf16: bool, fp16: bool = False):
+        """One training step as the trainer takes it: the batch collated (a ``collate`` profiler range), then the
+        trainer's :class:`~cselab.train.step.Step` (its ``forward``, ``backward`` and ``optimizer`` ranges), under
+        bfloat16 autocast with ``bf16`` (as accelerate's ``mixed_precision: bf16``). Returns the step's losses,
+        on the device."""
         from torch.profiler import record_function
 
-        from cselab.train.run.loop import backward_pass
-        from cselab.train.run.optim import clip_and_step
-
         torch = self.torch
-        if self.graphs:
-            torch.compiler.cudagraph_mark_step_begin()
-        self.objective.new_batch()
-        self.encoder.new_batch()  # a momentum copy follows the weights (ESimCSE), as the trainer's loop
         with record_function("collate"):
             batch = self.collate(self.rows(step)) if self.collated is None else self.collated[step % 4]
+        if fp16:
+            return self._fp16_step()([batch])
+        with torch.autocast("cuda" if self.device.startswith("cuda") else "cpu", dtype=torch.bfloat16,
+                            enabled=bf16):
+            return self.take([batch])
 
-        kind = "cuda" if self.device.startswith("cuda") else "cpu"
-        if fp16 and not hasattr(self, "scaler"):
-            self.scaler = torch.amp.GradScaler(kind)
-
-        def backward(value):
-            with record_function("backward"):
-                (self.scaler.scale(value) if fp16 else value).backward()
-
-        dtype = torch.float16 if fp16 else torch.bfloat16
-        with torch.autocast(kind, dtype=dtype, enabled=bf16 or fp16), record_function("forward"):
-            if self.sync:
-                loss, _ = backward_pass(self.encoder, self.objective, batch, backward, self.parts.initial_weights,
-                                        self.trainable, self.method.training.mini_batch_size)
-            else:  # backward_pass less its finiteness check (a plain objective: no weight hook, no mini-batches)
-                loss = self.objective.total(self.objective(self.encoder, batch, self.parts.initial_weights))
-                backward(loss)
-        with record_function("optimizer"):
-            if fp16:
-                self.scaler.unscale_(self.optimizer)
-                if self.method.training.max_grad_norm is not None:
-                    torch.nn.utils.clip_grad_norm_(self.trainable, self.method.training.max_grad_norm)
-                scale = self.scaler.get_scale()
-                self.scaler.step(self.optimizer)
-                self.scaler.update()
-                if self.scaler.get_scale() >= scale:  # a step skipped on overflow moves no schedule (accelerate's)
-                    self.schedule.step()
-                self.optimizer.zero_grad()
-            elif self.sync:
-                clip_and_step(self.optimizer, self.schedule, self.trainable, self.method.training.max_grad_norm)
-            else:  # clip_and_step less reading the norm
-                torch.nn.utils.clip_grad_norm_(self.trainable, self.method.training.max_grad_norm)
-                self.optimizer.step()
-                self.schedule.step()
-                self.optimizer.zero_grad()
-        return float(loss.detach()) if self.sync else loss.detach()
+    def loss(self, step: int, bf16: bool, fp16: bool = False) -> float:
+        """:meth:`step`'s loss, read back."""
+        return float(self.step(step, bf16, fp16)["loss"])
 
     def flops_per_step(self) -> float:
         """3 x forward FLOPs of every forward pass of a step (see the module docstring)."""
@@ -404,9 +390,9 @@ def measure_steps(args, model_dir: Path, peak: float | None) -> list[dict]:
 
 
 # The levers, cumulative: each row adds one to the row before (name, what it sets)
-LEVERS = (("as the trainer steps", {}), ("+ collated ahead", {"ahead": True}), ("+ no sync", {"sync": False}),
+LEVERS = (("as the trainer steps", {}), ("+ collated ahead", {"ahead": True}),
           ("+ torch.compile", {"compile": "default"}), ("+ CUDA graphs", {"compile": "reduce-overhead"}),
-          ("+ fused AdamW (other update)", {"fused": True}))
+          ("+ fused update", {"fused": True}))
 
 
 def measure_levers(args, model_dir: Path, peak: float | None) -> list[dict]:
@@ -417,7 +403,7 @@ def measure_levers(args, model_dir: Path, peak: float | None) -> list[dict]:
 
     batches = (8, 16) if args.tiny else (512, 64)
     cuda = args.device.startswith("cuda")
-    plan = [("osscse", min(batches), LEVERS[:3])] + [("simcse", batch, LEVERS) for batch in batches]
+    plan = [("osscse", min(batches), LEVERS[:2])] + [("simcse", batch, LEVERS) for batch in batches]
     rows = []
     for method, batch, levers in plan:
         stepper = None
@@ -433,7 +419,6 @@ def measure_levers(args, model_dir: Path, peak: float | None) -> list[dict]:
             try:
                 stepper = stepper or Stepper(method, model_dir, args.device, batch)
                 stepper.ahead(change.get("ahead", stepper.collated is not None))
-                stepper.sync = change.get("sync", stepper.sync)
                 if "compile" in change:
                     stepper.compile(change["compile"])
                 if change.get("fused"):
@@ -521,7 +506,7 @@ def measure_ceiling(args, model_dir: Path, work: Path, peak: float | None) -> di
     quiet = save_bert(work / "bert-no-dropout", args.tiny, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
     first = Stepper("simcse", quiet, args.device, 8 if args.tiny else 64, peer_trainer.SAME_WORK)
     texts = first.rows(0)["text"]
-    check = {"rows": len(texts), "log_rows": math.log(len(texts)), "cselab": first.step(0, bf16=False)}
+    check = {"rows": len(texts), "log_rows": math.log(len(texts)), "cselab": first.loss(0, bf16=False)}
     try:  # log_rows: the loss were every similarity the same
         check["sentence_transformers"] = peer_trainer.st_first_batch_loss(quiet, args.device, texts, 32)
         check["relative_difference"] = abs(check["cselab"] - check["sentence_transformers"]) / abs(
@@ -710,20 +695,21 @@ def measure_agreement(args, work: Path) -> dict:
                           attention_probs_dropout_prob=0.0)
     steps = 5 if args.tiny else 20
     losses = {}
-    for mode in ("fp32", "bf16", "fp16"):
+    modes = ("bf16", "fp16") if args.device.startswith("cuda") else ("bf16",)  # fp16: the trainer's only on CUDA
+    for mode in ("fp32", *modes):
         torch.manual_seed(0)
         stepper = Stepper("simcse", model_dir, args.device, 16 if args.tiny else 64)
         bf16 = set_mode(mode)
-        losses[mode] = [stepper.step(step, bf16, fp16=mode == "fp16") for step in range(steps)]
+        losses[mode] = [stepper.loss(step, bf16, fp16=mode == "fp16") for step in range(steps)]
     set_mode("fp32")
     found = {"steps": steps, "dropout": 0.0, "losses": losses, "tolerance": 0.05}
-    for mode in ("bf16", "fp16"):  # bf16: what the GPU runs use; fp16: the official profiles' precision
+    for mode in modes:  # bf16: what the GPU runs use; fp16: the official profiles' precision
         relative = [abs(a - b) / max(abs(a), 1e-8) for a, b in zip(losses["fp32"], losses[mode])]
         finite = all(math.isfinite(v) for v in losses["fp32"] + losses[mode])
         found[mode] = {"first_step_relative_difference": relative[0], "max_relative_difference": max(relative),
                        "finite": finite, "agree": finite and max(relative) <= 0.05}
-    found["agree"] = found["bf16"]["agree"] and found["fp16"]["agree"]
-    found["finite"] = found["bf16"]["finite"] and found["fp16"]["finite"]
+    found["agree"] = all(found[mode]["agree"] for mode in modes)
+    found["finite"] = all(found[mode]["finite"] for mode in modes)
     return found
 
 
@@ -759,7 +745,7 @@ def profile_batch(args, model_dir: Path, method: str, batch: int) -> dict:
     for e in averages:
         if e.key in ("collate", "forward", "backward", "optimizer"):
             ranges[e.key] = max(ranges.get(e.key, 0.0), e.cpu_time_total / steps / 1000)
-    phases = {"collate_ms": ranges.get("collate"), "forward_ms": ranges.get("forward", 0) - ranges.get("backward", 0),
+    phases = {"collate_ms": ranges.get("collate"), "forward_ms": ranges.get("forward"),
               "backward_ms": ranges.get("backward"), "optimizer_ms": ranges.get("optimizer")}
     kernels = [e for e in profiler.events() if e.device_type != DeviceType.CPU and not e.is_user_annotation]
     busy = sum(e.self_device_time_total for e in kernels) / steps / 1000 if cuda else None
@@ -815,7 +801,7 @@ def measure_run(args, model_dir: Path, work: Path) -> dict:
         stepper = Stepper(name, model_dir, args.device, 8 if args.tiny else 64, overrides)
         losses, clock = [], time.perf_counter()
         for step in range(3 if args.tiny else 10):
-            losses.append(stepper.step(step, bf16=args.device.startswith("cuda")))
+            losses.append(stepper.loss(step, bf16=args.device.startswith("cuda")))
         synchronize(args.device)
         variants[name] = {"step_s": (time.perf_counter() - clock) / len(losses), "losses": losses,
                           "finite": all(math.isfinite(v) for v in losses)}

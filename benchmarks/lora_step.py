@@ -59,8 +59,8 @@ def run(variant: str, size: str, batch_size: int, steps: int, max_length: int, d
     from cselab.data import load_corpus
     from cselab.train.config.methods import load_method
     from cselab.train.objective import Objective
-    from cselab.train.run.loop import backward_pass
     from cselab.train.run.setup import build_encoder, checkpoint_activations
+    from cselab.train.step import Step
 
     path = decoder(size, Path(tempfile.mkdtemp(prefix="lora-step-")), tokenizer_dir)
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -74,14 +74,14 @@ def run(variant: str, size: str, batch_size: int, steps: int, max_length: int, d
         checkpoint_activations(encoder.backbone, size)
     encoder.to(device)
     trainable = [p for p in encoder.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(trainable, lr=1e-5)
+    take = Step(encoder, objective, torch.optim.AdamW(trainable, lr=1e-5), trainable=trainable)
     batches = [sentences[i * batch_size:(i + 1) * batch_size] for i in range(steps + 2)]
 
     def step(i: int) -> None:
         with torch.autocast(device.split(":")[0], dtype=torch.bfloat16, enabled=bf16):
-            backward_pass(encoder, objective, {"text": batches[i]}, lambda loss: loss.backward(), None, trainable)
+            take([{"text": batches[i]}])
 
-    step_s, peak = time_steps(step, optimizer, len(batches), device.split(":")[0])
+    step_s, peak = time_steps(step, len(batches), device.split(":")[0])
     return {"variant": variant, "size": size, "device": device, "bf16": bf16, "batch": batch_size, "step_s": step_s,
             "peak_mib": peak,
             "trainable": sum(p.numel() for p in trainable), "parameters": sum(p.numel() for p in encoder.parameters())}

@@ -40,8 +40,8 @@ def run(model: str, batch_size: int, max_length: int, steps: int, warmup: int) -
     from cselab.train.batches import Collator
     from cselab.train.config.methods import load_method
     from cselab.train.objective import Objective
-    from cselab.train.run.loop import backward_pass
     from cselab.train.run.setup import build_encoder
+    from cselab.train.step import Step
 
     path = str(ALIASES[model]()) if model in ALIASES else str(tiny_bert(Path(tempfile.mkdtemp()) / "tiny"))
     method = load_method("simcse", [f"training.max_length={max_length}", f"training.batch_size={batch_size}"])
@@ -52,13 +52,13 @@ def run(model: str, batch_size: int, max_length: int, steps: int, warmup: int) -
     batches = [collate({"text": sentences[i * batch_size:(i + 1) * batch_size]}) for i in range(steps + warmup)]
     masks = [batch.tokens["text", None][2] for batch in batches]
     padding = 1 - sum(int(m.sum()) for m in masks) / sum(m.numel() for m in masks)
-    trainable = [p for p in encoder.parameters() if p.requires_grad]
+    passes = Step(encoder, objective)  # backward passes only: the update is not what packing changes
     times: dict[bool, list[float]] = {False: [], True: []}
     for i, batch in enumerate(batches):
         for packed in (False, True) if i % 2 == 0 else (True, False):
             encoder.packing = packed
             clock = time.perf_counter()
-            backward_pass(encoder, objective, batch, lambda loss: loss.backward(), None, trainable)
+            passes.backward_pass(batch)
             if i >= warmup:
                 times[packed].append(time.perf_counter() - clock)
             encoder.zero_grad()

@@ -10,9 +10,8 @@ from collections.abc import Callable
 import torch
 
 
-def time_steps(step: Callable[[int], None], optimizer: torch.optim.Optimizer, count: int, device: str,
-               warmup: int = 2) -> tuple[float, float]:
-    """Run ``step(i)`` then the optimizer's step ``count`` times; the mean seconds of those after ``warmup``, and the
+def time_steps(step: Callable[[int], None], count: int, device: str, warmup: int = 2) -> tuple[float, float]:
+    """Run ``step(i)`` (a whole optimizer step) ``count`` times; the mean seconds of those after ``warmup``, and the
     peak memory in MiB."""
     times = []
     for i in range(count):
@@ -20,8 +19,6 @@ def time_steps(step: Callable[[int], None], optimizer: torch.optim.Optimizer, co
             torch.cuda.synchronize()
         clock = time.perf_counter()
         step(i)
-        optimizer.step()
-        optimizer.zero_grad()
         if device == "cuda":
             torch.cuda.synchronize()
         if i >= warmup:

@@ -35,8 +35,8 @@ def run(variant: str, model: str, batch_size: int, steps: int, max_length: int) 
     from cselab.train.plugins.functional import info_nce
     from cselab.train.config.methods import load_method
     from cselab.train.objective import Objective
-    from cselab.train.run.loop import backward_pass
     from cselab.train.run.setup import attach_auxiliary, build_encoder, initial_weights
+    from cselab.train.step import Step
 
     torch.manual_seed(0)
     path = str(ALIASES[model]()) if model in ALIASES else model
@@ -57,24 +57,22 @@ def run(variant: str, model: str, batch_size: int, steps: int, max_length: int) 
     initial = initial_weights(encoder)
     tokenizer = encoder.tokenizer
 
-    trainable = [p for p in encoder.parameters() if p.requires_grad]
+    take = Step(encoder, objective, optimizer, initial_weights=lambda: (list(encoder.backbone.parameters()), initial))
 
     def ours(batch):  # the trainer's own step: views, losses, FGSM/SAM/AWP passes, generated negatives
         other, negated = [s[::-1] for s in batch], ["not " + s for s in batch]  # every column a preset reads
-        rows = {"text": batch, "paraphrase": other, "negation": negated, "positive": other, "hard_negative": negated}
-        objective.new_batch()
-        encoder.new_batch()  # a momentum copy follows the weights (ESimCSE), as the trainer's loop
-        backward_pass(encoder, objective, rows, lambda loss: loss.backward(),
-                      lambda: (list(encoder.backbone.parameters()), initial), trainable)
+        take([{"text": batch, "paraphrase": other, "negation": negated, "positive": other, "hard_negative": negated}])
 
-    def reference(batch):
+    def reference(batch):  # the plain PyTorch step the presets are compared with
         tokens = tokenizer(batch, padding=True, truncation=True, max_length=max_length, return_tensors="pt").to(device)
         first = encoder.head(encoder.backbone(**tokens).last_hidden_state[:, 0])
         second = encoder.head(encoder.backbone(**tokens).last_hidden_state[:, 0])
         info_nce(first, second, 0.05).backward()
+        optimizer.step()
+        optimizer.zero_grad()
 
     step_fn = reference if variant == "reference" else ours
-    step_s, peak = time_steps(lambda i: step_fn(batches[i]), optimizer, len(batches), device)
+    step_s, peak = time_steps(lambda i: step_fn(batches[i]), len(batches), device)
     return {"variant": variant, "device": device, "step_s": step_s, "peak_mib": peak}
 
 

@@ -12,7 +12,7 @@ built with one instance of it (:func:`build`)::
 
         @dataclass(frozen=True, kw_only=True)
         class Params(Loss.Params):
-            margin: float = setting(0.5, float, "the positive beats the negative by at least this", min=0.0)
+            margin: float = setting(0.5, "the positive beats the negative by at least this", min=0.0)
 
         def forward(self, views, context):
             ... self.params.margin ...
@@ -43,6 +43,8 @@ import pkgutil
 import re
 import sys
 import traceback
+import types
+import typing
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from importlib.metadata import entry_points
@@ -487,15 +489,40 @@ def check_plugin(kind: str, value: Any, where: str) -> dict[str, Any]:
     return {"kind": plugin.name, **checked}
 
 
-def setting(default: Any, type: type | tuple[type, ...], help: str = "", **constraints: Any) -> Any:
-    """A dataclass field that declares its :class:`Param` (``metadata["param"]``); a list or mapping default is
-    copied for each instance; a ``REQUIRED`` one has no default (in a ``kw_only`` dataclass it may stand anywhere)."""
-    param = Param(type, REQUIRED, help, **constraints)
+def setting(default: Any, help: str = "", *restated: Any, **constraints: Any) -> Any:
+    """A dataclass field that declares its :class:`Param`: its type, and whether it takes None, read from the
+    field's annotation (:func:`param_type`), ``constraints`` (``min``, ``choices``, ``items`` ...) the rest. A list or
+    mapping default is copied for each instance; a ``REQUIRED`` one has no default (in a ``kw_only`` dataclass it may
+    stand anywhere)."""
+    if restated or not isinstance(help, str) or "type" in constraints or "nullable" in constraints:
+        raise TypeError("setting(DEFAULT, HELP, **constraints): the type, and None, are read from the field's "
+                        "annotation (e.g. `count: int | None = setting(None, \"...\")`)")
+    metadata = {"setting": (help, constraints)}
     if default is REQUIRED:
-        return field(metadata={"param": param})
+        return field(metadata=metadata)
     if isinstance(default, (list, dict)):
-        return field(default_factory=lambda: copy.deepcopy(default), metadata={"param": param})
-    return field(default=default, metadata={"param": param})
+        return field(default_factory=lambda: copy.deepcopy(default), metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+#: The types a :class:`Param` checks (a generic's origin: ``list[str]`` is a list).
+PARAM_TYPES = (bool, int, float, str, list, tuple, dict, os.PathLike)
+
+
+def param_type(annotation: Any) -> tuple[type | tuple[type, ...], bool]:
+    """A field annotation's :class:`Param` type and whether it takes None: ``int | None`` -> (int, True),
+    ``list[str]`` -> (list, False), ``bool | str`` -> ((bool, str), False), ``str | os.PathLike`` -> os.PathLike (a
+    path, given as a string too)."""
+    union = isinstance(annotation, types.UnionType) or typing.get_origin(annotation) is typing.Union
+    members = typing.get_args(annotation) if union else (annotation,)
+    kinds = [typing.get_origin(member) or member for member in members if member is not type(None)]
+    if os.PathLike in kinds:
+        kinds = [os.PathLike]
+    unknown = [kind for kind in kinds if kind not in PARAM_TYPES]
+    if unknown or not kinds:
+        raise TypeError(f"{annotation!r}: a setting's annotation is made of "
+                        f"{', '.join(kind.__name__ for kind in PARAM_TYPES)} and None")
+    return (kinds[0] if len(kinds) == 1 else tuple(kinds)), type(None) in members
 
 
 class Checked:
@@ -525,9 +552,14 @@ class Params(Checked):
 
 
 def schema_of(cls: type[Any]) -> dict[str, Param]:
-    """The schema a dataclass declares with :func:`setting`: each field's Param with the field's default."""
+    """The schema a dataclass declares with :func:`setting`: each field's Param, typed by its annotation, with the
+    field's default."""
+    hints = typing.get_type_hints(cls)
     schema: dict[str, Param] = {}
     for f in fields(cls):
+        help, constraints = f.metadata["setting"]
+        kind, nullable = param_type(hints[f.name])
         default = f.default_factory() if f.default_factory is not MISSING else f.default
-        schema[f.name] = replace(f.metadata["param"], default=REQUIRED if default is MISSING else default)
+        schema[f.name] = Param(kind, REQUIRED if default is MISSING else default, help, nullable=nullable,
+                               **constraints)
     return schema

@@ -14,12 +14,14 @@ state included, which a resumed run restores) to a second instance built alike.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
 
+from cselab.errors import ConfigError
 from cselab.files import shown
-from cselab.registry import KINDS, Plugin, build, check, contract_of, get, names
+from cselab.registry import KINDS, REQUIRED, Param, Plugin, build, check, contract_of, get, names, schema_of
 
 
 class ContractError(AssertionError):
@@ -41,40 +43,150 @@ def registered(cls: type, kind: str | None = None, name: str | None = None) -> P
     return found[0]
 
 
+class PluginContract:
+    """The contract's checks of one plug-in class, each a method that raises a :class:`ContractError` naming the
+    plug-in and the check; :meth:`checks` lists them for a test per check (:func:`parametrize_with_checks`)."""
+
+    def __init__(self, cls: type, params: dict[str, Any] | None = None, *,
+                 registered_as: tuple[str, str] | None = None, build_it: bool = True, **context):
+        self.cls, self.params, self.registered_as, self.build_it, self.context = (cls, dict(params or {}),
+                                                                                registered_as, build_it, context)
+
+    @property
+    def plugin(self) -> Plugin:
+        return registered(self.cls, *(self.registered_as or (None, None)))
+
+    @property
+    def where(self) -> str:
+        plugin = self.plugin
+        return f"{plugin.kind} {plugin.name!r} ({self.cls.__module__}.{self.cls.__qualname__})"
+
+    def checks(self) -> list[tuple[str, Callable[[], Any]]]:
+        """(name, check) in the order :func:`check_plugin` runs them; the building ones only with ``build_it``."""
+        found = [("registered", self.is_registered), ("subclass", self.is_a_subclass_of_its_kind),
+                 ("documented", self.is_documented), ("parameters_explained", self.explains_its_parameters),
+                 ("constructor", self.takes_what_its_kind_hands_it),
+                 ("refuses_bad_values", self.refuses_values_outside_its_declaration)]
+        if self.build_it:
+            found += [("builds", self.builds_from_its_schema), ("keeps_params", self.keeps_its_params),
+                      ("hands_on_state", self.hands_on_its_state)]
+        return found
+
+    def is_registered(self) -> None:
+        self.plugin  # noqa: B018  (raises when it is not)
+
+    def is_a_subclass_of_its_kind(self) -> None:
+        base = contract_of(self.plugin.kind)
+        if not issubclass(self.cls, base):
+            raise ContractError(f"{self.where}: not a subclass of {base.__module__}.{base.__qualname__}")
+
+    def is_documented(self) -> None:
+        if not self.plugin.summary:
+            raise ContractError(f"{self.where}: no docstring; its first paragraph is the plug-in's summary in the "
+                                "docs")
+
+    def explains_its_parameters(self) -> None:
+        unexplained = [key for key, param in self.plugin.schema().items() if not param.help]
+        if unexplained:
+            raise ContractError(f"{self.where}: parameter(s) {', '.join(unexplained)} without a help text")
+
+    def takes_what_its_kind_hands_it(self) -> None:
+        plugin = self.plugin
+        _check_signature(self.cls, [key for key in plugin.schema() if key not in plugin.params], self.context,
+                         self.where, takes_params=getattr(self.cls, "Params", None) is not None)
+
+    def refuses_values_outside_its_declaration(self) -> None:
+        """Its ``Params``, built from Python as from a config, refuse each value outside a setting's declaration
+        (below its bounds or above them, not among its choices, of another type, of another length): scikit-learn's
+        way of feeding an estimator what it must refuse."""
+        declared = getattr(self.cls, "Params", None)
+        if declared is None:
+            return
+        schema = schema_of(declared)
+        given = {key: value for key, value in self.params.items() if key in schema}
+        for key, param in schema.items():
+            for bad in bad_values(param):
+                try:
+                    declared(**{**given, key: bad})
+                except ConfigError:
+                    continue
+                except TypeError as err:  # a required setting the check was not given
+                    raise ContractError(f"{self.where}: its Params cannot be built from {shown(given)} ({err}); "
+                                        "give its required parameters") from None
+                raise ContractError(f"{self.where}: its Params take {key}={shown(bad)}, outside its declaration "
+                                    f"({param.describe()}); refuse it in the Params (a setting's bounds, rules())")
+
+    def builds_from_its_schema(self) -> Any:
+        plugin = self.plugin
+        try:
+            return build(plugin, check(dict(self.params), plugin.schema(), self.where), **self.context)
+        except ContractError:
+            raise
+        except Exception as err:
+            raise ContractError(f"{self.where}: built from {self.params}: {type(err).__name__}: {err}") from err
+
+    def keeps_its_params(self) -> None:
+        plugin = self.plugin
+        checked = check(dict(self.params), plugin.schema(), self.where)
+        _check_kept(self.cls, self.builds_from_its_schema(),
+                    {key: value for key, value in checked.items() if key in plugin.params}, self.where)
+
+    def hands_on_its_state(self) -> None:
+        built = self.builds_from_its_schema()
+        if hasattr(built, "state_dict"):
+            again = [self.builds_from_its_schema() for _ in range(2)]
+            try:
+                _check_state(self.plugin, again[0], again[1], self.where)
+            except ContractError:
+                raise
+            except Exception as err:
+                raise ContractError(f"{self.where}: its state handed over: {type(err).__name__}: {err}") from err
+
+
 def check_plugin(cls: type, params: dict[str, Any] | None = None, *, registered_as: tuple[str, str] | None = None,
                  build_it: bool = True, **context) -> Any:
-    """Run the contract's checks (see the module docstring) on the plug-in class ``cls`` (``registered_as`` (kind,
-    name), where it is registered more than once), built with ``params`` (its required parameters; the rest take
-    their defaults) and ``context`` (what its kind hands it besides: a head's ``hidden`` size); returns the object
-    built. ``build_it=False`` checks the declarations alone, for a plug-in whose constructor loads what the machine
-    lacks (a hub model, offline). A broken check is a :class:`ContractError` naming it."""
-    plugin = registered(cls, *(registered_as or (None, None)))
-    where = f"{plugin.kind} {plugin.name!r} ({cls.__module__}.{cls.__qualname__})"
-    base = contract_of(plugin.kind)
-    if not issubclass(cls, base):
-        raise ContractError(f"{where}: not a subclass of {base.__module__}.{base.__qualname__}")
-    if not plugin.summary:
-        raise ContractError(f"{where}: no docstring; its first paragraph is the plug-in's summary in the docs")
-    schema = plugin.schema()
-    unexplained = [key for key, param in schema.items() if not param.help]
-    if unexplained:
-        raise ContractError(f"{where}: parameter(s) {', '.join(unexplained)} without a help text")
-    _check_signature(cls, [key for key in schema if key not in plugin.params], context, where,
-                     takes_params=getattr(cls, "Params", None) is not None)
-    if not build_it:
-        return None
-    try:
-        checked = check(dict(params or {}), schema, where)
-        built = build(plugin, checked, **context)
-        _check_kept(cls, built, {key: value for key, value in checked.items() if key in plugin.params}, where)
-        if hasattr(built, "state_dict"):
-            again = [build(plugin, check(dict(params or {}), schema, where), **context) for _ in range(2)]
-            _check_state(plugin, again[0], again[1], where)  # two more: the object returned keeps its own state
-    except ContractError:
-        raise
-    except Exception as err:  # built from its schema, or its state handed over: the contract's last two checks
-        raise ContractError(f"{where}: built from {params or {}}: {type(err).__name__}: {err}") from err
-    return built
+    """Run the contract's checks (see the module docstring, :class:`PluginContract`) on the plug-in class ``cls``
+    (``registered_as`` (kind, name), where it is registered more than once), built with ``params`` (its required
+    parameters; the rest take their defaults) and ``context`` (what its kind hands it besides: a head's ``hidden``
+    size); returns the object built. ``build_it=False`` checks the declarations alone, for a plug-in whose
+    constructor loads what the machine lacks (a hub model, offline). A broken check is a :class:`ContractError`
+    naming it."""
+    contract = PluginContract(cls, params, registered_as=registered_as, build_it=build_it, **context)
+    for _, run in contract.checks():
+        run()
+    return contract.builds_from_its_schema() if build_it else None
+
+
+def parametrize_with_checks(plugins: Iterable[type | tuple[type, dict[str, Any]]], **options) -> Any:
+    """A ``pytest.mark.parametrize`` over every check of each plug-in (a class, or (class, params)), one test id per
+    plug-in and check (``Triplet-refuses_bad_values``), as scikit-learn's: ``@parametrize_with_checks([MyLoss])``
+    then ``def test_contract(check): check()``. ``options``: :class:`PluginContract`'s keywords."""
+    import pytest
+
+    cases = []
+    for entry in plugins:
+        cls, params = entry if isinstance(entry, tuple) else (entry, None)
+        cases += [pytest.param(run, id=f"{cls.__qualname__}-{name}")
+                  for name, run in PluginContract(cls, params, **options).checks()]
+    return pytest.mark.parametrize("check", cases)
+
+
+def bad_values(param: Param) -> list[Any]:
+    """Values ``param`` must refuse, from its declaration: below or above its bounds, outside its choices, of none
+    of its types, with one item too many."""
+    kinds = param.type if isinstance(param.type, tuple) else (param.type,)
+    found: list[Any] = []
+    if param.min is not None:
+        found.append(param.min if param.above else param.min - 1)
+    if param.max is not None:
+        found.append(param.max if param.below else param.max + 1)
+    if isinstance(param.choices, tuple) and param.choices and all(isinstance(c, str) for c in param.choices):
+        found.append("-".join(param.choices) + "-none-of-these")
+    found.append(3.5 if dict in kinds else {"not": "a value"})
+    if param.length is not None:
+        found.append([param.items.default if param.items and param.items.default is not REQUIRED else 0]
+                     * (param.length + 1))
+    return found
 
 
 def _check_signature(cls: type, added: list[str], context: dict[str, Any], where: str, takes_params: bool) -> None:

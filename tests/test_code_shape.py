@@ -62,9 +62,10 @@ def test_the_check_sees_a_violation(tmp_path):
 
 #: Inside train/, by the part of the module's name after ``cselab.train``: the step primitives (gathering across
 #: processes, a model's LM heads, the token ids kept per corpus), the plug-ins, the config that validates against
-#: them, then batches and the training encoder, the objective and the ledger, the run; a new part must be placed here.
+#: them, then batches and the training encoder, the objective and the ledger, the training step, the run; a new part
+#: must be placed here.
 TRAIN_LAYERS = {"distributed": 0, "language_models": 0, "token_ids": 0, "plugins": 1, "config": 2, "batches": 3,
-                "model": 3, "objective": 4, "protocols": 4, "run": 5, "__init__": 6}
+                "model": 3, "objective": 4, "protocols": 4, "step": 5, "run": 6, "__init__": 7}
 
 
 def train_layer_of(module: str) -> str:

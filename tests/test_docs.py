@@ -113,7 +113,7 @@ def test_the_pages_plugins_keep_the_contract_through_its_own_test(tmp_path, monk
 
     test_plugins_of_this_page.test_the_pages_plugins_keep_cselabs_contract()
     count = next(f for f in dataclasses.fields(get("negatives", "sphere").cls.Params) if f.name == "count")
-    monkeypatch.setattr(count, "metadata", {"param": dataclasses.replace(count.metadata["param"], help="")})
+    monkeypatch.setattr(count, "metadata", {"setting": ("", count.metadata["setting"][1])})
     with pytest.raises(AssertionError, match="negatives 'sphere' .*count without a help text"):
         test_plugins_of_this_page.test_the_pages_plugins_keep_cselabs_contract()
 
@@ -223,6 +223,19 @@ def test_the_callback_example_of_train_md_ends_a_run_and_keeps_its_state(tmp_pat
     summary = train(method, str(tiny_bert_dir), tiny_cache, tmp_path / "other", RunOptions(progress=False,
                     callbacks=[StopBelow(0.0)]))
     assert summary["steps"] == 6 and summary["stopped_by"] is None
+
+
+def test_the_one_step_example_of_train_md_is_the_trainers_step(tmp_path, monkeypatch, tiny_bert_dir):
+    (tmp_path / "one_step.py").write_text(example_files("train.md")["one_step.py"])
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "one_step", raising=False)
+    from one_step import one_step
+
+    sentences = [f"sentence {i} about the {topic}" for i, topic in enumerate(["sea", "hills", "city", "plain"] * 32)]
+    torch.manual_seed(0)
+    losses = one_step(str(tiny_bert_dir), sentences)
+    assert math.isfinite(losses["loss"]) and losses["loss"] > 0 and losses["grad_norm"] > 0
+    assert len(losses.per_batch()) == 1
 
 
 @pytest.mark.slow

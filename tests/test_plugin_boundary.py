@@ -29,8 +29,8 @@ class Shout(TextTransform):
 
     @dataclass(frozen=True, kw_only=True)
     class Params(TextTransform.Params):
-        fault: str = setting("raise", str, "how it fails", choices=("raise", "list", "none", "number", "bytes"))
-        after: int = setting(32, int, "the texts it changes before it fails", min=0)
+        fault: str = setting("raise", "how it fails", choices=("raise", "list", "none", "number", "bytes"))
+        after: int = setting(32, "the texts it changes before it fails", min=0)
 
     def __init__(self, params):
         super().__init__(params)

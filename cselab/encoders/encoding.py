@@ -33,29 +33,29 @@ SPAN_POOLERS = ("avg", "last", "weighted_mean", "max")
 class EncodingSettings(Checked):
     """How text becomes a vector, as training and the checkpoint it leaves share it (see the module docstring)."""
 
-    pooler: str = setting(REQUIRED, str, "how token states become the sentence vector", choices="plugin:pooler")
-    prompt: str | None = setting(None, str, "template with {} for the sentence ([MASK]: the tokenizer's mask token, "
-                                 "[EOS]: its end-of-sequence token)", nullable=True)
-    prompt_pieces: bool = setting(False, bool, "PromptBERT's training rows: the template's two sides and the sentence "
+    pooler: str = setting(REQUIRED, "how token states become the sentence vector", choices="plugin:pooler")
+    prompt: str | None = setting(None, "template with {} for the sentence ([MASK]: the tokenizer's mask token, "
+                                 "[EOS]: its end-of-sequence token)")
+    prompt_pieces: bool = setting(False, "PromptBERT's training rows: the template's two sides and the sentence "
                                   "tokenised apart and joined as ids (with a byte-level BPE such as RoBERTa's the "
                                   "sentence's first word then has no leading space); a method's checkpoints encode "
                                   "the filled template as text, as its evaluation.py")
-    pool_tokens: str = setting("all", str, "the tokens the pooler reads: all (every real token) or last_copy (echo "
+    pool_tokens: str = setting("all", "the tokens the pooler reads: all (every real token) or last_copy (echo "
                                "embeddings: the sentence's last copy in a prompt that holds {} twice, and the "
                                "template after it)", choices=POOL_TOKENS)
-    bidirectional: bool = setting(False, bool, "lift a decoder LM's causal mask: every token attends to every real "
+    bidirectional: bool = setting(False, "lift a decoder LM's causal mask: every token attends to every real "
                                   "token of its row (LLM2Vec)")
-    denoise: bool = setting(False, bool, "PromptBERT's template denoising: each [MASK] vector less that of its "
+    denoise: bool = setting(False, "PromptBERT's template denoising: each [MASK] vector less that of its "
                             "template encoded alone, at the positions the template has around a sentence of that "
                             "length (pooler mask); a method's checkpoints encode without unless denoise_at_test")
-    head: dict[str, Any] | None = setting(None, dict, "a head over the pooled vector, {kind: NAME, ...its parameters} "
+    head: dict[str, Any] | None = setting(None, "a head over the pooled vector, {kind: NAME, ...its parameters} "
                                           "(a method's encoder.head also takes a NAME alone); a method applies it in "
                                           "training, and at test with head_at_test (a checkpoint keeps a head of kind "
-                                          "mlp or mlm_transform)", nullable=True)
-    head_before_denoise: bool = setting(False, bool, "the [MASK] vector and the template's each go through the head "
+                                          "mlp or mlm_transform)")
+    head_before_denoise: bool = setting(False, "the [MASK] vector and the template's each go through the head "
                                         "before the subtraction, head(h) - head(t) (PromptBERT's supervised BERT run, "
                                         "--mask_embedding_sentence_org_mlp); else head(h - t)")
-    lowercase: bool = setting(False, bool, "each sentence lowercased before it is tokenised (the prompt as written; "
+    lowercase: bool = setting(False, "each sentence lowercased before it is tokenised (the prompt as written; "
                               "sentence-transformers' do_lower_case)")
 
     def key(self, name: str) -> str:
@@ -86,10 +86,10 @@ class Encoding(EncodingSettings):
     """How an encoder turns text into a vector (:class:`EncodingSettings`), with its token budget and
     normalisation."""
 
-    max_length: int | None = setting(None, int, "a sentence's budget: without a prompt, its tokens with the special "
+    max_length: int | None = setting(None, "a sentence's budget: without a prompt, its tokens with the special "
                                      "ones; with one, its own word-pieces (the template's on top); longer sentences "
-                                     "are cut; null: as many as the model takes", min=1, nullable=True)
-    normalize: bool = setting(False, bool, "vectors scaled to unit length")
+                                     "are cut; null: as many as the model takes", min=1)
+    normalize: bool = setting(False, "vectors scaled to unit length")
 
 
 #: The names of the settings of :class:`Encoding`, in order.

@@ -35,13 +35,13 @@ class ClassifierConfig(Checked):
 
     where = "classifier"
 
-    nhid: int = setting(0, int, "hidden units (0: logistic regression)", min=0)
-    optim: str = setting("adam", str, "the optimizer", choices=OPTIMIZERS)
-    batch_size: int = setting(64, int, "rows per update", min=1)
-    tenacity: int = setting(5, int, "epoch_size rounds without a better dev accuracy before stopping", min=0)
-    epoch_size: int = setting(4, int, "epochs per round", min=1)
-    max_epoch: int = setting(200, int, "the most epochs", min=0)
-    dropout: float = setting(0.0, float, "dropout before the output layer", min=0.0, max=1.0, below=True)
+    nhid: int = setting(0, "hidden units (0: logistic regression)", min=0)
+    optim: str = setting("adam", "the optimizer", choices=OPTIMIZERS)
+    batch_size: int = setting(64, "rows per update", min=1)
+    tenacity: int = setting(5, "epoch_size rounds without a better dev accuracy before stopping", min=0)
+    epoch_size: int = setting(4, "epochs per round", min=1)
+    max_epoch: int = setting(200, "the most epochs", min=0)
+    dropout: float = setting(0.0, "dropout before the output layer", min=0.0, max=1.0, below=True)
 
 
 @dataclass

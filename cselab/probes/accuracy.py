@@ -120,8 +120,8 @@ class AccuracySuite(Suite):
     class Options(Checked):
         where = "probe options"
 
-        classifier: str = setting("full", str, "transfer and probing classifiers: full = SentEval's default (10 "
+        classifier: str = setting("full", "transfer and probing classifiers: full = SentEval's default (10 "
                                   "folds, Adam, batch 64, tenacity 5, epoch size 4), fast = its prototyping setting "
                                   "(5 folds, RMSprop, batch 128, tenacity 3, epoch size 2)",
                                   choices=tuple(CLASSIFIER_SETUPS))
-        n_jobs: int = setting(1, int, "worker processes for the classifiers", min=1)
+        n_jobs: int = setting(1, "worker processes for the classifiers", min=1)

@@ -225,13 +225,12 @@ class BiasSuite(Suite):
     class Options(Checked):
         where = "probe options"
 
-        split_rule: str = setting("paper", str, "Cont./Oppn. subsets of the bias suite: paper = the 16 of OssCSE's "
+        split_rule: str = setting("paper", "Cont./Oppn. subsets of the bias suite: paper = the 16 of OssCSE's "
                                   "Table 2, footnote = every subset with median gold score in [2, 3.5] (20 here)",
                                   choices=tuple(SPLIT_RULES))
-        testset: str | os.PathLike | None = setting(None, os.PathLike, "transformation test set (JSONL) of the bias "
-                                                    "suite (default: the hand-written set shipped with cselab)",
-                                                    nullable=True)
-        mer_normalize: str = setting("lower", str, "tokens MER compares: lower-cased whitespace tokens, as written, "
+        testset: str | os.PathLike | None = setting(None, "transformation test set (JSONL) of the bias "
+                                                    "suite (default: the hand-written set shipped with cselab)")
+        mer_normalize: str = setting("lower", "tokens MER compares: lower-cased whitespace tokens, as written, "
                                      "or lower-cased without punctuation", choices=tuple(NORMALIZERS))
     main = {"cont": Score("Cont."), "oppn": Score("Oppn."), "gap": Score("Gap"),
             "para_over_neg": Score("Para > neg (%)", 1), "cannot_cosine": Score("CANNOT cos.", 3)}

@@ -236,7 +236,7 @@ class MTEBSuite(Suite):
     class Options(Checked):
         where = "probe options"
 
-        mteb_tasks: tuple[str, ...] = setting((), tuple, "tasks of the mteb suite: cselab's (CselabSTSB, CselabCont "
+        mteb_tasks: tuple[str, ...] = setting((), "tasks of the mteb suite: cselab's (CselabSTSB, CselabCont "
                                               "...), an MTEB task in the local Hugging Face cache, or NAME=FOLDER "
                                               "(nothing is downloaded)", items=Param(str))
     presenter = MTEBPresenter

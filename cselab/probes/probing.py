@@ -89,8 +89,8 @@ class ProbingSuite(AccuracySuite):
 
     @dataclass
     class Options(AccuracySuite.Options):
-        probing_dir: str | os.PathLike | None = setting(None, os.PathLike, "folder of probing-task files (default: "
-                                                        "DATA_ROOT/probing)", nullable=True)
+        probing_dir: str | os.PathLike | None = setting(None, "folder of probing-task files (default: "
+                                                        "DATA_ROOT/probing)")
     optional = True
 
     def run(self, encoder: Encoder) -> Result:

@@ -142,7 +142,7 @@ class STSSuite(Suite):
     class Options(Checked):
         where = "probe options"
 
-        tasks: tuple[str, ...] = setting(STS_SUITE, tuple, "STS tasks of the sts suite, and of the geometry suite's "
+        tasks: tuple[str, ...] = setting(STS_SUITE, "STS tasks of the sts suite, and of the geometry suite's "
                                          "STS after PCA, e.g. sts12,stsb", items=Param(str))
 
     def run(self, encoder: Encoder) -> Result:

@@ -39,13 +39,11 @@ class ProbeOptions(Checked):
 
     where = "probe options"
 
-    data_dir: str | os.PathLike | None = setting(None, os.PathLike, "the data root (default: $CSELAB_DATA_DIR)",
-                                                 nullable=True)
-    batch_size: int = setting(64, int, "sentences per forward pass", min=1)
-    limit: int | None = setting(None, int, "use only the first N pairs of each data file (quick checks)", min=2,
-                                nullable=True)
-    seed: int = setting(0, int, "the seed of resampling, classifiers and bootstraps", min=0, max=MAX_SEED)
-    settings: dict[str, Any] = setting({}, dict, "each suite's own settings by name (Suite.Options)")
+    data_dir: str | os.PathLike | None = setting(None, "the data root (default: $CSELAB_DATA_DIR)")
+    batch_size: int = setting(64, "sentences per forward pass", min=1)
+    limit: int | None = setting(None, "use only the first N pairs of each data file (quick checks)", min=2)
+    seed: int = setting(0, "the seed of resampling, classifiers and bootstraps", min=0, max=MAX_SEED)
+    settings: dict[str, Any] = setting({}, "each suite's own settings by name (Suite.Options)")
 
     def __init__(self, data_dir: str | os.PathLike | None = None, batch_size: int = 64, limit: int | None = None,
                  seed: int = 0, settings: dict[str, Any] | None = None, **more: Any):

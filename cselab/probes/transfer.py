@@ -83,7 +83,7 @@ class TransferSuite(AccuracySuite):
 
     @dataclass
     class Options(AccuracySuite.Options):
-        transfer_tasks: tuple[str, ...] = setting(TRANSFER_TASKS, tuple, "transfer tasks, e.g. MR,TREC",
+        transfer_tasks: tuple[str, ...] = setting(TRANSFER_TASKS, "transfer tasks, e.g. MR,TREC",
                                                   items=Param(str))
 
     def run(self, encoder: Encoder) -> Result:

@@ -4,7 +4,6 @@ suite is one class in one module."""
 import dataclasses
 import sys
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pytest
@@ -135,23 +134,24 @@ def test_a_suites_own_settings_are_probe_options_checked_by_its_declaration(monk
 
 
 def _declaring(name, **fields):
-    """A suite ``name`` whose Options declares ``fields`` (name -> setting())."""
-    options = dataclass(type("Options", (Checked,), {"__annotations__": {k: Any for k in fields}, **fields,
+    """A suite ``name`` whose Options declares ``fields`` (name -> (annotation, setting()))."""
+    options = dataclass(type("Options", (Checked,), {"__annotations__": {k: kind for k, (kind, _) in fields.items()},
+                                                     **{k: declared for k, (_, declared) in fields.items()},
                                                      "where": "probe options"}))
     return type(f"S{name}", (Suite,), {"name": name, "title": name, "main": {"x": Score("X")}, "Options": options,
                                        "run": lambda self, encoder: None})
 
 
 def test_two_suites_share_a_setting_only_by_declaring_it_alike(own_registry):
-    register_suite(_declaring("acme", tasks=setting(("sts12",), tuple, "other tasks", items=Param(str))))
+    register_suite(_declaring("acme", tasks=(tuple[str, ...], setting(("sts12",), "other tasks", items=Param(str)))))
     with pytest.raises(ConfigError, match="suite acme: its setting 'tasks' is declared otherwise by suite sts"):
         suite_settings()
     own_registry._REGISTRY["suite"].pop("acme")
-    register_suite(_declaring("acme", limit=setting(3, int, "a limit of its own")))
+    register_suite(_declaring("acme", limit=(int, setting(3, "a limit of its own"))))
     with pytest.raises(ConfigError, match="suite acme: its setting 'limit' is a name every probe run's options have"):
         suite_settings()
-    for name, declared in (("rules", setting(3, int, "shadowed by a method")),
-                           ("depth", setting(REQUIRED, int, "no default"))):
+    for name, declared in (("rules", (int, setting(3, "shadowed by a method"))),
+                           ("depth", (int, setting(REQUIRED, "no default")))):
         own_registry._REGISTRY["suite"].pop("acme")
         register_suite(_declaring("acme", **{name: declared}))
         with pytest.raises(ConfigError, match=f"suite acme: its setting '{name}' "):
@@ -159,8 +159,8 @@ def test_two_suites_share_a_setting_only_by_declaring_it_alike(own_registry):
 
 
 def test_probe_runs_options_are_generated_from_the_declarations(own_registry, capsys):
-    register_suite(_declaring("acme", depth=setting(2, int, "how deep acme digs", min=1, max=9),
-                              deep=setting(False, bool, "dig past the floor")))
+    register_suite(_declaring("acme", depth=(int, setting(2, "how deep acme digs", min=1, max=9)),
+                              deep=(bool, setting(False, "dig past the floor"))))
     assert build_parser().parse_args(["probe", "run", "--model", "bow", "--no-deep"]).deep is False
     assert build_parser().parse_args(["probe", "run", "--model", "bow", "--deep"]).deep is True
     with pytest.raises(SystemExit):

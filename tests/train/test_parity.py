@@ -29,9 +29,9 @@ from transformers import AutoModel, AutoModelForMaskedLM, AutoTokenizer, BertMod
 
 from cselab.train.plugins.functional import nt_xent
 from cselab.train.config.methods import load_method
-from cselab.train.run.optim import build_optimizer, build_scheduler, clip_and_step
+from cselab.train.run.optim import build_optimizer, build_scheduler
 from cselab.train.objective import Objective
-from cselab.train.run.loop import backward_pass
+from cselab.train.step import Step
 from cselab.train.plugins.heads import BatchNormMLPHead
 from cselab.train.run.setup import attach_auxiliary, build_encoder, initial_weights
 from tests.conftest import save_tiny_bert, save_tiny_roberta
@@ -432,18 +432,17 @@ class Cselab:
         self.scheduler = build_scheduler(self.optimizer, cfg, TOTAL)
         initial = initial_weights(self.encoder)
         self.weights = lambda: (list(self.encoder.backbone.parameters()), initial)
+        self.take = Step(self.encoder, self.objective, self.optimizer, self.scheduler, self.trainable,
+                         max_grad_norm=cfg.max_grad_norm, initial_weights=self.weights)
 
     more = staticmethod(lambda sentences: {})  # a method's other columns of a batch of sentences
 
     def backward(self, sentences) -> torch.Tensor:
-        self.objective.new_batch()  # as the trainer's loop, before each batch
-        self.encoder.new_batch()
-        loss, _ = backward_pass(self.encoder, self.objective, {"text": sentences, **self.more(sentences)},
-                                lambda value: value.backward(), self.weights, self.trainable)
+        loss, _ = self.take.backward_pass({"text": sentences, **self.more(sentences)})
         return loss.detach()
 
     def step(self) -> float:
-        return clip_and_step(self.optimizer, self.scheduler, self.trainable, self.method.training.max_grad_norm)
+        return self.take.update()
 
 
 def paired(ours: Cselab, modules: dict[str, torch.nn.Module]) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:

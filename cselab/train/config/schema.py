@@ -24,42 +24,41 @@ from cselab.train.config.sections import ENCODER, TRAINING, VIEW, TrainingConfig
 class MethodFile(Checked):
     """A method file's top level: its name and data, and its sections (each checked by its own schema)."""
 
-    method: str = setting(REQUIRED, str, "the method's name")
-    description: str = setting("", str, "one line for --list-methods")
-    data: str | None = setting(None, str, "corpus, cache or table trained on when --data is not given",
-                               nullable=True)
+    method: str = setting(REQUIRED, "the method's name")
+    description: str = setting("", "one line for --list-methods")
+    data: str | None = setting(None, "corpus, cache or table trained on when --data is not given")
     data_columns: dict[str, str] | None = setting(
-        None, dict, "a table's column for each column the views read, e.g. {text: sent0, positive: sent1, "
-        "hard_negative: hard_neg} (default: the table's own names or a known layout)", nullable=True)
-    imports: list[str] = setting([], list, "modules imported first (a method's own plug-ins)", items=Param(str))
+        None, "a table's column for each column the views read, e.g. {text: sent0, positive: sent1, "
+        "hard_negative: hard_neg} (default: the table's own names or a known layout)")
+    imports: list[str] = setting([], "modules imported first (a method's own plug-ins)", items=Param(str))
     texts: dict[str, Any] | None = setting(
-        None, dict, "a data column's texts changed before a training batch is tokenised: {COLUMN: {kind: NAME, ...}} "
-        "(a text plug-in; SNCSE's released training: end_punctuation)", nullable=True)
-    profile: str | None = setting(None, str, "the profile applied (a record)", nullable=True)
-    encoder: dict[str, Any] = setting(REQUIRED, dict, "how text becomes a vector (the encoder section)")
-    views: dict[str, Any] = setting(REQUIRED, dict, "the views a step encodes, by name")
-    losses: dict[str, Any] = setting(REQUIRED, dict, "the losses, by name")
-    hooks: dict[str, Any] = setting({}, dict, "step hooks")
-    training: dict[str, Any] = setting(REQUIRED, dict, "the optimisation and its schedule (the training section)")
+        None, "a data column's texts changed before a training batch is tokenised: {COLUMN: {kind: NAME, ...}} "
+        "(a text plug-in; SNCSE's released training: end_punctuation)")
+    profile: str | None = setting(None, "the profile applied (a record)")
+    encoder: dict[str, Any] = setting(REQUIRED, "how text becomes a vector (the encoder section)")
+    views: dict[str, Any] = setting(REQUIRED, "the views a step encodes, by name")
+    losses: dict[str, Any] = setting(REQUIRED, "the losses, by name")
+    hooks: dict[str, Any] = setting({}, "step hooks")
+    training: dict[str, Any] = setting(REQUIRED, "the optimisation and its schedule (the training section)")
 
 
 @dataclass(frozen=True, kw_only=True)
 class LossEntry(Checked):
     """The keys every loss of ``losses`` takes beside its plug-in's parameters."""
 
-    kind: str | None = setting(None, str, "the plug-in, when the loss's name is not", nullable=True)
-    weight: float = setting(1.0, float, "factor in the total loss", min=0.0)
+    kind: str | None = setting(None, "the plug-in, when the loss's name is not")
+    weight: float = setting(1.0, "factor in the total loss", min=0.0)
     matryoshka: dict[str, Any] | None = setting(
-        None, dict, "Matryoshka training: {dims: [widths], weights: [one per width, default 1]}: the loss at each "
-        "width the vectors are cut to, weighted and summed", nullable=True)
+        None, "Matryoshka training: {dims: [widths], weights: [one per width, default 1]}: the loss at each "
+        "width the vectors are cut to, weighted and summed")
 
 
 @dataclass(frozen=True, kw_only=True)
 class Matryoshka(Checked):
     """A loss's ``matryoshka``: the widths its vectors are cut to, and a weight each."""
 
-    dims: list[int] = setting(REQUIRED, list, "the widths the vectors are cut to", items=Param(int, min=1))
-    weights: list[float] | None = setting(None, list, "one factor per width (default: 1 each)", nullable=True,
+    dims: list[int] = setting(REQUIRED, "the widths the vectors are cut to", items=Param(int, min=1))
+    weights: list[float] | None = setting(None, "one factor per width (default: 1 each)",
                                           items=Param(float, min=0.0))
 
 
@@ -67,7 +66,7 @@ class Matryoshka(Checked):
 class Hooks(Checked):
     """The ``hooks`` section: what a step does beside its forward and backward passes."""
 
-    weights: dict[str, Any] | None = setting(None, dict, "SAM/AWP", nullable=True, plugin="weight_hook")
+    weights: dict[str, Any] | None = setting(None, "SAM/AWP", plugin="weight_hook")
 
 
 TOP, LOSS, MATRYOSHKA, HOOKS = (schema_of(cls) for cls in (MethodFile, LossEntry, Matryoshka, Hooks))

@@ -35,31 +35,30 @@ class EncoderConfig(EncodingSettings):
 
     where = "encoder"
 
-    head_at_test: bool = setting(False, bool, "keep the head in checkpoints and encode through it (PromptBERT's "
+    head_at_test: bool = setting(False, "keep the head in checkpoints and encode through it (PromptBERT's "
                                  "supervised runs; heads mlp and mlm_transform)")
-    head_init: str = setting("bert", str, "the head's initial weights: bert (normal(0, the backbone's "
+    head_init: str = setting("bert", "the head's initial weights: bert (normal(0, the backbone's "
                              "initializer_range), biases 0) or torch (PyTorch's default)", choices=("bert", "torch"))
-    denoise_at_test: bool = setting(False, bool, "checkpoints denoise too (PromptBERT's supervised runs: "
+    denoise_at_test: bool = setting(False, "checkpoints denoise too (PromptBERT's supervised runs: "
                                     "--mask_embedding_sentence_delta in its evaluation)")
-    frozen: str | None = setting(None, str, "dtype of a frozen copy of the initial backbone", choices=DTYPES,
-                                 nullable=True)
-    momentum: float | None = setting(None, float, "the frozen copy follows the backbone as a momentum encoder: m = "
+    frozen: str | None = setting(None, "dtype of a frozen copy of the initial backbone", choices=DTYPES)
+    momentum: float | None = setting(None, "the frozen copy follows the backbone as a momentum encoder: m = "
                                      "momentum * m + (1 - momentum) * theta at each batch, before its views are "
                                      "encoded (ESimCSE; null: the copy stays the initial backbone)", min=0.0, max=1.0,
-                                     below=True, nullable=True)
-    momentum_start: str = setting("backbone", str, "the momentum copy's first weights: backbone (a copy of the "
+                                     below=True)
+    momentum_start: str = setting("backbone", "the momentum copy's first weights: backbone (a copy of the "
                                   "initial backbone, as momentum contrast starts) or random (the backbone's "
                                   "initialisation drawn anew, as ESimCSE's released code leaves it)",
                                   choices=("backbone", "random"))
-    frozen_mode: str = setting("eval", str, "the frozen copy's mode in training: eval (no dropout) or train "
+    frozen_mode: str = setting("eval", "the frozen copy's mode in training: eval (no dropout) or train "
                                "(dropout on)", choices=("eval", "train"))
-    freeze_embeddings: bool = setting(False, bool, "do not train the embedding layer")
-    adapter: dict[str, Any] | None = setting(None, dict, "a parameter-efficient adapter trained instead of the "
+    freeze_embeddings: bool = setting(False, "do not train the embedding layer")
+    adapter: dict[str, Any] | None = setting(None, "a parameter-efficient adapter trained instead of the "
                                              "backbone: {kind: lora, r, alpha, dropout, target_modules} (checkpoints "
-                                             "hold the merged weights)", nullable=True, plugin="adapter")
-    model_config: dict[str, Any] | None = setting(None, dict, "fields of the backbone's transformers config set when "
+                                             "hold the merged weights)", plugin="adapter")
+    model_config: dict[str, Any] | None = setting(None, "fields of the backbone's transformers config set when "
                                                   "it loads (LLM2Vec's {attention_dropout: 0.3}); each must be a "
-                                                  "field it has", nullable=True)
+                                                  "field it has")
 
     def __post_init__(self) -> None:
         """The head a name or a mapping, checked against its plug-in (a training head may be any kind)."""
@@ -115,68 +114,68 @@ class TrainingConfig(Checked):
 
     where = "training"
 
-    batch_size: int = setting(REQUIRED, int, "rows per contrastive batch", min=1)
-    lr: float = setting(REQUIRED, float, "peak learning rate (0: a control run that does not move)", min=0.0)
-    epochs: int = setting(1, int, min=1)
-    max_steps: int | None = setting(None, int, "stop after this many optimizer steps", min=1, nullable=True)
-    max_length: int = setting(REQUIRED, int, "tokens per training sentence", min=1)
-    eval_steps: int = setting(REQUIRED, int, "steps between evaluations and saves", min=1)
-    grad_accum: int = setting(1, int, "batches per optimizer step", min=1)
-    mixed_precision: str = setting("no", str, choices=("no", "fp16", "bf16"))
-    gradient_checkpointing: bool = setting(False, bool, "recompute the backbone's activations in the backward pass "
+    batch_size: int = setting(REQUIRED, "rows per contrastive batch", min=1)
+    lr: float = setting(REQUIRED, "peak learning rate (0: a control run that does not move)", min=0.0)
+    epochs: int = setting(1, min=1)
+    max_steps: int | None = setting(None, "stop after this many optimizer steps", min=1)
+    max_length: int = setting(REQUIRED, "tokens per training sentence", min=1)
+    eval_steps: int = setting(REQUIRED, "steps between evaluations and saves", min=1)
+    grad_accum: int = setting(1, "batches per optimizer step", min=1)
+    mixed_precision: str = setting("no", choices=("no", "fp16", "bf16"))
+    gradient_checkpointing: bool = setting(False, "recompute the backbone's activations in the backward pass "
                                            "instead of keeping them (less memory, about a third more time)")
-    seed: int = setting(42, int, min=0, max=MAX_SEED)
-    optimizer: str = setting("adamw_legacy", str, "adamw (torch's) or adamw_legacy (transformers 4.x: eps added "
+    seed: int = setting(42, min=0, max=MAX_SEED)
+    optimizer: str = setting("adamw_legacy", "adamw (torch's) or adamw_legacy (transformers 4.x: eps added "
                              "before the bias correction, decay after the update)", choices=("adamw", "adamw_legacy"))
-    weight_decay: float = setting(0.0, float, "AdamW's decoupled decay", min=0.0)
-    no_decay: list[str] = setting(["bias", "LayerNorm.weight"], list, "parameters whose name contains one of these "
+    weight_decay: float = setting(0.0, "AdamW's decoupled decay", min=0.0)
+    no_decay: list[str] = setting(["bias", "LayerNorm.weight"], "parameters whose name contains one of these "
                                   "take no weight decay (an empty list: all do)", items=Param(str), empty=True)
-    adam_betas: list[float] = setting([0.9, 0.999], list, items=Param(float, min=0.0, max=1.0, below=True), length=2)
-    adam_eps: float = setting(1e-8, float, min=0.0, above=True)
-    max_grad_norm: float | None = setting(1.0, float, "clip the gradients' total norm to this before each step "
-                                          "(null: no clipping)", min=0.0, above=True, nullable=True)
-    warmup: int | float = setting(0, (int, float), "linear warm-up: a fraction of the total steps (below 1) or a "
+    adam_betas: list[float] = setting([0.9, 0.999], items=Param(float, min=0.0, max=1.0, below=True), length=2)
+    adam_eps: float = setting(1e-8, min=0.0, above=True)
+    max_grad_norm: float | None = setting(1.0, "clip the gradients' total norm to this before each step "
+                                          "(null: no clipping)", min=0.0, above=True)
+    warmup: int | float = setting(0, "linear warm-up: a fraction of the total steps (below 1) or a "
                                   "number of steps", min=0)
-    lr_schedule: str = setting("linear", str, "after the warm-up: linear (decay to 0 at the last step, Hugging Face's "
+    lr_schedule: str = setting("linear", "after the warm-up: linear (decay to 0 at the last step, Hugging Face's "
                                "Trainer) or constant (the peak rate to the end, as Keras trains)",
                                choices=("linear", "constant"))
-    early_stop: int | None = setting(None, int, "patience in evaluations", min=1, nullable=True)
-    early_stop_rule: str = setting("no_improvement", str, "what early_stop counts: no_improvement (evaluations in a "
+    early_stop: int | None = setting(None, "patience in evaluations", min=1)
+    early_stop_rule: str = setting("no_improvement", "what early_stop counts: no_improvement (evaluations in a "
                                    "row without a better best score) or drops (evaluations scoring below the one "
                                    "before, never reset)", choices=("no_improvement", "drops"))
-    mini_batch_size: int | None = setting(None, int, "cached InfoNCE: encode the batch this many rows at a time, "
+    mini_batch_size: int | None = setting(None, "cached InfoNCE: encode the batch this many rows at a time, "
                                           "the losses still over the whole batch (null: the whole batch at once)",
-                                          min=1, nullable=True)
-    sampler: str = setting("random", str, "how rows form batches: random (the epoch's order drawn from the seed, as "
+                                          min=1)
+    sampler: str = setting("random", "how rows form batches: random (the epoch's order drawn from the seed, as "
                            "the released code samples) or no_duplicates (the same order, a row whose text of a view "
                            "is already in the batch deferred to the next one)", choices=("random", "no_duplicates"))
-    view_rows: str = setting("stacked", str, "how views that share a forward pass lay out its rows, which decides "
+    view_rows: str = setting("stacked", "how views that share a forward pass lay out its rows, which decides "
                              "the dropout mask each copy draws: stacked (x1..xN, x1..xN) or interleaved (x1, x1, x2, "
                              "x2, ...: SimCSE's released cl_forward)", choices=("stacked", "interleaved"))
-    eval_at_end: bool = setting(True, bool, "evaluate at the last step too, when it is no multiple of eval_steps "
+    eval_at_end: bool = setting(True, "evaluate at the last step too, when it is no multiple of eval_steps "
                                 "(false: the last step only saves OUT/last, as SimCSE's released Trainer, which "
                                 "evaluates every eval_steps only)")
-    eval_at_start: bool = setting(False, bool, "score the initial weights before the first step: they are the best "
+    eval_at_start: bool = setting(False, "score the initial weights before the first step: they are the best "
                                   "to beat (and OUT/best if nothing beats them)")
-    dev: str = setting("stsb", str, "the dev score computed at each evaluation (OUT/best keeps the best score): stsb "
+    dev: str = setting("stsb", "the dev score computed at each evaluation (OUT/best keeps the best score): stsb "
                        "(STS-B dev), sickr (SICK-R dev), sts-dev-avg (their mean), a transfer task's dev accuracy "
                        "(mr, cr, subj, mpqa, sst2, trec, mrpc), transfer-dev-avg (their mean) or none (best = last "
                        "save)", choices=dev_names)  # the function: found when a value is checked
     # how the steps execute (docs/train.md, "Speed"): none changes the method's math; auto decides by the device
-    prefetch: int = setting(2, int, "batches tokenised ahead of the step in a background thread (0: each batch "
+    prefetch: int = setting(2, "batches tokenised ahead of the step in a background thread (0: each batch "
                             "tokenised in its step)", min=0)
-    compile: bool | str = setting(AUTO, (bool, str), "torch.compile the backbone (its rows padded to a multiple of "
+    compile: bool | str = setting(AUTO, "torch.compile the backbone (its rows padded to a multiple of "
                                   f"{PAD_MULTIPLE} tokens) and the losses' math: auto (on a CUDA device; off on the "
                                   "CPU, or where the method cannot, with a note saying why), true or false",
                                   words=(AUTO,))
-    cuda_graphs: bool | str = setting(AUTO, (bool, str), "replay the compiled backbone as CUDA graphs: auto (where "
+    cuda_graphs: bool | str = setting(AUTO, "replay the compiled backbone as CUDA graphs: auto (where "
                                       "it is compiled on a CUDA device and the step allows, else a note says why "
                                       "not), true (refused where it cannot) or false", words=(AUTO,))
-    merge_passes: bool | str = setting(AUTO, (bool, str), "views that differ only in column or prompt (same copy, "
+    merge_passes: bool | str = setting(AUTO, "views that differ only in column or prompt (same copy, "
                                        "layers and pooling, no augment) share one forward pass, their rows padded to "
                                        "one length: auto (on a CUDA device), true or false; the same vectors with "
                                        "dropout off, other dropout masks with it on", words=(AUTO,))
-    packing: bool | str = setting(AUTO, (bool, str), "the sentence passes run padding-free: a batch's real tokens "
+    packing: bool | str = setting(AUTO, "the sentence passes run padding-free: a batch's real tokens "
                                   "in one row, each layer's attention re-padded per row: auto (where the method and "
                                   "model can and the backbone is not compiled), true (refused where they cannot) or "
                                   "false; the padded pass's vectors and dropout masks, its gradients up to rounding",
@@ -210,18 +209,17 @@ class ViewConfig(Checked):
 
     where = "views"
 
-    column: str | None = setting(None, str, "the cache column encoded (a forward pass)", nullable=True)
-    of: str | None = setting(None, str, "the view whose vectors this one is made from", nullable=True)
-    prompt: str | None = setting(None, str, "this view's prompt template", nullable=True)
-    layers: list[int] | str | None = setting(None, (list, str), "hidden layers pooled too (NAME.layers), or all",
-                                             nullable=True, items=Param(int), words=("all",))
-    layer_pooler: str | None = setting(None, str, "how each layer is pooled", choices="plugin:layer_pooler",
-                                       nullable=True)
-    frozen: bool = setting(False, bool, "encode with the frozen copy")
-    augment: dict[str, Any] | None = setting(None, dict, "an input augmentation, or an output one for a view of "
-                                             "another", nullable=True)
-    tokens: dict[str, Any] | None = setting(None, dict, "a token-level augmentation of a forward view's input "
-                                            "(word_repetition)", nullable=True, plugin="token_augment")
+    column: str | None = setting(None, "the cache column encoded (a forward pass)")
+    of: str | None = setting(None, "the view whose vectors this one is made from")
+    prompt: str | None = setting(None, "this view's prompt template")
+    layers: list[int] | str | None = setting(None, "hidden layers pooled too (NAME.layers), or all", items=Param(int),
+                                             words=("all",))
+    layer_pooler: str | None = setting(None, "how each layer is pooled", choices="plugin:layer_pooler")
+    frozen: bool = setting(False, "encode with the frozen copy")
+    augment: dict[str, Any] | None = setting(None, "an input augmentation, or an output one for a view of "
+                                             "another")
+    tokens: dict[str, Any] | None = setting(None, "a token-level augmentation of a forward view's input "
+                                            "(word_repetition)", plugin="token_augment")
 
 
 ENCODER = schema_of(EncoderConfig)

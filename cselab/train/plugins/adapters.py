@@ -32,19 +32,18 @@ class LoRA(Adapter):
 
     @dataclass(frozen=True, kw_only=True)
     class Params(Adapter.Params):
-        r: int = setting(8, int, "the update's rank", min=1)
-        alpha: float = setting(16.0, float, "the update's scale is alpha / r", min=0.0, above=True)
-        dropout: float = setting(0.05, float, "dropout on the adapter's input", min=0.0, max=1.0, below=True)
+        r: int = setting(8, "the update's rank", min=1)
+        alpha: float = setting(16.0, "the update's scale is alpha / r", min=0.0, above=True)
+        dropout: float = setting(0.05, "dropout on the adapter's input", min=0.0, max=1.0, below=True)
         target_modules: list[str] | str | None = setting(
-            None, (list, str), "the linear layers that get an update, by name (null: peft's default for the model's "
-            "type; all-linear: every linear layer, peft's spelling)", nullable=True, items=Param(str),
+            None, "the linear layers that get an update, by name (null: peft's default for the model's "
+            "type; all-linear: every linear layer, peft's spelling)", items=Param(str),
             words=("all-linear",))
         quantize: str | None = setting(
-            None, str, "load the base's linear layers in 4 bits through bitsandbytes and train the adapter over them "
-            "(QLoRA): nf4 (its NormalFloat) or fp4; null: the base in its own precision", choices=("nf4", "fp4"),
-            nullable=True)
-        double_quant: bool = setting(True, bool, "with quantize, quantize the quantization constants too (QLoRA's)")
-        compute_dtype: str = setting("bfloat16", str, "with quantize, the dtype the 4-bit layers compute in and the "
+            None, "load the base's linear layers in 4 bits through bitsandbytes and train the adapter over them "
+            "(QLoRA): nf4 (its NormalFloat) or fp4; null: the base in its own precision", choices=("nf4", "fp4"))
+        double_quant: bool = setting(True, "with quantize, quantize the quantization constants too (QLoRA's)")
+        compute_dtype: str = setting("bfloat16", "with quantize, the dtype the 4-bit layers compute in and the "
                                      "checkpoint's merged weights are saved in",
                                      choices=("bfloat16", "float16", "float32"))
 

@@ -73,11 +73,11 @@ class AggregationMLM(Loss):
 
     @dataclass(frozen=True, kw_only=True)
     class Params(Loss.Params):
-        probability: float = setting(0.4, float, "share of each view's tokens masked (80% [MASK], 10% a random "
+        probability: float = setting(0.4, "share of each view's tokens masked (80% [MASK], 10% a random "
                                      "token, 10% kept)", min=0.0, max=1.0, above=True)
-        layers: int = setting(6, int, "the frozen masked LM's layers, the first of the base model's (skip_from)",
+        layers: int = setting(6, "the frozen masked LM's layers, the first of the base model's (skip_from)",
                               min=1)
-        head_layers: int = setting(2, int, "the trained transformer layers over [CLS] and the frozen states "
+        head_layers: int = setting(2, "the trained transformer layers over [CLS] and the frozen states "
                                    "(n_head_layers)", min=1)
 
     @classmethod

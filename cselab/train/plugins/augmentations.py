@@ -23,13 +23,13 @@ from cselab.train.plugins.kinds import Augment, TokenAugment
 class _Noise(Augment):
     @dataclass(frozen=True, kw_only=True)
     class Params(Augment.Params):
-        sigma: float = setting(0.001, float, "standard deviation of the noise", min=0.0)
+        sigma: float = setting(0.001, "standard deviation of the noise", min=0.0)
 
 
 class _Rate(Augment):
     @dataclass(frozen=True, kw_only=True)
     class Params(Augment.Params):
-        p: float = setting(0.1, float, "rate", min=0.0, max=1.0, below=True)
+        p: float = setting(0.1, "rate", min=0.0, max=1.0, below=True)
 
 
 @register("input_augment", "gaussian_noise")
@@ -92,7 +92,7 @@ class _MaskExtreme(Augment):
 
     @dataclass(frozen=True, kw_only=True)
     class Params(Augment.Params):
-        fraction: float = setting(0.1, float, "fraction of the dimensions", min=0.0, max=1.0)
+        fraction: float = setting(0.1, "fraction of the dimensions", min=0.0, max=1.0)
 
     def forward(self, values, gradient=None):
         count = int(round(self.params.fraction * values.shape[1]))
@@ -122,7 +122,7 @@ class FGSM(Augment):
 
     @dataclass(frozen=True, kw_only=True)
     class Params(Augment.Params):
-        epsilon: float = setting(0.001, float, "step size", min=0.0)
+        epsilon: float = setting(0.001, "step size", min=0.0)
 
     def forward(self, values, gradient=None):
         return values + self.params.epsilon * gradient.sign()
@@ -166,9 +166,9 @@ class WordRepetition(TokenAugment):
 
     @dataclass(frozen=True, kw_only=True)
     class Params(TokenAugment.Params):
-        rate: float = setting(0.32, float, "dup_rate: a row of L tokens repeats fewer than min(most, int(rate * L)) "
+        rate: float = setting(0.32, "dup_rate: a row of L tokens repeats fewer than min(most, int(rate * L)) "
                               "of them", min=0.0, max=1.0)
-        most: int = setting(10, int, "the cap on the tokens a row repeats (the released code's 10)", min=1)
+        most: int = setting(10, "the cap on the tokens a row repeats (the released code's 10)", min=1)
 
     def forward(self, input_ids, attention_mask, pad_id):
         positions = repetition_positions(attention_mask.sum(dim=1).tolist(), self.params.rate, self.params.most)

@@ -77,11 +77,11 @@ class ReplacedTokenDetection(Loss):
 
     @dataclass(frozen=True, kw_only=True)
     class Params(Loss.Params):
-        generator: str = setting(REQUIRED, str, "the frozen masked LM that rewrites the masked sentences: a folder or "
+        generator: str = setting(REQUIRED, "the frozen masked LM that rewrites the masked sentences: a folder or "
                                  "hub name with the model's vocabulary (DiffCSE: distilbert-base-uncased)")
-        mask_ratio: float = setting(0.3, float, "share of each sentence's tokens masked for the generator (80% "
+        mask_ratio: float = setting(0.3, "share of each sentence's tokens masked for the generator (80% "
                                     "[MASK], 10% a random token, 10% kept)", min=0.0, max=1.0, above=True)
-        generator_dropout: bool = setting(True, bool, "run the generator with dropout, as the released code (its "
+        generator_dropout: bool = setting(True, "run the generator with dropout, as the released code (its "
                                           "generator is a submodule of the model the Trainer puts in train mode)")
 
     def __init__(self, params: Params, **views):

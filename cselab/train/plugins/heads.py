@@ -26,9 +26,9 @@ class MLMTransformHead(Head, DenseActNorm):
 
     @dataclass(frozen=True, kw_only=True)
     class Params(Head.Params):
-        activation: str = setting("gelu", str, "the activation after the dense layer (BERT's hidden_act)",
+        activation: str = setting("gelu", "the activation after the dense layer (BERT's hidden_act)",
                                   choices=activations)
-        eps: float = setting(1e-12, float, "LayerNorm's epsilon (BERT's layer_norm_eps)", min=0.0, above=True)
+        eps: float = setting(1e-12, "LayerNorm's epsilon (BERT's layer_norm_eps)", min=0.0, above=True)
 
     def __init__(self, params: Params, *, hidden: int):
         super().__init__(params, hidden=hidden, activation=params.activation, eps=params.eps)
@@ -40,9 +40,9 @@ class ProjectionHead(Head, nn.Sequential):
 
     @dataclass(frozen=True, kw_only=True)
     class Params(Head.Params):
-        inner: int = setting(4096, int, "the first layer's width (sg-opt.txt footnote 4: 4096)", min=1)
-        output: int | None = setting(None, int, "the second layer's width (null: the backbone's hidden size)",
-                                     min=1, nullable=True)
+        inner: int = setting(4096, "the first layer's width (sg-opt.txt footnote 4: 4096)", min=1)
+        output: int | None = setting(None, "the second layer's width (null: the backbone's hidden size)",
+                                     min=1)
 
     def __init__(self, params: Params, *, hidden: int):
         inner = params.inner

@@ -22,7 +22,7 @@ class SAM(WeightHook):
 
     @dataclass(frozen=True, kw_only=True)
     class Params(WeightHook.Params):
-        size: float = setting(0.05, float, "rho, the step's length", min=0.0)
+        size: float = setting(0.05, "rho, the step's length", min=0.0)
 
     def forward(self, with_grad):
         norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(p.grad) for p in with_grad]))
@@ -37,7 +37,7 @@ class AWP(WeightHook):
 
     @dataclass(frozen=True, kw_only=True)
     class Params(WeightHook.Params):
-        size: float = setting(5e-3, float, "gamma, the step relative to each weight's norm", min=0.0)
+        size: float = setting(5e-3, "gamma, the step relative to each weight's norm", min=0.0)
 
     def forward(self, with_grad):
         size = self.params.size

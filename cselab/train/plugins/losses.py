@@ -33,18 +33,18 @@ class InfoNCE(Loss):
 
     @dataclass(frozen=True, kw_only=True)
     class Params(Loss.Params):
-        temperature: float = setting(0.05, float, TEMPERATURE, min=0.0, above=True)
+        temperature: float = setting(0.05, TEMPERATURE, min=0.0, above=True)
         transform: dict[str, Any] | None = setting(
-            None, dict, "a logit transform applied to the similarities (e.g. {kind: perturb, ...}, IFM/BYOP)",
-            nullable=True, plugin="logit_transform")
-        multitask: bool = setting(False, bool, "average the transformed loss with the plain one (needs a transform)")
-        label_smoothing: float = setting(0.0, float, "target mass spread over all columns", min=0.0, max=1.0,
+            None, "a logit transform applied to the similarities (e.g. {kind: perturb, ...}, IFM/BYOP)",
+            plugin="logit_transform")
+        multitask: bool = setting(False, "average the transformed loss with the plain one (needs a transform)")
+        label_smoothing: float = setting(0.0, "target mass spread over all columns", min=0.0, max=1.0,
                                          below=True)
-        generated: dict[str, Any] | None = setting(None, dict, "generated negatives", nullable=True,
+        generated: dict[str, Any] | None = setting(None, "generated negatives",
                                                    plugin="negatives")
         hard_negative_weight: float | None = setting(
-            None, float, "added in log space to each anchor's own hard negative (the one negatives view; SimCSE's "
-            "hard_negative_weight, 0 as released); null: none", nullable=True)
+            None, "added in log space to each anchor's own hard negative (the one negatives view; SimCSE's "
+            "hard_negative_weight, 0 as released); null: none")
 
     def __init__(self, params: Params, **views):
         super().__init__(params, **views)
@@ -105,8 +105,8 @@ class TwoWayMargin(Loss):
 
     @dataclass(frozen=True, kw_only=True)
     class Params(Loss.Params):
-        alpha: float = setting(0.05, float, "the paraphrase beats the negation by at least alpha")
-        beta: float = setting(0.2, float, "... and by at most beta")
+        alpha: float = setting(0.05, "the paraphrase beats the negation by at least alpha")
+        beta: float = setting(0.2, "... and by at most beta")
 
     def forward(self, views, context: LossContext):
         return L.two_way_margin(*views, self.params.alpha, self.params.beta, reduction="none")
@@ -120,7 +120,7 @@ class Recall(Loss):
 
     @dataclass(frozen=True, kw_only=True)
     class Params(Loss.Params):
-        gamma: float = setting(2e-3, float, "strength", min=0.0)
+        gamma: float = setting(2e-3, "strength", min=0.0)
 
     def forward(self, views, context: LossContext):
         if context.initial_weights is None:
@@ -136,7 +136,7 @@ class _LayerGuided(Loss):
 
     @dataclass(frozen=True, kw_only=True)
     class Params(Loss.Params):
-        temperature: float = setting(0.01, float, TEMPERATURE, min=0.0, above=True)
+        temperature: float = setting(0.01, TEMPERATURE, min=0.0, above=True)
 
 
 @register("loss", "nt_xent")
@@ -194,7 +194,7 @@ class MaskedLM(Loss):
 
     @dataclass(frozen=True, kw_only=True)
     class Params(Loss.Params):
-        probability: float = setting(0.15, float, "share of the source view's tokens masked (80% [MASK], 10% a "
+        probability: float = setting(0.15, "share of the source view's tokens masked (80% [MASK], 10% a "
                                      "random token, 10% kept)", min=0.0, max=1.0, above=True)
 
     def forward(self, views, context: LossContext):
@@ -215,11 +215,11 @@ class MaskedNextToken(Loss):
 
     @dataclass(frozen=True, kw_only=True)
     class Params(Loss.Params):
-        probability: float = setting(0.2, float, "share of the source view's tokens masked", min=0.0, max=1.0,
+        probability: float = setting(0.2, "share of the source view's tokens masked", min=0.0, max=1.0,
                                      above=True)
-        mask_token: str = setting("_", str, "the token a masked position reads (LLM2Vec's mask_token_type blank: "
+        mask_token: str = setting("_", "the token a masked position reads (LLM2Vec's mask_token_type blank: "
                                   "'_'); one token of the vocabulary")
-        mask_share: float = setting(0.8, float, "share of the masked tokens that read mask_token, the rest half a "
+        mask_share: float = setting(0.8, "share of the masked tokens that read mask_token, the rest half a "
                                     "random token, half kept (1.0: LLM2Vec's all_mask collator)", min=0.0, max=1.0)
 
     def __init__(self, params: Params, **views):

@@ -54,7 +54,7 @@ class _VAE(nn.Module):
 class _Counted(NegativeSource):
     @dataclass(frozen=True, kw_only=True)
     class Params(NegativeSource.Params):
-        count: int = setting(64, int, "negatives per batch", min=1)
+        count: int = setting(64, "negatives per batch", min=1)
 
 
 @register("negatives", "memory_bank")
@@ -79,8 +79,8 @@ class Queue(NegativeSource):
 
     @dataclass(frozen=True, kw_only=True)
     class Params(NegativeSource.Params):
-        size: int = setting(160, int, "vectors kept: the newest, across batches (ESimCSE's neg_size)", min=1)
-        view: str = setting(REQUIRED, str, "the view whose vectors are queued (a momentum view: views.NAME.frozen "
+        size: int = setting(160, "vectors kept: the newest, across batches (ESimCSE's neg_size)", min=1)
+        view: str = setting(REQUIRED, "the view whose vectors are queued (a momentum view: views.NAME.frozen "
                             "with encoder.momentum)")
 
     def kept(self, anchors, context):
@@ -107,8 +107,8 @@ class Gaussian(_Counted):
 
     @dataclass(frozen=True, kw_only=True)
     class Params(_Counted.Params):
-        mean: float | str = setting("batch", (float, str), "the batch's mean, or a number", words=("batch",))
-        std: float | str = setting("batch", (float, str), "the batch's std, or a number", words=("batch",))
+        mean: float | str = setting("batch", "the batch's mean, or a number", words=("batch",))
+        std: float | str = setting("batch", "the batch's std, or a number", words=("batch",))
 
     def generate(self, anchors, past):
         return gaussian_samples(anchors, self.params.count, self.params.mean, self.params.std)
@@ -120,7 +120,7 @@ class Covariance(_Counted):
 
     @dataclass(frozen=True, kw_only=True)
     class Params(_Counted.Params):
-        ridge: float = setting(1e-4, float, "added to the diagonal", min=0.0)
+        ridge: float = setting(1e-4, "added to the diagonal", min=0.0)
 
     def generate(self, anchors, past):
         return covariance_samples(anchors, self.params.count, self.params.ridge).to(anchors.dtype)
@@ -131,7 +131,7 @@ class _FromHistory(_Counted):
 
     @dataclass(frozen=True, kw_only=True)
     class Params(_Counted.Params):
-        history: int = setting(8, int, "past batches of anchors kept", min=1)
+        history: int = setting(8, "past batches of anchors kept", min=1)
 
     def remember(self, anchors):
         self.memory.append(anchors.cpu())
@@ -145,7 +145,7 @@ class GMM(_FromHistory):
 
     @dataclass(frozen=True, kw_only=True)
     class Params(_FromHistory.Params):
-        components: int = setting(4, int, "mixture components", min=1)
+        components: int = setting(4, "mixture components", min=1)
 
     def generate(self, anchors, past):
         if past is None:
@@ -164,7 +164,7 @@ class VAE(_FromHistory):
 
     @dataclass(frozen=True, kw_only=True)
     class Params(_FromHistory.Params):
-        vae_steps: int = setting(10, int, "VAE training steps per batch", min=1)
+        vae_steps: int = setting(10, "VAE training steps per batch", min=1)
 
     def __init__(self, params: Params):
         super().__init__(params)

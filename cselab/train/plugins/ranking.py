@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 def student_temperature() -> Any:
     """The student's temperature, a setting of both losses."""
-    return setting(0.05, float, "the student's temperature over its cosine similarities (InfoNCE's)", min=0.0,
+    return setting(0.05, "the student's temperature over its cosine similarities (InfoNCE's)", min=0.0,
                    above=True)
 
 
@@ -52,7 +52,7 @@ class RankConsistency(Loss):
     @dataclass(frozen=True, kw_only=True)
     class Params(Loss.Params):
         temperature: float = student_temperature()
-        form: str = setting("jsd", str, "jsd: the Jensen-Shannon divergence of the two lists' softmax (the paper); "
+        form: str = setting("jsd", "jsd: the Jensen-Shannon divergence of the two lists' softmax (the paper); "
                             "released: what the released Divergence computes, minus their mean entropy (--profile "
                             "official)", choices=("jsd", "released"))
 
@@ -76,19 +76,19 @@ class RankDistillation(Loss):
 
     @dataclass(frozen=True, kw_only=True)
     class Params(Loss.Params):
-        teacher: str = setting(REQUIRED, str, "the first teacher: any probe run model spec (RankCSE: "
+        teacher: str = setting(REQUIRED, "the first teacher: any probe run model spec (RankCSE: "
                                "voidism/diffcse-bert-base-uncased-sts)")
-        teacher_pooler: str | None = setting(None, str, "its pooler (null: the folder's own)", nullable=True,
+        teacher_pooler: str | None = setting(None, "its pooler (null: the folder's own)",
                                              choices="plugin:pooler")
-        second_teacher: str | None = setting(None, str, "a second teacher (null: one)", nullable=True)
-        second_teacher_pooler: str | None = setting(None, str, "its pooler (null: the folder's own)", nullable=True,
+        second_teacher: str | None = setting(None, "a second teacher (null: one)")
+        second_teacher_pooler: str | None = setting(None, "its pooler (null: the folder's own)",
                                                     choices="plugin:pooler")
-        alpha: float = setting(0.33, float, "the first teacher's share of the teachers' lists (alpha_)", min=0.0,
+        alpha: float = setting(0.33, "the first teacher's share of the teachers' lists (alpha_)", min=0.0,
                                max=1.0)
-        teacher_temperature: float = setting(0.05, float, "the teachers' temperature over their cosines (tau2)",
+        teacher_temperature: float = setting(0.05, "the teachers' temperature over their cosines (tau2)",
                                              min=0.0, above=True)
         temperature: float = student_temperature()
-        form: str = setting("listmle", str, "listmle (Plackett-Luce likelihood of the teachers' ranking) or listnet "
+        form: str = setting("listmle", "listmle (Plackett-Luce likelihood of the teachers' ranking) or listnet "
                             "(cross-entropy of the top-one distributions, each row's positive left out)",
                             choices=("listmle", "listnet"))
 

@@ -27,7 +27,7 @@ class _ScoredPairs(Loss):
 
     @dataclass(frozen=True, kw_only=True)
     class Params(Loss.Params):
-        scale: float = setting(20.0, float, "the similarities' factor (an inverse temperature)", min=0.0, above=True)
+        scale: float = setting(20.0, "the similarities' factor (an inverse temperature)", min=0.0, above=True)
 
     def forward(self, views, context: LossContext):
         anchors, others, scores = views

@@ -66,9 +66,9 @@ class _SentenceTransformersLoss(Loss):
 
     @dataclass(frozen=True, kw_only=True)
     class Params(Loss.Params):
-        loss: str = setting(REQUIRED, str, "a loss class of sentence_transformers.losses that computes from vectors "
+        loss: str = setting(REQUIRED, "a loss class of sentence_transformers.losses that computes from vectors "
                             "(compute_loss_from_embeddings), e.g. MultipleNegativesRankingLoss")
-        args: dict[str, Any] = setting({}, dict, "its constructor's keyword arguments, model aside (e.g. scale: "
+        args: dict[str, Any] = setting({}, "its constructor's keyword arguments, model aside (e.g. scale: "
                                        "20.0)")
 
     def __init__(self, params: Params, **views):

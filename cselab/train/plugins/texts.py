@@ -23,8 +23,8 @@ class EndPunctuation(TextTransform):
 
     @dataclass(frozen=True, kw_only=True)
     class Params(TextTransform.Params):
-        append: str = setting(" .", str, "what a text that does not end in punctuation gets")
-        punctuation: str = setting(string.punctuation, str, "the characters that count as punctuation (Python's "
+        append: str = setting(" .", "what a text that does not end in punctuation gets")
+        punctuation: str = setting(string.punctuation, "the characters that count as punctuation (Python's "
                                    "string.punctuation)")
 
     def __init__(self, params: Params):

@@ -19,10 +19,10 @@ class Perturb(LogitTransform):
 
     @dataclass(frozen=True, kw_only=True)
     class Params(LogitTransform.Params):
-        pattern: str = setting(REQUIRED, str, "which similarities move and which way: p+/p- the positive's, n+/n- "
+        pattern: str = setting(REQUIRED, "which similarities move and which way: p+/p- the positive's, n+/n- "
                                "the negatives', or a pair (p-n+ is IFM's ascent direction, p+n- BYOP's descent)",
                                choices=PATTERNS)
-        margin: float | str = setting(REQUIRED, (float, str), "the shift: a number, or dynamic (BYOP-D: the "
+        margin: float | str = setting(REQUIRED, "the shift: a number, or dynamic (BYOP-D: the "
                                       "positive's similarity over the number of negatives, per row)",
                                       words=("dynamic",))
 

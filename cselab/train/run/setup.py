@@ -28,6 +28,7 @@ from cselab.train.run import sharding
 from cselab.train.run.execution import Execution, plan
 from cselab.train.run.optim import build_optimizer, build_scheduler
 from cselab.train.batches import Collator, Key, training_loader
+from cselab.train.step import Step
 from cselab.train.token_ids import TokenIds
 
 TokenIdsMaker = Callable[[TrainingEncoder, Objective], dict[Key, TokenIds]]
@@ -150,6 +151,21 @@ class TrainingSetup:
         if self.initial and self.initial[0].device != current[0].device:
             self.initial = [tensor.to(current[0].device) for tensor in self.initial]
         return current, self.initial
+
+    def step(self, model: torch.nn.Module | None = None, optimizer: torch.optim.Optimizer | None = None,
+             accelerator: Any = None, scheduler: Any = None) -> Step:
+        """The method's :class:`~cselab.train.step.Step` over ``model`` and ``optimizer`` (accelerate's wrappers in
+        the trainer; by default the unwrapped encoder and optimizer), with ``accelerator``'s backward, clipping and
+        accumulation where one is given, this setup's trainable weights and execution, and its schedule (or
+        ``scheduler``: a benchmark's constant rate)."""
+        cfg, execution = self.cfg, self.execution
+        accelerated = {} if accelerator is None else {
+            "backward": accelerator.backward, "clip": accelerator.clip_grad_norm_,
+            "accumulate": lambda: accelerator.accumulate(model)}
+        return Step(model if model is not None else self.encoder, self.objective, optimizer or self.optimizer,
+                    scheduler or self.scheduler, self.trainable, max_grad_norm=cfg.max_grad_norm,
+                    mini_batch_size=cfg.mini_batch_size, initial_weights=self.initial_weights, encoder=self.encoder,
+                    compile=execution.compile, cuda_graphs=execution.cuda_graphs, **accelerated)
 
 
 def setup(method: MethodConfig, model: str, rows, where: str = "the training data", processes: int = 1,

@@ -46,7 +46,8 @@ from cselab.train.run import folder as run_folder
 from cselab.train.run.card import model_card
 from cselab.train.run.callbacks import EarlyStop, Schedule, TrainerControl, TrainerState, stateful
 from cselab.train.run.launch import launch
-from cselab.train.run.loop import Diverged, Loop, StepLosses
+from cselab.train.run.loop import Diverged, Loop
+from cselab.train.step import StepLosses
 from cselab.train.run.optim import set_schedule_step
 from cselab.train.run.options import RunOptions
 from cselab.train.run.start import Started, start

@@ -7,8 +7,8 @@ import torch
 from cselab.train.config.method import MethodConfig
 from cselab.train.config.methods import load_method, preset_base, preset_names
 from cselab.train.objective import Objective
-from cselab.train.run.loop import backward_pass
 from cselab.train.run.setup import build_encoder, initial_weights
+from cselab.train.step import Step
 
 BATCHES = [{"text": [f"sentence number {i} of batch {b} about {topic}" for i, topic in
                      enumerate(["music", "dogs", "markets", "rivers", "trains", "bread"])],
@@ -30,12 +30,12 @@ def first_steps(method: MethodConfig, model: str) -> tuple[torch.Tensor, torch.T
     objective = Objective(method)
     initial = initial_weights(encoder) if objective.needs_initial_weights else None
     trainable = [p for p in encoder.parameters() if p.requires_grad]
+    step = Step(encoder, objective, trainable=trainable,
+                initial_weights=lambda: (list(encoder.backbone.parameters()), initial))
     losses, gradients = [], []
     for rows in BATCHES:
-        objective.new_batch()
         encoder.zero_grad()
-        loss, _ = backward_pass(encoder, objective, rows, lambda value: value.backward(),
-                                lambda: (list(encoder.backbone.parameters()), initial), trainable)
+        loss, _ = step.backward_pass(rows)
         losses.append(loss.detach())
         gradients.append(torch.cat([p.grad.flatten() for p in trainable if p.grad is not None]))
     return torch.stack(losses), torch.cat(gradients)

@@ -9,7 +9,7 @@ import torch
 
 from cselab import registry
 from cselab.errors import ConfigError, PluginError
-from cselab.testing import ContractError, check_plugin
+from cselab.testing import ContractError, PluginContract, check_plugin, parametrize_with_checks
 
 #: The required parameters of the plug-ins that have some (a loss's views, a sentence-transformers loss's name ...).
 EXAMPLES = {
@@ -25,17 +25,25 @@ NOT_BUILT = {("backtranslation", "hf"): "loads its translation models from the h
              ("backtranslation", "ctranslate2"): "converts translation models it loads from the hub"}
 
 
-def every_plugin():
-    return [(kind, name) for kind in registry.KINDS for name in registry.names(kind)]
-
-
-@pytest.mark.parametrize(("kind", "name"), every_plugin())
-def test_every_plugin_keeps_the_contract(kind, name):
+def contract(kind: str, name: str) -> PluginContract:
+    """The contract of plug-in ``name`` of ``kind``, given its required parameters and its kind's context."""
     plugin = registry.get(kind, name)
     required = [key for key, param in plugin.schema().items() if param.default is registry.REQUIRED]
     params = EXAMPLES.get((kind, name), {key: f"view_{i}" for i, key in enumerate(required)})
     context = {"name": name} if kind == "dev_scorer" else CONTEXT.get(kind, {})
-    check_plugin(plugin.cls, params, registered_as=(kind, name), build_it=(kind, name) not in NOT_BUILT, **context)
+    return PluginContract(plugin.cls, params, registered_as=(kind, name), build_it=(kind, name) not in NOT_BUILT,
+                          **context)
+
+
+def every_check():
+    """One test per plug-in and check (scikit-learn's ``parametrize_with_checks``)."""
+    return [pytest.param(run, id=f"{kind}-{name}-{check}") for kind in registry.KINDS for name in registry.names(kind)
+            for check, run in contract(kind, name).checks()]
+
+
+@pytest.mark.parametrize("check", every_check())
+def test_every_plugin_keeps_the_contract(check):
+    check()
 
 
 def test_the_kit_sees_a_plugin_that_breaks_the_contract(own_registry):
@@ -49,7 +57,7 @@ def test_the_kit_sees_a_plugin_that_breaks_the_contract(own_registry):
 
         @dataclass(frozen=True, kw_only=True)
         class Params(Loss.Params):
-            scale: float = registry.setting(1.0, float)
+            scale: float = registry.setting(1.0)
 
     with pytest.raises(ContractError, match="loss 'unexplained' .*: parameter\\(s\\) scale without a help text"):
         check_plugin(Unexplained, {"anchor": "a"})
@@ -80,7 +88,7 @@ def test_the_kit_sees_a_plugin_that_breaks_the_contract(own_registry):
 
     @dataclass(frozen=True, kw_only=True)
     class Scale(Loss.Params):
-        scale: float = registry.setting(1.0, float, "a factor")
+        scale: float = registry.setting(1.0, "a factor")
 
     @registry.register("loss", "forgetful")
     class Forgetful(Loss):
@@ -103,12 +111,51 @@ def test_the_kit_sees_a_plugin_that_breaks_the_contract(own_registry):
         check_plugin(Unregistered)
 
 
+def test_the_kit_feeds_each_setting_what_its_declaration_refuses(own_registry):
+    """A Params that skips the checks (a __post_init__ of its own) takes a margin below its bound when a plug-in is
+    built from Python: the check fed from the bounds fails it, in the test of its own."""
+    from cselab.testing import bad_values
+    from cselab.train.plugins.kinds import Loss
+
+    assert bad_values(registry.Param(float, 0.5, min=0.0, max=1.0, below=True)) == [-1.0, 1.0, {"not": "a value"}]
+    assert bad_values(registry.Param(str, "a", choices=("a", "b"))) == ["a-b-none-of-these", {"not": "a value"}]
+    assert bad_values(registry.Param(list, [0.1, 0.2], items=registry.Param(float), length=2)) == [
+        {"not": "a value"}, [0, 0, 0]]
+
+    @registry.register("loss", "lax")
+    class Lax(Loss):
+        """A loss whose Params do not check their values."""
+
+        roles = ("anchor",)
+
+        @dataclass(frozen=True, kw_only=True)
+        class Params(Loss.Params):
+            margin: float = registry.setting(0.5, "a margin", min=0.0)
+
+            def __post_init__(self):  # skips the checks
+                pass
+
+    with pytest.raises(ContractError, match=r"loss 'lax' .*: its Params take margin=-1\.0, outside its declaration "
+                                            r"\(a number >= 0\)"):
+        check_plugin(Lax, {"anchor": "a"})
+    checks = dict(PluginContract(Lax, {"anchor": "a"}).checks())
+    checks["builds"]()  # every other check passes
+    with pytest.raises(ContractError, match="outside its declaration"):
+        checks["refuses_bad_values"]()
+
+
+@parametrize_with_checks([(registry.get("loss", "info_nce").cls, {"anchor": "a", "positive": "b"})])
+def test_an_authors_plugin_is_checked_one_test_per_check(check, request):
+    assert request.node.callspec.id.startswith("InfoNCE-")
+    check()
+
+
 @pytest.mark.parametrize("declare", ["undecorated", "positional", "foreign"])
 def test_a_params_type_that_would_declare_nothing_or_drift_is_refused_where_it_is_registered(own_registry, declare):
     from cselab.train.plugins.kinds import Loss
 
     base = dict if declare == "foreign" else Loss.Params
-    namespace = {"__annotations__": {"scale": "float"}, "scale": registry.setting(1.0, float, "a factor")}
+    namespace = {"__annotations__": {"scale": "float"}, "scale": registry.setting(1.0, "a factor")}
     params = type("Params", (base,), namespace)
     if declare == "positional":  # (a mutable one Python itself refuses: its base is frozen)
         params = dataclass(frozen=True)(params)
@@ -131,7 +178,9 @@ def _scaled(params, init=None, base=None):
 
 
 def _params(base, **declared):
-    namespace = {"__annotations__": {name: "Any" for name in declared}, **declared}
+    """A Params type of ``base`` declaring ``declared`` (name -> (annotation, setting()))."""
+    namespace = {"__annotations__": {name: kind for name, (kind, _) in declared.items()},
+                 **{name: field for name, (_, field) in declared.items()}}
     return dataclass(frozen=True, kw_only=True)(type("Params", (base,), namespace))
 
 
@@ -143,7 +192,7 @@ def test_a_constructor_that_takes_a_setting_again_is_refused_where_it_is_registe
     from cselab.train.plugins.kinds import Head, Loss
 
     base = Loss if kind == "loss" else Head
-    params = _params(base.Params, scale=registry.setting(1.0, float, "a factor"))
+    params = _params(base.Params, scale=(float, registry.setting(1.0, "a factor")))
 
     def twice(self, params, scale: float = 1.0, **rest):
         base.__init__(self, params, **rest)
@@ -160,9 +209,10 @@ def test_a_constructor_that_takes_a_setting_again_is_refused_where_it_is_registe
 
 
 @pytest.mark.parametrize(("declared", "why"), [
-    ({"scale": registry.setting(-1.0, float, "a factor", min=0.0)}, "scale: -1.0 is out of range; expected a number"),
-    ({"rule": registry.setting("max", str, "a rule", choices=("mean", "sum"))}, "rule: 'max' is not allowed"),
-    ({"count": registry.setting(2.5, int, "a count")}, "count: 2.5 is not valid; expected a whole number"),
+    ({"scale": (float, registry.setting(-1.0, "a factor", min=0.0))}, "scale: -1.0 is out of range; expected a "
+                                                                       "number"),
+    ({"rule": (str, registry.setting("max", "a rule", choices=("mean", "sum")))}, "rule: 'max' is not allowed"),
+    ({"count": (int, registry.setting(2.5, "a count"))}, "count: 2.5 is not valid; expected a whole number"),
 ])
 def test_a_default_outside_its_own_declaration_is_refused_where_it_is_registered(own_registry, declared, why):
     """--show-config would print the default and training fail later in a line naming neither the plug-in nor its
@@ -187,7 +237,7 @@ class Shady(Loss):
 
     @dataclass(frozen=True, kw_only=True)
     class Params(Loss.Params):
-        margin: float = setting(5.0, float, "a margin", max=1.0)
+        margin: float = setting(5.0, "a margin", max=1.0)
 '''
 
 

@@ -12,8 +12,8 @@ from cselab.encoders.loading import resolve_backbone
 from cselab.errors import ConfigError
 from cselab.train.config.methods import load_method
 from cselab.train.objective import Objective
-from cselab.train.run.cached import mini_batch
-from cselab.train.run.loop import backward_pass
+from cselab.train.step import Step
+from cselab.train.step.cached import mini_batch
 from cselab.train.run.setup import build_encoder, initial_weights
 
 ROWS = {"text": [f"sentence number {i} about topic {i % 7} and some more words {'so ' * (i % 5)}" for i in range(10)],
@@ -53,7 +53,7 @@ def gradients(preset: str, model: str, mini: int | None, reference: bool = False
         loss = objective.total(objective.losses_on(encoded, weights, batch=batch))
         loss.backward()
     else:
-        loss, _ = backward_pass(encoder, objective, ROWS, lambda value: value.backward(), weights, None, mini)
+        loss, _ = Step(encoder, objective, mini_batch_size=mini, initial_weights=weights).backward_pass(ROWS)
     return loss.item(), {name: p.grad.clone() for name, p in encoder.named_parameters() if p.grad is not None}
 
 

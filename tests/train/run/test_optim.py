@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from cselab.train.config.methods import load_method
-from cselab.train.run.optim import LegacyAdamW, build_optimizer, build_scheduler, clip_and_step, set_schedule_step
+from cselab.train.run.optim import LegacyAdamW, build_optimizer, build_scheduler, set_schedule_step
+from cselab.train.step import clip_and_step
 from cselab.train.config.sections import TrainingConfig, warmup_steps
 
 GRADIENTS = [[0.5, -1.0], [0.1, 0.2], [-0.3, 0.05]]
