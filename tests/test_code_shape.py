@@ -188,6 +188,20 @@ def test_no_function_is_longer_than_60_lines(tmp_path):
     assert long_functions(tmp_path / "cselab") == ["cselab/long.py:1: f has 61 lines"]
 
 
+def long_files(folder: Path, limit: int = 400) -> list[str]:
+    """The Python files of ``folder`` longer than ``limit`` lines."""
+    return [f"{path.name}: {count} lines" for path in sorted(folder.glob("*.py"))
+            if (count := len(path.read_text(encoding="utf-8").splitlines())) > limit]
+
+
+def test_no_benchmark_script_is_longer_than_400_lines(tmp_path):
+    """A benchmark is read top to bottom: a script with many sections keeps them in modules of their own
+    (gpu_check.py's gpu_*.py)."""
+    assert long_files(PACKAGE.parent / "benchmarks") == []
+    (tmp_path / "long.py").write_text("x = 1\n" * 401)
+    assert long_files(tmp_path) == ["long.py: 401 lines"]
+
+
 #: String methods and ``re`` functions that read text, and the marks of Markdown (a table's border, a paragraph's
 #: blank line, a heading, an image, bold, a code fence): a call of one with a string holding one of these reads
 #: Markdown, unless it is listed in MARKDOWN_READS_ALLOWED with what it reads instead.
