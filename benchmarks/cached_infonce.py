@@ -3,7 +3,7 @@ time, against plain batches of 64 and 512 (issue 37's target: batch 512's memory
 more than 1.6x its time per sample).
 
 Each configuration runs in its own process (SimCSE, the packaged MiniLM with its minilm profile, wiki1m sentences,
-max length 32, the trainer's own backward_pass and an AdamW step). Memory is the peak allocated on CUDA, else the
+max length 32, the trainer's own Step with AdamW). Memory is the peak allocated on CUDA, else the
 process's peak resident set; ``activations_mib`` is that peak less the one after the model and a warm-up step of
 batch 1 (the weights, the optimizer's state and the libraries), i.e. what the step's batch itself costs.
 

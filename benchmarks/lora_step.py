@@ -2,7 +2,7 @@
 64, 2 layers; ``100m``: hidden 768, 12 layers, 12 heads, MLP 2048, about 110M parameters; ``0.5b``: a Qwen2 of
 Qwen2-0.5B's shape, 24 layers of width 896, 14 heads with 2 key-value heads, MLP 4864, over the tokenizer's
 vocabulary), the packaged MiniLM's tokenizer (or ``--tokenizer DIR``), SimCSE's objective with last-token pooling
-through the trainer's own ``backward_pass`` (under bf16 autocast with ``--bf16``), AdamW over what trains, on
+through the trainer's own ``Step`` (under bf16 autocast with ``--bf16``), AdamW over what trains, on
 wiki1m's sentences (or the lines of ``--sentences FILE``). Variants: ``full`` (every weight trains), ``lora`` (r 8 on
 q_proj and v_proj), ``lora-ckpt`` (the same with gradient checkpointing), ``qlora-ckpt`` (that over the base loaded
 in 4 bits, NF4 with double quantization, bf16 compute: QLoRA). Each runs in its own process, so its peak

@@ -1,6 +1,6 @@
 """A training step's forward and backward pass with packed sentence passes (``training.packing``) against padded ones,
 alternating in one process on the same batches: SimCSE's objective (one pass of the batch's rows twice) through the
-trainer's own ``backward_pass``, on the packaged MiniLM (``--model minilm``) or a tiny random BERT (``--model tiny``:
+trainer's ``Step.backward_pass``, on the packaged MiniLM (``--model minilm``) or a tiny random BERT (``--model tiny``:
 hidden 32, 2 layers, MiniLM's tokenizer), wiki1m's first sentences in batches of ``--batch-size`` at
 ``--max-length`` tokens. Each step runs both ways, the order swapped every step, after ``--warmup`` steps of each;
 the median milliseconds of each, and the share of a padded pass's tokens that are padding.

@@ -2,7 +2,7 @@
 
 The reference is the textbook SimCSE step written here from scratch: tokenize the batch,
 two forward passes (two dropout masks), [CLS] through an MLP head, InfoNCE, backward, AdamW
-step. cselab's steps are the presets through the trainer's own `backward_pass`. Same model,
+step. cselab's steps are the presets through the trainer's own step (`cselab.train.step.Step`). Same model,
 batch and length; each variant runs in its own process so that its peak memory (max RSS on CPU,
 peak allocated on CUDA) is its own. A method whose losses name models (DiffCSE's generator, RankCSE's teachers)
 gets random-weight stand-ins of the released models' sizes (benchmarks/stand_ins.py), and an embedding cache of its
