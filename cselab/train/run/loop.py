@@ -83,7 +83,8 @@ class Loop:
         if self.batches is None:
             depth, collate = self.execution.prefetch, self.parts.collator
             self.batches = Ahead(self._batches(), depth, collate) if depth else map(collate, self._batches())
-        losses = self.take([next(self.batches) for _ in range(self.cfg.grad_accum)])
+        batches = self.batches
+        losses = self.take(next(batches) for _ in range(self.cfg.grad_accum))  # each drawn when its turn comes
         self.step += 1
         for loss in losses.per_batch():
             self.divergence.watch(self.step, loss)

@@ -13,7 +13,7 @@ parts a step the same way wherever it runs. Nothing is read back from the device
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -65,15 +65,15 @@ class Step:
         self.backward_fn, self.clip, self.accumulate = backward, clip, accumulate
         self.compile, self.cuda_graphs = compile, cuda_graphs
 
-    def __call__(self, batches: Sequence[Any]) -> StepLosses:
-        """One optimizer step over ``batches`` (``training.grad_accum`` of them): each batch's losses and backward
-        pass, then the update. Returns the step's losses (each the mean over the batches) and the gradient norm
-        before clipping, on the device."""
+    def __call__(self, batches: Iterable[Any]) -> StepLosses:
+        """One optimizer step over ``batches`` (``training.grad_accum`` of them, each drawn when its turn comes): each
+        batch's losses and backward pass, then the update. Returns the step's losses (each the mean over the batches)
+        and the gradient norm before clipping, on the device."""
         losses = []
         for batch in batches:
             loss, parts = self.backward_pass(batch)
             losses.append({key: value.detach() for key, value in {"loss": loss, **parts}.items()})
-        return StepLosses(losses, len(batches), self.update())
+        return StepLosses(losses, len(losses), self.update())
 
     def backward_pass(self, batch: Any) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """One batch (rows, or a collated :class:`~cselab.train.batches.Batch`): its losses, and their gradient
