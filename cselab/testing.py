@@ -51,6 +51,7 @@ class PluginContract:
                  registered_as: tuple[str, str] | None = None, build_it: bool = True, **context):
         self.cls, self.params, self.registered_as, self.build_it, self.context = (cls, dict(params or {}),
                                                                                 registered_as, build_it, context)
+        self._built: Any = None  # the object :meth:`builds_from_its_schema` built, which later checks read
 
     @property
     def plugin(self) -> Plugin:
@@ -117,6 +118,15 @@ class PluginContract:
                                     f"({param.describe()}); refuse it in the Params (a setting's bounds, rules())")
 
     def builds_from_its_schema(self) -> Any:
+        self._built = self._build()
+        return self._built
+
+    @property
+    def built(self) -> Any:
+        """The object built from the schema (built now, the first time a check asks)."""
+        return self._built if self._built is not None else self.builds_from_its_schema()
+
+    def _build(self) -> Any:
         plugin = self.plugin
         try:
             return build(plugin, check(dict(self.params), plugin.schema(), self.where), **self.context)
@@ -128,13 +138,12 @@ class PluginContract:
     def keeps_its_params(self) -> None:
         plugin = self.plugin
         checked = check(dict(self.params), plugin.schema(), self.where)
-        _check_kept(self.cls, self.builds_from_its_schema(),
+        _check_kept(self.cls, self.built,
                     {key: value for key, value in checked.items() if key in plugin.params}, self.where)
 
     def hands_on_its_state(self) -> None:
-        built = self.builds_from_its_schema()
-        if hasattr(built, "state_dict"):
-            again = [self.builds_from_its_schema() for _ in range(2)]
+        if hasattr(self.built, "state_dict"):
+            again = [self._build() for _ in range(2)]  # two more: the object built keeps its own state
             try:
                 _check_state(self.plugin, again[0], again[1], self.where)
             except ContractError:
@@ -154,7 +163,7 @@ def check_plugin(cls: type, params: dict[str, Any] | None = None, *, registered_
     contract = PluginContract(cls, params, registered_as=registered_as, build_it=build_it, **context)
     for _, run in contract.checks():
         run()
-    return contract.builds_from_its_schema() if build_it else None
+    return contract.built if build_it else None
 
 
 def parametrize_with_checks(plugins: Iterable[type | tuple[type, dict[str, Any]]], **options) -> Any:
