@@ -112,7 +112,7 @@ def cselab_train(model_dir: Path, device: str, data: Path, batch: int, steps: in
     from cselab.train.config.methods import load_method
     from cselab.train.run.callbacks import Callback
     from cselab.train.run.options import RunOptions
-    from cselab.train.run.trainer import train
+    from cselab.train.recipe import train
 
     marks: list[float] = []
     profiler = Profiled(device, profiled)

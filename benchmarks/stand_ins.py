@@ -25,7 +25,7 @@ def stand_in_models(method: str, tokenizer_path: str, folder: Path, tiny: bool =
     from transformers import AutoTokenizer, BertConfig, BertForMaskedLM, BertModel
 
     from cselab.train.config.methods import load_method
-    from cselab.train.run.folder import loss_models
+    from cselab.train.out.folder import loss_models
 
     overrides = []
     for key in loss_models(load_method(method)):

@@ -2,7 +2,7 @@
 
 Written into every results JSON and every run folder's ``run.json`` (``"provenance"``), beside the weights' sha256
 that the encoder adds; ``probe compare`` lists what differs between two results. None of it decides whether a run
-may resume (that is the identity's job, :mod:`cselab.train.run.folder`).
+may resume (that is the identity's job, :mod:`cselab.train.out.folder`).
 """
 
 from __future__ import annotations

@@ -48,7 +48,7 @@ def train_numbers(preset: str, tiny_bert: str, cache: str, data_dir: str, out: P
     """Every logged figure of three steps of ``preset`` on the tiny BERT (and its one dev score)."""
     from cselab.train.config.methods import load_method
     from cselab.train.run.options import RunOptions
-    from cselab.train.run.trainer import train
+    from cselab.train.recipe import train
     from tests.runs import base_for, data_for, models_for
 
     base, overrides = base_for(preset, tiny_bert, out.parent)

@@ -24,7 +24,7 @@ def models_for(preset: str, folder: Path) -> list[str]:
     generator (DiffCSE), a tiny random BERT for a teacher (RankCSE), each with the tiny BERT's vocabulary and written
     in ``folder`` once."""
     from cselab.train.config.methods import load_method
-    from cselab.train.run.folder import loss_models
+    from cselab.train.out.folder import loss_models
 
     return [f"{key}={tiny_model(folder / key.rsplit('.', 1)[1], key.endswith('generator'))}"
             for key in loss_models(load_method(preset))]
@@ -83,7 +83,7 @@ def train_killed_after_first_save(argv: list[str]) -> None:
     import pytest
 
     from cselab.cli import main
-    from cselab.train.run.trainer import Trainer
+    from cselab.train.recipe import Trainer
 
     save = Trainer.evaluate_and_save
 

@@ -16,7 +16,7 @@ LAYERS = {"core": 0, "data": 1, "encoders": 2, "evaluation": 3, "augment": 4, "p
 
 
 def layer_of(module: str) -> str:
-    """``cselab.train.run.trainer`` -> train; top-level modules (errors, registry, metrics ...) are core."""
+    """``cselab.train.run.setup`` -> train; top-level modules (errors, registry, metrics ...) are core."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 and parts[1] in LAYERS else "core"
 
@@ -62,14 +62,15 @@ def test_the_check_sees_a_violation(tmp_path):
 
 #: Inside train/, by the part of the module's name after ``cselab.train``: the step primitives (gathering across
 #: processes, a model's LM heads, the token ids kept per corpus), the plug-ins, the config that validates against
-#: them, then batches and the training encoder, the objective and the ledger, the training step, the run; a new part
-#: must be placed here.
+#: them, then batches and the training encoder, the objective, the ledger and sharding, the training step and what OUT
+#: guarantees, the run's parts, the recipe; a new part must be placed here.
 TRAIN_LAYERS = {"distributed": 0, "language_models": 0, "token_ids": 0, "plugins": 1, "config": 2, "batches": 3,
-                "model": 3, "objective": 4, "protocols": 4, "step": 5, "run": 6, "__init__": 7}
+                "model": 3, "objective": 4, "protocols": 4, "sharding": 4, "step": 5, "out": 5, "run": 6, "recipe": 7,
+                "__init__": 8}
 
 
 def train_layer_of(module: str) -> str:
-    """``cselab.train.run.trainer`` -> run; ``cselab.train`` -> __init__."""
+    """``cselab.train.run.setup`` -> run; ``cselab.train`` -> __init__."""
     parts = module.split(".")
     return parts[2] if len(parts) > 2 else "__init__"
 

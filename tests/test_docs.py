@@ -16,7 +16,7 @@ from cselab.train.config.method import with_data
 from cselab.train.config.methods import load_method
 from cselab.train.objective import Objective
 from cselab.train.run.options import RunOptions
-from cselab.train.run.trainer import train
+from cselab.train.recipe import train
 from tests.conftest import isolated_registry
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"

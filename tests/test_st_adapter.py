@@ -14,7 +14,7 @@ from cselab.errors import ConfigError
 from cselab.integrations.sentence_transformers import CselabLoss
 from cselab.train.config.methods import load_method
 from cselab.train.run.options import RunOptions
-from cselab.train.run.trainer import train
+from cselab.train.recipe import train
 
 TEXTS = ["a man plays a guitar", "a dog runs on the beach", "the market fell sharply", "two kids swim in a lake",
          "a woman slices an onion", "the train left the station"]

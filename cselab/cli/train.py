@@ -10,7 +10,7 @@ from pathlib import Path
 from cselab.cli.options import add_backbone, add_data_dir, add_overrides, add_profile, whole_number
 from cselab.errors import ConfigError
 from cselab.files import read_json
-from cselab.train.run.folder import RESTARTS
+from cselab.train.out.folder import RESTARTS
 from cselab.metrics import MIN_PAIRS
 
 
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> None:
 
     from cselab.encoders.loading import resolve_backbone
     from cselab.train.run.options import RunOptions
-    from cselab.train.run.trainer import train
+    from cselab.train.recipe import train
 
     transformers_logging.disable_progress_bar()  # weight loading is quick; the training bar says what matters
     summary = train(method, resolve_backbone(args.model), args.data, args.out, RunOptions(
@@ -85,7 +85,7 @@ def check_loss_models(method) -> None:
     """The models the method's losses name (DiffCSE's generator), checked as ``--model`` is: one line naming the
     key and how to give one, before any model library loads."""
     from cselab.encoders.specs import EncoderNotFoundError, check_spec
-    from cselab.train.run.folder import loss_models
+    from cselab.train.out.folder import loss_models
 
     for key, spec in loss_models(method).items():
         try:

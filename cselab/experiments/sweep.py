@@ -51,9 +51,9 @@ from cselab.registry import MAX_SEED, MAX_SEEDS
 from cselab.train.config.method import MethodConfig, with_data
 from cselab.train.config.methods import load_method
 from cselab.train.run.data import data_source
-from cselab.train.run.folder import run_identity
+from cselab.train.out.folder import run_identity
 from cselab.train.run.options import RunOptions
-from cselab.train.run.trainer import train
+from cselab.train.recipe import train
 
 logger = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from cselab.evaluation.dev import dev_names, dev_scorer, log_key
 from cselab.probes.transfer import run_transfer
 from cselab.train.config.methods import load_method
 from cselab.train.run.options import RunOptions
-from cselab.train.run.trainer import train
+from cselab.train.recipe import train
 
 SETTINGS = ["training.batch_size=16", "training.max_length=24", "training.max_steps=2", "training.eval_steps=2"]
 

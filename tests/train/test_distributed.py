@@ -10,7 +10,7 @@ from safetensors.torch import load_file
 
 from cselab.train.distributed import gather_rows, global_mean
 from cselab.train.run.options import RunOptions
-from cselab.train.run.trainer import TrainingError, train
+from cselab.train.recipe import TrainingError, train
 from tests.conftest import save_tiny_bert
 from tests.train.run.test_trainer import small
 

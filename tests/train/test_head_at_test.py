@@ -18,7 +18,7 @@ from cselab.encoders.loading import load_encoder
 from cselab.errors import ConfigError, ModelError
 from cselab.train.config.methods import load_method
 from cselab.train.model import save_checkpoint
-from cselab.train.run.checkpoint import Checkpoints
+from cselab.train.out.checkpoint import Checkpoints
 from cselab.train.run.setup import build_encoder
 
 SENTENCES = ["A man plays a guitar.", "Two dogs run across a wide green field.", "It rains."]

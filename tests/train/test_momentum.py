@@ -174,7 +174,7 @@ def test_a_killed_esimcse_run_resumes_its_queue_and_momentum_bit_identical(tiny_
 @pytest.mark.slow
 def test_a_restart_from_best_says_what_starts_afresh_and_the_momentum_copy_follows_best(tiny_bert_dir, tiny_cache,
                                                                                        data_dir, tmp_path, monkeypatch):
-    from cselab.train.run.checkpoint import Checkpoints
+    from cselab.train.out.checkpoint import Checkpoints
 
     train_killed_after_first_save(esimcse_args(tiny_bert_dir, tiny_cache, data_dir, tmp_path / "run"))
     (tmp_path / "run" / "last" / "optimizer.pt").write_bytes(b"damaged")

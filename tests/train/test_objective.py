@@ -8,7 +8,7 @@ from cselab.train.model import TrainingEncoder
 from cselab.train.objective import Objective
 from cselab.train.run.setup import build_encoder, initial_weights
 from cselab.train.run.options import RunOptions
-from cselab.train.run.trainer import train
+from cselab.train.recipe import train
 from tests.runs import base_for, data_for, models_for
 from tests.train.run.test_trainer import with_loss_setting
 

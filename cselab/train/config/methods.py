@@ -18,7 +18,7 @@ A method (``cselab/train/config/presets/*.yaml``, or any path) has:
 - ``hooks``: ``weights: {kind: sam|awp, size}`` perturbs the weights for a second pass each
   step (:mod:`cselab.train.plugins.hooks`);
 - ``training``: batch size, learning rate, AdamW's ``weight_decay``, ``adam_betas`` and ``adam_eps``,
-  epochs, ``early_stop`` (patience in evaluations) ... (see :mod:`cselab.train.run.trainer`);
+  epochs, ``early_stop`` (patience in evaluations) ... (see :mod:`cselab.train.recipe`);
 - optionally ``texts`` (a data column's texts changed before a training batch is tokenised, by a text
   plug-in: SNCSE's released " ." after a sentence without final punctuation), ``data`` (the corpus or
   cache the method trains on when ``--data`` is not given, e.g. SG's STS-B sentences), ``description``

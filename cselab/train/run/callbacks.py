@@ -1,6 +1,6 @@
 """Callbacks: what happens after each optimizer step, and the one contract they have with the loop.
 
-After every step the trainer (:class:`cselab.train.run.trainer.Trainer`) calls each callback's :meth:`Callback.on_step`
+After every step the trainer (:class:`cselab.train.recipe.Trainer`) calls each callback's :meth:`Callback.on_step`
 with a read-only :class:`TrainerState` (the step just taken, the total, the epoch, the step's losses, the latest dev
 score and the best, the method) and that step's :class:`TrainerControl`; after an evaluation it calls
 :meth:`Callback.on_evaluate` with the new score in the state. A callback acts on the run only through the control:

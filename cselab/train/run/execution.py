@@ -31,8 +31,8 @@ from cselab.train.config.method import MethodConfig
 from cselab.train.config.schema import loss_plugin
 from cselab.train.config.sections import AUTO
 from cselab.train.plugins.kinds import NegativeSource
-from cselab.train.run.sharding import Sharding
-from cselab.train.run.sharding import check as check_sharding
+from cselab.train.sharding import Sharding
+from cselab.train.sharding import check as check_sharding
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,7 @@ def _decided(value: bool | str, device_allows: bool, blocker: str | None, lever:
 def plan(method: MethodConfig, device: str, processes: int = 1, sharding: Sharding | None = None,
          model_blocker: str | None = None) -> Execution:
     """The levers a run of ``method`` on ``device`` (its type: ``cpu``, ``cuda``) over ``processes`` takes, its
-    weights sharded as ``sharding`` says (FSDP2; a method that cannot is refused, :func:`~cselab.train.run.sharding.
+    weights sharded as ``sharding`` says (FSDP2; a method that cannot is refused, :func:`~cselab.train.sharding.
     check`); ``model_blocker``: why the base model's passes cannot be packed, read from its config (None: they
     can)."""
     cfg, cuda = method.training, device == "cuda"

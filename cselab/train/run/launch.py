@@ -21,7 +21,7 @@ from accelerate.utils import DistributedDataParallelKwargs, DataLoaderConfigurat
 from cselab.errors import TrainingError
 from cselab.files import check_folder, clipped
 from cselab.train.config.sections import TrainingConfig
-from cselab.train.run import sharding
+from cselab.train import sharding
 
 
 # --report-to's names (accelerate's trackers) -> the module each needs; cselab's extras install the first four
@@ -87,7 +87,7 @@ def tracker_config(config: dict[str, Any], identity: dict[str, Any]) -> dict[str
 
 def launch(cfg: TrainingConfig, out: Path, report_to: Sequence[str] = ()) -> Accelerator:
     """The accelerator, once the launch adds up (processes, batch split, precision, the trackers installed). With
-    accelerate's FSDP config (:mod:`~cselab.train.run.sharding`, checked here) accelerate's own FSDP is kept off:
+    accelerate's FSDP config (:mod:`~cselab.train.sharding`, checked here) accelerate's own FSDP is kept off:
     cselab shards the encoder itself."""
     logging = trackers(report_to, out)
     if cfg.mixed_precision == "fp16" and not torch.cuda.is_available():

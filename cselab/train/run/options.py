@@ -1,5 +1,5 @@
 """How a run is carried out, beside what it trains (a method, a base model, data) and where (``OUT``): one object for
-:func:`~cselab.train.run.trainer.train`, the run's start and its trainer, as transformers' ``TrainingArguments`` is."""
+:func:`~cselab.train.recipe.train`, the run's start and its trainer, as transformers' ``TrainingArguments`` is."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from cselab.errors import TrainingError
 from cselab.train.run.callbacks import Callback
-from cselab.train.run.folder import RESTARTS
+from cselab.train.out.folder import RESTARTS
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,6 +1,6 @@
 """Everything a training step needs, built from a method: the training encoder, the objective, the optimizer and its
 schedule, the batches and the dev scorer (:func:`setup`). Nothing here writes a file or reads the data: the trainer
-(:mod:`cselab.train.run.trainer`) hands it the rows, wraps the parts for its devices and owns the run folder;
+(:mod:`cselab.train.recipe`) hands it the rows, wraps the parts for its devices and owns the run folder;
 ``benchmarks/gpu_check.py`` and the tests build their steps with the same function."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from cselab.train.config.sections import TrainingConfig
 from cselab.train.model import TrainingEncoder
 from cselab.train.objective import Objective
 from cselab.train.plugins.kinds import Loss
-from cselab.train.run import sharding
+from cselab.train import sharding
 from cselab.train.run.execution import Execution, plan
 from cselab.train.run.optim import build_optimizer, build_scheduler
 from cselab.train.batches import Collator, Key, training_loader

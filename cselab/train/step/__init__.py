@@ -6,8 +6,8 @@ of a method (tests/train/test_step.py looks).
 
 Each phase is a ``torch.profiler`` range (``forward``, ``backward``, ``optimizer``), so that a profile of training
 parts a step the same way wherever it runs. Nothing is read back from the device: the losses come back as
-:class:`~cselab.train.step.losses.StepLosses`, and a loss that is not finite is the caller's to watch (the loop's
-:class:`~cselab.train.run.loop.Divergence`).
+:class:`~cselab.train.step.losses.StepLosses`, and a loss that is not finite is the caller's to watch (the recipe's
+:class:`~cselab.train.step.divergence.Divergence`).
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ import torch
 
 from cselab import registry
 from cselab.errors import ConfigError, TrainingError
-from cselab.train.run.folder import check_or_write
+from cselab.train.out.folder import check_or_write
 from tests.conftest import installed
 
 PLUGIN = '''
@@ -139,7 +139,7 @@ def test_each_kind_is_found_in_its_own_entry_point_group(tmp_path, monkeypatch, 
 
 
 def test_a_plug_in_package_is_part_of_a_runs_identity(tmp_path, monkeypatch, own_registry):
-    from cselab.train.run.folder import identity
+    from cselab.train.out.folder import identity
 
     mine = {"method": "acme", "losses": {"one": {"kind": "constant_one", "weight": 1.0}}}
     assert "plugin_packages" not in identity({"method": "simcse"}, "m", {})  # none installed: the identity it had
@@ -163,7 +163,7 @@ def test_a_plug_in_package_is_part_of_a_runs_identity(tmp_path, monkeypatch, own
 def test_every_field_of_a_runs_identity_is_compared_on_resume(tmp_path):
     """By class: a field the identity gains is compared without being listed (plugin_packages was recorded, never
     compared, and a run resumed after its plug-in changed trained another loss)."""
-    from cselab.train.run.folder import identity
+    from cselab.train.out.folder import identity
 
     mine = identity({"method": "simcse"}, "m", {})
     check_or_write(tmp_path, {**mine, "future_field": 1}, {"method": "simcse"})

@@ -68,7 +68,7 @@ def test_a_loss_that_cannot_run_is_refused_when_the_method_is_read(tmp_path, los
 @pytest.mark.slow
 def test_a_method_with_a_sentence_transformers_loss_trains(tmp_path, tiny_bert_dir, data_dir):
     from cselab.train.run.options import RunOptions
-    from cselab.train.run.trainer import train
+    from cselab.train.recipe import train
 
     st_method(tmp_path, loss="CoSENTLoss", label="score")  # writes st.yaml
     method = load_method(str(tmp_path / "st.yaml"), ["training.max_steps=2", "training.eval_steps=2",

@@ -1,4 +1,4 @@
-"""The model card every save of OUT/best writes (cselab.train.run.card): the hub's metadata header, the run's facts,
+"""The model card every save of OUT/best writes (cselab.train.out.card): the hub's metadata header, the run's facts,
 the ledger rows where the run differs from the papers, the config, and a folder sentence-transformers still loads;
 and what a checkpoint written by ``cselab train`` carries of its base model (hub name, license, modules after pooling,
 sentence-transformers' config) and its data (a user's table), checked against the run folder and through
@@ -18,9 +18,9 @@ from cselab.cli import main
 from cselab.encoders import load_encoder
 from cselab.encoders.specs import packaged_minilm
 from cselab.train.config.methods import load_method
-from cselab.train.run.card import ledger_differences
+from cselab.train.out.card import ledger_differences
 from cselab.train.run.options import RunOptions
-from cselab.train.run.trainer import train
+from cselab.train.recipe import train
 from tests.train.run.test_trainer import small
 
 

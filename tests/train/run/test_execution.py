@@ -20,7 +20,7 @@ from cselab.train.objective import Objective, merged_passes
 from cselab.train.run.execution import packing_blocker, plan
 from cselab.train.run.optim import LegacyAdamW
 from cselab.train.run.options import RunOptions
-from cselab.train.run.trainer import train
+from cselab.train.recipe import train
 from tests.packing_faults import plant
 from tests.runs import DECODER_PRESETS, base_for, data_for, models_for
 
@@ -406,17 +406,17 @@ class _Reads:
 def test_a_step_reads_nothing_back_from_the_device(preset, tiny_bert_dir, tiny_cache, tmp_path, monkeypatch):
     """No loss, part, finiteness or gradient norm is read in a step: a GPU's queue is never drained between steps
     (the trainer reads them at log, evaluation and save steps)."""
-    from cselab.train.run.loop import Loop
+    from cselab.train.recipe import Trainer
 
-    reads, step = _Reads(monkeypatch), Loop.train_step
+    reads, step = _Reads(monkeypatch), Trainer.train_step
 
-    def counted(loop):
+    def counted(trainer):
         reads.on = True
         try:
-            return step(loop)
+            return step(trainer)
         finally:
             reads.on = False
-    monkeypatch.setattr(Loop, "train_step", counted)
+    monkeypatch.setattr(Trainer, "train_step", counted)
     base, overrides = base_for(preset, tiny_bert_dir, tmp_path)
     train(load_method(preset, ["training.batch_size=16", "training.max_length=24", "training.max_steps=4",
                                "training.eval_steps=4", "training.dev=none", "training.merge_passes=true",

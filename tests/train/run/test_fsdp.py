@@ -1,4 +1,4 @@
-"""FSDP2 (cselab.train.run.sharding) over two CPU processes (torchrun, gloo), asked for as accelerate's FSDP config
+"""FSDP2 (cselab.train.sharding) over two CPU processes (torchrun, gloo), asked for as accelerate's FSDP config
 asks (ACCELERATE_USE_FSDP, FSDP_VERSION: what `accelerate launch --use_fsdp --fsdp_version 2` and a config file with
 distributed_type: FSDP set): the sharded run trains one process's weights, resumes after a kill to the straight run's
 weights, and leaves a checkpoint that loads unsharded. A method that cannot shard is refused in one line.

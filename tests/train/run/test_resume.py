@@ -1,4 +1,4 @@
-"""A run folder resumed, refused or interrupted (cselab.train.run: folder, state, checkpoint): the same run resumes to
+"""A run folder resumed, refused or interrupted (cselab.train.out: folder, state, checkpoint): the same run resumes to
 the weights of a straight run; a different run, a damaged or planted state file, a second writer, a link or an
 interrupt ends either in the identical result or in one line naming the file or field, with nothing lost."""
 
@@ -15,7 +15,7 @@ import pytest
 from safetensors.torch import load_file
 
 from cselab.cli import main
-from cselab.train.run import state as training_state
+from cselab.train.out import state as training_state
 from tests.runs import SETTINGS, Payload, best_still_loads, copy_of, one_line_error, train_args
 
 

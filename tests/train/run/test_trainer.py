@@ -20,7 +20,7 @@ from cselab.train.config.method import MethodConfig, frozen
 from cselab.train.config.methods import load_method
 from cselab.train.run.callbacks import EarlyStop, early_stop_count
 from cselab.train.run.options import RunOptions
-from cselab.train.run.trainer import Trainer, TrainingError, train
+from cselab.train.recipe import Trainer, TrainingError, train
 
 
 def small(method: str, **training) -> MethodConfig:

@@ -1,4 +1,4 @@
-"""A run's saves: ``OUT/last`` (the state to resume from, :mod:`cselab.train.run.state`) and ``OUT/best`` (the best
+"""A run's saves: ``OUT/last`` (the state to resume from, :mod:`cselab.train.out.state`) and ``OUT/best`` (the best
 checkpoint, with ``training.json``), each written to a ``.tmp`` folder and renamed into place, so that a kill at any
 moment leaves one complete copy; restoring from either; and a full disk turned into one line."""
 
@@ -21,8 +21,9 @@ from cselab.encoders.transformer import is_sharded
 from cselab.errors import TrainingError
 from cselab.files import clipped, read_json, remove_path
 from cselab.train.model import TrainingEncoder, save_checkpoint
-from cselab.train.run import folder as run_folder
-from cselab.train.run import sharding, state
+from cselab.train.out import folder as run_folder
+from cselab.train import sharding
+from cselab.train.out import state
 
 BEST_STATE = "training.json"  # in OUT/best: the step and score it was saved at
 RESUME_HELP = (f"resume from the best checkpoint with --restart-from best (its weights, a fresh optimizer), or "
@@ -132,7 +133,7 @@ class Checkpoints:
 
     def save_best(self, core: TrainingEncoder, info: CheckpointInfo, step: int, best: float, card: str) -> None:
         """``OUT/best``: the checkpoint ``probe run --model`` reads, with the step and score it was saved at and its
-        model ``card`` (``README.md``, :mod:`cselab.train.run.card`). Sharded, every process calls it (the weights
+        model ``card`` (``README.md``, :mod:`cselab.train.out.card`). Sharded, every process calls it (the weights
         are gathered) and the main process writes."""
         core = self.whole(core)
         if not self.main:

@@ -32,7 +32,7 @@ from cselab.checksum import sha256
 from cselab.encoders.transformer import is_sharded
 from cselab.errors import TrainingError
 from cselab.files import member, read_json
-from cselab.train.run import sharding
+from cselab.train import sharding
 
 MANIFEST = "MANIFEST.json"
 STATE_FILE = "trainer_state.json"
