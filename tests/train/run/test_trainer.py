@@ -363,7 +363,7 @@ def test_a_resumed_run_goes_on_with_the_early_stop_count_it_saved(tiny_bert_dir,
 
     def save_then_die_at_two(self, *args):
         stopped = save(self, *args)
-        if self.loop.step == 2:
+        if self.step == 2:
             raise Killed
         return stopped
 
