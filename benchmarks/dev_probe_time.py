@@ -1,6 +1,6 @@
-"""What one training-time evaluation costs: a dev scorer (``training.dev``) scored once on an encoder, with its
-figures and wall time. A transfer dev scorer encodes every train/dev sentence of its tasks and trains SentEval's
-classifiers; an STS one encodes a few thousand pairs.
+"""What one training-time evaluation costs: a dev set (``training.dev``, :mod:`cselab.probes.dev`) scored once on
+an encoder, with its figures and wall time. A transfer dev set encodes every train/dev sentence of its tasks and
+trains SentEval's classifiers; an STS one encodes a few thousand pairs.
 
     CSELAB_DATA_DIR=../shared/data python benchmarks/dev_probe_time.py --dev transfer-dev-avg [--model minilm]
 """
@@ -14,7 +14,7 @@ import platform
 import time
 
 from cselab.encoders import load_encoder
-from cselab.evaluation.dev import dev_names, dev_scorer
+from cselab.probes.dev import dev_names, dev_set
 
 
 def main() -> None:
@@ -26,7 +26,8 @@ def main() -> None:
     args = parser.parse_args()
     encoder = load_encoder(args.model, device="cpu", cache=False)
     clock = time.perf_counter()
-    probe = dev_scorer(args.dev, args.data_dir, args.limit)
+    probe = dev_set(args.dev, args.data_dir, args.limit)
+    assert probe is not None  # (none is not a choice)
     read_s = time.perf_counter() - clock
     clock = time.perf_counter()
     result = probe.run(encoder)

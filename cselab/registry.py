@@ -22,7 +22,8 @@ Kinds (the modules that register them): ``loss`` (:mod:`cselab.train.plugins.los
 (:mod:`cselab.train.plugins.negatives`), ``logit_transform`` (:mod:`cselab.train.plugins.transforms`), ``weight_hook``
 (:mod:`cselab.train.plugins.hooks`), ``head`` (:mod:`cselab.train.plugins.heads`), ``adapter``
 (:mod:`cselab.train.plugins.adapters`), ``text`` (:mod:`cselab.train.plugins.texts`), ``pooler`` and ``layer_pooler``
-(:mod:`cselab.encoders.pooling`), ``suite`` (:mod:`cselab.probes`), ``dev_scorer`` (:mod:`cselab.evaluation.dev`) and
+(:mod:`cselab.encoders.pooling`), ``suite``
+(:mod:`cselab.probes`; a suite on its dev split is also what ``training.dev`` selects checkpoints with) and
 ``backtranslation`` (:mod:`cselab.augment.backtranslate`). Every kind is found one way, :func:`discover`, when a plug-in
 of it is first asked for: those modules (:data:`SOURCES`), then the modules installed packages declare in the kind's
 entry-point group; :func:`origin` names the package of a plug-in a package adds.
@@ -63,7 +64,7 @@ MAX_SEED = 2**32 - 1  # the largest seed numpy, scikit-learn and torch all take
 MAX_SEEDS = 1000  # seeds of one sweep (`cselab sweep --seeds`): each is a training run
 TRAIN_KINDS = ("loss", "input_augment", "output_augment", "token_augment", "negatives", "logit_transform",
                "weight_hook", "head", "adapter", "text")
-KINDS = (*TRAIN_KINDS, "pooler", "layer_pooler", "suite", "dev_scorer", "backtranslation")
+KINDS = (*TRAIN_KINDS, "pooler", "layer_pooler", "suite", "backtranslation")
 PluginClass = TypeVar("PluginClass", bound=type)  # what @register returns: the class it registers
 
 #: Where each kind's plug-ins are found (:func:`discover`): its entry-point group, and cselab's own modules that
@@ -73,7 +74,6 @@ SOURCES: dict[str, tuple[str, tuple[str, ...]]] = {
     "pooler": ("cselab.poolers", ("cselab.encoders.pooling",)),
     "layer_pooler": ("cselab.poolers", ("cselab.encoders.pooling",)),
     "suite": ("cselab.suites", ("cselab.probes",)),
-    "dev_scorer": ("cselab.dev_scorers", ("cselab.evaluation.dev",)),
     "backtranslation": ("cselab.backtranslation", ("cselab.augment.backtranslate", "cselab.augment.ct2")),
 }
 

@@ -1,7 +1,8 @@
-"""The code's shape: the layering rule (data <- encoders <- evaluation <- {augment, probes, train} <- {experiments,
-integrations} <- cli, shared helpers below all; every import counts, those inside functions too), and inside train/
-(step primitives <- plug-ins <- config <- {batches, model} <- {objective, protocols} <- run), no modules that import
-each other and functions no longer than 60 lines."""
+"""The code's shape: the layering rule (data <- encoders <- evaluation <- {augment, probes} <- train <- {experiments,
+integrations} <- cli, shared helpers below all: training selects checkpoints with a probe suite; every import counts,
+those inside functions too), and inside train/ (step primitives <- plug-ins <- config <- {batches, model} <-
+{objective, protocols, sharding} <- {step, out} <- run <- recipe), no modules that import each other and functions no
+longer than 60 lines."""
 
 import ast
 from pathlib import Path
@@ -11,8 +12,8 @@ import pytest
 import cselab
 
 PACKAGE = Path(cselab.__file__).parent
-LAYERS = {"core": 0, "data": 1, "encoders": 2, "evaluation": 3, "augment": 4, "probes": 4, "train": 4,
-          "experiments": 5, "integrations": 5, "cli": 6}
+LAYERS = {"core": 0, "data": 1, "encoders": 2, "evaluation": 3, "augment": 4, "probes": 4, "train": 5,
+          "experiments": 6, "integrations": 6, "cli": 7}
 
 
 def layer_of(module: str) -> str:

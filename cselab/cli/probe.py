@@ -199,7 +199,7 @@ def run_command(args: argparse.Namespace) -> None:
     encoder = load_encoder(args.model, pooler=args.pooler, prompt=args.prompt, max_length=args.max_length,
                            device=args.device, dtype=args.dtype, data_dir=args.data_dir, cache=not args.no_cache)
     options = ProbeOptions(data_dir=args.data_dir, batch_size=args.batch_size, limit=args.limit, seed=args.seed,
-                           **{name: getattr(args, name) for name in suite_settings()})
+                           settings={name: getattr(args, name) for name in suite_settings()})
     if args.dims is not None:
         written, markdown = run_widths(encoder, args.dims, args.suite, options, out)
         print(markdown)

@@ -1,3 +1,2 @@
-"""Evaluation: the :class:`~cselab.evaluation.scoring.Scorer` interface and the dev scorers training selects its
-checkpoint with (:mod:`cselab.evaluation.dev`). It lies below ``train`` and ``probes``, so that both use the same
-code."""
+"""Evaluation: the :class:`~cselab.evaluation.scoring.Scorer` interface and the scoring code the probe suites share
+(STS similarities, SentEval's transfer features and classifiers)."""

@@ -1,5 +1,5 @@
-"""STS scoring, one implementation for the dev scorer (:mod:`cselab.evaluation.dev`) and the probe suite
-(:mod:`cselab.probes.sts`): the first ``limit`` pairs of a set, and each pair's cosine similarity."""
+"""STS scoring, for the probe suites (:mod:`cselab.probes.sts`, the bias and geometry suites): the first ``limit``
+pairs of a set, and each pair's cosine similarity."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A transfer task's classifier inputs, as SentEval builds them: sentence vectors (MRPC: ``[|u - v|, u * v]`` of its
 pairs) in SentEval's row order (by token count, then label), so that its folds are SentEval's. The transfer suite
-(:mod:`cselab.probes.transfer`) and the transfer dev scorers (:mod:`cselab.evaluation.dev`) both score them.
+(:mod:`cselab.probes.transfer`) scores them, on its test or dev split.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from cselab.probes.suite import PairedFigures, Presenter, Suite
 from cselab.registry import Checked, setting
 
 # the keys of a section that are not tasks ('protocol': older results' name for the classifier setup)
-METADATA = ("folder", "classifier", "protocol", "sentences_encoded", "encode_s", "skipped")
+METADATA = ("folder", "classifier", "protocol", "sentences_encoded", "encode_s", "skipped", "split")
 
 
 def tasks_of(section: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -30,8 +30,13 @@ def tasks_of(section: dict[str, Any]) -> dict[str, dict[str, Any]]:
 
 def average_accuracy(section: dict[str, Any]) -> float | None:
     """A section's ``avg``, else the mean of its tasks' test accuracies (None for none)."""
-    accuracies = [task["acc"] for task in tasks_of(section).values()]
+    accuracies = [accuracy(task) for task in tasks_of(section).values()]
     return section.get("avg", float(np.mean(accuracies)) if accuracies else None)
+
+
+def accuracy(task: dict[str, Any]) -> float:
+    """A task's figure: its test accuracy, or on a dev split (``split: dev``, no test scored) its ``devacc``."""
+    return task["acc"] if "acc" in task else task["devacc"]
 
 
 class AccuracyPresenter(Presenter):
@@ -44,12 +49,13 @@ class AccuracyPresenter(Presenter):
         return {"avg": average_accuracy(section)}
 
     def settings(self, section: dict[str, Any]) -> dict[str, Any]:
-        return {f"{self.suite.name} classifier": suite_setting(section, "classifier")}
+        return {f"{self.suite.name} classifier": suite_setting(section, "classifier"),
+                f"{self.suite.name} split": section.get("split", "test")}
 
     def table(self, section: dict[str, Any], model: str) -> Table:
-        """Test accuracy x 100 per task (MRPC: accuracy/F1) and the average."""
+        """Test accuracy x 100 per task (MRPC: accuracy/F1; on a dev split its dev accuracy) and the average."""
         tasks = tasks_of(section)
-        values = [Formatted(f"{v['acc']:.2f}/{v['f1']:.2f}") if "f1" in v else v["acc"] for v in tasks.values()]
+        values = [Formatted(f"{v['acc']:.2f}/{v['f1']:.2f}") if "f1" in v else accuracy(v) for v in tasks.values()]
         columns: list[Column] = [Column("Model"), *(number(name) for name in tasks)]
         if "avg" in section:
             columns, values = [*columns, number("Avg.")], [*values, section["avg"]]
@@ -61,8 +67,8 @@ class AccuracyPresenter(Presenter):
         for name, v in tasks_of(section).items():
             sizes = Formatted(" / ".join(str(v[k]) for k in ("n_all", "n_train", "n_dev", "n_test") if k in v))
             classifier = "LR" if not v.get("nhid") else f"MLP {v['nhid']}, dropout {v['dropout']}"
-            reg = Formatted(str(v["reg"]) if not isinstance(v["reg"], list) else "per fold")
-            rows.append([name, v["devacc"], v["acc"], classifier, reg, sizes, v["classifier_s"]])
+            reg = None if "reg" not in v else Formatted(str(v["reg"]) if not isinstance(v["reg"], list) else "per fold")
+            rows.append([name, v["devacc"], v.get("acc"), classifier, reg, sizes, v.get("classifier_s")])
         return Table(["Task", number("Dev acc."), number("Test acc."), "Classifier", number("L2"), number("Sizes"),
                       number("Time (s)", 1)], rows)
 
@@ -72,7 +78,7 @@ class AccuracyPresenter(Presenter):
             return [Heading(self.suite.heading), Paragraph(f"Skipped: {section['skipped']}")]
         setup = suite_setting(section, "classifier")
         blocks: list[Block] = [
-            Heading(f"{self.suite.heading} (test accuracy x 100, {setup} classifier setup)"),
+            Heading(f"{self.suite.heading} ({section.get('split', 'test')} accuracy x 100, {setup} classifier setup)"),
             self.table(section, spec), self.details(section),
             Paragraph(f"{section['sentences_encoded']} distinct sentences encoded once ({section['encode_s']} s).")]
         if section.get("skipped"):

@@ -75,18 +75,21 @@ def run_bias_splits(encoder: Encoder, splits: Sequence[SubsetSplit], batch_size:
     return score_splits(used, sims)
 
 
-def run_bias(encoder: Encoder, options: ProbeOptions, files: list, items: dict | None = None) -> dict[str, Any]:
-    """Cont./Oppn. splits, the transformation test set and, when present, the CANNOT negation sets; ``items``
-    (when given) receives the per-item outputs (see :func:`run_probes`)."""
-    splits = build_splits(options.data_dir, options.mer_normalize, options.split_rule, options.limit)
+def run_bias(encoder: Encoder, options: ProbeOptions, files: list, items: dict | None = None,
+             params: BiasSuite.Options | None = None) -> dict[str, Any]:
+    """Cont./Oppn. splits, the transformation test set and, when present, the CANNOT negation sets, under the bias
+    suite's settings ``params`` (None: their defaults); ``items`` (when given) receives the per-item outputs (see
+    :func:`run_probes`)."""
+    own = BiasSuite.Options() if params is None else params
+    splits = build_splits(options.data_dir, own.mer_normalize, own.split_rule, options.limit)
     files.extend(path for s in splits for path in s.pairs.files)
-    result: dict[str, Any] = {"mer_normalize": options.mer_normalize,
-                              "splits": {"split_rule": options.split_rule,
-                                         "split_rule_description": SPLIT_RULES[options.split_rule],
+    result: dict[str, Any] = {"mer_normalize": own.mer_normalize,
+                              "splits": {"split_rule": own.split_rule,
+                                         "split_rule_description": SPLIT_RULES[own.split_rule],
                                          **run_bias_splits(encoder, splits, options.batch_size, items),
                                          "table": split_summary(splits)}}
-    testset = Path(options.testset) if options.testset else handwritten_testset()
-    summary, records = run_transformations(encoder, read_testset(testset), options.batch_size, options.mer_normalize)
+    testset = Path(own.testset) if own.testset else handwritten_testset()
+    summary, records = run_transformations(encoder, read_testset(testset), options.batch_size, own.mer_normalize)
     result["transformations"] = {"testset": str(testset), "sha256": sha256(testset), **summary, "pairs": records}
     files.append(testset)
     if items is not None:
@@ -100,7 +103,7 @@ def run_bias(encoder: Encoder, options: ProbeOptions, files: list, items: dict |
             sets = [NegationPairs(s.name, s.sentences[:options.limit], s.negated[:options.limit], s.files)
                     for s in sets]
         files.extend(path for s in sets for path in s.files)
-        result["cannot"] = run_negation_pairs(encoder, sets, options.batch_size, options.mer_normalize, items)
+        result["cannot"] = run_negation_pairs(encoder, sets, options.batch_size, own.mer_normalize, items)
     return result
 
 
@@ -237,9 +240,11 @@ class BiasSuite(Suite):
     metadata = ("mer_normalize",)
     presenter = BiasPresenter
 
+    params: Options
+
     def run(self, encoder: Encoder) -> Result:
         items: dict[str, np.ndarray] = {}
         files: list = []
-        scores = run_bias(encoder, self.options, files, items)
+        scores = run_bias(encoder, self.options, files, items, self.params)
         metadata = {key: scores.pop(key) for key in self.metadata}
         return Result(scores, None, items, files, metadata)  # several figures, none higher-is-better on its own

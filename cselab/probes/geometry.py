@@ -17,6 +17,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +31,8 @@ from cselab.evaluation.scoring import Result
 from cselab.metrics import cosine_rows, spearman
 from cselab.probes.plots import plot_geometry
 from cselab.evaluation.sts import subset_limit
-from cselab.probes.sts import SHORT_NAMES, x100
+from cselab.probes.names import STS_SUITE
+from cselab.probes.sts import SHORT_NAMES, STSTasks, x100
 from cselab.probes.suite import ProbeOptions, Presenter, Score, Suite, register_suite
 
 if TYPE_CHECKING:
@@ -150,8 +152,9 @@ def pca_sts(train: np.ndarray, tasks: dict[str, tuple[np.ndarray, np.ndarray, np
     return result
 
 
-def run_geometry(encoder: Encoder, options: ProbeOptions, files: list) -> dict[str, Any]:
-    """Alignment/uniformity, the layer-wise measures (transformer encoders) and STS after PCA."""
+def run_geometry(encoder: Encoder, options: ProbeOptions, files: list, tasks: Sequence[str] = STS_SUITE
+                 ) -> dict[str, Any]:
+    """Alignment/uniformity, the layer-wise measures (transformer encoders) and STS after PCA on ``tasks``."""
     from cselab.encoders import TransformerEncoder  # its module imports torch
 
     result: dict[str, Any] = {"alignment_uniformity": alignment_uniformity(encoder, options.data_dir)}
@@ -162,7 +165,7 @@ def run_geometry(encoder: Encoder, options: ProbeOptions, files: list) -> dict[s
     else:
         result["layers"] = {"skipped": f"{type(encoder).__name__} has no layers (needs a transformer encoder)"}
     tasks = {SHORT_NAMES.get(key, key): subset_limit(load_sts(key, data_dir=options.data_dir), options.limit)
-             for key in options.tasks}
+             for key in tasks}
     reference = corpus_path("wiki1m", options.data_dir)
     corpus = read_corpus(reference)
     if len(corpus) < encoder.dim:
@@ -230,7 +233,9 @@ class GeometrySuite(Suite):
     rank = 50
     main = {"alignment": Score("Alignment", 3), "uniformity": Score("Uniformity", 3)}
     presenter = GeometryPresenter
+    Options = STSTasks  # the STS tasks of its STS after PCA: the sts suite's setting
+    params: STSTasks
 
     def run(self, encoder: Encoder) -> Result:
         files: list = []
-        return Result(run_geometry(encoder, self.options, files), None, files=files)
+        return Result(run_geometry(encoder, self.options, files, self.params.tasks), None, files=files)

@@ -30,7 +30,8 @@ from cselab.probes.paired import aligned
 from cselab.probes.significance import Stratum
 from cselab.probes.suite import PairedFigures, ProbeOptions, Presenter, Score, Suite, register_suite
 from cselab.metrics import MIN_PAIRS
-from cselab.registry import Checked, Param, setting
+from cselab.probes.bias import BiasSuite
+from cselab.registry import Param, setting
 
 EXTRA = "pip install 'cselab-toolkit[mteb]'"
 
@@ -57,8 +58,9 @@ def offline():
         datasets.config.HF_HUB_OFFLINE, huggingface_hub.constants.HF_HUB_OFFLINE = saved
 
 
-def resolve_task(spec: str, options: ProbeOptions):
-    """The task ``spec`` names (see the module docstring), built with the run's options where it is cselab's."""
+def resolve_task(spec: str, options: ProbeOptions, params: MTEBSuite.Options | None = None):
+    """The task ``spec`` names (see the module docstring), built with the run's options and the suite's settings
+    ``params`` (None: their defaults) where it is cselab's."""
     from cselab.probes.mteb_bridge.tasks import TASKS, SplitTask
 
     name, _, folder = spec.partition("=")
@@ -66,8 +68,9 @@ def resolve_task(spec: str, options: ProbeOptions):
         if folder:
             raise ConfigError(f"--mteb-tasks {spec}: {name} is cselab's and reads the data root; give no folder")
         cls = TASKS[name]
-        own = {"split_rule": options.split_rule, "mer_normalize": options.mer_normalize} \
-            if issubclass(cls, SplitTask) else {"testset": options.testset} if "testset" in cls.own else {}
+        p = MTEBSuite.Options() if params is None else params
+        own = {"split_rule": p.split_rule, "mer_normalize": p.mer_normalize} \
+            if issubclass(cls, SplitTask) else {"testset": p.testset} if "testset" in cls.own else {}
         return cls(options.data_dir, options.limit, **own)
     try:
         task = require_mteb().get_task(name)
@@ -233,26 +236,25 @@ class MTEBSuite(Suite):
     in_all = False  # it needs --mteb-tasks
 
     @dataclass
-    class Options(Checked):
-        where = "probe options"
-
+    class Options(BiasSuite.Options):  # cselab's own MTEB tasks are the bias suite's, under its settings
         mteb_tasks: tuple[str, ...] = setting((), "tasks of the mteb suite: cselab's (CselabSTSB, CselabCont "
                                               "...), an MTEB task in the local Hugging Face cache, or NAME=FOLDER "
                                               "(nothing is downloaded)", items=Param(str))
     presenter = MTEBPresenter
+    params: Options
 
     def run(self, encoder: Encoder) -> Result:
-        if not self.options.mteb_tasks:
+        if not self.params.mteb_tasks:
             raise ConfigError("--suite mteb needs --mteb-tasks NAME,... (cselab's CselabSTSB, CselabCont, ...; an "
                               "MTEB task whose data is in the local Hugging Face cache; or NAME=FOLDER)")
         mteb = require_mteb()
         from cselab.encoders.mteb_model import MTEBEncoder
 
         model = MTEBEncoder(encoder)
-        tasks = [resolve_task(spec, self.options) for spec in self.options.mteb_tasks]
+        tasks = [resolve_task(spec, self.options, self.params) for spec in self.params.mteb_tasks]
         items: dict[str, np.ndarray] = {}
         with offline(), tempfile.TemporaryDirectory() as folder:
-            for task, spec in zip(tasks, self.options.mteb_tasks):
+            for task, spec in zip(tasks, self.params.mteb_tasks):
                 _load(task, spec)
                 check_pairs(task, spec)
             found = mteb.evaluate(model, tasks, cache=None, prediction_folder=folder, show_progress_bar=False,

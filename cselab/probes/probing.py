@@ -92,11 +92,12 @@ class ProbingSuite(AccuracySuite):
         probing_dir: str | os.PathLike | None = setting(None, "folder of probing-task files (default: "
                                                         "DATA_ROOT/probing)")
     optional = True
+    params: Options
 
     def run(self, encoder: Encoder) -> Result:
         items: dict[str, np.ndarray] = {}
-        o = self.options
-        scores, files = run_probing(encoder, probing_dir(o.probing_dir, o.data_dir), classifier=o.classifier,
-                                    batch_size=o.batch_size, n_jobs=o.n_jobs, limit=o.limit, items=items)
+        o, p = self.options, self.params
+        scores, files = run_probing(encoder, probing_dir(p.probing_dir, o.data_dir), classifier=p.classifier,
+                                    batch_size=o.batch_size, n_jobs=p.n_jobs, limit=o.limit, items=items)
         metadata = {key: scores.pop(key) for key in self.metadata if key in scores}
         return Result(scores, average_accuracy(scores), items, files, metadata)

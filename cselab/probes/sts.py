@@ -12,24 +12,27 @@ import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from cselab.data import STSPairs, load_sts
+from cselab.data.named import STS_TASKS, sts_task
 from cselab.document import Block, Heading, Table, number, stacked
 from cselab import progress
 from cselab.encoders import Encoder
 from cselab.metrics import pearson, spearman
 from cselab.evaluation.scoring import Result
 from cselab.evaluation.sts import similarities, subset_limit
-from cselab.errors import DataError
+from cselab.errors import ConfigError, DataError
 from cselab.probes.paired import item_groups
 from cselab.probes.significance import Stratum
-from cselab.probes.suite import PairedFigures, Presenter, Score, Suite, register_suite
+from cselab.probes.suite import PairedFigures, Presenter, Score, Suite, register_suite, split_setting
 from cselab.probes.names import STS_SUITE
 from cselab.registry import Checked, Param, setting
 
+DEV_SPLITS = ("dev", "trial")  # STS-B's dev split, SICK-R's trial split (SentEval's SICK_trial.txt)
 SHORT_NAMES = {"sts12": "STS12", "sts13": "STS13", "sts14": "STS14", "sts15": "STS15", "sts16": "STS16",
                "stsb": "STS-B", "sickr": "SICK-R"}
 
@@ -60,9 +63,10 @@ def score_task(subsets: Sequence[STSPairs], sims: Sequence[np.ndarray]) -> dict[
 
 
 def run_sts(encoder: Encoder, tasks: Sequence[str] = STS_SUITE, data_dir: str | os.PathLike | None = None,
-            batch_size: int = 64, limit: int | None = None, items: dict[str, np.ndarray] | None = None
-            ) -> tuple[dict[str, Any], list]:
-    """Score ``encoder`` on STS tasks; returns the scores and the data files read.
+            batch_size: int = 64, limit: int | None = None, items: dict[str, np.ndarray] | None = None,
+            split: str = "test") -> tuple[dict[str, Any], list]:
+    """Score ``encoder`` on STS tasks (their ``split``: ``test``, each task's evaluation split, or ``dev``: STS-B's
+    dev and SICK-R's trial split); returns the scores and the data files read.
 
     ``scores[name]`` holds ``all`` (the headline figure), ``mean``, ``wmean`` and per-subset
     figures; ``scores["avg"]`` is the mean headline figure over the tasks run. ``items`` (when given) receives
@@ -70,7 +74,7 @@ def run_sts(encoder: Encoder, tasks: Sequence[str] = STS_SUITE, data_dir: str | 
     """
     scores: dict[str, Any] = {}
     files: list = []
-    loaded = {key: subset_limit(load_sts(key, data_dir=data_dir), limit) for key in tasks}
+    loaded = sts_sets(tasks, split, data_dir, limit)
     progress.plan(sum(len({text for s in subsets for text in (*s.sentences1, *s.sentences2)})
                       for subsets in loaded.values()))
     for key, subsets in loaded.items():
@@ -84,6 +88,24 @@ def run_sts(encoder: Encoder, tasks: Sequence[str] = STS_SUITE, data_dir: str | 
     headline = [task["all"] for task in scores.values()]
     scores["avg"] = float(np.mean(headline)) if headline and None not in headline else None
     return scores, files
+
+
+def sts_sets(tasks: Sequence[str], split: str, data_dir: str | os.PathLike | None = None, limit: int | None = None
+             ) -> dict[str, list[STSPairs]]:
+    """Each task's subsets on ``split`` (``test``: its evaluation split; ``dev``: :func:`dev_split`), the first
+    ``limit`` pairs of each."""
+    return {key: subset_limit(load_sts(key, dev_split(key) if split == "dev" else None, data_dir), limit)
+            for key in tasks}
+
+
+def dev_split(task: str) -> str:
+    """The split of STS ``task`` that ``split: dev`` scores: its dev split (SICK-R's is SentEval's trial split); a
+    task without one (STS12-16) is refused."""
+    found = [name for name in DEV_SPLITS if name in sts_task(task).splits]
+    if not found:
+        with_one = [key for key in STS_TASKS if set(DEV_SPLITS) & set(STS_TASKS[key].splits)]
+        raise ConfigError(f"split dev: the STS task {task} has no dev split; the tasks with one: {', '.join(with_one)}")
+    return found[0]
 
 
 def sts_items(items: dict[str, np.ndarray]) -> dict[str, tuple[np.ndarray, np.ndarray]]:
@@ -101,12 +123,13 @@ class STSPresenter(Presenter):
 
     def sweep_columns(self, section: dict[str, Any]) -> dict[str, float | None]:
         """Each task's headline figure, then the average."""
-        return {**{task: value["all"] for task, value in section.items() if task != "avg"}, "avg": section["avg"]}
+        return {**{task: value["all"] for task, value in self.scores(section).items() if task != "avg"},
+                "avg": section["avg"]}
 
     @staticmethod
     def table(section: dict[str, Any], model: str) -> Table:
         """One column per task (its headline Spearman x 100) and the average."""
-        names = [name for name in section if name != "avg"]
+        names = [name for name in section if name not in ("avg", *STSSuite.metadata)]
         return Table(["Model", *(number(name) for name in names), number("Avg.")],
                      [[model, *(section[name]["all"] for name in names), section["avg"]]])
 
@@ -125,8 +148,22 @@ class STSPresenter(Presenter):
             figures[task] = ([Stratum(sims, theirs[task][0], gold)], 100.0)
         return PairedFigures(figures, "Avg.")
 
+    def settings(self, section: dict[str, Any]) -> dict[str, Any]:
+        return {"sts split": section.get("split", "test")}
+
     def sections(self, section: dict[str, Any], spec: str) -> list[Block]:
-        return [Heading("STS (Spearman x 100)"), self.table(section, spec)]
+        dev = " on the dev splits" if section.get("split") == "dev" else ""
+        return [Heading(f"STS (Spearman x 100){dev}"), self.table(section, spec)]
+
+
+@dataclass
+class STSTasks(Checked):
+    """The STS tasks a suite scores: the sts suite's and the geometry suite's STS after PCA (one declaration)."""
+
+    where = "probe options"
+
+    tasks: tuple[str, ...] = setting(STS_SUITE, "STS tasks of the sts suite, and of the geometry suite's "
+                                     "STS after PCA, e.g. sts12,stsb", items=Param(str))
 
 
 @register_suite
@@ -136,17 +173,22 @@ class STSSuite(Suite):
     name, title = "sts", "STS (Spearman x 100)"
     rank = 10
     main = {"avg": Score("STS avg.")}
+    metadata = ("split",)  # recorded on a dev split only
     presenter = STSPresenter
 
     @dataclass
-    class Options(Checked):
-        where = "probe options"
+    class Options(STSTasks):
+        split: str = split_setting()
 
-        tasks: tuple[str, ...] = setting(STS_SUITE, "STS tasks of the sts suite, and of the geometry suite's "
-                                         "STS after PCA, e.g. sts12,stsb", items=Param(str))
+    params: Options
 
     def run(self, encoder: Encoder) -> Result:
         items: dict[str, np.ndarray] = {}
         o = self.options
-        scores, files = run_sts(encoder, o.tasks, o.data_dir, o.batch_size, o.limit, items)
-        return Result(scores, scores["avg"], items, files)
+        scores, files = run_sts(encoder, self.params.tasks, o.data_dir, o.batch_size, o.limit, items,
+                                self.params.split)
+        return Result(scores, scores["avg"], items, files, {"split": "dev"} if self.params.split == "dev" else {})
+
+    def files(self) -> list[Path]:
+        sets = sts_sets(self.params.tasks, self.params.split, self.options.data_dir)
+        return [path for subsets in sets.values() for s in subsets for path in s.files]

@@ -1,5 +1,6 @@
 """The suites of ``probe run``, each two halves: a :class:`Suite`, made from the run's :class:`ProbeOptions`, scores
-an encoder (a :class:`~cselab.evaluation.scoring.Scorer`, as the dev scorers are); its :class:`Presenter` serves every
+an encoder (a :class:`~cselab.evaluation.scoring.Scorer`; on its dev split, what ``training.dev`` selects
+checkpoints with, :mod:`cselab.probes.dev`); its :class:`Presenter` serves every
 reader of its part of a stored results JSON (report, comparison, paired statistics, plots, sweeps) and needs no
 options. A suite registers itself with :func:`register_suite` in the module that defines it, as a plug-in of
 :mod:`cselab.registry` (kind ``suite``); the runner reads suites only through :func:`suites`, and the report, ``probe
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import os
 from abc import abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, ClassVar
@@ -23,19 +25,20 @@ from cselab import boundary
 from cselab.document import Block, Heading, Table, check_blocks, number
 from cselab.encoders.base import Encoder
 from cselab.errors import ConfigError, did_you_mean
+from cselab.metrics import MIN_PAIRS
 from cselab.evaluation.scoring import Result, Scorer
 from cselab.probes.significance import Stratum
 from cselab.registry import (MAX_SEED, REQUIRED, Checked, Param, contract, described, get, names, register, schema_of,
                              setting)
 
 
-@dataclass(init=False)
+@dataclass
 class ProbeOptions(Checked):
     """What a probe run reads and how: the settings every suite reads (the fields below) and each suite's own
-    (:attr:`Suite.Options`), given by name alike, ``ProbeOptions(limit=40, tasks=("stsb",))``, and read alike,
-    ``options.tasks``. Checked when built, a suite's settings against its own declaration (an unknown name is
-    refused); what is not given is its declaration's default, as ``probe run``'s options, which are generated from
-    the same declarations."""
+    (:attr:`Suite.Options`) by name in ``settings``, ``ProbeOptions(limit=40, settings={"tasks": ("stsb",)})``. Checked
+    when built, each suite's settings against its own declaration (an unknown name is refused) and completed with the
+    declarations' defaults, as ``probe run``'s options, which are generated from the same declarations. A suite reads
+    its own, typed, as ``self.params`` (:meth:`Suite.settings_from`)."""
 
     where = "probe options"
 
@@ -44,14 +47,6 @@ class ProbeOptions(Checked):
     limit: int | None = setting(None, "use only the first N pairs of each data file (quick checks)", min=2)
     seed: int = setting(0, "the seed of resampling, classifiers and bootstraps", min=0, max=MAX_SEED)
     settings: dict[str, Any] = setting({}, "each suite's own settings by name (Suite.Options)")
-
-    def __init__(self, data_dir: str | os.PathLike | None = None, batch_size: int = 64, limit: int | None = None,
-                 seed: int = 0, settings: dict[str, Any] | None = None, **more: Any):
-        """A suite's settings by keyword (``tasks=...``), or as the mapping ``settings`` (what :func:`dataclasses.
-        replace` passes), or both."""
-        self.data_dir, self.batch_size, self.limit, self.seed = data_dir, batch_size, limit, seed
-        self.settings = {**(settings or {}), **more}
-        self.__post_init__()
 
     def rules(self) -> None:
         """Each suite's settings checked against its declaration, with the defaults of those not given."""
@@ -71,19 +66,15 @@ class ProbeOptions(Checked):
             values.update({name: getattr(built, name) for name in own})
         self.settings = {name: values[name] for name in schema}
 
-    def __getattr__(self, name: str) -> Any:
-        settings = self.__dict__.get("settings", {})
-        if name in settings:
-            return settings[name]
-        raise AttributeError(f"{type(self).__name__} has no setting {name!r}{did_you_mean(name, settings)}")
 
-    def __setattr__(self, name: str, value: Any) -> None:
-        """A suite's setting is given when the options are built, where it is checked; set later, it would be
-        neither checked nor read."""
-        if name in self.__dict__.get("settings", {}):
-            raise AttributeError(f"{type(self).__name__}.{name} is a suite's setting: give it when the options are "
-                                 f"built, ProbeOptions({name}=...) or dataclasses.replace(options, {name}=...)")
-        object.__setattr__(self, name, value)
+SPLITS = ("test", "dev")
+
+
+def split_setting() -> Any:
+    """The ``split`` setting of a suite that can score dev data (``training.dev``, :mod:`cselab.probes.dev`): one
+    declaration, which every such suite shares."""
+    return setting("test", "the split scored: test (the papers' tables) or dev (what training.dev selects "
+                   "checkpoints with; no test file is read)", choices=SPLITS)
 
 
 @dataclass(frozen=True)
@@ -197,7 +188,9 @@ class Suite(Scorer):
     Declared: ``name`` (its key in the results JSON and ``--suite``), ``title`` (its heading in comparisons),
     ``main`` (its main scores: key in its section -> :class:`Score`), ``Options`` (its own settings: a
     :class:`~cselab.registry.Checked` dataclass of :func:`~cselab.registry.setting` fields, each of which becomes a
-    field of :class:`ProbeOptions` and an option of ``probe run``), ``metadata`` (the keys of its section that are
+    setting of :class:`ProbeOptions` and an option of ``probe run``; the suite reads them typed as ``self.params``;
+    one named ``split`` with a ``dev`` choice lets ``training.dev`` select checkpoints with the suite,
+    :mod:`cselab.probes.dev`), ``metadata`` (the keys of its section that are
     settings or bookkeeping, not scores), ``optional`` (``--suite all`` records why it was skipped when its data
     is missing, instead of stopping), ``in_all`` (False: ``--suite all`` leaves it out, it runs only by name),
     ``rank`` (its place in ``--suite all``, reports and comparisons: cselab's own are 10 to 60, a suite that does not
@@ -217,8 +210,20 @@ class Suite(Scorer):
     rank: ClassVar[int] = 100
     presenter: ClassVar[type[Presenter]] = Presenter
 
+    params: Checked | None  # the suite's own settings, typed (an instance of its Options; None without)
+
     def __init__(self, options: ProbeOptions | None = None):
         self.options = ProbeOptions() if options is None else options
+        self.params = self.settings_from(self.options)
+
+    @classmethod
+    def settings_from(cls, options: ProbeOptions) -> Any:
+        """This suite's :attr:`Options` built from ``options.settings`` (its own names only; None without Options):
+        what it reads as ``self.params``, as a plug-in reads its Params."""
+        if cls.Options is None:
+            return None
+        return cls.Options(**{name: options.settings[name] for name in schema_of(cls.Options)
+                              if name in options.settings})
 
     def __init_subclass__(cls, **kwargs: Any):
         """A suite whose ``presenter`` is not a :class:`Presenter`, or that defines a presenter's method itself
@@ -236,6 +241,17 @@ class Suite(Scorer):
     @abstractmethod
     def run(self, encoder: Encoder) -> Result:
         """Score ``encoder``."""
+
+    def files(self) -> list[Path]:
+        """The data files a run of this suite reads under its options, found without encoding anything: what a dev
+        set's identity hashes (:mod:`cselab.probes.dev`); a suite that can score a dev split says."""
+        raise NotImplementedError(f"suite {self.name}: files() is not implemented")
+
+    @classmethod
+    def least_limit(cls, settings: Mapping[str, Any]) -> int:
+        """The smallest ``limit`` (pairs or lines per file) the suite scores under its own ``settings``: by default
+        a rank correlation's two."""
+        return MIN_PAIRS
 
 
 contract("suite", Suite, {"run": boundary.instance(Result, what="a cselab.evaluation.scoring.Result")})

@@ -4,14 +4,14 @@ read top to bottom as the run goes.
 1. :func:`train`: ``OUT`` checked, the accelerator launched (:mod:`~cselab.train.run.launch`: one CPU or GPU, or
    several GPUs with ``accelerate launch``; bf16/fp16 with ``mixed_precision``), ``OUT`` locked.
 2. **Setup** (:func:`start`, then :class:`Trainer`): ``OUT`` opened (:mod:`cselab.train.out`: is it this run?), the
-   parts built (:func:`~cselab.train.run.setup.setup`: encoder, objective, optimizer, batches, dev scorer) and wrapped
+   parts built (:func:`~cselab.train.run.setup.setup`: encoder, objective, optimizer, batches, dev set) and wrapped
    for the devices, ``OUT/last`` resumed.
 3. **The loop** (:meth:`Trainer.run`): optimizer steps, each a :class:`~cselab.train.step.Step` over ``grad_accum``
    batches, tokenised ``training.prefetch`` ahead; nothing is read back from the device in a step (a loss that is not
    finite is watched for there, :class:`~cselab.train.step.divergence.Divergence`).
 4. **After each step** the callbacks decide (:mod:`~cselab.train.run.callbacks`): log, evaluate, save, stop.
-5. **Evaluate and save** (:meth:`Trainer.evaluate_and_save`): the dev scorer ``training.dev`` names
-   (:mod:`cselab.evaluation.dev`; with ``none`` every evaluation is the best), the best checkpoint kept in
+5. **Evaluate and save** (:meth:`Trainer.evaluate_and_save`): the dev set ``training.dev`` names (a probe suite on
+   its dev split, :mod:`cselab.probes.dev`; with ``none`` every evaluation is the best), the best checkpoint kept in
    ``OUT/best`` with its model card, the full state in ``OUT/last``, which a run started again on ``OUT`` resumes
    from (:mod:`cselab.train.out.checkpoint`).
 6. **Finish**: the trackers ended, the process group closed, the run's summary returned.
@@ -47,7 +47,7 @@ from cselab.encoders.pretrained import auto_config, check_max_length, weight_fil
 from cselab.encoders.specs import hub_name
 from cselab.encoders.transformer import TransformerEncoder
 from cselab.errors import TrainingError
-from cselab.evaluation.dev import NONE, log_key
+from cselab.probes.dev import NONE, log_key
 from cselab.files import check_folder, kept_only_if_written
 from cselab.progress import Progress
 from cselab.provenance import provenance
@@ -389,7 +389,7 @@ class Trainer:
     # ---- evaluate and save ---------------------------------------------------------------------------------------
 
     def evaluate_and_save(self, losses: Mapping[str, float], control: TrainerControl) -> str | None:
-        """Save ``OUT/last``; with ``control.should_evaluate`` first run the dev scorer, keep ``OUT/best`` (with
+        """Save ``OUT/last``; with ``control.should_evaluate`` first score the dev set, keep ``OUT/best`` (with
         ``training.dev: none`` every evaluation is the best) and call the callbacks' ``on_evaluate``; returns the
         class name of the callback that ended the run then, if one did."""
         stopped_by = None
@@ -410,7 +410,7 @@ class Trainer:
         score = None  # sharded, every process runs the scorer: each of its passes gathers the weights from all
         if (self.main or self.sharded) and self.parts.dev is not None:
             self.core.eval()
-            score = self.parts.dev.run(self.dev_view).headline
+            score = self.parts.dev.score(self.dev_view)
             self.core.train()
         if self.accelerator.num_processes > 1:  # only the main process scores; every process's callbacks see it
             score = broadcast_object_list([score])[0]

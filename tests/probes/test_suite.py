@@ -103,34 +103,36 @@ def test_every_config_object_is_checked_when_built_in_one_error_format(tmp_path)
 
     assert all(issubclass(cls, Checked) for cls in (AugmentConfig, ClassifierConfig, ProbeOptions, EncoderConfig,
                                                     TrainingConfig))
-    options = ProbeOptions(data_dir=tmp_path, tasks=["sts12", "stsb"], seed=3)
-    assert options.tasks == ("sts12", "stsb") and options.data_dir == tmp_path
+    options = ProbeOptions(data_dir=tmp_path, settings={"tasks": ["sts12", "stsb"]}, seed=3)
+    assert options.settings["tasks"] == ("sts12", "stsb") and options.data_dir == tmp_path
     for wrong, message in ((dict(batch_size=0), "probe options.batch_size: 0 is out of range"),
-                           (dict(classifier="slow"), "probe options.classifier: 'slow' is not allowed; expected one "
-                                                     "of full, fast"),
+                           (dict(settings={"classifier": "slow"}), "probe options.classifier: 'slow' is not allowed; "
+                                                                   "expected one of full, fast"),
                            (dict(seed=-1), "probe options.seed: -1 is out of range"),
                            (dict(limit=1), "probe options.limit: 1 is out of range"),
-                           (dict(tasks=["sts12", 3]), r"probe options.tasks\[1\]: 3 is not valid"),
+                           (dict(settings={"tasks": ["sts12", 3]}), r"probe options.tasks\[1\]: 3 is not valid"),
                            (dict(data_dir=3), "probe options.data_dir: 3 is not valid; expected a path or null")):
         with pytest.raises(ConfigError, match=message):
             ProbeOptions(**wrong)
 
 
-def test_a_suites_own_settings_are_probe_options_checked_by_its_declaration(monkeypatch):
-    options = ProbeOptions(limit=10, tasks=["stsb"], classifier="fast")
-    assert (options.tasks, options.classifier, options.split_rule, options.testset) == (("stsb",), "fast", "paper",
-                                                                                       None)
-    assert set(suite_settings()) == {"tasks", "split_rule", "testset", "mer_normalize", "classifier", "n_jobs",
-                                     "transfer_tasks", "probing_dir", "mteb_tasks"}
+def test_a_suites_own_settings_are_checked_by_its_declaration_and_read_typed_by_it(monkeypatch):
+    from cselab.probes.bias import BiasSuite
+    from cselab.probes.sts import STSSuite
+    from cselab.probes.transfer import TransferSuite
+
+    options = ProbeOptions(limit=10, settings={"tasks": ["stsb"], "classifier": "fast"})
+    sts, transfer, bias = STSSuite(options), TransferSuite(options), BiasSuite(options)
+    assert isinstance(sts.params, STSSuite.Options) and (sts.params.tasks, sts.params.split) == (("stsb",), "test")
+    assert (transfer.params.classifier, bias.params.split_rule, bias.params.testset) == ("fast", "paper", None)
+    assert not hasattr(options, "tasks")  # no bag of every suite's settings: each suite reads its own
+    assert set(suite_settings()) == {"tasks", "split", "split_rule", "testset", "mer_normalize", "classifier",
+                                     "n_jobs", "transfer_tasks", "probing_dir", "mteb_tasks"}
     assert [cls.name for cls in suite_settings()["classifier"][1]] == ["transfer", "probing"]  # one declaration
+    assert [cls.name for cls in suite_settings()["split"][1]] == ["sts", "transfer"]
     with pytest.raises(ConfigError, match=r"probe options.batchsize: unknown setting \(did you mean 'batch_size'\?\)"):
-        ProbeOptions(batchsize=3)
-    with pytest.raises(AttributeError, match="ProbeOptions.tasks is a suite's setting: give it when the options are "
-                                             "built"):
-        options.tasks = ("sts12",)
-    assert dataclasses.replace(options, tasks=("sts12",)).tasks == ("sts12",) and options.tasks == ("stsb",)
-    with pytest.raises(AttributeError, match="ProbeOptions has no setting 'task' \\(did you mean 'tasks'\\?\\)"):
-        assert options.task is None  # never reached
+        ProbeOptions(settings={"batchsize": 3})
+    assert dataclasses.replace(options, settings={"tasks": ("sts12",)}).settings["tasks"] == ("sts12",)
 
 
 def _declaring(name, **fields):

@@ -62,7 +62,7 @@ def preset_table() -> list[str]:
 
 def plugin_sections() -> list[str]:
     lines = []
-    for kind in KIND_TITLES:  # the kinds a method names (suites, dev scorers and backends have pages of their own)
+    for kind in KIND_TITLES:  # the kinds a method names (suites and backends have pages of their own)
         lines += ["", f"## {KIND_TITLES[kind]}"]
         for name in names(kind):
             plugin = get(kind, name)

@@ -12,7 +12,7 @@ from typing import Any
 from cselab.encoders.encoding import Encoding, EncodingSettings
 from cselab.encoders.heads import CHECKPOINT_HEADS
 from cselab.errors import ConfigError
-from cselab.evaluation.dev import dev_names
+from cselab.probes.dev import NONE, resolve
 from cselab.files import shown
 from cselab.registry import MAX_SEED, REQUIRED, Checked, Param, check_plugin, get, schema_of, setting
 
@@ -157,10 +157,11 @@ class TrainingConfig(Checked):
                                 "evaluates every eval_steps only)")
     eval_at_start: bool = setting(False, "score the initial weights before the first step: they are the best "
                                   "to beat (and OUT/best if nothing beats them)")
-    dev: str = setting("stsb", "the dev score computed at each evaluation (OUT/best keeps the best score): stsb "
-                       "(STS-B dev), sickr (SICK-R dev), sts-dev-avg (their mean), a transfer task's dev accuracy "
-                       "(mr, cr, subj, mpqa, sst2, trec, mrpc), transfer-dev-avg (their mean) or none (best = last "
-                       "save)", choices=dev_names)  # the function: found when a value is checked
+    dev: str | dict[str, Any] = setting(
+        "stsb", "the dev score computed at each evaluation (OUT/best keeps the best score): stsb (STS-B dev), sickr "
+        "(SICK-R dev), sts-dev-avg (their mean), a transfer task's dev accuracy (mr, cr, subj, mpqa, sst2, trec, "
+        "mrpc), transfer-dev-avg (their mean), none (best = last save), or a probe suite on its dev split, "
+        "{suite: sts, tasks: [stsb]} (cselab.probes.dev)")
     # how the steps execute (docs/train.md, "Speed"): none changes the method's math; auto decides by the device
     prefetch: int = setting(2, "batches tokenised ahead of the step in a background thread (0: each batch "
                             "tokenised in its step)", min=0)
@@ -182,6 +183,8 @@ class TrainingConfig(Checked):
                                   words=(AUTO,))
 
     def rules(self) -> None:
+        if self.dev != NONE:
+            resolve(self.dev)  # a named dev set, or a suite that scores a dev split with its settings
         if self.warmup >= 1 and self.warmup != int(self.warmup):
             raise ConfigError(f"training.warmup: {shown(self.warmup)} is neither a fraction below 1 nor a whole "
                               "number of steps")

@@ -21,6 +21,7 @@ from cselab.encoders.specs import recorded_hub_name
 from cselab.errors import CselabError, ModelError
 from cselab.files import read_json
 from cselab.registry import plain
+from cselab.probes.dev import describe
 from cselab.train import protocols
 from cselab.train.config.method import MethodConfig
 from cselab.train.config.schema import value_at
@@ -95,7 +96,8 @@ def _dev(method: MethodConfig, identity: dict[str, Any], score: float | None) ->
     if score is None:
         return "none (training.dev: none: the latest weights)"
     limit = (identity.get("dev") or {}).get("limit")
-    return f"{score:.2f} on {method.training.dev}" + (f", its first {limit} pairs (--eval-limit)" if limit else "")
+    limited = f", its first {limit} pairs (--eval-limit)" if limit else ""
+    return f"{score:.2f} on {describe(method.training.dev)}{limited}"
 
 
 def _use(info: CheckpointInfo, method: MethodConfig) -> list[str]:

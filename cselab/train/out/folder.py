@@ -92,10 +92,10 @@ def identity(method: dict[str, Any], base_model: str, data: dict[str, Any], base
 
 def plugin_packages(method: dict[str, Any]) -> list[str]:
     """The installed packages (``name==version``) that add a plug-in the resolved ``method`` names (a loss, a
-    pooler, a head, an augmentation, a dev scorer ...): a run resumed after one of them changed is another run, since
-    its code may have changed."""
+    pooler, a head, an augmentation, a dev set's suite ...): a run resumed after one of them changed is another run,
+    since its code may have changed."""
     named = set(method.get("losses", {})) | set(_strings(method))
-    return sorted({package for kind in (*TRAIN_KINDS, "pooler", "layer_pooler", "dev_scorer")
+    return sorted({package for kind in (*TRAIN_KINDS, "pooler", "layer_pooler", "suite")
                    for name, package in origins(kind).items() if name in named})
 
 
@@ -134,10 +134,10 @@ def run_identity(method: MethodConfig, model: str, source: dict[str, Any], data_
     when not given) on the data ``source`` (:func:`~cselab.train.run.data.training_rows`'s description) with the dev
     set ``training.dev`` names: what ``OUT/run.json`` records and a resumed run must match."""
     from cselab.encoders.pretrained import combined_sha256, weight_files  # torch: not for `train --help`
-    from cselab.evaluation.dev import NONE, dev_scorer
+    from cselab.probes.dev import NONE, dev_set
 
     weights = weight_files(str(model)) if weights is None else weights
-    probe = dev_scorer(method.training.dev, data_dir, eval_limit)
+    probe = dev_set(method.training.dev, data_dir, eval_limit)
     return identity(method.to_dict(), str(model), source, combined_sha256(weights),
                     {"set": NONE} if probe is None else probe.identity(), auxiliary_models(method))
 

@@ -1,5 +1,5 @@
 """Everything a training step needs, built from a method: the training encoder, the objective, the optimizer and its
-schedule, the batches and the dev scorer (:func:`setup`). Nothing here writes a file or reads the data: the trainer
+schedule, the batches and the dev set (:func:`setup`). Nothing here writes a file or reads the data: the trainer
 (:mod:`cselab.train.recipe`) hands it the rows, wraps the parts for its devices and owns the run folder;
 ``benchmarks/gpu_check.py`` and the tests build their steps with the same function."""
 
@@ -16,8 +16,7 @@ from torch.utils.data import DataLoader
 
 from cselab.encoders import packing
 from cselab.errors import ConfigError, TrainingError
-from cselab.evaluation.dev import dev_scorer
-from cselab.evaluation.scoring import DevScorer
+from cselab.probes.dev import DevSet, dev_set
 from cselab.train.config.method import MethodConfig
 from cselab.train.config.schema import loss_plugin
 from cselab.train.config.sections import TrainingConfig
@@ -133,7 +132,7 @@ class TrainingSetup:
     scheduler: Any
     loader: DataLoader
     collator: Collator
-    dev: DevScorer | None
+    dev: DevSet | None
     per_epoch: int
     total: int
     initial: list[torch.Tensor] | None
@@ -173,10 +172,11 @@ def setup(method: MethodConfig, model: str, rows, where: str = "the training dat
           execution: Execution | None = None, token_ids: TokenIdsMaker | None = None) -> TrainingSetup:
     """``method``'s training parts over the backbone ``model`` and the training ``rows`` (``where`` names them in an
     error), for ``processes`` processes; seeded with ``training.seed`` first, so that the same method builds the same
-    initial weights. The dev scorer (``training.dev`` over ``data_dir``, ``eval_limit`` pairs) reads its data when it
-    first runs. ``execution``: how the steps execute (:func:`~cselab.train.run.execution.plan`; by default, on the
-    CPU). ``token_ids(encoder, objective)``: the rows' token ids made once (:mod:`cselab.train.token_ids`; the
-    trainer's, which keeps them on disk), which batches then pad; without it each batch is tokenised."""
+    initial weights. The dev set (``training.dev`` over ``data_dir``, ``eval_limit`` pairs, :mod:`cselab.probes.dev`)
+    reads its data when it first runs. ``execution``: how the steps execute (:func:`~cselab.train.run.execution.plan`;
+    by default, on the CPU). ``token_ids(encoder, objective)``: the rows' token ids made once
+    (:mod:`cselab.train.token_ids`; the trainer's, which keeps them on disk), which batches then pad; without it each
+    batch is tokenised."""
     cfg = method.training
     execution = execution or plan(method, "cpu", processes)
     set_seed(cfg.seed)
@@ -203,7 +203,7 @@ def setup(method: MethodConfig, model: str, rows, where: str = "the training dat
                         ids=token_ids(encoder, objective) if token_ids is not None else None)
     loader = training_loader(rows, cfg, objective.forward_keys, reached, objective.texts)
     return TrainingSetup(cfg, objective, encoder, optimizer, build_scheduler(optimizer, cfg, total), loader, collator,
-                         dev_scorer(cfg.dev, data_dir, eval_limit), per_epoch, total, initial, execution, skeleton)
+                         dev_set(cfg.dev, data_dir, eval_limit), per_epoch, total, initial, execution, skeleton)
 
 
 def sharded(encoder: TrainingEncoder, execution: Execution) -> torch.nn.Module | None:

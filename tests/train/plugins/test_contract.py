@@ -30,7 +30,7 @@ def contract(kind: str, name: str) -> PluginContract:
     plugin = registry.get(kind, name)
     required = [key for key, param in plugin.schema().items() if param.default is registry.REQUIRED]
     params = EXAMPLES.get((kind, name), {key: f"view_{i}" for i, key in enumerate(required)})
-    context = {"name": name} if kind == "dev_scorer" else CONTEXT.get(kind, {})
+    context = CONTEXT.get(kind, {})
     return PluginContract(plugin.cls, params, registered_as=(kind, name), build_it=(kind, name) not in NOT_BUILT,
                           **context)
 

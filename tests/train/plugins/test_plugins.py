@@ -1,6 +1,6 @@
 """Plug-ins are found, not listed, one way for every kind (cselab.registry.discover): cselab's own modules of the
 kind (every module of cselab/train/plugins/ for the training kinds), then every module a package names in the
-kind's entry-point group (``cselab.train_plugins``, ``cselab.poolers``, ``cselab.suites``, ``cselab.dev_scorers``,
+kind's entry-point group (``cselab.train_plugins``, ``cselab.poolers``, ``cselab.suites``,
 ``cselab.backtranslation``)."""
 
 import sys
@@ -91,7 +91,6 @@ BASES = {"loss": "cselab.train.plugins.kinds.Loss", "negatives": "cselab.train.p
          "text": "cselab.train.plugins.kinds.TextTransform",
          "pooler": "cselab.encoders.pooling.Pooler",
          "layer_pooler": "cselab.encoders.pooling.LayerPooler", "suite": "cselab.probes.suite.Suite",
-         "dev_scorer": "cselab.evaluation.scoring.DevScorer",
          "backtranslation": "cselab.augment.backtranslate.Translator"}
 
 
@@ -124,7 +123,6 @@ def test_a_weight_hook_is_a_module_of_the_objective_so_its_state_is_saved_with_t
 
 @pytest.mark.parametrize("kind, group, base", [
     ("pooler", "cselab.poolers", "cselab.encoders.pooling:Pooler"),
-    ("dev_scorer", "cselab.dev_scorers", "cselab.evaluation.scoring:DevScorer"),
     ("suite", "cselab.suites", "cselab.probes.suite:Suite"),
     ("backtranslation", "cselab.backtranslation", "cselab.augment.backtranslate:Translator")])
 def test_each_kind_is_found_in_its_own_entry_point_group(tmp_path, monkeypatch, own_registry, kind, group, base):
