@@ -27,7 +27,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import asdict
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from cselab import progress
 from cselab.checksum import sha256
@@ -38,6 +38,9 @@ from cselab.evaluation.scoring import Result
 from cselab.probes.suite import ProbeOptions, Suite, suites
 from cselab.files import shown
 from cselab.registry import check, schema_of
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
 
 NONE = "none"  # training.dev without a dev set: every evaluation saves OUT/best
 BATCH_SIZE = 128
@@ -88,7 +91,7 @@ def resolve(value: str | Mapping[str, Any]) -> tuple[type[Suite], dict[str, Any]
     cls = known[name]
     assert cls.Options is not None  # (it has a split setting)
     checked = check({**settings, "split": "dev"}, schema_of(cls.Options), WHERE)
-    built = asdict(cls.Options(**checked))  # its rules across settings too
+    built = asdict(cast("DataclassInstance", cls.Options(**checked)))  # its rules across settings too
     return cls, json.loads(json.dumps(built))  # as OUT/run.json holds them (lists), so that a resume compares alike
 
 

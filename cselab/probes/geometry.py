@@ -152,9 +152,9 @@ def pca_sts(train: np.ndarray, tasks: dict[str, tuple[np.ndarray, np.ndarray, np
     return result
 
 
-def run_geometry(encoder: Encoder, options: ProbeOptions, files: list, tasks: Sequence[str] = STS_SUITE
+def run_geometry(encoder: Encoder, options: ProbeOptions, files: list, sts_tasks: Sequence[str] = STS_SUITE
                  ) -> dict[str, Any]:
-    """Alignment/uniformity, the layer-wise measures (transformer encoders) and STS after PCA on ``tasks``."""
+    """Alignment/uniformity, the layer-wise measures (transformer encoders) and STS after PCA on ``sts_tasks``."""
     from cselab.encoders import TransformerEncoder  # its module imports torch
 
     result: dict[str, Any] = {"alignment_uniformity": alignment_uniformity(encoder, options.data_dir)}
@@ -165,7 +165,7 @@ def run_geometry(encoder: Encoder, options: ProbeOptions, files: list, tasks: Se
     else:
         result["layers"] = {"skipped": f"{type(encoder).__name__} has no layers (needs a transformer encoder)"}
     tasks = {SHORT_NAMES.get(key, key): subset_limit(load_sts(key, data_dir=options.data_dir), options.limit)
-             for key in tasks}
+             for key in sts_tasks}
     reference = corpus_path("wiki1m", options.data_dir)
     corpus = read_corpus(reference)
     if len(corpus) < encoder.dim:
