@@ -1,8 +1,9 @@
 """Transfer tasks: cselab's classifiers against SentEval's own loop on the same embeddings (accuracy and time).
 
-Encodes the seven transfer sets once with the packaged MiniLM (or ``--model``), then for each
-task x classifier setup of the plan scores the same feature matrix with ``cselab.probes.transfer.score_task``
-and with ``senteval_reference`` (SentEval's classifier and validation loops, one model at a time).
+Encodes the transfer sets of the plan once (all: SimCSE's seven; SST5 and SICKE by name) with the packaged MiniLM
+(or ``--model``), then for each task x classifier setup of the plan scores the same feature matrix with
+``cselab.probes.transfer.score_task`` and with ``senteval_reference`` (SentEval's classifier and validation loops,
+one model at a time).
 Both run with one torch thread and one process, so the ratio is the batching alone; cselab's
 ``--n-jobs`` adds processes on top. Prints a Markdown table and writes JSON.
 
@@ -26,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 import senteval_reference as reference  # noqa: E402
 
-from cselab.data.transfer import TRANSFER_TASKS, load_transfer  # noqa: E402
+from cselab.data.transfer import ALL_TRANSFER_TASKS, TRANSFER_TASKS, load_transfer  # noqa: E402
 from cselab.encoders import load_encoder  # noqa: E402
 from cselab.evaluation.transfer import NCLASSES, task_features  # noqa: E402
 from cselab.probes.transfer import score_task  # noqa: E402
@@ -61,7 +62,7 @@ def main() -> None:
     torch.set_num_threads(1)
     plan = [(p, TRANSFER_TASKS if t == "all" else tuple(t.split(","))) for p, t in
             (item.split(":", 1) for item in args.plan or ["fast:all"])]
-    tasks = sorted({t for _, ts in plan for t in ts}, key=TRANSFER_TASKS.index)
+    tasks = sorted({t for _, ts in plan for t in ts}, key=ALL_TRANSFER_TASKS.index)
     data = {t: load_transfer(t, args.data_dir) for t in tasks}
     texts = list(dict.fromkeys(x for s in data.values() for p in s.values() for x in (*p.texts, *(p.texts2 or ()))))
     cache = Path(args.vectors) if args.vectors else None

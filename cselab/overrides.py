@@ -8,9 +8,10 @@ schema the config is then checked against types every value; nothing here guesse
 from __future__ import annotations
 
 import json
+from dataclasses import fields
 from typing import Any
 
-from cselab.errors import ConfigError
+from cselab.errors import ConfigError, did_you_mean
 from cselab.files import parse_json, parse_yaml, shown
 
 
@@ -47,3 +48,17 @@ def apply_override(config: dict[str, Any], item: str, example: str) -> None:
         node.pop(leaf)  # a section (a view, a loss) is removed
     else:
         node[leaf] = value
+
+
+def from_overrides(cls: Any, overrides: list[str], example: str) -> Any:
+    """A flat config dataclass ``cls`` built from ``key=value`` overrides (checked as it is built); an unknown key is
+    refused naming the known ones."""
+    values: dict[str, Any] = {}
+    for item in overrides:
+        apply_override(values, item, example)
+    known = {f.name for f in fields(cls)}
+    for name in values:
+        if name not in known:
+            raise ConfigError(f"--set {name}: unknown key {shown(name)}{did_you_mean(name, known)}; known keys: "
+                              f"{', '.join(sorted(known))}")
+    return cls(**values)

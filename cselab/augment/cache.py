@@ -45,11 +45,11 @@ from cselab.augment.negation import RULE_SETS, RULES_VERSION, Negator
 from cselab.augment.source import SourceLine, read_source
 from cselab.checksum import sha256
 from cselab.data.augmented import MANIFEST, data_files, damaged_files, file_record, read_manifest
-from cselab.errors import ConfigError, DataError, ModelError, did_you_mean
-from cselab.files import check_folder, read_json, shown
+from cselab.errors import ConfigError, DataError, ModelError
+from cselab.files import check_folder, read_json
 from cselab.locking import FolderLock, alive
 from cselab.normalizers import NORMALIZERS
-from cselab.overrides import apply_override
+from cselab.overrides import from_overrides
 from cselab.progress import Progress
 from cselab.registry import Checked, Param, get, setting
 from cselab.versions import debian_versions, package_versions
@@ -143,15 +143,8 @@ class AugmentConfig(Checked):
     @classmethod
     def from_overrides(cls, overrides: list[str]) -> AugmentConfig:
         """A config with ``key=value`` overrides (read by :func:`cselab.overrides.parse_value`)."""
-        values: dict[str, Any] = {}
-        for item in overrides:
-            apply_override(values, item, "chunk_size=500")
-        known = {f.name for f in fields(cls)}
-        for name in values:
-            if name not in known:
-                raise ConfigError(f"--set {name}: unknown key {shown(name)}{did_you_mean(name, known)}; known keys: "
-                                  f"{', '.join(sorted(known))}")
-        return cls(**values)
+        config: AugmentConfig = from_overrides(cls, overrides, "chunk_size=500")
+        return config
 
     def resolved(self) -> AugmentConfig:
         """The config with ``backend: auto`` replaced by the backend it picks, and ``compute_type: auto`` by the

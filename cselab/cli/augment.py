@@ -35,7 +35,7 @@ def register(augment: argparse.ArgumentParser) -> None:
     add_data_dir(augment, "data root for corpus names")
     augment.set_defaults(handler=build, interrupted=lambda args: f"the chunks finished in {args.out} are kept; the "
                          "same command builds only the rest")
-    commands = augment.add_subparsers(dest="augment_command", metavar="[testset]")
+    commands = augment.add_subparsers(dest="augment_command", metavar="[testset|mine]")
     testset = commands.add_parser(
         "testset", help="build a transformation test set (JSONL) for `probe run --suite bias`",
         description="Sample sentences from a corpus and write each with its paraphrase (back-translation in the "
@@ -58,6 +58,34 @@ def register(augment: argparse.ArgumentParser) -> None:
     add_seed(testset)
     add_data_dir(testset, "data root for corpus names")
     testset.set_defaults(handler=testset_command)
+    _register_mine(commands)
+
+
+def _register_mine(commands) -> None:
+    mine = commands.add_parser(
+        "mine", help="hard negatives for (anchor, positive) pairs, mined from a corpus by an encoder",
+        description="For each anchor, the corpus texts nearest to it that are not its positives, with false "
+                    "negatives filtered (absolute or relative margin to the positive's score, a maximum score), "
+                    "written as a training table (anchor, positive, negative) that `cselab train --data` reads: "
+                    "sentence-transformers' mine_hard_negatives, the same negatives (docs/augment.md).",
+        epilog="Example:\n  cselab augment mine --pairs pairs.csv --corpus wiki1m --model minilm "
+               "--set relative_margin=0.05\n  cselab train --method simcse-sup --data cache/mined/KEY/mined.csv",
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    mine.add_argument("--pairs", required=True,
+                      help="the (anchor, positive) pairs: a table file (CSV, TSV, JSONL, Parquet), hf:NAME[:SPLIT] or "
+                           "a derived table; its columns anchor/positive, sent0/sent1 or given with --columns")
+    mine.add_argument("--columns", nargs=2, metavar=("ANCHOR", "POSITIVE"), help="the pairs' two columns")
+    mine.add_argument("--corpus", help="more candidate negatives beside the positives: a corpus name under the data "
+                                       "root (wiki1m) or a one-sentence-per-line file (default: the positives alone)")
+    mine.add_argument("--model", default="minilm", help="the encoder that ranks candidates: any probe run --model "
+                                                        "(default: minilm)")
+    mine.add_argument("--out", default="cache/mined", help="output root; the table goes to OUT/KEY/mined.csv "
+                                                           "(default: cache/mined)")
+    add_overrides(mine, "num_negatives=1 --set relative_margin=0.05 --set range_min=10 (docs/augment.md lists "
+                        "the keys)")
+    add_data_dir(mine, "data root for corpus and table names")
+    mine.set_defaults(handler=mine_command, interrupted=lambda args: "the vectors encoded so far are kept in the "
+                      "embedding cache; the same command goes on from them")
 
 
 def build(args: argparse.Namespace) -> None:
@@ -100,3 +128,26 @@ def testset_command(args: argparse.Namespace) -> None:
     counts = {kind: sum(kind in r for r in records) for kind in
               ("paraphrase", "negation", "insertion", "deletion", "substitution", "random")}
     print(f"wrote {path}: {len(records)} sources; transformations made: {counts}")
+
+
+def mine_command(args: argparse.Namespace) -> None:
+    from cselab.augment.mining import MiningConfig, inputs, mine_to_folder
+    from cselab.data import load_corpus
+    from cselab.data.tables import column_map, load_table, training_columns
+    from cselab.encoders import load_encoder
+    from cselab.overrides import from_overrides
+
+    config = from_overrides(MiningConfig, args.set, "num_negatives=1")
+    table = load_table(args.pairs, args.data_dir)
+    given = dict(zip(("text", "positive"), args.columns)) if args.columns else None
+    columns, _ = training_columns(table, column_map(table, ["text", "positive"], given))
+    pairs = [(a, p) for a, p in zip(columns["text"], columns["positive"]) if p]
+    corpus = load_corpus(args.corpus, args.data_dir) if args.corpus else None
+    if args.corpus and not corpus:
+        raise DataError(f"--corpus {args.corpus}: no sentences in it")
+    inputs(pairs, config, corpus, table.name)  # refused before a model loads
+    encoder = load_encoder(args.model, data_dir=args.data_dir)
+    folder, manifest, made = mine_to_folder(pairs, encoder, config, args.out, corpus, where=table.name)
+    said = "mined" if made else "already mined (same pairs, corpus, encoder and settings)"
+    print(f"{said}: {folder / 'mined.csv'}: {manifest['rows']} rows from {manifest['pairs']} pairs; removed by the "
+          f"filters: {json.dumps(manifest['removed'])}; search {manifest['search']}")

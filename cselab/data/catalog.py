@@ -11,7 +11,7 @@ from cselab.errors import DataError
 from cselab.data.named import STS_TASKS, DataDir, load_cannot, load_corpus, load_sts
 from cselab.data.root import data_root
 from cselab.data.tables import DERIVED, load_table
-from cselab.data.transfer import TRANSFER_TASKS, load_transfer
+from cselab.data.transfer import ALL_TRANSFER_TASKS, load_transfer
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,7 @@ def _entries() -> Iterator[tuple[str, str, str, Callable[[DataDir], str]]]:
         _cannot
     yield "sick-entailment", "table", DERIVED["sick-entailment"], \
         lambda d: f"{len(load_table('sick-entailment', d)):,} pairs"
-    for name in TRANSFER_TASKS:
+    for name in ALL_TRANSFER_TASKS:
         yield name.lower(), "transfer", f"SentEval transfer task {name}", partial(_transfer, name)
 
 

@@ -1,8 +1,9 @@
-"""SentEval's transfer tasks (MR, CR, SUBJ, MPQA, SST-2, TREC, MRPC) from the SentEval layout.
+"""SentEval's transfer tasks (MR, CR, SUBJ, MPQA, SST-2, TREC, MRPC; SST-5 and SICK-E) from the SentEval layout.
 
 Files are read as SentEval reads them (TREC as latin-1: ``train_5500.label`` holds one latin-1 byte),
 tokens re-joined by single spaces, and labelled as SentEval labels them (MR, CR, MPQA: pos 1, neg 0;
-SUBJ: objective 1, subjective 0; TREC: ABBR DESC ENTY HUM LOC NUM = 0..5; MRPC: its Quality column).
+SUBJ: objective 1, subjective 0; TREC: ABBR DESC ENTY HUM LOC NUM = 0..5; MRPC: its Quality column; SST-5: the
+label before the sentence, 0..4; SICK-E: CONTRADICTION NEUTRAL ENTAILMENT = 0..2, SentEval's ``sick.py``).
 """
 
 from __future__ import annotations
@@ -18,13 +19,17 @@ from cselab.data.readers import read_lines
 from cselab.data.root import senteval_dir
 from cselab.errors import ConfigError, did_you_mean
 
-TRANSFER_TASKS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")
+TRANSFER_TASKS = ("MR", "CR", "SUBJ", "MPQA", "SST2", "TREC", "MRPC")  # SimCSE's seven: the default, its average
+MORE_TRANSFER_TASKS = ("SST5", "SICKE")  # SentEval's fine-grained SST and SICK entailment, scored by name
+ALL_TRANSFER_TASKS = (*TRANSFER_TASKS, *MORE_TRANSFER_TASKS)
 # the binary tasks: (folder, file labelled 1, file labelled 0)
 BINARY = {"MR": ("MR", "rt-polarity.pos", "rt-polarity.neg"), "CR": ("CR", "custrev.pos", "custrev.neg"),
           "SUBJ": ("SUBJ", "subj.objective", "subj.subjective"), "MPQA": ("MPQA", "mpqa.pos", "mpqa.neg")}
 TREC_CLASSES = ("ABBR", "DESC", "ENTY", "HUM", "LOC", "NUM")
 SST2_FILES = {"train": "sentiment-train", "dev": "sentiment-dev", "test": "sentiment-test"}
 MRPC_FILES = {"train": "msr_paraphrase_train.txt", "test": "msr_paraphrase_test.txt"}
+SICK_FILES = {"train": "SICK_train.txt", "dev": "SICK_trial.txt", "test": "SICK_test_annotated.txt"}
+SICK_CLASSES = ("CONTRADICTION", "NEUTRAL", "ENTAILMENT")
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,42 @@ def _sst2(root: Path, limit: int | None) -> dict[str, LabelledText]:
     return splits
 
 
+def _sst5(root: Path, limit: int | None) -> dict[str, LabelledText]:
+    splits = {}
+    for split, name in SST2_FILES.items():
+        path = root / "SST" / "fine" / name
+        texts, labels = [], []
+        for number, line in enumerate(_lines(path, limit), start=1):
+            label, _, sentence = line.strip().partition(" ")
+            if label not in ("0", "1", "2", "3", "4"):
+                raise DataFormatError(path, number, f"label {label!r} is not 0 to 4 (expected label<SPACE>sentence)")
+            texts.append(_tokens(sentence))
+            labels.append(int(label))
+        splits[split] = LabelledText("SST5", split, texts, np.array(labels), files=(path,))
+    return splits
+
+
+def _sicke(root: Path, limit: int | None) -> dict[str, LabelledText]:
+    splits = {}
+    for split, name in SICK_FILES.items():
+        path = root / "SICK" / name
+        lines = _lines(path, limit, header=1)
+        if not lines or not lines[0].startswith("pair_ID"):
+            raise DataFormatError(path, 1, "expected the header line 'pair_ID<TAB>sentence_A<TAB>sentence_B<TAB>"
+                                           "relatedness_score<TAB>entailment_judgment'")
+        first, second, labels = [], [], []
+        for number, line in enumerate(lines[1:], start=2):
+            parts = line.strip().split("\t")  # as sick.py: the test file's CRLF goes too
+            if len(parts) < 5 or parts[4] not in SICK_CLASSES:
+                raise DataFormatError(path, number, f"expected pair_ID, sentence_A, sentence_B, relatedness_score and "
+                                                    f"entailment_judgment (one of {', '.join(SICK_CLASSES)})")
+            first.append(_tokens(parts[1]))
+            second.append(_tokens(parts[2]))
+            labels.append(SICK_CLASSES.index(parts[4]))
+        splits[split] = LabelledText("SICKE", split, first, np.array(labels), second, (path,))
+    return splits
+
+
 def _trec(root: Path, limit: int | None) -> dict[str, LabelledText]:
     splits = {}
     for split, name in (("train", "train_5500.label"), ("test", "TREC_10.label")):
@@ -116,13 +157,13 @@ def _mrpc(root: Path, limit: int | None) -> dict[str, LabelledText]:
 
 def load_transfer(task: str, data_dir: str | os.PathLike | None = None, limit: int | None = None
                   ) -> dict[str, LabelledText]:
-    """The splits of a transfer task: ``all`` (MR, CR, SUBJ, MPQA), ``train``/``dev``/``test`` (SST2),
+    """The splits of a transfer task: ``all`` (MR, CR, SUBJ, MPQA), ``train``/``dev``/``test`` (SST2, SST5, SICKE),
     ``train``/``test`` (TREC, MRPC); ``limit`` keeps the first N rows of each file (quick checks)."""
     key = task.upper().replace("-", "")
-    if key not in TRANSFER_TASKS:
-        raise ConfigError(f"Unknown transfer task {task!r}{did_you_mean(key, TRANSFER_TASKS)}; known: "
-                          f"{', '.join(TRANSFER_TASKS)}")
+    if key not in ALL_TRANSFER_TASKS:
+        raise ConfigError(f"Unknown transfer task {task!r}{did_you_mean(key, ALL_TRANSFER_TASKS)}; known: "
+                          f"{', '.join(ALL_TRANSFER_TASKS)}")
     root = senteval_dir(data_dir)
     if key in BINARY:
         return _binary(key, root, limit)
-    return {"SST2": _sst2, "TREC": _trec, "MRPC": _mrpc}[key](root, limit)
+    return {"SST2": _sst2, "SST5": _sst5, "TREC": _trec, "MRPC": _mrpc, "SICKE": _sicke}[key](root, limit)

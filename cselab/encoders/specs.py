@@ -94,8 +94,9 @@ def hub_reachable() -> bool:
 def check_spec(spec: str) -> None:
     """Refuse, in one line and before any model library loads, a spec that reads as a local path and is not there,
     or a hub id while the hub is unreachable and the model is not in the local cache."""
-    if spec in ALIASES or spec.split(":", 1)[0] in ("bow", "tfidf") or Path(os.path.expanduser(spec)).exists():
-        return
+    if spec in ALIASES or spec.split(":", 1)[0] in ("bow", "tfidf", "static") or \
+            Path(os.path.expanduser(spec)).exists():
+        return  # (a static:PATH folder is checked as it loads, cselab.encoders.static)
     if looks_like_path(spec):
         raise missing_folder(spec)
     if ":" in spec or hub_reachable():  # a factory (module:function), or a hub that answers

@@ -10,7 +10,7 @@ import numpy as np
 from cselab.data.transfer import LabelledText
 from cselab.encoders.base import Encoder
 
-NCLASSES = {"MR": 2, "CR": 2, "SUBJ": 2, "MPQA": 2, "SST2": 2, "TREC": 6, "MRPC": 2}
+NCLASSES = {"MR": 2, "CR": 2, "SUBJ": 2, "MPQA": 2, "SST2": 2, "TREC": 6, "MRPC": 2, "SST5": 5, "SICKE": 3}
 
 
 def sentence_vectors(encoder: Encoder, tasks: dict[str, dict[str, LabelledText]], batch_size: int, **encode

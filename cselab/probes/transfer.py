@@ -1,8 +1,9 @@
 """Transfer tasks: classifiers on frozen sentence vectors, scored as SentEval scores them (accuracy x 100).
 
-MR, CR, SUBJ, MPQA: nested 10-fold cross-validation; SST-2: train/dev/test; TREC and MRPC: 10-fold
-cross-validation on train, one refit scored on test; MRPC's features are ``[|u - v|, u * v]`` and its
-F1 is reported too. Rows are ordered as SentEval orders them (by token count, then label) so that the
+MR, CR, SUBJ, MPQA: nested 10-fold cross-validation; SST-2, SST-5 and SICK-E: train/dev/test; TREC and MRPC: 10-fold
+cross-validation on train, one refit scored on test; MRPC's and SICK-E's features are ``[|u - v|, u * v]``, and
+MRPC's F1 is reported too. SST-5 and SICK-E run by name (``--transfer-tasks SST5,SICKE``); the default is SimCSE's
+seven. Rows are ordered as SentEval orders them (by token count, then label) so that the
 folds are SentEval's. Every sentence of every task is encoded once, in one call.
 """
 
@@ -109,8 +110,8 @@ class TransferSuite(AccuracySuite):
 
     @dataclass
     class Options(AccuracySuite.Options):
-        transfer_tasks: tuple[str, ...] = setting(TRANSFER_TASKS, "transfer tasks, e.g. MR,TREC",
-                                                  items=Param(str))
+        transfer_tasks: tuple[str, ...] = setting(TRANSFER_TASKS, "transfer tasks, e.g. MR,TREC (default: "
+                                                  "SimCSE's seven; SST5 and SICKE by name)", items=Param(str))
         split: str = split_setting()
 
     params: Options

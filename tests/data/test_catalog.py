@@ -19,7 +19,7 @@ def test_data_list_prints_every_set_docs_data_md_lists_and_no_other(data_dir, ca
     printed = [line.split()[0] for line in capsys.readouterr().out.splitlines()]
     assert printed == set_keys()
     assert sorted(printed) == sorted(documented_keys())
-    assert len(printed) == 20
+    assert len(printed) == 22
 
 
 def test_each_set_says_its_size_under_the_data_root(data_dir):
@@ -30,6 +30,8 @@ def test_each_set_says_its_size_under_the_data_root(data_dir):
     assert sizes["stsb-raw-rows"] == "17,256 sentences"  # the original release: as many rows as SentEval's copy
     assert sizes["cannot"].startswith("glue_diagnostic 154, nan_nli 117, ")
     assert sizes["trec"] == "train 5,452, test 500"
+    assert sizes["sst5"] == "train 8,544, dev 1,101, test 2,210"
+    assert sizes["sicke"] == "train 4,500, dev 500, test 4,927"
 
 
 def test_a_set_missing_under_the_root_says_so_and_the_others_are_still_listed(data_dir, tmp_path, capsys):

@@ -8,7 +8,8 @@ from cselab.errors import ConfigError
 
 SIZES = {"MR": {"all": 10662}, "CR": {"all": 3775}, "SUBJ": {"all": 10000}, "MPQA": {"all": 10606},
          "SST2": {"train": 67349, "dev": 872, "test": 1821}, "TREC": {"train": 5452, "test": 500},
-         "MRPC": {"train": 4076, "test": 1725}}
+         "MRPC": {"train": 4076, "test": 1725}, "SST5": {"train": 8544, "dev": 1101, "test": 2210},
+         "SICKE": {"train": 4500, "dev": 500, "test": 4927}}
 
 
 @pytest.mark.parametrize("task", list(SIZES))
@@ -28,6 +29,34 @@ def test_labels_follow_senteval(data_dir):
     mrpc = load_transfer("MRPC", data_dir)["train"]
     assert mrpc.texts[0].startswith("Amrozi accused his brother") and mrpc.labels[0] == 1
     assert mrpc.texts2[0].startswith("Referring to him as only")
+
+
+def test_sst5_and_sick_e_read_as_sentevals_sst_py_and_sick_py(data_dir):
+    """SST-5: ``label sentence`` (sst.py, nclasses 5); SICK-E: sentence_A, sentence_B and entailment_judgment,
+    CONTRADICTION NEUTRAL ENTAILMENT = 0, 1, 2 (sick.py), the test file's CRLF stripped."""
+    sst5 = load_transfer("SST-5", data_dir)
+    assert sst5["train"].texts[0].startswith("a stirring , funny and finally") and sst5["train"].labels[0] == 4
+    assert np.bincount(sst5["test"].labels).tolist() == [279, 633, 389, 510, 399]
+    sick = load_transfer("sick-e", data_dir)
+    assert sick["train"].texts[0] == "A group of kids is playing in a yard and an old man is standing in the background"
+    assert sick["train"].texts2[0].startswith("A group of boys in a yard") and sick["train"].labels[0] == 1
+    assert np.bincount(sick["dev"].labels).tolist() == [74, 282, 144]
+    assert np.bincount(sick["test"].labels).tolist() == [720, 2793, 1414]
+    assert not any(text.endswith("\r") for text in sick["test"].texts2)
+
+
+@pytest.mark.parametrize("task, folder, name, text, message", [
+    ("SST5", "SST/fine", "sentiment-train", "4 fine .\n7 out of range .\n", r"sentiment-train:2: label '7' is not 0 "
+                                                                           "to 4"),
+    ("SICKE", "SICK", "SICK_train.txt", "pair_ID\tsentence_A\tsentence_B\trelatedness_score\tentailment_judgment\n"
+                                       "1\ta\tb\t4.5\tMAYBE\n", r"SICK_train.txt:2: expected pair_ID, .* "
+                                                                   "entailment_judgment \\(one of CONTRADICTION")])
+def test_a_malformed_sst5_or_sick_line_names_file_and_line(tmp_path, task, folder, name, text, message):
+    where = tmp_path / "senteval" / "downstream" / folder
+    where.mkdir(parents=True)
+    (where / name).write_text(text)
+    with pytest.raises(DataFormatError, match=message):
+        load_transfer(task, tmp_path)
 
 
 def test_limit_keeps_the_first_rows_of_each_file(data_dir):
