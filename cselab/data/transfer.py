@@ -69,33 +69,24 @@ def _binary(task: str, root: Path, limit: int | None) -> dict[str, LabelledText]
     return {"all": LabelledText(task, "all", texts, np.array(labels), files=files)}
 
 
-def _sst2(root: Path, limit: int | None) -> dict[str, LabelledText]:
+def _sst(task: str, root: Path, limit: int | None) -> dict[str, LabelledText]:
+    """SST-2 (``SST/binary``: sentence<TAB>label, 0 or 1) or SST-5 (``SST/fine``: label<SPACE>sentence, 0 to 4), as
+    SentEval's ``sst.py`` splits their lines."""
+    binary = task == "SST2"
     splits = {}
     for split, name in SST2_FILES.items():
-        path = root / "SST" / "binary" / name
+        path = root / "SST" / ("binary" if binary else "fine") / name
         texts, labels = [], []
         for number, line in enumerate(_lines(path, limit), start=1):
             sentence, _, label = line.strip().rpartition("\t")
-            if label not in ("0", "1"):
-                raise DataFormatError(path, number, f"label {label!r} is not 0 or 1 (expected sentence<TAB>label)")
+            if not binary:
+                label, _, sentence = line.strip().partition(" ")
+            if label not in (("0", "1") if binary else ("0", "1", "2", "3", "4")):
+                raise DataFormatError(path, number, f"label {label!r} is not " + (
+                    "0 or 1 (expected sentence<TAB>label)" if binary else "0 to 4 (expected label<SPACE>sentence)"))
             texts.append(_tokens(sentence))
             labels.append(int(label))
-        splits[split] = LabelledText("SST2", split, texts, np.array(labels), files=(path,))
-    return splits
-
-
-def _sst5(root: Path, limit: int | None) -> dict[str, LabelledText]:
-    splits = {}
-    for split, name in SST2_FILES.items():
-        path = root / "SST" / "fine" / name
-        texts, labels = [], []
-        for number, line in enumerate(_lines(path, limit), start=1):
-            label, _, sentence = line.strip().partition(" ")
-            if label not in ("0", "1", "2", "3", "4"):
-                raise DataFormatError(path, number, f"label {label!r} is not 0 to 4 (expected label<SPACE>sentence)")
-            texts.append(_tokens(sentence))
-            labels.append(int(label))
-        splits[split] = LabelledText("SST5", split, texts, np.array(labels), files=(path,))
+        splits[split] = LabelledText(task, split, texts, np.array(labels), files=(path,))
     return splits
 
 
@@ -166,4 +157,6 @@ def load_transfer(task: str, data_dir: str | os.PathLike | None = None, limit: i
     root = senteval_dir(data_dir)
     if key in BINARY:
         return _binary(key, root, limit)
-    return {"SST2": _sst2, "SST5": _sst5, "TREC": _trec, "MRPC": _mrpc, "SICKE": _sicke}[key](root, limit)
+    if key in ("SST2", "SST5"):
+        return _sst(key, root, limit)
+    return {"TREC": _trec, "MRPC": _mrpc, "SICKE": _sicke}[key](root, limit)
