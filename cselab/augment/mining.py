@@ -186,12 +186,12 @@ def mine(pairs: list[tuple[str, str]], encoder: Encoder, config: MiningConfig, c
         query_vectors = _normalized(encoder.encode(queries, batch_size=config.batch_size))
     scores, candidates = _nearest(query_vectors, corpus_vectors, range_max + found.most + 1, search)
     positive_scores = pairwise_cos_sim(query_vectors[[q for q, _ in rows]], corpus_vectors[[p for _, p in rows]])
-    removed = _filter(scores, candidates, [index.get(q, -1) for q in queries], own, positive_scores, rows, config)
+    removed = _filter(scores, candidates, [index.get(q, -1) for q in queries], own, positive_scores, config)
     chosen, top = _ranked(scores, candidates, range_max, config)
     return Mined(*_table(config, rows, queries, texts, chosen, top), removed, search, range_max)
 
 
-def _filter(scores, candidates, themselves: list[int], own: list[list[int]], positive_scores, rows, config
+def _filter(scores, candidates, themselves: list[int], own: list[list[int]], positive_scores, config
             ) -> dict[str, int]:
     """Set to -inf (in place) what is no negative: padding, the query's own text, its positives, and what the
     filters drop, against each query's lowest positive score; returns how many each filter dropped."""
@@ -201,8 +201,9 @@ def _filter(scores, candidates, themselves: list[int], own: list[list[int]], pos
     scores[candidates == torch.tensor(themselves).unsqueeze(1)] = -float("inf")
     for q, indices in enumerate(own):
         scores[q][torch.isin(candidates[q], torch.tensor(indices))] = -float("inf")
-    lowest = torch.stack([positive_scores[[i for i, (row, _) in enumerate(rows) if row == q]].min()
-                          for q in range(len(own))]).unsqueeze(1)
+    ends = np.cumsum([len(indices) for indices in own])  # the rows are grouped by query, in query order
+    lowest = torch.stack([positive_scores[end - len(indices):end].min() for end, indices in zip(ends, own)]
+                         ).unsqueeze(1)
     rules = {"absolute_margin": None if config.absolute_margin is None else
              lambda s: s + config.absolute_margin > lowest,
              "relative_margin": None if config.relative_margin is None else

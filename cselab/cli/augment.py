@@ -73,8 +73,10 @@ def _register_mine(commands) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     mine.add_argument("--pairs", required=True,
                       help="the (anchor, positive) pairs: a table file (CSV, TSV, JSONL, Parquet), hf:NAME[:SPLIT] or "
-                           "a derived table; its columns anchor/positive, sent0/sent1 or given with --columns")
-    mine.add_argument("--columns", nargs=2, metavar=("ANCHOR", "POSITIVE"), help="the pairs' two columns")
+                           "a derived table; its columns anchor/positive, sent0/sent1, or named with --anchor-column "
+                           "and --positive-column")
+    mine.add_argument("--anchor-column", help="the pairs' anchor column (default: found by name)")
+    mine.add_argument("--positive-column", help="the pairs' positive column (default: found by name)")
     mine.add_argument("--corpus", help="more candidate negatives beside the positives: a corpus name under the data "
                                        "root (wiki1m) or a one-sentence-per-line file (default: the positives alone)")
     mine.add_argument("--model", default="minilm", help="the encoder that ranks candidates: any probe run --model "
@@ -139,7 +141,8 @@ def mine_command(args: argparse.Namespace) -> None:
 
     config = from_overrides(MiningConfig, args.set, "num_negatives=1")
     table = load_table(args.pairs, args.data_dir)
-    given = dict(zip(("text", "positive"), args.columns)) if args.columns else None
+    given = {ours: column for ours, column in (("text", args.anchor_column), ("positive", args.positive_column))
+             if column} or None
     columns, _ = training_columns(table, column_map(table, ["text", "positive"], given))
     pairs = [(a, p) for a, p in zip(columns["text"], columns["positive"]) if p]
     corpus = load_corpus(args.corpus, args.data_dir) if args.corpus else None

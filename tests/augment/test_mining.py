@@ -174,3 +174,21 @@ def test_bad_input_is_one_line(tmp_path, data_dir, capsys):
                      "--data-dir", str(data_dir), *argv]) != 0
         err = capsys.readouterr().err.strip().splitlines()
         assert len(err) == 1 and message in err[0], err
+
+
+def test_the_command_mines_named_columns_and_reuses_its_table(tmp_path, data_dir, capsys):
+    pairs = tmp_path / "pairs.csv"
+    with open(pairs, "w", newline="", encoding="utf-8") as handle:
+        csv.writer(handle).writerows([("query", "document"), *_pairs(data_dir, 20)])
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("\n".join(load_corpus("wiki1m", data_dir)[:60]) + "\n")
+    argv = ["augment", "mine", "--pairs", str(pairs), "--anchor-column", "query", "--positive-column", "document",
+            "--corpus", str(corpus), "--model", "bow", "--out", str(tmp_path / "out"), "--set", "num_negatives=2"]
+    assert main(argv) == 0
+    said = capsys.readouterr().out
+    assert said.startswith("mined: ") and "40 rows from 20 pairs" in said
+    (folder,) = (tmp_path / "out").iterdir()
+    with open(folder / "mined.csv", newline="", encoding="utf-8") as handle:
+        rows = list(csv.reader(handle))
+    assert rows[0] == ["anchor", "positive", "negative"] and len(rows) == 41
+    assert main(argv) == 0 and capsys.readouterr().out.startswith("already mined")
