@@ -36,7 +36,9 @@ import numpy as np
 
 from cselab import __version__, progress
 from cselab.atomic import write_json_atomic, write_text_atomic
+from cselab.checksum import sha256
 from cselab.encoders.base import Encoder
+from cselab.encoders.cache import key_digest
 from cselab.errors import ConfigError, DataError
 from cselab.files import read_json
 from cselab.registry import Checked, setting
@@ -278,34 +280,25 @@ def mining_key(pairs: list[tuple[str, str]], corpus: list[str] | None, encoder: 
     return plain
 
 
-def key_digest(key: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:16]
-
-
 def mine_to_folder(pairs: list[tuple[str, str]], encoder: Encoder, config: MiningConfig, out: str | Path,
                    corpus: list[str] | None = None, where: str = "the pairs") -> tuple[Path, dict[str, Any], bool]:
     """``OUT/KEY/mined.csv`` and its manifest; returns the folder, the manifest and whether it was mined now (False:
     the same key's table was there, verified by its sha256)."""
     key = mining_key(pairs, corpus, encoder, config)
-    folder = Path(out) / key_digest(key)
+    folder = Path(out) / key_digest(key)[:16]
     manifest_path = folder / MANIFEST
     if manifest_path.is_file() and (folder / TABLE).is_file():
         manifest = read_json(manifest_path)
-        if manifest.get("key") == key and manifest.get("sha256") == _sha256_file(folder / TABLE):
+        if manifest.get("key") == key and manifest.get("sha256") == sha256(folder / TABLE):
             return folder, manifest, False
     mined = mine(pairs, encoder, config, corpus, where)
     if not mined.rows:
         raise DataError(f"{where}: no pair kept a negative (the filters removed every candidate: "
                         f"{json.dumps(mined.removed)}); loosen them")
     folder.mkdir(parents=True, exist_ok=True)
-    text = csv_text(mined)
-    write_text_atomic(folder / TABLE, text)
-    manifest = {"key": key, "sha256": hashlib.sha256(text.encode()).hexdigest(), "rows": len(mined.rows),
+    write_text_atomic(folder / TABLE, csv_text(mined))
+    manifest = {"key": key, "sha256": sha256(folder / TABLE), "rows": len(mined.rows),
                 "pairs": len(pairs), "columns": mined.columns, "removed": mined.removed, "search": mined.search,
                 "range_max": mined.range_max}
     write_json_atomic(manifest_path, manifest)
     return folder, manifest, True
-
-
-def _sha256_file(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()

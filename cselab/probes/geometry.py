@@ -32,7 +32,7 @@ from cselab.metrics import cosine_rows, spearman
 from cselab.probes.plots import plot_geometry
 from cselab.evaluation.sts import subset_limit
 from cselab.probes.names import STS_SUITE
-from cselab.probes.sts import SHORT_NAMES, STSTasks, x100
+from cselab.probes.sts import SHORT_NAMES, STSTasks, sts_sets, x100
 from cselab.probes.suite import ProbeOptions, Presenter, Score, Suite, register_suite
 
 if TYPE_CHECKING:
@@ -164,8 +164,8 @@ def run_geometry(encoder: Encoder, options: ProbeOptions, files: list, sts_tasks
         result["layers"] = layer_geometry(encoder, test.sentences1, test.sentences2, test.scores, options.batch_size)
     else:
         result["layers"] = {"skipped": f"{type(encoder).__name__} has no layers (needs a transformer encoder)"}
-    tasks = {SHORT_NAMES.get(key, key): subset_limit(load_sts(key, data_dir=options.data_dir), options.limit)
-             for key in sts_tasks}
+    tasks = {SHORT_NAMES.get(key, key): subsets
+             for key, subsets in sts_sets(sts_tasks, "test", options.data_dir, options.limit).items()}
     reference = corpus_path("wiki1m", options.data_dir)
     corpus = read_corpus(reference)
     if len(corpus) < encoder.dim:
