@@ -10,6 +10,8 @@ to gigabytes), and no message repeats more than :data:`SHOWN` characters of a va
 from __future__ import annotations
 
 import contextlib
+import copy
+import functools
 import json
 import os
 import re
@@ -151,8 +153,24 @@ class _NoAliasLoader(yaml.SafeLoader):
         return super().compose_node(parent, index)
 
 
+#: YAML texts up to this many characters are parsed once per process (a method's presets are read again for each
+#: method that extends them); what a caller gets is its own copy.
+PARSED_ONCE = 65536
+
+
 def parse_yaml(text: str, where: str, error: type[CselabError]) -> Any:
     """YAML text (no aliases, bounded depth); ``where`` names it in errors (a file, or ``--set KEY``)."""
+    if len(text) <= PARSED_ONCE:
+        return copy.deepcopy(_parsed_once(text, where, error))
+    return _parse_yaml(text, where, error)
+
+
+@functools.lru_cache(maxsize=512)
+def _parsed_once(text: str, where: str, error: type[CselabError]) -> Any:
+    return _parse_yaml(text, where, error)
+
+
+def _parse_yaml(text: str, where: str, error: type[CselabError]) -> Any:
     try:
         value = yaml.load(text, Loader=_NoAliasLoader)  # noqa: S506 (a SafeLoader without aliases)
     except yaml.MarkedYAMLError as err:

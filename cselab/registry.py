@@ -35,6 +35,7 @@ allowed.
 from __future__ import annotations
 
 import copy
+import functools
 import importlib
 import importlib.util
 import inspect
@@ -47,6 +48,7 @@ import traceback
 import types
 import typing
 from collections.abc import Callable, Mapping, Sequence
+from contextvars import ContextVar
 from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from importlib.metadata import entry_points
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar, cast
@@ -441,7 +443,7 @@ def check(section: Any, schema: dict[str, Param], where: str) -> dict[str, Any]:
         elif param.default is REQUIRED:
             raise ConfigError(f"{_join(where, key)}: required ({param.describe()})")
         else:
-            value = param.default
+            value = copy.deepcopy(param.default)  # the schema's own default stays as declared
         if value is not None:
             result[key] = value
     return result
@@ -455,10 +457,28 @@ def build(plugin: Plugin, params: Mapping[str, Any], **context: Any) -> Any:
     """The plug-in's object from its validated ``params``, the one constructor convention of every kind: its
     ``Params`` built from its own parameters, handed first (where its class declares one: the kinds a method
     configures); the parameters its kind adds (the views a loss reads, its data columns: None for one left out) and
-    what the kind hands it besides (``context``: a head's ``hidden`` size) as keywords."""
-    own, declared = plugin.params, getattr(plugin.cls, "Params", None)
-    given = () if declared is None else (declared(**{key: plain(params[key]) for key in own if key in params}),)
-    return plugin.cls(*given, **context, **{key: plain(params.get(key)) for key in plugin.schema() if key not in own})
+    what the kind hands it besides (``context``: a head's ``hidden`` size) as keywords. A parameter that is itself a
+    plug-in (``setting(..., plugin=KIND)``) is built here too and set as the object's attribute of that name (None
+    where not given) once its constructor returns; its ``Params`` keeps the spec, what the config holds."""
+    beside = {key: plain(params.get(key)) for key in plugin.schema() if key not in plugin.params}
+    obj = plugin.cls(*_typed(plugin, params, "", beside), **context, **beside)
+    for key, param in plugin.params.items():
+        if param.plugin:
+            setattr(obj, key, build_plugin(param.plugin, params.get(key)))
+    return obj
+
+
+def _typed(plugin: Plugin, params: Mapping[str, Any], where: str, beside: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The plug-in's ``Params`` from ``params`` (none where its class declares none), checked and its rules run
+    with ``where`` and ``beside`` (:attr:`Params.beside`) known."""
+    declared = getattr(plugin.cls, "Params", None)
+    if declared is None:
+        return ()
+    token = _CHECKING.set((where, beside))
+    try:
+        return (declared(**{key: plain(params[key]) for key in plugin.params if key in params}),)
+    finally:
+        _CHECKING.reset(token)
 
 
 def plain(value: Any) -> Any:
@@ -477,16 +497,21 @@ def build_plugin(kind: str, spec: Mapping[str, Any] | None, **context: Any) -> A
 
 
 def check_plugin(kind: str, value: Any, where: str) -> dict[str, Any]:
-    """A ``{kind: NAME, params...}`` mapping checked against plug-in NAME's schema, then by the class's
-    ``validate(params, where)`` where the kind's base class declares one (rules across its parameters)."""
+    """A ``{kind: NAME, params...}`` mapping checked against plug-in NAME's schema (:func:`check_params`)."""
     if not isinstance(value, dict) or "kind" not in value:
         raise ConfigError(f"{where}: expected a mapping with kind: one of {', '.join(names(kind))}")
     plugin = get(kind, value["kind"], f"{where}.kind")
-    params = {k: v for k, v in value.items() if k != "kind"}
-    checked = check(params, plugin.schema(), where)
-    if hasattr(_CONTRACTS.get(kind), "validate"):  # a kind whose base class declares rules across parameters
-        plugin.cls.validate(checked, where)
-    return {"kind": plugin.name, **checked}
+    return {"kind": plugin.name, **check_params(plugin, {k: v for k, v in value.items() if k != "kind"}, where)}
+
+
+def check_params(plugin: Plugin, params: Mapping[str, Any], where: str,
+                 extra: Mapping[str, Param] | None = None) -> dict[str, Any]:
+    """``params`` checked against the plug-in's schema (and the ``extra`` keys its caller adds: a loss's
+    ``weight``), defaults filled in, then its ``Params`` built, which runs the rules across its fields
+    (:meth:`Checked.rules`) naming ``where``, with the kind's own parameters in :attr:`Params.beside`."""
+    checked = check(dict(params), {**(extra or {}), **plugin.schema()}, where)
+    _typed(plugin, checked, where, {key: checked.get(key) for key in plugin.schema() if key not in plugin.params})
+    return checked
 
 
 def setting(default: Any, help: str = "", *restated: Any, **constraints: Any) -> Any:
@@ -525,35 +550,63 @@ def param_type(annotation: Any) -> tuple[type | tuple[type, ...], bool]:
     return (kinds[0] if len(kinds) == 1 else tuple(kinds)), type(None) in members
 
 
+#: While the registry builds a plug-in's Params: the section it is read from and the kind's parameters beside it.
+_CHECKING: ContextVar[tuple[str, Mapping[str, Any] | None]] = ContextVar("cselab_checking", default=("", None))
+
+
 class Checked:
-    """The one base of cselab's config dataclasses (a method's ``encoder`` and ``training`` sections, the augment
-    config, the classifier settings, the probe options): each field declares its :class:`Param` with
-    :func:`setting`, and building an object checks every field against that schema (one error format: the key, the
-    value, what is allowed), coerces the values in place (frozen dataclasses too), then applies :meth:`rules`, the
-    rules across fields. ``where`` names the object in errors."""
+    """The one base of cselab's config dataclasses (a method's ``encoder`` and ``training`` sections, a plug-in's
+    ``Params``, the augment config, the classifier settings, the probe options): each field declares its
+    :class:`Param` with :func:`setting`, and building an object checks every field against that schema (one error
+    format: the key, the value, what is allowed), coerces the values in place (frozen dataclasses too), then applies
+    :meth:`rules`, the one place rules across fields are stated. ``where`` names the object in errors: the class's,
+    or, for a plug-in's Params, the config section the registry reads it from (``losses.sup``)."""
 
     where: ClassVar[str] = ""
 
     def __post_init__(self) -> None:
+        section = _CHECKING.get()[0]
+        if section:
+            object.__setattr__(self, "where", section)  # this object's section, over the class's
         data = asdict(cast("DataclassInstance", self))  # every Checked is a dataclass
         for name, value in check(data, schema_of(type(self)), self.where).items():
             object.__setattr__(self, name, value)
         self.rules()
 
     def rules(self) -> None:
-        """Refuse (a ConfigError) a combination of checked values that has no meaning; nothing by default."""
+        """Refuse (a ConfigError naming ``self.at(KEY)``) a combination of checked values that has no meaning;
+        nothing by default."""
+
+    def at(self, key: str) -> str:
+        """``where.KEY``, a field's name in an error."""
+        return _join(self.where, key)
 
 
 @dataclass(frozen=True, kw_only=True)
 class Params(Checked):
     """A plug-in's parameters (this one: none): a plug-in class declares its own as a nested subclass of its kind's
     ``Params``, frozen and keyword-only, each field a :func:`setting`; its schema is the registry's (checked configs,
-    the docs table, ``--show-config``), and one instance, ``self.params``, is what the plug-in reads."""
+    the docs table, ``--show-config``), and one instance, ``self.params``, is what the plug-in reads. Its
+    :meth:`~Checked.rules` may read :attr:`beside`."""
+
+    def __post_init__(self) -> None:
+        beside = _CHECKING.get()[1]
+        object.__setattr__(self, "beside", None if beside is None else dict(beside))
+        super().__post_init__()
+
+    #: The parameters the plug-in's kind adds beside these (a loss's views and data columns, None for one left
+    #: out), as checked, where the registry builds the object; None for one built by hand.
+    beside: ClassVar[Mapping[str, Any] | None]
 
 
 def schema_of(cls: type[Any]) -> dict[str, Param]:
     """The schema a dataclass declares with :func:`setting`: each field's Param, typed by its annotation, with the
-    field's default."""
+    field's default (read once per class; a mapping of the caller's own)."""
+    return dict(_schema(cls))
+
+
+@functools.cache
+def _schema(cls: type[Any]) -> dict[str, Param]:
     hints = typing.get_type_hints(cls)
     schema: dict[str, Param] = {}
     for f in fields(cls):

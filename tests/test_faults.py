@@ -802,6 +802,7 @@ def test_a_table_that_cannot_be_read_as_its_header_says_is_one_line(tmp_path, ti
     assert message in one_line_error(capsys) and not (tmp_path / "run").exists()
 
 
+@pytest.mark.slow
 def test_hard_negatives_on_some_rows_only_train_to_the_end(tmp_path, tiny_bert_dir, data_dir):
     """Most batches of 4 hold no hard negative: a step without one weighs none (it crashed, and so did every
     retry)."""
@@ -965,6 +966,7 @@ def test_the_user_config_is_read_in_its_documented_place_in_the_order(tmp_path, 
         assert code == 2 and outcome in one_line_error(capsys)
 
 
+@pytest.mark.slow
 def test_a_run_refused_for_a_folder_without_weights_runs_once_they_are_there(tmp_path, tiny_bert_dir, tiny_cache,
                                                                              data_dir, capsys):
     model = tmp_path / "model"

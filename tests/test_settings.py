@@ -85,3 +85,72 @@ def test_the_reading_sees_a_restated_type(tmp_path):
         "nullable=True)\nd: tuple = setting((), (str, int), 'h')\n")
     assert [line.split(": ")[0] for line in restated(tmp_path / "cselab")] == ["cselab/x.py:1", "cselab/x.py:3",
                                                                                "cselab/x.py:4"]
+
+
+def test_rules_across_fields_are_the_params_own_and_name_the_section(own_registry):
+    """One form for rules across fields: ``rules()`` on the typed object; the registry names the section it reads,
+    and hands it the kind's parameters beside (a loss's views); one built by hand has none and its class's name."""
+    from cselab.registry import build, check_plugin, get, register
+    from cselab.train.config.schema import check_losses
+    from cselab.train.plugins.kinds import Loss
+
+    @register("loss", "ordered")
+    class Ordered(Loss):
+        """Two bounds in order, and a view list no longer than ``most``."""
+
+        roles, view_lists = ("anchor",), ("extra",)
+
+        @dataclass(frozen=True, kw_only=True)
+        class Params(Loss.Params):
+            low: float = setting(0.0, "the lower bound")
+            high: float = setting(1.0, "the upper bound")
+            most: int = setting(1, "extra views at most", min=0)
+
+            def rules(self) -> None:
+                if self.low >= self.high:
+                    raise ConfigError(f"{self.at('low')}: not below {self.at('high')}")
+                if self.beside is not None and len(self.beside["extra"]) > self.most:
+                    raise ConfigError(f"{self.at('extra')}: more than {self.most}")
+
+    views = {"a": {"column": "sent0"}, "b": {"column": "sent1"}}
+    with pytest.raises(ConfigError, match=r"^losses.ordered.low: not below losses.ordered.high$"):
+        check_losses({"ordered": {"anchor": "a", "low": 2.0}}, views)
+    with pytest.raises(ConfigError, match=r"^losses.ordered.extra: more than 1$"):
+        check_losses({"ordered": {"anchor": "a", "extra": ["a", "b"]}}, views)
+    assert check_losses({"ordered": {"anchor": "a", "extra": ["a", "b"], "most": 2}}, views)["ordered"]["most"] == 2
+    with pytest.raises(ConfigError, match=r"^low: not below high$"):
+        Ordered.Params(low=2.0)
+    assert Ordered.Params(low=0.5).beside is None and Ordered.Params().where == ""
+    built = build(get("loss", "ordered"), {"anchor": "a", "extra": ["b"]})
+    assert built.params.beside == {"anchor": "a", "extra": ["b"]}
+    with pytest.raises(ConfigError, match=r"^encoder.adapter.compute_dtype: set, and it acts only on a quantized"):
+        check_plugin("adapter", {"kind": "lora", "compute_dtype": "float16"}, "encoder.adapter")
+
+
+def test_no_plugin_states_rules_another_way():
+    """The classmethod ``validate(params, where)`` on a raw mapping is gone: no registered class declares one."""
+    from cselab import registry
+
+    stray = [f"{kind} {name}" for kind in registry.KINDS for name in registry.names(kind)
+             if hasattr(registry.get(kind, name).cls, "validate")]
+    assert stray == []
+
+
+def test_a_nested_plugin_is_typed_and_built_by_the_registry():
+    """``info_nce``'s ``transform`` and ``generated`` are plug-ins: the registry builds them as the loss's own
+    modules (their state in its state), the loss's Params keep their specs, what the config holds."""
+    from cselab.registry import build, get
+    from cselab.train.config.schema import check_losses
+    from cselab.train.plugins.kinds import LogitTransform, NegativeSource
+
+    views = {"anchor": {"column": "sent0"}, "positive": {"column": "sent0"}}
+    spec = check_losses({"info_nce": {"anchor": "anchor", "positive": "positive", "generated": {"kind": "gaussian"},
+                                      "transform": {"kind": "perturb", "pattern": "p-n+", "margin": 0.1}}},
+                        views)["info_nce"]
+    loss = build(get("loss", "info_nce"), spec)
+    assert isinstance(loss.transform, LogitTransform) and isinstance(loss.generated, NegativeSource)
+    assert loss.params.generated == spec["generated"] and spec["generated"]["kind"] == "gaussian"
+    assert dict(loss.named_children()).keys() >= {"transform", "generated"}
+    plain = build(get("loss", "info_nce"), check_losses({"info_nce": {"anchor": "anchor", "positive": "positive"}},
+                                                        views)["info_nce"])
+    assert plain.transform is None and plain.generated is None

@@ -44,6 +44,7 @@ def features(model, *columns):
     return [model.tokenize(column) for column in columns]
 
 
+@pytest.mark.slow
 def test_info_nce_equals_multiple_negatives_ranking_loss(model):
     ours = CselabLoss(model, "info_nce", temperature=0.05)
     theirs = MultipleNegativesRankingLoss(model, scale=20.0)

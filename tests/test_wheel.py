@@ -79,6 +79,7 @@ print(json.dumps({{"presets": sorted(shown), "listed": listing.getvalue(), "ledg
     assert Path(payload["bias"]["transformations"]["testset"]).is_relative_to(installed.parents[1])
 
 
+@pytest.mark.slow
 def test_the_wheel_carries_its_metadata_and_the_typed_marker(installed, tmp_path):
     code = """
 import json

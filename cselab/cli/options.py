@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import copy
 import os
 from typing import Any
 
@@ -74,7 +75,7 @@ def add_settings(parser: argparse.ArgumentParser | argparse._ArgumentGroup, sche
     """An option ``--NAME`` for each setting of ``schema`` (a checked dataclass's, :func:`cselab.registry.schema_of`):
     its help, default, choices and bounds come from the declaration, so that a setting is declared in one place."""
     for name, param in schema.items():
-        kwargs: dict[str, Any] = {"dest": name, "default": param.default, "help": param.help}
+        kwargs: dict[str, Any] = {"dest": name, "default": copy.deepcopy(param.default), "help": param.help}
         if param.type is bool:
             kwargs["action"] = argparse.BooleanOptionalAction
         elif param.type is int:

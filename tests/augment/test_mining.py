@@ -2,6 +2,7 @@
 vectors; a table simcse-sup trains on; keyed by everything that changes it; bad input in one line."""
 
 import csv
+import functools
 import json
 import random
 from dataclasses import fields, replace
@@ -34,11 +35,16 @@ class Fixed(Encoder):
         return {**super().describe(), "seed": self.seed}
 
     def _encode_unique(self, sentences, batch_size, show_progress_bar):
-        def word(token):
-            return np.random.default_rng([self.seed, *token.lower().encode()]).normal(size=self._dim)
+        return np.stack([sum((self._word(token.lower()) for token in text.split()), np.zeros(self._dim)) +
+                         1e-3 * self._word(text.lower()) for text in sentences]).astype(np.float32)
 
-        return np.stack([sum((word(token) for token in text.split()), np.zeros(self._dim)) + 1e-3 * word(text)
-                         for text in sentences]).astype(np.float32)
+    def _word(self, text):
+        return _word_vector(self.seed, self._dim, text)
+
+
+@functools.cache
+def _word_vector(seed, dim, text):
+    return np.random.default_rng([seed, *text.encode()]).normal(size=dim)
 
 
 class STModel:

@@ -136,6 +136,7 @@ def test_results_written_before_the_renames_still_read_their_settings():
     assert suite_setting({"classifier": "full", "protocol": "fast"}, "classifier") == "full"
 
 
+@pytest.mark.slow
 def test_results_with_other_limits_are_compared_as_aggregates_with_a_warning_naming_the_flag_and_both_files(
         scored, data_dir, tmp_path, capsys):
     other = tmp_path / "bow-60.json"

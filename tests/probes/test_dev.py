@@ -113,6 +113,7 @@ def test_a_dev_set_reads_its_data_when_first_used_not_when_made(tmp_path, name):
         scorer.identity()
 
 
+@pytest.mark.slow
 def test_training_keeps_the_checkpoint_best_on_sickr_dev(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
     summary = train(load_method("simcse", [*SETTINGS, "training.dev=sickr"]), str(tiny_bert_dir), tiny_cache,
                     tmp_path / "run", RunOptions(data_dir=data_dir, eval_limit=20, progress=False))

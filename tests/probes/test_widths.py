@@ -38,6 +38,7 @@ def test_each_width_is_scored_on_the_cut_vectors(widths, tiny_bert_dir, data_dir
     assert payload["model"]["dim"] == 8 and payload["model"]["truncated_from"] == 32
 
 
+@pytest.mark.slow
 def test_the_full_width_equals_a_plain_run(widths):
     full, cut = (json.loads((widths / name).read_text()) for name in ("full.json", "w.dim-32.json"))
     assert cut["sts"]["avg"] == full["sts"]["avg"] and cut["bias"]["splits"]["gap"] == full["bias"]["splits"]["gap"]

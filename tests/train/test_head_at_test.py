@@ -70,6 +70,7 @@ def released_vectors(best, sentences):
         return head(states) - head(delta[batch["attention_mask"].sum(-1) - alone.shape[1]])
 
 
+@pytest.mark.slow
 def test_the_checkpoint_keeps_the_head_and_denoises_as_the_released_evaluation(sup_run, tiny_bert_dir):
     from sentence_transformers import SentenceTransformer
 
@@ -143,6 +144,7 @@ def test_settings_that_do_not_go_together_are_refused_when_the_method_loads(over
         load_method("promptbert-sup", overrides)
 
 
+@pytest.mark.slow
 def test_supervised_simcse_keeps_its_mlp_as_the_released_checkpoint_does(tiny_bert_dir, data_dir, tmp_path):
     """simcse_to_huggingface.py renames the trained MLP the model's pooler layer: the vectors are tanh(W [CLS] + b)
     with the trained W and b, in cselab and in sentence-transformers alike."""

@@ -55,6 +55,7 @@ def test_only_the_adapters_weights_train_and_last_keeps_only_them(runs, tiny_dec
     assert moved and all(".lora_" in name for name in moved)
 
 
+@pytest.mark.slow
 def test_a_killed_run_resumes_bit_identical(runs):
     straight, resumed = (load_file(str(runs / name / "last" / "model.safetensors")) for name in ("full", "half"))
     assert straight.keys() == resumed.keys()

@@ -51,6 +51,7 @@ def with_random_update(method, model):
     return encoder
 
 
+@pytest.mark.slow
 def test_only_the_adapter_trains_over_the_4bit_base(runs, llama):
     from bitsandbytes.nn import Linear4bit
 
@@ -63,11 +64,13 @@ def test_only_the_adapter_trains_over_the_4bit_base(runs, llama):
         name for name, _ in encoder.named_parameters() if ".lora_" in name}
 
 
+@pytest.mark.slow
 def test_a_killed_run_resumes_bit_identical(runs):
     straight, resumed = (load_file(str(runs / name / "last" / "model.safetensors")) for name in ("full", "half"))
     assert straight.keys() == resumed.keys() and all(torch.equal(straight[name], resumed[name]) for name in straight)
 
 
+@pytest.mark.slow
 def test_best_is_a_plain_model_that_loads_everywhere_alike(runs):
     best = runs / "full" / "best"
     config = json.loads((best / "config.json").read_text())

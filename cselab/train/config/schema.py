@@ -15,7 +15,8 @@ from typing import Any
 
 from cselab.errors import ConfigError
 from cselab.files import shown
-from cselab.registry import NAME, REQUIRED, Checked, Param, Plugin, check, check_plugin, get, schema_of, setting
+from cselab.registry import (NAME, REQUIRED, Checked, Param, Plugin, check, check_params, check_plugin, get, schema_of,
+                             setting)
 from cselab.train.config.method import MethodConfig
 from cselab.train.config.sections import ENCODER, TRAINING, VIEW, TrainingConfig, head_spec
 
@@ -145,8 +146,7 @@ def check_losses(losses: Any, views: dict[str, dict[str, Any]]) -> dict[str, dic
             continue
         where = _name("losses", name)
         plugin = loss_plugin(name, params, where)
-        resolved = check(params, {**LOSS, **plugin.schema()}, where)
-        plugin.cls.validate(resolved, where)
+        resolved = check_params(plugin, params, where, extra=LOSS)
         if "matryoshka" in resolved:
             resolved["matryoshka"] = _matryoshka(resolved, plugin.cls, f"{where}.matryoshka")
         for key in plugin.cls.view_schema():

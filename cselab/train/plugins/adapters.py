@@ -47,13 +47,12 @@ class LoRA(Adapter):
                                      "checkpoint's merged weights are saved in",
                                      choices=("bfloat16", "float16", "float32"))
 
-    @classmethod
-    def validate(cls, params: dict[str, Any], where: str) -> None:
-        schema = schema_of(cls.Params)
-        for key in ("double_quant", "compute_dtype"):
-            if params.get("quantize") is None and params[key] != schema[key].default:
-                raise ConfigError(f"{where}.{key}: set, and it acts only on a quantized base; leave it at its default "
-                                  f"or set {where}.quantize (nf4 or fp4)")
+        def rules(self) -> None:
+            schema = schema_of(type(self))
+            for key in ("double_quant", "compute_dtype"):
+                if self.quantize is None and getattr(self, key) != schema[key].default:
+                    raise ConfigError(f"{self.at(key)}: set, and it acts only on a quantized base; leave it at its "
+                                      f"default or set {self.at('quantize')} (nf4 or fp4)")
 
     def load_options(self) -> dict[str, Any]:
         if self.params.quantize is None:

@@ -19,7 +19,7 @@ from torch import nn
 
 from cselab.errors import ConfigError
 from cselab.files import read_tensors
-from cselab.registry import Param, register, setting
+from cselab.registry import REQUIRED, Param, register, setting
 from cselab.train.plugins import functional as L
 from cselab.train.plugins.kinds import Loss, LossContext
 from cselab.train.plugins.losses import masked_views
@@ -82,14 +82,8 @@ class AggregationMLM(Loss):
 
     @classmethod
     def view_schema(cls):
-        return {"views": Param(list, [], items=Param(str), help="the views whose [CLS] vectors predict their own "
-                               "masked tokens (InfoCSE: both dropout views)")}
-
-    @classmethod
-    def validate(cls, params, where):
-        if not params["views"]:
-            raise ConfigError(f"{where}.views: name the views whose vectors predict their masked tokens (InfoCSE: "
-                              "[anchor, positive])")
+        return {"views": Param(list, REQUIRED, items=Param(str), help="the views whose [CLS] vectors predict their "
+                               "own masked tokens (InfoCSE: both dropout views, [anchor, positive])")}
 
     def auxiliary(self, encoder) -> nn.Module:
         """The frozen masked LM (the base model's first ``layers`` layers) and the trained head layers and output

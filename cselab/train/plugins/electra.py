@@ -90,14 +90,9 @@ class ReplacedTokenDetection(Loss):
 
     @classmethod
     def view_schema(cls):
-        return {"views": Param(list, [], items=Param(str), help="the views whose vectors condition the "
-                               "discriminator on their own rewritten tokens (DiffCSE: both dropout views)")}
-
-    @classmethod
-    def validate(cls, params: dict[str, Any], where: str) -> None:
-        if not params["views"]:
-            raise ConfigError(f"{where}.views: name the views whose vectors condition the discriminator (DiffCSE: "
-                              "[anchor, positive])")
+        return {"views": Param(list, REQUIRED, items=Param(str), help="the views whose vectors condition the "
+                               "discriminator on their own rewritten tokens (DiffCSE: both dropout views, [anchor, "
+                               "positive])")}
 
     def auxiliary(self, encoder) -> nn.Module:
         """Load the generator (checked to share the model's vocabulary) and build the discriminator: a copy of the

@@ -125,11 +125,6 @@ class Loss(Parametrized, nn.Module):
                             nullable=True) if role in cls.optional_values else
                 Param(str, role, help=f"the data column of each row's {role} (a number)") for role in cls.value_roles}
 
-    @classmethod
-    def validate(cls, params: dict[str, Any], where: str) -> None:
-        """Refuse (a :class:`~cselab.errors.ConfigError` naming ``where``) a combination of validated parameters
-        that has no meaning; called when the config resolves, before any model loads. Nothing by default."""
-
     def prepare(self, views: list[torch.Tensor]) -> list[torch.Tensor]:
         """This process's views before they are gathered (``whole_batch``); as they are by default."""
         return views
@@ -258,10 +253,6 @@ class Adapter(Parametrized):
     the adapter's weights added and only those trainable (model names the backbone in errors); :meth:`merged` a plain
     backbone with them folded in, a copy (what a checkpoint holds), the trained one left as it is; :meth:`save` the
     adapter alone, as its library writes it (a checkpoint's ``adapter/`` too)."""
-
-    @classmethod
-    def validate(cls, params: dict[str, Any], where: str) -> None:
-        """Rules across the adapter's checked ``params`` (``where`` names its section in an error)."""
 
     def load_options(self) -> dict[str, Any]:
         return {}

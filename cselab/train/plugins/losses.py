@@ -14,10 +14,10 @@ from typing import Any
 import torch
 
 from cselab.errors import ConfigError
-from cselab.registry import build_plugin, register, setting
+from cselab.registry import register, setting
 from cselab.train.plugins import functional as L
 from cselab.train.distributed import gather_rows
-from cselab.train.plugins.kinds import Loss, LossContext
+from cselab.train.plugins.kinds import LogitTransform, Loss, LossContext, NegativeSource
 
 TEMPERATURE = "tau"
 
@@ -30,6 +30,8 @@ class InfoNCE(Loss):
     ``hard_negative_weight`` on each anchor's own row of the one ``negatives`` view (supervised SimCSE's)."""
 
     roles, view_lists = ("anchor", "positive"), ("negatives",)
+    transform: LogitTransform | None  # built by the registry from params.transform
+    generated: NegativeSource | None  # from params.generated
 
     @dataclass(frozen=True, kw_only=True)
     class Params(Loss.Params):
@@ -46,19 +48,14 @@ class InfoNCE(Loss):
             None, "added in log space to each anchor's own hard negative (the one negatives view; SimCSE's "
             "hard_negative_weight, 0 as released); null: none")
 
-    def __init__(self, params: Params, **views):
-        super().__init__(params, **views)
-        self.transform = build_plugin("logit_transform", params.transform)
-        self.generated = build_plugin("negatives", params.generated)
-
-    @classmethod
-    def validate(cls, params, where):
-        if params["multitask"] and "transform" not in params:
-            raise ConfigError(f"{where}.multitask: true averages the transformed loss with the plain one, and "
-                              f"{where} has no transform")
-        if params.get("hard_negative_weight") is not None and len(params.get("negatives", [])) != 1:
-            raise ConfigError(f"{where}.hard_negative_weight: weighs each anchor's own hard negative, the row of the "
-                              f"one negatives view; {where}.negatives has {len(params.get('negatives', []))}")
+        def rules(self) -> None:
+            if self.multitask and self.transform is None:
+                raise ConfigError(f"{self.at('multitask')}: true averages the transformed loss with the plain one, "
+                                  f"and {self.where or 'the loss'} has no transform")
+            negatives = (self.beside or {}).get("negatives") or []
+            if self.hard_negative_weight is not None and self.beside is not None and len(negatives) != 1:
+                raise ConfigError(f"{self.at('hard_negative_weight')}: weighs each anchor's own hard negative, the "
+                                  f"row of the one negatives view; {self.at('negatives')} has {len(negatives)}")
 
     def forward(self, views, context: LossContext):
         anchors, positives = views

@@ -92,21 +92,21 @@ class RankDistillation(Loss):
                             "(cross-entropy of the top-one distributions, each row's positive left out)",
                             choices=("listmle", "listnet"))
 
+        def rules(self) -> None:
+            if self.second_teacher is None and self.alpha != schema_of(type(self))["alpha"].default:
+                raise ConfigError(f"{self.at('alpha')}: weighs two teachers' lists, and there is no second_teacher: "
+                                  "with one teacher it would change nothing; leave it at its default")
+            if self.second_teacher is None and self.second_teacher_pooler is not None:
+                raise ConfigError(f"{self.at('second_teacher_pooler')}: set, and there is no second_teacher; one "
+                                  f"teacher is --set {self.at('second_teacher')}=null --set "
+                                  f"{self.at('second_teacher_pooler')}=null")
+
     def __init__(self, params: Params, **views):
         super().__init__(params, **views)
         self.specs = [(params.teacher, params.teacher_pooler),
                       *([(params.second_teacher, params.second_teacher_pooler)] if params.second_teacher else [])]
         self.length: int | None = None  # the training length, from auxiliary()
         self.__dict__["teachers"] = []  # loaded at the first batch: frozen, rebuilt from their specs, not state
-
-    @classmethod
-    def validate(cls, params: dict[str, Any], where: str) -> None:
-        if params.get("second_teacher") is None and params["alpha"] != schema_of(cls.Params)["alpha"].default:
-            raise ConfigError(f"{where}.alpha: weighs two teachers' lists, and there is no second_teacher: with one "
-                              "teacher it would change nothing; leave it at its default")
-        if params.get("second_teacher") is None and params.get("second_teacher_pooler") is not None:
-            raise ConfigError(f"{where}.second_teacher_pooler: set, and there is no second_teacher; one teacher "
-                              f"is --set {where}.second_teacher=null --set {where}.second_teacher_pooler=null")
 
     def auxiliary(self, encoder) -> None:
         """Note the training length the teachers cut a sentence at: nothing to train."""

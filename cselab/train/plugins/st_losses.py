@@ -71,24 +71,26 @@ class _SentenceTransformersLoss(Loss):
         args: dict[str, Any] = setting({}, "its constructor's keyword arguments, model aside (e.g. scale: "
                                        "20.0)")
 
+        def rules(self) -> None:
+            """Built once, and run on four random rows per view given beside it, so that a loss that needs labels
+            without ``label`` (or the other way round) is refused when the method is read."""
+            loss = build_st_loss(self.loss, self.args, self.where or self.loss)
+            if self.beside is None:  # built by hand: its views are not known here
+                return
+            generator = torch.Generator().manual_seed(0)
+            views = [key for key in self.beside if key != "label"]
+            vectors = [torch.randn(4, 8, generator=generator) for _ in views]
+            labels = torch.tensor([1.0, 0.0, 1.0, 0.0]) if self.beside.get("label") is not None else None
+            try:
+                loss.compute_loss_from_embeddings(vectors, labels)
+            except Exception as err:
+                wants = "reads labels: name their column with label" if labels is None else "failed"
+                raise ConfigError(f"{self.where}: {self.loss} on {len(views)} view(s) {wants} "
+                                  f"({type(err).__name__}: {clipped(err)})") from None
+
     def __init__(self, params: Params, **views):
         super().__init__(params, **views)
         self.st_loss: Any = build_st_loss(params.loss, params.args, params.loss)
-
-    @classmethod
-    def validate(cls, params: dict[str, Any], where: str) -> None:
-        """Built once on four random rows, so that a loss that needs labels without ``label`` (or the other way
-        round) is refused when the method is read."""
-        loss = build_st_loss(params["loss"], params["args"], where)
-        generator = torch.Generator().manual_seed(0)
-        vectors = [torch.randn(4, 8, generator=generator) for _ in cls.roles]
-        labels = torch.tensor([1.0, 0.0, 1.0, 0.0]) if params.get("label") is not None else None
-        try:
-            loss.compute_loss_from_embeddings(vectors, labels)
-        except Exception as err:
-            wants = "reads labels: name their column with label" if labels is None else "failed"
-            raise ConfigError(f"{where}: {params['loss']} on {len(cls.roles)} view(s) {wants} ({type(err).__name__}: "
-                              f"{clipped(err)})") from None
 
     def forward(self, views, context: LossContext):
         labels = views[len(self.roles)] if len(views) > len(self.roles) else None

@@ -13,10 +13,12 @@ from cselab.testing import ContractError, PluginContract, check_plugin, parametr
 
 #: The required parameters of the plug-ins that have some (a loss's views, a sentence-transformers loss's name ...).
 EXAMPLES = {
-    ("loss", "st_single"): {"anchor": "a", "loss": "BatchAllTripletLoss"},
-    ("loss", "st_pair"): {"anchor": "a", "other": "b", "loss": "CoSENTLoss"},
+    ("loss", "st_single"): {"anchor": "a", "loss": "BatchAllTripletLoss", "label": "score"},
+    ("loss", "st_pair"): {"anchor": "a", "other": "b", "loss": "CoSENTLoss", "label": "score"},
     ("loss", "st_triplet"): {"anchor": "a", "positive": "b", "negative": "c", "loss": "TripletLoss"},
     ("logit_transform", "perturb"): {"pattern": "p-n+", "margin": 0.1},
+    ("loss", "rtd"): {"views": ["a"], "generator": "g"},
+    ("loss", "aggregation_mlm"): {"views": ["a"]},
 }
 #: What each kind hands its plug-ins besides their parameters.
 CONTEXT = {"head": {"hidden": 8}}

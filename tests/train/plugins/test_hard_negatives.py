@@ -64,6 +64,7 @@ def test_simcse_sup_official_profile_is_the_released_script(capsys):
     assert config["encoder"]["head_at_test"] and config["losses"]["info_nce"]["temperature"] == 0.05
 
 
+@pytest.mark.slow
 def test_simcse_sup_trains_from_a_triplet_csv(tiny_bert_dir, tmp_path, data_dir):
     rows = [("A man plays a guitar.", "Someone plays music.", "Nobody plays music.")] + \
         [(f"Sentence {i} is here.", f"Here is sentence {i}.", f"Sentence {i} is not here.") for i in range(40)]
@@ -80,6 +81,7 @@ def test_simcse_sup_trains_from_a_triplet_csv(tiny_bert_dir, tmp_path, data_dir)
     assert (out / "best" / "cselab.json").is_file()
 
 
+@pytest.mark.slow
 def test_negations_train_as_hard_negatives_from_cannot(tiny_bert_dir, tmp_path, data_dir):
     """simcse-negation-hn on the CANNOT pairs (text, negation): the negation is its row's extra column."""
     out = tmp_path / "run"

@@ -118,6 +118,7 @@ def test_what_cannot_be_cached_is_refused_when_the_config_loads(settings, messag
         load_method("simcse", settings)
 
 
+@pytest.mark.slow
 def test_a_cached_run_trains_through_the_cli(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
     out = tmp_path / "run"
     assert main(["train", "--method", "simcse", "--model", str(tiny_bert_dir), "--data", str(tiny_cache),

@@ -38,6 +38,7 @@ def test_the_ledger_rows_a_run_differs_on_are_the_deviating_ones_and_those_it_ch
     assert changed["learning rate"]["why"] == "set for this run (the preset's value: 3e-05)"
 
 
+@pytest.mark.slow
 def test_every_best_checkpoint_carries_its_card(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
     from sentence_transformers import SentenceTransformer
 
@@ -106,6 +107,7 @@ def test_every_fact_on_the_card_is_the_run_folders(minilm_run):
     assert "trust_remote_code" not in card  # Transformer + Pooling + Normalize: sentence-transformers' own modules
 
 
+@pytest.mark.slow
 def test_a_checkpoint_keeps_the_base_models_normalize_and_sentence_transformers_config(minilm_run):
     from sentence_transformers import SentenceTransformer
 
@@ -121,6 +123,7 @@ def test_a_checkpoint_keeps_the_base_models_normalize_and_sentence_transformers_
     assert np.allclose(model.encode(texts), ours, atol=1e-5)
 
 
+@pytest.mark.slow
 def test_checkpoint_files_follow_the_umask(minilm_run):
     for folder in ("best", "last"):
         for path in (minilm_run[0] / folder).rglob("*"):
@@ -182,6 +185,7 @@ def lineage_after_training_elsewhere(best, tmp_path, caplog):
     assert "its weights are not those its cselab.json describes" in caplog.text
 
 
+@pytest.mark.slow
 def test_the_metas_loader_loads_the_encoder_with_its_settings(minilm_run):
     from cselab.encoders.mteb_model import as_mteb
 

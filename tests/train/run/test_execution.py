@@ -403,6 +403,7 @@ class _Reads:
 
 
 @pytest.mark.parametrize("preset", ["simcse", "osscse", "sncse", "promptbert"])
+@pytest.mark.slow
 def test_a_step_reads_nothing_back_from_the_device(preset, tiny_bert_dir, tiny_cache, tmp_path, monkeypatch):
     """No loss, part, finiteness or gradient norm is read in a step: a GPU's queue is never drained between steps
     (the trainer reads them at log, evaluation and save steps)."""
@@ -424,6 +425,7 @@ def test_a_step_reads_nothing_back_from_the_device(preset, tiny_bert_dir, tiny_c
     assert reads.count == 0, reads.where
 
 
+@pytest.mark.slow
 def test_a_loss_that_stops_being_finite_is_named_at_its_step_and_nothing_after_it_is_saved(
         tiny_bert_dir, tiny_cache, tmp_path, own_registry):
     """The third step's loss is NaN, read at the next save (step 4): the run stops naming step 3, OUT/last stays the

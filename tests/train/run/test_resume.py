@@ -37,6 +37,7 @@ def test_a_different_run_on_the_same_out_is_refused_naming_the_field(finished_ru
     assert json.loads((out / "last" / "trainer_state.json").read_text())["step"] == 4
 
 
+@pytest.mark.slow
 def test_resuming_the_same_run_gives_the_weights_of_a_straight_run(finished_run, tmp_path, tiny_bert_dir,
                                                                      tiny_cache, data_dir):
     out = copy_of(finished_run, tmp_path)
@@ -46,6 +47,7 @@ def test_resuming_the_same_run_gives_the_weights_of_a_straight_run(finished_run,
     assert all((resumed[k] - straight[k]).abs().max() < 1e-5 for k in resumed)
 
 
+@pytest.mark.slow
 def test_a_run_begun_before_its_config_had_a_key_resumes_and_an_edited_config_does_not(
         finished_run, tmp_path, tiny_bert_dir, tiny_cache, data_dir, capsys):
     """OUT/config.yaml of an older cselab: no training.view_rows or eval_at_end yet, the cache path as data, the
@@ -73,6 +75,7 @@ def test_a_run_begun_before_its_config_had_a_key_resumes_and_an_edited_config_do
     assert "config.yaml (edited since the run began)" in one_line_error(capsys)
 
 
+@pytest.mark.slow
 def test_a_run_on_a_relative_data_path_is_repeated_by_its_own_config(tmp_path, tiny_bert_dir, data_dir,
                                                                      monkeypatch):
     """--data t.jsonl from one folder: OUT/config.yaml records it absolute, so --method OUT/config.yaml (no --data)
@@ -134,6 +137,7 @@ def test_an_unlisted_file_in_the_state_is_refused(finished_run, tmp_path, tiny_b
     assert not (tmp_path / "ran").exists()
 
 
+@pytest.mark.slow
 def test_a_second_writer_is_refused_and_a_stale_lock_is_taken_over(finished_run, tmp_path, tiny_bert_dir,
                                                                     tiny_cache, data_dir, capsys, caplog):
     out = copy_of(finished_run, tmp_path)

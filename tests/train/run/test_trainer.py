@@ -79,6 +79,7 @@ def test_a_pooler_set_alone_keeps_the_presets_training_head():
     assert load_method("simcse", profile="minilm").encoder.head is None
 
 
+@pytest.mark.slow
 def test_promptbert_denoises_in_training_and_dev_scoring_and_its_checkpoint_does_not(tiny_bert_dir, tiny_cache,
                                                                                      data_dir, tmp_path, monkeypatch):
     """As the released code: --mask_embedding_sentence_delta in training and in the trainer's dev scoring; its
@@ -97,6 +98,7 @@ def test_promptbert_denoises_in_training_and_dev_scoring_and_its_checkpoint_does
     assert best.prompt.startswith('This sentence of "') and best.pooler == "mask"
 
 
+@pytest.mark.slow
 def test_promptbert_roberta_tokenises_in_pieces_in_training_and_dev_scoring_and_its_checkpoint_does_not(
         tiny_roberta_dir, tiny_cache, data_dir, tmp_path, monkeypatch):
     """run.sh unsup-roberta: the training rows and the trainer's dev scoring join the template's ids and the
@@ -150,6 +152,7 @@ def test_resume_after_a_kill_is_bit_identical_to_a_straight_run(tiny_bert_dir, t
         assert torch.equal(a[key], b[key]), key
 
 
+@pytest.mark.slow
 def test_a_diverging_loss_stops_with_the_step_named(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
     # a temperature the schema takes (> 0) over which every similarity overflows to inf, and inf - inf is nan
     method = with_loss_setting(small("simcse", max_steps=5), "info_nce", temperature=1e-45)
@@ -170,6 +173,7 @@ def test_steps_count_optimizer_steps_with_gradient_accumulation(tiny_bert_dir, t
                  RunOptions(data_dir=data_dir, eval_limit=20, progress=False))["steps"] == 3
 
 
+@pytest.mark.slow
 def test_a_tracker_gets_the_logged_figures_the_config_and_the_run_identity(tiny_bert_dir, tiny_cache, data_dir,
                                                                            tmp_path, capsys):
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -219,6 +223,7 @@ def test_bad_keys_are_named(capsys):
     assert "Unknown method 'nosuch'" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_early_stop_ends_the_run_after_patience_evaluations_without_a_better_score(tiny_bert_dir, tiny_cache,
                                                                                   data_dir, tmp_path):
     # lr 0: every evaluation gives the first one's score, so none is better
@@ -245,6 +250,7 @@ def test_sg_trains_on_every_stsb_row_by_default(tiny_bert_dir, data_dir, tmp_pat
     assert len(sentences) == 2 * pairs > len(set(sentences)) == len(load_corpus("stsb-sentences", data_dir))
 
 
+@pytest.mark.slow
 def test_an_epoch_drops_its_last_partial_batch(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
     # 96 rows in batches of 20: four full batches, the last 16 rows left out of the epoch
     summary = train(small("simcse", batch_size=20, epochs=1), str(tiny_bert_dir), tiny_cache, tmp_path / "run",
@@ -262,6 +268,7 @@ def test_the_early_stop_count_by_hand(rule, counts):
     assert seen == counts
 
 
+@pytest.mark.slow
 def test_the_initial_model_is_scored_first_and_stays_best_until_beaten(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
     # lr 0: no evaluation beats the initial score, and none drops below the one before
     summary = train(small("simcse", max_steps=4, eval_steps=1, lr=0.0, early_stop=2, early_stop_rule="drops",
@@ -302,6 +309,7 @@ def test_paraphrases_not_made_by_the_papers_models_are_warned_about(caplog, tmp_
     assert "paraphrases made by ctranslate2 in int8 (facebook/wmt19-en-de+facebook/wmt19-de-en), not" in caplog.text
 
 
+@pytest.mark.slow
 def test_a_callback_sees_every_step_and_can_end_the_run(tiny_bert_dir, tiny_cache, tmp_path):
     seen = []
 
@@ -323,6 +331,7 @@ def test_a_callback_sees_every_step_and_can_end_the_run(tiny_bert_dir, tiny_cach
     assert json.loads((tmp_path / "run" / "last" / "trainer_state.json").read_text())["step"] == 3
 
 
+@pytest.mark.slow
 def test_the_state_a_callback_reads_cannot_be_written(tiny_bert_dir, tiny_cache, tmp_path):
     class Writer(Callback):
         def on_step(self, state, control):
@@ -333,6 +342,7 @@ def test_the_state_a_callback_reads_cannot_be_written(tiny_bert_dir, tiny_cache,
               RunOptions(progress=False, callbacks=[Writer()]))
 
 
+@pytest.mark.slow
 def test_a_callback_asks_for_an_evaluation_and_is_told_its_score(tiny_bert_dir, tiny_cache, data_dir, tmp_path):
     scores = []
 
