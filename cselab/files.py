@@ -161,13 +161,14 @@ PARSED_ONCE = 65536
 def parse_yaml(text: str, where: str, error: type[CselabError]) -> Any:
     """YAML text (no aliases, bounded depth); ``where`` names it in errors (a file, or ``--set KEY``)."""
     if len(text) <= PARSED_ONCE:
-        return copy.deepcopy(_parsed_once(text, where, error))
+        with contextlib.suppress(CselabError):  # refused: read again below, named as the caller names it
+            return copy.deepcopy(_parsed_once(text))
     return _parse_yaml(text, where, error)
 
 
 @functools.lru_cache(maxsize=512)
-def _parsed_once(text: str, where: str, error: type[CselabError]) -> Any:
-    return _parse_yaml(text, where, error)
+def _parsed_once(text: str) -> Any:
+    return _parse_yaml(text, "", CselabError)
 
 
 def _parse_yaml(text: str, where: str, error: type[CselabError]) -> Any:

@@ -35,7 +35,6 @@ allowed.
 from __future__ import annotations
 
 import copy
-import functools
 import importlib
 import importlib.util
 import inspect
@@ -602,10 +601,14 @@ class Params(Checked):
 def schema_of(cls: type[Any]) -> dict[str, Param]:
     """The schema a dataclass declares with :func:`setting`: each field's Param, typed by its annotation, with the
     field's default (read once per class; a mapping of the caller's own)."""
-    return dict(_schema(cls))
+    if cls not in _SCHEMAS:
+        _SCHEMAS[cls] = _schema(cls)
+    return dict(_SCHEMAS[cls])
 
 
-@functools.cache
+_SCHEMAS: dict[type, dict[str, Param]] = {}  # each class's schema, read once
+
+
 def _schema(cls: type[Any]) -> dict[str, Param]:
     hints = typing.get_type_hints(cls)
     schema: dict[str, Param] = {}

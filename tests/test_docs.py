@@ -118,7 +118,7 @@ def test_the_pages_plugins_keep_the_contract_through_its_own_test(tmp_path, monk
     test_plugins_of_this_page.test_the_pages_plugins_keep_cselabs_contract()
     count = next(f for f in dataclasses.fields(get("negatives", "sphere").cls.Params) if f.name == "count")
     monkeypatch.setattr(count, "metadata", {"setting": ("", count.metadata["setting"][1])})
-    registry._schema.cache_clear()  # a class's schema is read once: this one was changed after that
+    monkeypatch.setattr(registry, "_SCHEMAS", {})  # a class's schema is read once: this one was changed after that
     with pytest.raises(AssertionError, match="negatives 'sphere' .*count without a help text"):
         test_plugins_of_this_page.test_the_pages_plugins_keep_cselabs_contract()
 

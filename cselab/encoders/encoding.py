@@ -58,26 +58,22 @@ class EncodingSettings(Checked):
     lowercase: bool = setting(False, "each sentence lowercased before it is tokenised (the prompt as written; "
                               "sentence-transformers' do_lower_case)")
 
-    def key(self, name: str) -> str:
-        """A setting's name as errors give it (``encoder.denoise`` in a method)."""
-        return f"{self.where}.{name}" if self.where else name
-
     def rules(self) -> None:
         """Every rule between the settings: the pooler and the prompt, the prompt's pieces, the tokens pooled,
         the denoising and the head around it."""
         if self.pooler == "mask" and not self.prompt:
-            raise ConfigError(f"{self.key('pooler')}: mask reads the prompt's [MASK] token; give a prompt template, "
+            raise ConfigError(f"{self.at('pooler')}: mask reads the prompt's [MASK] token; give a prompt template, "
                               "e.g. 'This sentence : \"{}\" means [MASK] .'")
         if self.prompt is not None:
-            check_prompt(self.prompt, self.pooler, self.prompt_pieces, self.key("prompt"))
+            check_prompt(self.prompt, self.pooler, self.prompt_pieces, self.at("prompt"))
         if self.prompt_pieces and not self.prompt:
-            raise ConfigError(f"{self.key('prompt_pieces')}: a template tokenised in pieces needs a prompt")
-        check_pool_tokens(self.pool_tokens, self.pooler, self.prompt, self.key("pool_tokens"))
+            raise ConfigError(f"{self.at('prompt_pieces')}: a template tokenised in pieces needs a prompt")
+        check_pool_tokens(self.pool_tokens, self.pooler, self.prompt, self.at("pool_tokens"))
         if self.denoise and self.pooler != "mask":
-            raise ConfigError(f"{self.key('denoise')}: template denoising subtracts the template's own [MASK] vector; "
+            raise ConfigError(f"{self.at('denoise')}: template denoising subtracts the template's own [MASK] vector; "
                               "it needs pooler mask and a prompt")
         if self.head_before_denoise and not (self.denoise and self.head):
-            raise ConfigError(f"{self.key('head_before_denoise')}: the template's vector goes through the head "
+            raise ConfigError(f"{self.at('head_before_denoise')}: the template's vector goes through the head "
                               "before it is subtracted; it needs denoise and a head")
 
 
