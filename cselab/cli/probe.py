@@ -93,6 +93,8 @@ def _commands(suites: bool = True) -> dict:
 
 
 def _run_options(run: argparse.ArgumentParser, suites: bool = True) -> None:
+    from cselab.encoders.named import NAMED_ENCODINGS
+
     run.add_argument("--model", required=True, metavar="SPEC",
                      help="alias (minilm), lexical baseline (bow, tfidf, tfidf:PATH), model folder, cselab checkpoint, "
                           "Hugging Face hub name, or package.module:factory (a Python function returning an object "
@@ -100,6 +102,9 @@ def _run_options(run: argparse.ArgumentParser, suites: bool = True) -> None:
     run.add_argument("--pooler", help="cls, cls_before_pooler, avg, avg_first_last, avg_top2 or mask "
                                       "(default: the folder's own, else avg)")
     run.add_argument("--prompt", help='prompt template, e.g. \'This sentence : "{}" means [MASK] .\'')
+    run.add_argument("--encoding", metavar="NAME", help="a named encoding of a decoder LM without training: "
+                                                       f"{', '.join(NAMED_ENCODINGS)} (docs/probes.md); --pooler, "
+                                                       "--prompt and --max-length replace its values")
     run.add_argument("--max-length", type=whole_number(1),
                      help="a sentence's budget, longer ones are cut: tokens (special ones "
                           "included), or with a prompt the sentence's word-pieces, the "
@@ -197,7 +202,8 @@ def run_command(args: argparse.Namespace) -> None:
         check_widths(args.dims, args.suite, args.out, (args.testset, lexicon))  # before any work
     transformers_logging.disable_progress_bar()  # weight loading is quick; keep the tables readable
     encoder = load_encoder(args.model, pooler=args.pooler, prompt=args.prompt, max_length=args.max_length,
-                           device=args.device, dtype=args.dtype, data_dir=args.data_dir, cache=not args.no_cache)
+                           device=args.device, dtype=args.dtype, data_dir=args.data_dir, cache=not args.no_cache,
+                           encoding=args.encoding)
     options = ProbeOptions(data_dir=args.data_dir, batch_size=args.batch_size, limit=args.limit, seed=args.seed,
                            settings={name: getattr(args, name) for name in suite_settings()})
     if args.dims is not None:

@@ -27,6 +27,8 @@ EOS_PLACEHOLDER = "[EOS]"
 POOL_TOKENS = ("all", "last_copy")
 #: Poolers that read the pooled tokens (the others read one fixed position, which ``last_copy`` cannot move).
 SPAN_POOLERS = ("avg", "last", "weighted_mean", "max")
+#: How a sentence is written before it is tokenised (:func:`written_as`).
+SENTENCE_FORMS = ("as_is", "prompteol")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,6 +88,30 @@ class Encoding(EncodingSettings):
                                      "ones; with one, its own word-pieces (the template's on top); longer sentences "
                                      "are cut; null: as many as the model takes", min=1)
     normalize: bool = setting(False, "vectors scaled to unit length")
+    sentence_form: str = setting("as_is", "how each sentence is written before the template takes it: as_is, or "
+                                 "prompteol (PromptEOL's evaluation: a final '.' where it ends in none of . ? \" ', "
+                                 "its double quotes made single, a final ? made .)", choices=SENTENCE_FORMS)
+
+    def rules(self) -> None:
+        super().rules()
+        if self.sentence_form != "as_is" and not self.prompt:
+            raise ConfigError(f"{self.at('sentence_form')}: {self.sentence_form} writes a sentence as it goes into a "
+                              "template; give a prompt")
+
+
+def written_as(sentences: list[str], form: str) -> list[str]:
+    """``sentences`` written in ``form`` (:data:`SENTENCE_FORMS`): as they are, or as PromptEOL's evaluation writes
+    them into its template (kongds/scaling_sentemb evaluation.py, 8567aa0, lines 198-200; Yibin-Lei/MetaEOL
+    evaluation.py, c62096d, lines 142-144)."""
+    if form == "as_is":
+        return list(sentences)
+    written = []
+    for sentence in sentences:
+        if sentence and sentence[-1] not in ".?\"'":
+            sentence += "."
+        sentence = sentence.replace('"', "'")
+        written.append(sentence[:-1] + "." if sentence.endswith("?") else sentence)
+    return written
 
 
 #: The names of the settings of :class:`Encoding`, in order.

@@ -22,7 +22,7 @@ cache (:mod:`cselab.encoders.cache`); lexical baselines and factories encode afr
 from __future__ import annotations
 
 import os
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from cselab.encoders.model_files import SETTING_SUFFIXES, WEIGHT_SUFFIXES, Model
 from cselab.encoders.checkpoint import (CHECKPOINT_FILE, CheckpointInfo, check_agreement, native_settings,
                                        read_checkpoint_info)
 from cselab.encoders.encoding import DEFAULT_POOLER, Encoding
+from cselab.encoders.named import named_encoding
 from cselab.encoders.factory import FactoryEncoder, is_factory_spec
 from cselab.encoders.heads import HEAD_FILE, load_head
 from cselab.encoders.pretrained import load_pretrained
@@ -41,8 +42,9 @@ from cselab.encoders.specs import (ALIASES, EncoderNotFoundError, hub_reachable,
 from cselab.encoders.lexical import LexicalEncoder
 from cselab.encoders.st_folder import SentenceTransformerEncoder
 from cselab.encoders.static import StaticEncoder, is_static_spec
+from cselab.encoders.template_mean import TemplateMean
 from cselab.encoders.transformer import TransformerEncoder, check_device, default_device, inference_dtype
-from cselab.errors import DataError, ModelError
+from cselab.errors import ConfigError, DataError, ModelError
 from cselab.files import read_json
 
 def resolve_backbone(spec: str) -> str:
@@ -155,8 +157,8 @@ def model_folder(path: str) -> Path | None:
         return None
 
 
-def _with_files(encoder: TransformerEncoder | SentenceTransformerEncoder, files: ModelFiles | None, cache: bool
-                ) -> Encoder:
+def _with_files(encoder: TransformerEncoder | TemplateMean | SentenceTransformerEncoder, files: ModelFiles | None,
+                cache: bool) -> Encoder:
     """The encoder, told the sha256 of its weight files and, with ``cache``, given its embedding cache, keyed by every
     file of the model (:mod:`cselab.encoders.model_files`) and the encoder's own settings; once the folder is seen
     not to have changed since ``files`` were read (so the weights loaded are the weights hashed)."""
@@ -166,18 +168,27 @@ def _with_files(encoder: TransformerEncoder | SentenceTransformerEncoder, files:
     encoder.weights = files.weights()
     if cache:
         settings = {key: value for key, value in encoder.describe().items() if key != "spec"}
-        device = encoder.device.type if isinstance(encoder, TransformerEncoder) else str(encoder.model.device)
+        device = encoder.device.type if isinstance(encoder, (TransformerEncoder, TemplateMean)) else \
+            str(encoder.model.device)
         encoder.cache = EmbeddingCache(cache_key(files.combined(), settings, device.split(":")[0]))
     return encoder
 
 
 def load_encoder(spec: str, pooler: str | None = None, prompt: str | None = None, max_length: int | None = None,
                  device: str | None = None, dtype: str = "auto",
-                 data_dir: str | os.PathLike[str] | None = None, cache: bool = True) -> Encoder:
-    """The encoder a spec names (see the module docstring); ``dtype='auto'`` is fp32 on CPU, bf16/fp16 on GPU."""
+                 data_dir: str | os.PathLike[str] | None = None, cache: bool = True, encoding: str | None = None
+                 ) -> Encoder:
+    """The encoder a spec names (see the module docstring); ``dtype='auto'`` is fp32 on CPU, bf16/fp16 on GPU.
+    ``encoding`` names a set of settings (:mod:`cselab.encoders.named`) over the folder's own; ``pooler``, ``prompt``
+    and ``max_length`` replace its values."""
+    named = named_encoding(encoding) if encoding is not None else {}
     if device is not None:
         check_device(device)
-    if spec == "bow" or spec == "tfidf" or spec.startswith("tfidf:"):
+    lexical = spec == "bow" or spec == "tfidf" or spec.startswith("tfidf:")
+    if named and (lexical or is_static_spec(spec) or (is_factory_spec(spec) and not Path(spec).exists())):
+        raise ConfigError(f"--encoding {encoding}: {spec} is no transformer model; a named encoding is a transformer's "
+                          "pooler, template and sentence form")
+    if lexical:
         return _lexical(spec, data_dir)
     if is_static_spec(spec):
         static = StaticEncoder(spec)
@@ -186,15 +197,22 @@ def load_encoder(spec: str, pooler: str | None = None, prompt: str | None = None
     if is_factory_spec(spec) and not Path(spec).exists():
         return FactoryEncoder(spec)
     path = resolve_backbone(spec)
-    overrides = {key: value for key, value in
-                 {"pooler": pooler, "prompt": prompt, "max_length": max_length}.items() if value is not None}
+    given = {"pooler": pooler, "prompt": prompt, "max_length": max_length}
+    overrides = {**named, **{key: value for key, value in given.items() if value is not None}}
     _model_file(path, CHECKPOINT_FILE)  # a local path that is no folder stops here
     folder = model_folder(path)
     files = ModelFiles.read(folder) if folder is not None else None  # before any file of it is read
     settings = folder_settings(path)
     if settings is None and not overrides:
         return _with_files(SentenceTransformerEncoder(path, device=device), files, cache)
-    return _with_files(_transformer(path, device, dtype, spec, **{**(settings or {}), **overrides}), files, cache)
+    merged = {**(settings or {}), **overrides}
+    templates = merged["prompt"] if isinstance(merged.get("prompt"), list) else [merged.get("prompt")]
+    encoder = _transformer(path, device, dtype, spec, **{**merged, "prompt": templates[0]})
+    if len(templates) == 1:
+        return _with_files(encoder, files, cache)
+    return _with_files(TemplateMean([encoder, *(TransformerEncoder(
+        encoder.model, encoder.tokenizer, replace(encoder.encoding, prompt=template), head=encoder.head, spec=spec)
+        for template in templates[1:])]), files, cache)
 
 
 def folder_settings(path: str) -> dict[str, Any] | None:

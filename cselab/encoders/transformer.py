@@ -19,7 +19,7 @@ from cselab import progress
 from cselab.background import ahead
 from cselab.encoders.base import Encoder
 from cselab.encoders.cuts import clean_cut, cuts_as_text, template_sides
-from cselab.encoders.encoding import DEFAULT_POOLER, EOS_PLACEHOLDER, MASK_PLACEHOLDER, Encoding
+from cselab.encoders.encoding import DEFAULT_POOLER, EOS_PLACEHOLDER, MASK_PLACEHOLDER, Encoding, written_as
 from cselab.encoders.packing import forward as packed_forward
 from cselab.encoders.packing import pack, padded_augment
 from cselab.encoders.pooling import ModelOutput, Pooler, pool_states
@@ -290,7 +290,8 @@ class TransformerEncoder(Encoder):
         (a warning counts the cut ones). Where :mod:`cselab.encoders.cuts` finds the tokenizer's own truncation and
         the template's joined ids the same as cutting and filling the text, one tokenizer call (:meth:`_cut_ids`);
         elsewhere the text is cut and tokenised again (:meth:`_cut_texts`)."""
-        sentences = [s.lower() for s in sentences] if self.encoding.lowercase else list(sentences)
+        sentences = written_as([s.lower() for s in sentences] if self.encoding.lowercase else list(sentences),
+                               self.encoding.sentence_form)
         if self.pieces is not None or self.echo:  # the sentence's ids cut, between the template's
             pieces = self._ids(sentences, add_special_tokens=False)
             n_cut = sum(len(row) > self.sentence_budget for row in pieces)
