@@ -104,7 +104,14 @@ def _run_options(run: argparse.ArgumentParser, suites: bool = True) -> None:
     run.add_argument("--prompt", help='prompt template, e.g. \'This sentence : "{}" means [MASK] .\'')
     run.add_argument("--encoding", metavar="NAME", help="a named encoding of a decoder LM without training: "
                                                        f"{', '.join(NAMED_ENCODINGS)} (docs/probes.md); --pooler, "
-                                                       "--prompt and --max-length replace its values")
+                                                       "--prompt, --max-length, --layer and --token-prepending "
+                                                       "replace its values")
+    run.add_argument("--layer", type=int, metavar="N",
+                     help="the hidden state the pooler reads: 0 the embeddings, negative from the end (default: the "
+                          "last layer's output)")
+    run.add_argument("--token-prepending", type=layer_range, metavar="START,STOP",
+                     help="Token Prepending: before decoder layers START to STOP-1 the prompt's <PST> token reads the "
+                          "sentence's last token's state")
     run.add_argument("--max-length", type=whole_number(1),
                      help="a sentence's budget, longer ones are cut: tokens (special ones "
                           "included), or with a prompt the sentence's word-pieces, the "
@@ -201,9 +208,10 @@ def run_command(args: argparse.Namespace) -> None:
     out = results_path(args.out, (args.testset, lexicon)) if args.dims is None else \
         check_widths(args.dims, args.suite, args.out, (args.testset, lexicon))  # before any work
     transformers_logging.disable_progress_bar()  # weight loading is quick; keep the tables readable
+    further = {"layer": args.layer, "token_prepending": args.token_prepending}
     encoder = load_encoder(args.model, pooler=args.pooler, prompt=args.prompt, max_length=args.max_length,
                            device=args.device, dtype=args.dtype, data_dir=args.data_dir, cache=not args.no_cache,
-                           encoding=args.encoding)
+                           encoding=args.encoding, settings={k: v for k, v in further.items() if v is not None})
     options = ProbeOptions(data_dir=args.data_dir, batch_size=args.batch_size, limit=args.limit, seed=args.seed,
                            settings={name: getattr(args, name) for name in suite_settings()})
     if args.dims is not None:
@@ -231,6 +239,15 @@ def widths(text: str) -> list[int]:
         return [int(part) for part in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r}: expected widths joined by commas, e.g. 64,128,384") from None
+
+
+def layer_range(text: str) -> list[int]:
+    """``--token-prepending``: two layer indices joined by a comma."""
+    try:
+        start, stop = (int(part) for part in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected START,STOP, two layer indices, e.g. 1,7") from None
+    return [start, stop]
 
 
 def splits_command(args: argparse.Namespace) -> None:

@@ -17,7 +17,8 @@ from typing import Any
 
 from cselab.encoders import pooling  # noqa: F401  (the poolers registered: pooler's choices)
 from cselab.errors import ConfigError
-from cselab.registry import REQUIRED, Checked, get, setting
+from cselab.encoders.prepending import PLACEHOLDER
+from cselab.registry import REQUIRED, Checked, Param, get, setting
 
 #: The pooler of a plain transformers model that names none (a sentence-transformers stack names its own).
 DEFAULT_POOLER = "avg"
@@ -91,12 +92,30 @@ class Encoding(EncodingSettings):
     sentence_form: str = setting("as_is", "how each sentence is written before the template takes it: as_is, or "
                                  "prompteol (PromptEOL's evaluation: a final '.' where it ends in none of . ? \" ', "
                                  "its double quotes made single, a final ? made .)", choices=SENTENCE_FORMS)
+    layer: int | None = setting(None, "the hidden state the pooler reads, an index of the model's hidden states (0: "
+                                "the embeddings; the last: the final layer's output after its norm; negative: from "
+                                "the end); null: the last")
+    token_prepending: list[int] | None = setting(
+        None, "Token Prepending's [start, stop): before each decoder layer from start up to stop, the template's "
+        f"{PLACEHOLDER} token (once, before the sentence) reads the sentence's last token's state",
+        items=Param(int, min=0), length=2)
 
     def rules(self) -> None:
         super().rules()
         if self.sentence_form != "as_is" and not self.prompt:
             raise ConfigError(f"{self.at('sentence_form')}: {self.sentence_form} writes a sentence as it goes into a "
                               "template; give a prompt")
+        if self.layer is not None and self.denoise:
+            raise ConfigError(f"{self.at('layer')}: template denoising subtracts the last layer's template vector; "
+                              "it reads no other layer")
+        if self.token_prepending is not None:
+            start, stop = self.token_prepending
+            if start >= stop:
+                raise ConfigError(f"{self.at('token_prepending')}: [{start}, {stop}) holds no layer; give start < stop")
+            if not self.prompt or self.prompt.count(PLACEHOLDER) != 1 or \
+                    self.prompt.index(PLACEHOLDER) > self.prompt.index("{}"):
+                raise ConfigError(f"{self.at('token_prepending')}: the prompt must hold {PLACEHOLDER} once, before the "
+                                  f"sentence, e.g. 'This sentence : {PLACEHOLDER} \"{{}}\" means in one word:\"'")
 
 
 def written_as(sentences: list[str], form: str) -> list[str]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 from dataclasses import asdict, replace
 from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 from cselab.data import load_corpus, read_corpus
@@ -32,7 +33,7 @@ from cselab.encoders.cache import EmbeddingCache, cache_key
 from cselab.encoders.model_files import SETTING_SUFFIXES, WEIGHT_SUFFIXES, ModelFiles
 from cselab.encoders.checkpoint import (CHECKPOINT_FILE, CheckpointInfo, check_agreement, native_settings,
                                        read_checkpoint_info)
-from cselab.encoders.encoding import DEFAULT_POOLER, Encoding
+from cselab.encoders.encoding import DEFAULT_POOLER, ENCODING_FIELDS, Encoding
 from cselab.encoders.named import named_encoding
 from cselab.encoders.factory import FactoryEncoder, is_factory_spec
 from cselab.encoders.heads import HEAD_FILE, load_head
@@ -44,7 +45,7 @@ from cselab.encoders.st_folder import SentenceTransformerEncoder
 from cselab.encoders.static import StaticEncoder, is_static_spec
 from cselab.encoders.template_mean import TemplateMean
 from cselab.encoders.transformer import TransformerEncoder, check_device, default_device, inference_dtype
-from cselab.errors import ConfigError, DataError, ModelError
+from cselab.errors import ConfigError, DataError, ModelError, did_you_mean
 from cselab.files import read_json
 
 def resolve_backbone(spec: str) -> str:
@@ -176,18 +177,23 @@ def _with_files(encoder: TransformerEncoder | TemplateMean | SentenceTransformer
 
 def load_encoder(spec: str, pooler: str | None = None, prompt: str | None = None, max_length: int | None = None,
                  device: str | None = None, dtype: str = "auto",
-                 data_dir: str | os.PathLike[str] | None = None, cache: bool = True, encoding: str | None = None
-                 ) -> Encoder:
+                 data_dir: str | os.PathLike[str] | None = None, cache: bool = True, encoding: str | None = None,
+                 settings: Mapping[str, Any] | None = None) -> Encoder:
     """The encoder a spec names (see the module docstring); ``dtype='auto'`` is fp32 on CPU, bf16/fp16 on GPU.
-    ``encoding`` names a set of settings (:mod:`cselab.encoders.named`) over the folder's own; ``pooler``, ``prompt``
-    and ``max_length`` replace its values."""
+    ``encoding`` names a set of settings (:mod:`cselab.encoders.named`) over the folder's own; ``pooler``, ``prompt``,
+    ``max_length`` and ``settings`` (further :class:`~cselab.encoders.encoding.Encoding` settings: ``layer``,
+    ``token_prepending`` ...) replace its values."""
     named = named_encoding(encoding) if encoding is not None else {}
+    unknown = sorted(set(settings or {}) - set(ENCODING_FIELDS))
+    if unknown:
+        raise ConfigError(f"{unknown[0]}: not an encoding setting{did_you_mean(unknown[0], ENCODING_FIELDS)}; known: "
+                          f"{', '.join(ENCODING_FIELDS)}")
     if device is not None:
         check_device(device)
     lexical = spec == "bow" or spec == "tfidf" or spec.startswith("tfidf:")
-    if named and (lexical or is_static_spec(spec) or (is_factory_spec(spec) and not Path(spec).exists())):
-        raise ConfigError(f"--encoding {encoding}: {spec} is no transformer model; a named encoding is a transformer's "
-                          "pooler, template and sentence form")
+    if (named or settings) and (lexical or is_static_spec(spec) or (is_factory_spec(spec) and not Path(spec).exists())):
+        raise ConfigError(f"{f'--encoding {encoding}' if named else next(iter(settings or {}))}: {spec} is no "
+                          "transformer model, which encoding settings are of")
     if lexical:
         return _lexical(spec, data_dir)
     if is_static_spec(spec):
@@ -197,7 +203,7 @@ def load_encoder(spec: str, pooler: str | None = None, prompt: str | None = None
     if is_factory_spec(spec) and not Path(spec).exists():
         return FactoryEncoder(spec)
     path = resolve_backbone(spec)
-    given = {"pooler": pooler, "prompt": prompt, "max_length": max_length}
+    given = {"pooler": pooler, "prompt": prompt, "max_length": max_length, **(settings or {})}
     overrides = {**named, **{key: value for key, value in given.items() if value is not None}}
     _model_file(path, CHECKPOINT_FILE)  # a local path that is no folder stops here
     folder = model_folder(path)

@@ -23,6 +23,7 @@ from cselab.encoders.encoding import DEFAULT_POOLER, EOS_PLACEHOLDER, MASK_PLACE
 from cselab.encoders.packing import forward as packed_forward
 from cselab.encoders.packing import pack, padded_augment
 from cselab.encoders.pooling import ModelOutput, Pooler, pool_states
+from cselab.encoders.prepending import add_placeholder, decoder_layers, prepending
 from cselab.encoders.pretrained import token_limit
 from cselab.errors import ConfigError
 from cselab.registry import build, get
@@ -123,6 +124,11 @@ class TransformerEncoder(Encoder):
         self.max_length = encoding.max_length or self.limit
         self.pieces: tuple[list[int], list[int]] | None = None
         self.echo: tuple[list[int], list[list[int]], list[int]] | None = None
+        if encoding.layer is not None:
+            check_layer(encoding.layer, model.config.num_hidden_layers, self.spec)
+        # Token Prepending: its placeholder a token of the tokenizer and a row of the embeddings before any is read
+        self.placeholder = add_placeholder(model, tokenizer) if encoding.token_prepending else None
+        self.decoder_layers = decoder_layers(model) if encoding.token_prepending else None
         self.prompt = self._check_prompt(encoding.prompt, encoding.prompt_pieces) if encoding.prompt else None
         if encoding.denoise and self.pieces is not None:  # the template alone: its two sides (checked to be its ids)
             self.template_ids, self._before_sentence = self.pieces[0] + self.pieces[1], len(self.pieces[0])
@@ -249,7 +255,11 @@ class TransformerEncoder(Encoder):
             kwargs["position_ids"] = torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
             mask = create_bidirectional_mask(config=model.config, inputs_embeds=embeds, attention_mask=attention_mask,
                                              allow_is_bidirectional_skip=False)
-        return model(input_ids=input_ids, attention_mask=mask, **kwargs)
+        if self.placeholder is None or self.decoder_layers is None or self.encoding.token_prepending is None:
+            return model(input_ids=input_ids, attention_mask=mask, **kwargs)
+        start, stop = self.encoding.token_prepending
+        with prepending(self.decoder_layers, start, stop, input_ids, attention_mask, self.placeholder):
+            return model(input_ids=input_ids, attention_mask=mask, **kwargs)
 
     @property
     def dim(self) -> int:
@@ -452,13 +462,14 @@ class TransformerEncoder(Encoder):
         hook = model.get_input_embeddings().register_forward_hook(
             lambda module, inputs, output: padded_augment(input_augment, output)) if input_augment is not None else None
         try:
-            outputs = self.run(model, input_ids, attention_mask, packed,
-                               output_hidden_states=layers is not None or self._pool.hidden_states)
+            outputs = self.run(model, input_ids, attention_mask, packed, output_hidden_states=layers is not None or
+                               self._pool.hidden_states or self.encoding.layer is not None)
         finally:
             if hook is not None:
                 hook.remove()
         pooled = self.pool_mask(attention_mask)
-        vectors = self._pool(outputs, pooled, positions)
+        vectors = self._pool(outputs, pooled, positions) if self.encoding.layer is None else pool_states(
+            outputs.hidden_states[self.encoding.layer], pooled, self._pool.layer_pooler, positions)
         if self.denoise:
             template = self.template_vectors(model, attention_mask.sum(dim=1) - len(self.template_ids))
             if self.head_before_denoise and head is not None:
@@ -574,6 +585,14 @@ def is_sharded(model: Any) -> bool:
     from torch.distributed.fsdp import FSDPModule
 
     return isinstance(model, FSDPModule)
+
+
+def check_layer(layer: int, layers: int, spec: str) -> None:
+    """Refuse a hidden-state index a model of ``layers`` layers has not (its ``layers + 1`` states: the
+    embeddings, then each layer's output)."""
+    if not -(layers + 1) <= layer <= layers:
+        raise ConfigError(f"layer {layer}: {spec or 'the model'} has {layers + 1} hidden states (the embeddings and "
+                          f"{layers} layers): give {-(layers + 1)} to {layers}")
 
 
 def check_bidirectional(model: Any) -> None:
