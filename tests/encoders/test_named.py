@@ -20,6 +20,15 @@ SENTENCES = ["A man is playing a guitar", "Is the cat on the mat?", 'She said "h
              "He wrote 'yes'", 'The "best" plan "', "Two dogs run."]
 
 
+def released_sentence(sentence):
+    """A sentence as the three released evaluations write it before their template takes it (PromptEOL's
+    evaluation.py 198-200, MetaEOL's 142-144, Token Prepending's evaluate.py 314-316)."""
+    if sentence and sentence[-1] not in ".?\"'":
+        sentence = sentence + "."
+    sentence = sentence.replace('"', "'")
+    return sentence[:-1] + "." if sentence.endswith("?") else sentence
+
+
 def released_vectors(folder, sentences, templates):
     """The vectors of PromptEOL's and MetaEOL's released evaluations (below), ``templates`` in their own spelling:
     each sentence in each template, one batch padded on the left, the last layer's state at the last position, the
@@ -29,12 +38,7 @@ def released_vectors(folder, sentences, templates):
     tokenizer = AutoTokenizer.from_pretrained(folder)
     tokenizer.pad_token_id, tokenizer.padding_side = 0, "left"
     texts = []
-    for sentence in sentences:
-        if sentence and sentence[-1] not in ".?\"'":
-            sentence = sentence + "."
-        sentence = sentence.replace('"', "'")
-        if sentence.endswith("?"):
-            sentence = sentence[:-1] + "."
+    for sentence in map(released_sentence, sentences):
         texts += [template.replace("*sent 0*", sentence).strip() for template in templates]
     batch = tokenizer(texts, return_tensors="pt", padding=True)
     model = AutoModelForCausalLM.from_pretrained(folder).eval()
@@ -125,12 +129,7 @@ def released_token_prepending(folder, sentences, template, start, stop, layer, p
     model = AutoModelForCausalLM.from_pretrained(folder).eval()
     model.resize_token_embeddings(len(tokenizer))
     texts = []
-    for sentence in sentences:
-        if sentence and sentence[-1] not in ".?\"'":
-            sentence = sentence + "."
-        sentence = sentence.replace('"', "'")
-        if sentence.endswith("?"):
-            sentence = sentence[:-1] + "."
+    for sentence in map(released_sentence, sentences):
         texts.append(template.replace("*sent 0*", sentence).strip())
     batch = tokenizer(texts, return_tensors="pt", padding=True)
     inner, ids = model.model, batch["input_ids"]
