@@ -361,6 +361,9 @@ def register(kind: str, name: str) -> Callable[[PluginClass], PluginClass]:
             raise ValueError(f"{kind} {name!r} is registered twice")
         _check_params_type(cls, label)
         _check_params_taken(cls, label)
+        if hasattr(cls, "validate"):  # the form before Params.rules: it would never be called
+            raise PluginError(f"{label()}: {cls.__qualname__}.validate is not called; state rules across its "
+                              "parameters as rules(self) on its Params (self.at(KEY) names a key, self.beside a view)")
         summary = " ".join((cls.__doc__ or "").strip().split("\n\n")[0].split())
         _REGISTRY[kind][name] = plugin = Plugin(kind, name, cls, summary=summary)
         _BY_CLASS.setdefault(cls, plugin)

@@ -127,13 +127,26 @@ def test_rules_across_fields_are_the_params_own_and_name_the_section(own_registr
         check_plugin("adapter", {"kind": "lora", "compute_dtype": "float16"}, "encoder.adapter")
 
 
-def test_no_plugin_states_rules_another_way():
-    """The classmethod ``validate(params, where)`` on a raw mapping is gone: no registered class declares one."""
+def test_no_plugin_states_rules_another_way(own_registry):
+    """The classmethod ``validate(params, where)`` on a raw mapping is gone: no registered class declares one, and a
+    package's plug-in that still does is refused where it registers (its rules would never run)."""
     from cselab import registry
+    from cselab.errors import PluginError
+    from cselab.train.plugins.kinds import Loss
 
     stray = [f"{kind} {name}" for kind in registry.KINDS for name in registry.names(kind)
              if hasattr(registry.get(kind, name).cls, "validate")]
     assert stray == []
+    with pytest.raises(PluginError, match=r"Old.validate is not called; state rules .* as rules\(self\) on its"):
+        @registry.register("loss", "old")
+        class Old(Loss):
+            """Rules the old way."""
+
+            roles = ("anchor",)
+
+            @classmethod
+            def validate(cls, params, where):
+                pass
 
 
 def test_a_nested_plugin_is_typed_and_built_by_the_registry():

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from cselab.encoders import pooling  # noqa: F401  (the poolers registered: pooler's choices)
+from cselab.encoders import pooling  # (its import registers the poolers: pooler's choices)
 from cselab.errors import ConfigError
 from cselab.encoders.prepending import PLACEHOLDER
 from cselab.registry import REQUIRED, Checked, Param, get, setting
@@ -108,6 +108,10 @@ class Encoding(EncodingSettings):
         if self.layer is not None and self.denoise:
             raise ConfigError(f"{self.at('layer')}: template denoising subtracts the last layer's template vector; "
                               "it reads no other layer")
+        if self.layer is not None and not pooling.pools_last_layer(self.pooler):
+            raise ConfigError(f"{self.at('layer')}: pooler {self.pooler!r} reads several layers or the model's pooler "
+                              "output, not one layer's states; give a pooler of one layer (avg, last, mask, "
+                              "cls_before_pooler, weighted_mean)")
         if self.token_prepending is not None:
             start, stop = self.token_prepending
             if start >= stop:

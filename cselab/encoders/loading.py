@@ -143,6 +143,16 @@ def _transformer(path: str, device: str | None, dtype: str, spec: str, **setting
     return TransformerEncoder(model, tokenizer, encoding, head=head, spec=spec)
 
 
+def _template_mean(path: str, device: str | None, dtype: str, spec: str, settings: dict[str, Any]) -> TemplateMean:
+    """The mean of the model's vectors under each template of ``settings["prompt"]`` (a list): one model loaded."""
+    templates, normalize = settings["prompt"], settings.get("normalize", False)
+    if len(templates) < 2 or not all(isinstance(template, str) for template in templates):
+        raise ConfigError(f"prompt: a list of templates is two or more of them, each a string; got {templates!r}")
+    first = _transformer(path, device, dtype, spec, **{**settings, "prompt": templates[0], "normalize": False})
+    return TemplateMean([first, *(TransformerEncoder(first.model, first.tokenizer, replace(first.encoding, prompt=t),
+                                                     head=first.head, spec=spec) for t in templates[1:])], normalize)
+
+
 def model_folder(path: str) -> Path | None:
     """The local folder of a model: the folder itself, or a hub model's snapshot in the local cache (fetched there
     when it can be); None when no files are at hand."""
@@ -203,22 +213,18 @@ def load_encoder(spec: str, pooler: str | None = None, prompt: str | None = None
     if is_factory_spec(spec) and not Path(spec).exists():
         return FactoryEncoder(spec)
     path = resolve_backbone(spec)
-    given = {"pooler": pooler, "prompt": prompt, "max_length": max_length, **(settings or {})}
+    given = {**(settings or {}), "pooler": pooler, "prompt": prompt, "max_length": max_length}
     overrides = {**named, **{key: value for key, value in given.items() if value is not None}}
     _model_file(path, CHECKPOINT_FILE)  # a local path that is no folder stops here
     folder = model_folder(path)
     files = ModelFiles.read(folder) if folder is not None else None  # before any file of it is read
-    settings = folder_settings(path)
-    if settings is None and not overrides:
+    own = folder_settings(path)
+    if own is None and not overrides:
         return _with_files(SentenceTransformerEncoder(path, device=device), files, cache)
-    merged = {**(settings or {}), **overrides}
-    templates = merged["prompt"] if isinstance(merged.get("prompt"), list) else [merged.get("prompt")]
-    encoder = _transformer(path, device, dtype, spec, **{**merged, "prompt": templates[0]})
-    if len(templates) == 1:
-        return _with_files(encoder, files, cache)
-    return _with_files(TemplateMean([encoder, *(TransformerEncoder(
-        encoder.model, encoder.tokenizer, replace(encoder.encoding, prompt=template), head=encoder.head, spec=spec)
-        for template in templates[1:])]), files, cache)
+    merged = {**(own or {}), **overrides}
+    if not isinstance(merged.get("prompt"), list):
+        return _with_files(_transformer(path, device, dtype, spec, **merged), files, cache)
+    return _with_files(_template_mean(path, device, dtype, spec, merged), files, cache)
 
 
 def folder_settings(path: str) -> dict[str, Any] | None:

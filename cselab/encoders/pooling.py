@@ -41,6 +41,12 @@ def matching_layer_pooler(pooler: str) -> str:
     return layer_pooler
 
 
+def pools_last_layer(pooler: str) -> bool:
+    """Whether ``pooler`` pools the last layer's states with its layer pooler alone, so that it can pool another
+    layer the same way (``layer``); not one that reads several layers or the model's pooler output."""
+    return issubclass(get("pooler", pooler).cls, _LastLayer)
+
+
 def masked_mean(states: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
     """Mean of ``states`` (batch, tokens, dim) over the tokens where ``attention_mask`` is 1."""
     weights = attention_mask.unsqueeze(-1).to(states.dtype)

@@ -128,7 +128,9 @@ class TransformerEncoder(Encoder):
             check_layer(encoding.layer, model.config.num_hidden_layers, self.spec)
         # Token Prepending: its placeholder a token of the tokenizer and a row of the embeddings before any is read
         self.placeholder = add_placeholder(model, tokenizer) if encoding.token_prepending else None
-        self.decoder_layers = decoder_layers(model) if encoding.token_prepending else None
+        if encoding.token_prepending and encoding.token_prepending[1] > len(decoder_layers(model)):
+            raise ConfigError(f"token_prepending {encoding.token_prepending}: {self.spec or 'the model'} has "
+                              f"{len(decoder_layers(model))} decoder layers; give a stop of at most that")
         self.prompt = self._check_prompt(encoding.prompt, encoding.prompt_pieces) if encoding.prompt else None
         if encoding.denoise and self.pieces is not None:  # the template alone: its two sides (checked to be its ids)
             self.template_ids, self._before_sentence = self.pieces[0] + self.pieces[1], len(self.pieces[0])
@@ -243,6 +245,8 @@ class TransformerEncoder(Encoder):
         """``model``'s outputs on a padded batch, bidirectional when the encoder is: every forward pass of a
         sentence goes through here. ``packed``: its real tokens run as one row, the outputs padded back
         (:mod:`cselab.encoders.packing`)."""
+        if packed and self.placeholder is not None:
+            raise ConfigError("token_prepending: a packed pass holds several sentences in one row; it runs padded")
         packing = pack(model, input_ids, attention_mask, self.bidirectional) if packed else None
         if packing is not None:
             return packed_forward(model, input_ids, packing, **kwargs)
@@ -255,10 +259,10 @@ class TransformerEncoder(Encoder):
             kwargs["position_ids"] = torch.arange(input_ids.shape[1], device=input_ids.device).expand_as(input_ids)
             mask = create_bidirectional_mask(config=model.config, inputs_embeds=embeds, attention_mask=attention_mask,
                                              allow_is_bidirectional_skip=False)
-        if self.placeholder is None or self.decoder_layers is None or self.encoding.token_prepending is None:
+        if self.placeholder is None or self.encoding.token_prepending is None:
             return model(input_ids=input_ids, attention_mask=mask, **kwargs)
         start, stop = self.encoding.token_prepending
-        with prepending(self.decoder_layers, start, stop, input_ids, attention_mask, self.placeholder):
+        with prepending(decoder_layers(model), start, stop, input_ids, attention_mask, self.placeholder):
             return model(input_ids=input_ids, attention_mask=mask, **kwargs)
 
     @property

@@ -109,6 +109,9 @@ def test_metaeol_equals_the_released_evaluation(tmp_path):
                                                     'means in one word:"')
     one = load_encoder(str(folder), encoding="prompteol", cache=False, device="cpu").encode(SENTENCES)
     assert np.abs(one - ours).max() > 1e-2
+    unit = load_encoder(str(folder), encoding="metaeol", settings={"normalize": True}, cache=False,
+                        device="cpu").encode(SENTENCES)  # the mean scaled, not each template's vector
+    np.testing.assert_allclose(unit, ours / np.linalg.norm(ours, axis=1, keepdims=True), rtol=1e-5, atol=1e-6)
 
 
 def released_token_prepending(folder, sentences, template, start, stop, layer, placeholder_row):
@@ -191,6 +194,13 @@ def test_an_unknown_name_and_a_form_without_a_template_are_refused_in_one_line(t
         Encoding(pooler="last", prompt='"{}" <PST>', token_prepending=[1, 2])
     with pytest.raises(ConfigError, match=r"^token_prepending: \[2, 2\) holds no layer"):
         Encoding(pooler="last", prompt='<PST> "{}"', token_prepending=[2, 2])
+    with pytest.raises(ConfigError, match="^layer: pooler 'avg_first_last' reads several layers"):
+        Encoding(pooler="avg_first_last", layer=1)
+    with pytest.raises(ConfigError, match=r"^token_prepending \[1, 3\]: .* has 2 decoder layers"):
+        load_encoder(str(tiny_causal_llama), encoding="token-prepending", settings={"layer": -1,
+                     "token_prepending": [1, 3]}, cache=False, device="cpu")
+    with pytest.raises(ConfigError, match="^prompt: a list of templates is two or more"):
+        load_encoder(str(tiny_causal_llama), settings={"prompt": ["{}"]}, cache=False, device="cpu")
     with pytest.raises(ConfigError, match="^layer 5: .* has 3 hidden states .*: give -3 to 2$"):
         load_encoder(str(tiny_causal_llama), settings={"layer": 5}, cache=False, device="cpu")
     with pytest.raises(ConfigError, match="^layr: not an encoding setting \\(did you mean 'layer'"):

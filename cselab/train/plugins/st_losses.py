@@ -85,7 +85,7 @@ class _SentenceTransformersLoss(Loss):
                 loss.compute_loss_from_embeddings(vectors, labels)
             except Exception as err:
                 wants = "reads labels: name their column with label" if labels is None else "failed"
-                raise ConfigError(f"{self.where}: {self.loss} on {len(views)} view(s) {wants} "
+                raise ConfigError(f"{self.where or self.loss}: {self.loss} on {len(views)} view(s) {wants} "
                                   f"({type(err).__name__}: {clipped(err)})") from None
 
     def __init__(self, params: Params, **views):
