@@ -213,7 +213,8 @@ def load_encoder(spec: str, pooler: str | None = None, prompt: str | None = None
     if is_factory_spec(spec) and not Path(spec).exists():
         return FactoryEncoder(spec)
     path = resolve_backbone(spec)
-    given = {**(settings or {}), "pooler": pooler, "prompt": prompt, "max_length": max_length}
+    explicit = {"pooler": pooler, "prompt": prompt, "max_length": max_length}
+    given = {**(settings or {}), **{key: value for key, value in explicit.items() if value is not None}}
     overrides = {**named, **{key: value for key, value in given.items() if value is not None}}
     _model_file(path, CHECKPOINT_FILE)  # a local path that is no folder stops here
     folder = model_folder(path)
