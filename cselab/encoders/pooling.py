@@ -41,6 +41,12 @@ def matching_layer_pooler(pooler: str) -> str:
     return layer_pooler
 
 
+def last_positions(attention_mask: torch.Tensor) -> torch.Tensor:
+    """Each row's last non-padding position (padding on either side; 0 for a row of padding alone)."""
+    positions = torch.arange(attention_mask.shape[1], device=attention_mask.device).expand_as(attention_mask)
+    return torch.where(attention_mask.bool(), positions, -1).max(dim=1).values.clamp(min=0)
+
+
 def pools_last_layer(pooler: str) -> bool:
     """Whether ``pooler`` pools the last layer's states with its layer pooler alone, so that it can pool another
     layer the same way (``layer``); not one that reads several layers or the model's pooler output."""
@@ -110,9 +116,7 @@ class LastToken(LayerPooler):
 
     def __call__(self, states: torch.Tensor, attention_mask: torch.Tensor,
                  mask_positions: torch.Tensor | None) -> torch.Tensor:
-        positions = torch.arange(attention_mask.shape[1], device=states.device).expand_as(attention_mask)
-        last = torch.where(attention_mask.bool(), positions, -1).max(dim=1).values
-        return states[torch.arange(len(states), device=states.device), last.clamp(min=0)]
+        return states[torch.arange(len(states), device=states.device), last_positions(attention_mask)]
 
 
 @register("layer_pooler", "weighted_mean")

@@ -11,6 +11,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from cselab.encoders.pooling import last_positions
 from cselab.errors import ConfigError
 
 PLACEHOLDER = "<PST>"
@@ -49,8 +50,7 @@ def prepending(layers: nn.ModuleList, start: int, stop: int, input_ids: torch.Te
     last real token (right padding or none)."""
     rows = torch.arange(len(input_ids), device=input_ids.device)
     placeholder = (input_ids == token).int().argmax(dim=1)
-    positions = torch.arange(attention_mask.shape[1], device=attention_mask.device).expand_as(attention_mask)
-    last = torch.where(attention_mask.bool(), positions, -1).max(dim=1).values.clamp(min=0)
+    last = last_positions(attention_mask)
 
     def replace(module: nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
         hidden = args[0] if args else kwargs["hidden_states"]

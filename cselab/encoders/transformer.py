@@ -128,9 +128,10 @@ class TransformerEncoder(Encoder):
             check_layer(encoding.layer, model.config.num_hidden_layers, self.spec)
         # Token Prepending: its placeholder a token of the tokenizer and a row of the embeddings before any is read
         self.placeholder = add_placeholder(model, tokenizer) if encoding.token_prepending else None
-        if encoding.token_prepending and encoding.token_prepending[1] > len(decoder_layers(model)):
-            raise ConfigError(f"token_prepending {encoding.token_prepending}: {self.spec or 'the model'} has "
-                              f"{len(decoder_layers(model))} decoder layers; give a stop of at most that")
+        depth = len(decoder_layers(model)) if encoding.token_prepending else 0
+        if encoding.token_prepending and encoding.token_prepending[1] > depth:
+            raise ConfigError(f"token_prepending {encoding.token_prepending}: {self.spec or 'the model'} has {depth} "
+                              "decoder layers; give a stop of at most that")
         self.prompt = self._check_prompt(encoding.prompt, encoding.prompt_pieces) if encoding.prompt else None
         if encoding.denoise and self.pieces is not None:  # the template alone: its two sides (checked to be its ids)
             self.template_ids, self._before_sentence = self.pieces[0] + self.pieces[1], len(self.pieces[0])
