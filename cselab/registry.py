@@ -231,6 +231,12 @@ class Plugin:
         views, values = getattr(self.cls, "view_schema", None), getattr(self.cls, "value_schema", None)
         return {**(views() if views is not None else {}), **(values() if values is not None else {}), **self.params}
 
+    def nested(self, params: Mapping[str, Any]) -> list[tuple[str, Plugin]]:
+        """The plug-ins ``params`` sets in settings declared ``plugin=KIND`` (info_nce's ``transform``): each one's
+        key and plug-in."""
+        return [(key, get(param.plugin, params[key]["kind"])) for key, param in self.params.items()
+                if param.plugin and isinstance(params.get(key), Mapping) and "kind" in params[key]]
+
 
 _REGISTRY: dict[str, dict[str, Plugin]] = {kind: {} for kind in KINDS}
 _CONTRACTS: dict[str, type] = {}

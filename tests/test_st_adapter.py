@@ -82,8 +82,10 @@ def test_sentence_transformers_trainer_trains_with_cselab_losses(cselab_checkpoi
 
 
 def test_what_the_adapter_cannot_serve_is_refused_in_one_line(model):
-    with pytest.raises(ConfigError, match="'mlm'\\): the loss reads tokens, the initial weights or models of its own"):
+    with pytest.raises(ConfigError, match="'mlm'\\): the loss reads tokens or texts, the initial weights or models "):
         CselabLoss(model, "mlm")
+    with pytest.raises(ConfigError, match="'info_nce'\\): the loss reads tokens or texts"):  # a guide reads texts
+        CselabLoss(model, "info_nce", transform={"kind": "guided", "guide": "minilm"})
     with pytest.raises(ConfigError, match="CselabLoss\\('info_nce'\\).temprature: unknown key \\(did you mean "):
         CselabLoss(model, "info_nce", temprature=0.05)
     with pytest.raises(ConfigError, match="4 columns, and the loss reads 3 \\(anchor, paraphrase, negation\\)"):

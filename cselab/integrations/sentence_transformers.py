@@ -23,7 +23,7 @@ from torch import nn
 
 from cselab.errors import ConfigError
 from cselab.registry import build
-from cselab.train.config.schema import check_losses, loss_plugin
+from cselab.train.config.schema import check_losses, loss_plugin, reads_texts
 from cselab.train.objective import apply_loss, value_key
 from cselab.train.plugins.kinds import LossContext, NegativeSource
 
@@ -38,10 +38,11 @@ class CselabLoss(nn.Module):
         ``weight`` (a factor) and ``matryoshka``."""
         super().__init__()
         self.model, self.name = model, name
-        cls = loss_plugin(name, params, f"CselabLoss({name!r})").cls
-        if cls.needs_tokens or cls.needs_initial_weights or cls.model_params:
-            raise ConfigError(f"CselabLoss({name!r}): the loss reads tokens, the initial weights or models of its "
-                              "own, which only cselab's trainer gives; use `cselab train` with it")
+        plugin = loss_plugin(name, params, f"CselabLoss({name!r})")
+        cls = plugin.cls
+        if reads_texts(plugin, params) or cls.needs_initial_weights or cls.model_params:
+            raise ConfigError(f"CselabLoss({name!r}): the loss reads tokens or texts, the initial weights or models "
+                              "of its own, which only cselab's trainer gives; use `cselab train` with it")
         self.roles, self.lists, self.value_roles = cls.roles, cls.view_lists, cls.value_roles
         extra = max(0, (columns or len(self.roles)) - len(self.roles))
         if extra and not self.lists:

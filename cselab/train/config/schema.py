@@ -81,6 +81,22 @@ def loss_plugin(name: str, params: Mapping[str, Any], where: str = "") -> Plugin
     return get("loss", name, where)
 
 
+def reads_texts(plugin: Plugin, params: Mapping[str, Any]) -> bool:
+    """Whether loss ``plugin`` with ``params`` reads its views' tokens or texts: its ``needs_tokens``, or a nested
+    plug-in's ``needs_reference`` (a guide encodes the texts)."""
+    return plugin.cls.needs_tokens or any(getattr(nested.cls, "needs_reference", False)
+                                          for _, nested in plugin.nested(params))
+
+
+def named_models(plugin: Plugin, params: Mapping[str, Any]) -> dict[str, str]:
+    """The models loss ``plugin`` names with ``params``, by key (``teacher``, ``transform.guide``): its
+    ``model_params`` and its nested plug-ins'."""
+    own = {key: params[key] for key in plugin.cls.model_params if params.get(key) is not None}
+    inner = {f"{key}.{name}": params[key][name] for key, nested in plugin.nested(params)
+             for name in getattr(nested.cls, "model_params", ()) if params[key].get(name) is not None}
+    return {**own, **inner}
+
+
 def value_columns(losses: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """The numeric data columns the resolved ``losses`` read (a scored pair's ``score``), each once."""
     return sorted({params[role] for name, params in losses.items()
@@ -148,13 +164,13 @@ def check_losses(losses: Any, views: dict[str, dict[str, Any]]) -> dict[str, dic
         plugin = loss_plugin(name, params, where)
         resolved = check_params(plugin, params, where, extra=LOSS)
         if "matryoshka" in resolved:
-            resolved["matryoshka"] = _matryoshka(resolved, plugin.cls, f"{where}.matryoshka")
+            resolved["matryoshka"] = _matryoshka(resolved, plugin, f"{where}.matryoshka")
         for key in plugin.cls.view_schema():
             for view in resolved[key] if isinstance(resolved[key], list) else [resolved[key]]:
                 if view not in available:
                     raise ConfigError(f"{where}.{key}: {shown(view)} is not a view; views: "
                                       f"{', '.join(sorted(available))}")
-        _readable(plugin.cls, resolved, views, where)
+        _readable(plugin, resolved, views, where)
         generated = resolved.get("generated") or {}
         for key in get("negatives", generated["kind"]).cls.view_params if generated else ():
             if generated[key] not in views:
@@ -164,7 +180,7 @@ def check_losses(losses: Any, views: dict[str, dict[str, Any]]) -> dict[str, dic
     return result
 
 
-def _matryoshka(params: dict[str, Any], cls: Any, where: str) -> dict[str, Any]:
+def _matryoshka(params: dict[str, Any], plugin: Plugin, where: str) -> dict[str, Any]:
     """A loss's ``matryoshka`` checked: distinct widths, one weight each (1 by default), and a loss that reads only
     the vectors (no model of its own, no tokens, no weights, no generated negatives, which would be made once at
     one width)."""
@@ -174,7 +190,8 @@ def _matryoshka(params: dict[str, Any], cls: Any, where: str) -> dict[str, Any]:
         raise ConfigError(f"{where}.dims: expected distinct widths, got {shown(dims)}")
     if len(weights) != len(dims):
         raise ConfigError(f"{where}.weights: {len(weights)} weight(s) for {len(dims)} width(s); give one per width")
-    reads = ("tokens" if cls.needs_tokens else "the initial weights" if cls.needs_initial_weights else
+    reads = ("tokens or texts" if reads_texts(plugin, params) else "the initial weights"
+             if plugin.cls.needs_initial_weights else
              "generated negatives" if params.get("generated") else None)
     if reads:
         raise ConfigError(f"{where}: the loss reads {reads}, not only vectors that can be cut to a width; Matryoshka "
@@ -182,11 +199,12 @@ def _matryoshka(params: dict[str, Any], cls: Any, where: str) -> dict[str, Any]:
     return {"dims": dims, "weights": weights}
 
 
-def _readable(cls: Any, params: dict[str, Any], views: dict[str, dict[str, Any]], where: str) -> None:
+def _readable(plugin: Plugin, params: dict[str, Any], views: dict[str, dict[str, Any]], where: str) -> None:
     """A loss that reads a view's tokens, texts or vectors before the head (``needs_tokens``, ``needs_pooled``) reads
     forward views with their own tokens: not a view made of another, not a layers view, not one whose tokens an
     augment changed; and ``needs_pooled`` none that pools layers."""
-    if not (cls.needs_tokens or cls.needs_pooled):
+    cls = plugin.cls
+    if not (reads_texts(plugin, params) or cls.needs_pooled):
         return
     for key in cls.view_schema():
         for name in params[key] if isinstance(params[key], list) else [params[key]]:

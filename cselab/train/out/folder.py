@@ -113,10 +113,10 @@ def _strings(value: Any) -> list[str]:
 def loss_models(method: MethodConfig) -> dict[str, str]:
     """Each model a loss names (its plug-in's ``model_params``: a generator, a teacher) by its key, e.g.
     ``losses.rtd.generator``."""
-    from cselab.train.config.schema import loss_plugin
+    from cselab.train.config.schema import loss_plugin, named_models
 
-    return {f"losses.{name}.{key}": params[key] for name, params in method.losses.items()
-            for key in loss_plugin(name, params).cls.model_params if params.get(key) is not None}
+    return {f"losses.{name}.{key}": spec for name, params in method.losses.items()
+            for key, spec in named_models(loss_plugin(name, params), params).items()}
 
 
 def auxiliary_models(method: MethodConfig) -> dict[str, dict[str, str | None]]:

@@ -94,30 +94,54 @@ def compilable(function: Callable) -> Callable:
     return run
 
 
+def contrast_similarities(anchors: torch.Tensor, positives: torch.Tensor,
+                          extra_negatives: torch.Tensor | None = None, offset: int = 0,
+                          anchor_negatives: bool = False, positive_negatives: bool = False) -> torch.Tensor:
+    """InfoNCE's similarity matrix: row i (``anchors[i]``) against every positive (its own at ``offset + i``) and each
+    extra negative; then, with ``anchor_negatives``, against every anchor and, with ``positive_negatives``, its
+    positive against every positive (GISTEmbed's anchor-anchor and positive-positive blocks), a row's own vector in
+    those blocks left out (-inf)."""
+    if anchors.shape[1:] != positives.shape[1:] or offset + len(anchors) > len(positives):
+        raise ValueError(f"anchors {tuple(anchors.shape)} do not match positives {tuple(positives.shape)} "
+                         f"at offset {offset}")
+    blocks = [cosine_matrix(anchors, positives)]
+    if extra_negatives is not None:
+        blocks.append(cosine_matrix(anchors, extra_negatives))
+    rows = torch.arange(len(anchors), device=anchors.device)
+    if anchor_negatives:
+        itself = F.one_hot(rows, len(anchors)).bool()
+        blocks.append(cosine_matrix(anchors, anchors).masked_fill(itself, -math.inf))
+    if positive_negatives:
+        itself = F.one_hot(rows + offset, len(positives)).bool()
+        blocks.append(cosine_matrix(positives[offset:offset + len(anchors)], positives).masked_fill(itself, -math.inf))
+    return torch.cat(blocks, dim=1)
+
+
 @compilable
 def info_nce(anchors: torch.Tensor, positives: torch.Tensor, temperature: float = 0.05,
              extra_negatives: torch.Tensor | None = None, offset: int = 0, reduction: str = "mean",
              transform: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None, multitask: bool = False,
-             label_smoothing: float = 0.0, logit_bias: torch.Tensor | None = None) -> torch.Tensor:
+             label_smoothing: float = 0.0, logit_bias: torch.Tensor | None = None, anchor_negatives: bool = False,
+             positive_negatives: bool = False) -> torch.Tensor:
     """In-batch InfoNCE: row i's positive is ``positives[offset + i]``, every other positive (and each extra
     negative) is a negative. ``offset`` places the anchors in a longer list of positives (another process's
-    rows first); ``reduction`` is ``"mean"`` or ``"none"`` (one loss per anchor).
+    rows first); ``reduction`` is ``"mean"`` or ``"none"`` (one loss per anchor). ``anchor_negatives`` and
+    ``positive_negatives`` add the other anchors and the other positives as negatives
+    (:func:`contrast_similarities`).
 
     ``transform(similarities, labels)`` changes the similarities before the temperature (e.g. IFM/BYOP's
     perturbation, :func:`perturb_logits`); with ``multitask`` the transformed loss is averaged with the plain one
     (``(l + l_transformed) / 2``). ``label_smoothing`` spreads that much of the target's mass evenly over all
     columns (the positive's included), as :func:`torch.nn.functional.cross_entropy` does. ``logit_bias`` (anchors x
-    columns) is added to the logits after the temperature: SimCSE's hard-negative weight, ``log`` of a factor on
-    ``e^{sim/tau}`` of each anchor's own hard negative."""
-    if anchors.shape[1:] != positives.shape[1:] or offset + len(anchors) > len(positives):
-        raise ValueError(f"anchors {tuple(anchors.shape)} do not match positives {tuple(positives.shape)} "
-                         f"at offset {offset}")
+    the positives and extra negatives) is added to those logits after the temperature: SimCSE's hard-negative weight,
+    ``log`` of a factor on ``e^{sim/tau}`` of each anchor's own hard negative."""
     if multitask and transform is None:
         raise ValueError("multitask averages the transformed loss with the plain one: it needs a transform")
-    similarities = cosine_matrix(anchors, positives)
-    if extra_negatives is not None:
-        similarities = torch.cat([similarities, cosine_matrix(anchors, extra_negatives)], dim=1)
+    similarities = contrast_similarities(anchors, positives, extra_negatives, offset, anchor_negatives,
+                                         positive_negatives)
     labels = torch.arange(offset, offset + len(anchors), device=anchors.device)
+    if logit_bias is not None:
+        logit_bias = F.pad(logit_bias, (0, similarities.shape[1] - logit_bias.shape[1]))
 
     def loss(values: torch.Tensor) -> torch.Tensor:
         logits = values / temperature if logit_bias is None else values / temperature + logit_bias
@@ -127,6 +151,21 @@ def info_nce(anchors: torch.Tensor, positives: torch.Tensor, temperature: float 
         return loss(similarities)
     transformed = loss(transform(similarities, labels))
     return (loss(similarities) + transformed) / 2 if multitask else transformed
+
+
+def guided_mask(similarities: torch.Tensor, labels: torch.Tensor, guide: torch.Tensor, margin: float = 0.0,
+                strategy: str = "absolute") -> torch.Tensor:
+    """GISTEmbed's false-negative filter: in each row, the columns whose ``guide`` similarity (the same pairs by a
+    guide model) is above the guide's similarity ``g`` of the row's positive (column ``labels[i]``) less ``margin``
+    (``absolute``) or less ``|g| * margin`` (``relative``) are left out (-inf); the positive itself is kept."""
+    if guide.shape != similarities.shape:
+        raise ValueError(f"guide similarities {tuple(guide.shape)} do not match {tuple(similarities.shape)}")
+    if strategy not in ("absolute", "relative"):
+        raise ValueError(f"margin strategy {strategy!r}: expected absolute or relative")
+    own = guide.gather(1, labels.unsqueeze(1))
+    threshold = own - margin if strategy == "absolute" else own - own.abs() * margin
+    masked = (guide > threshold).scatter(1, labels.unsqueeze(1), False)
+    return similarities.masked_fill(masked, -math.inf)
 
 
 def nt_xent(first: torch.Tensor, second: torch.Tensor, temperature: float = 0.01) -> torch.Tensor:

@@ -186,10 +186,27 @@ class LogitTransform(Parametrized, nn.Module):
     """A change of a contrastive loss's similarities (kind ``logit_transform``, e.g. a margin): :meth:`forward`
     maps the cosine similarities (anchors x columns, before the temperature) and each row's positive column
     (``labels``) to new similarities of the same shape. A loss applies it where its config names one
-    (``losses.info_nce.transform``)."""
+    (``losses.info_nce.transform``).
 
-    def forward(self, similarities: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    A transform with ``needs_reference`` (GISTEmbed's guide) also gets ``reference``: the same pairs' similarities by
+    other vectors of the same sentences, which the loss computes from :meth:`reference_vectors` of each view's texts
+    (so the loss reads its views' texts, as one with ``needs_tokens``); ``model_params`` names the parameters that
+    name a model (its weights' sha256 joins the run's identity)."""
+
+    needs_reference: ClassVar[bool] = False
+    model_params: ClassVar[tuple[str, ...]] = ()
+
+    def forward(self, similarities: torch.Tensor, labels: torch.Tensor,
+                reference: torch.Tensor | None = None) -> torch.Tensor:
         raise NotImplementedError
+
+    def prepare(self, encoder) -> None:
+        """Note what it needs of the training ``encoder`` (a guide: the training length), when the run is set up;
+        nothing by default."""
+
+    def reference_vectors(self, texts: list[str], device: torch.device) -> torch.Tensor:
+        """One vector per text, for the reference similarities (``needs_reference``)."""
+        raise NotImplementedError(f"{type(self).__name__} takes no reference")
 
 
 class Augment(Parametrized, nn.Module):

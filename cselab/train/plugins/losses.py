@@ -9,14 +9,17 @@ from every process for ``reduce="whole_batch"``) and a :class:`~cselab.train.plu
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from collections.abc import Callable
+from typing import Any, cast
 
 import torch
 
 from cselab.errors import ConfigError
-from cselab.registry import register, setting
+from cselab.registry import get, register, setting
 from cselab.train.plugins import functional as L
 from cselab.train.distributed import gather_rows
+from cselab.train.plugins.frozen import aligned_texts
 from cselab.train.plugins.kinds import LogitTransform, Loss, LossContext, NegativeSource
 
 TEMPERATURE = "tau"
@@ -25,9 +28,10 @@ TEMPERATURE = "tau"
 @register("loss", "info_nce")
 class InfoNCE(Loss):
     """InfoNCE of ``anchor`` against ``positive`` and the batch's other positives, plus extra ``negatives``
-    columns (views: a hard negative, SSCL's ``anchor.layers``) and ``generated`` ones; an optional logit ``transform``
-    (IFM/BYOP's ``perturb``), alone or, with ``multitask``, averaged with the plain loss; ``label_smoothing``;
-    ``hard_negative_weight`` on each anchor's own row of the one ``negatives`` view (supervised SimCSE's)."""
+    columns (views: a hard negative, SSCL's ``anchor.layers``) and ``generated`` ones, and (GISTEmbed's) the other
+    anchors and positives; an optional logit ``transform`` (IFM/BYOP's ``perturb``, GISTEmbed's ``guided``), alone or,
+    with ``multitask``, averaged with the plain loss; ``label_smoothing``; ``hard_negative_weight`` on each anchor's
+    own row of the one ``negatives`` view (supervised SimCSE's)."""
 
     roles, view_lists = ("anchor", "positive"), ("negatives",)
     transform: LogitTransform | None  # built by the registry from params.transform
@@ -37,8 +41,8 @@ class InfoNCE(Loss):
     class Params(Loss.Params):
         temperature: float = setting(0.05, TEMPERATURE, min=0.0, above=True)
         transform: dict[str, Any] | None = setting(
-            None, "a logit transform applied to the similarities (e.g. {kind: perturb, ...}, IFM/BYOP)",
-            plugin="logit_transform")
+            None, "a logit transform applied to the similarities (e.g. {kind: perturb, ...}, IFM/BYOP; {kind: "
+            "guided, guide: MODEL}, GISTEmbed)", plugin="logit_transform")
         multitask: bool = setting(False, "average the transformed loss with the plain one (needs a transform)")
         label_smoothing: float = setting(0.0, "target mass spread over all columns", min=0.0, max=1.0,
                                          below=True)
@@ -47,6 +51,10 @@ class InfoNCE(Loss):
         hard_negative_weight: float | None = setting(
             None, "added in log space to each anchor's own hard negative (the one negatives view; SimCSE's "
             "hard_negative_weight, 0 as released); null: none")
+        anchor_negatives: bool = setting(False, "the batch's other anchors are negatives too (GISTEmbed's "
+                                         "anchor-anchor block)")
+        positive_negatives: bool = setting(False, "each anchor's positive against the batch's other positives, "
+                                           "as negatives too (GISTEmbed's positive-positive block)")
 
         def rules(self) -> None:
             if self.multitask and self.transform is None:
@@ -56,6 +64,21 @@ class InfoNCE(Loss):
             if self.hard_negative_weight is not None and self.beside is not None and len(negatives) != 1:
                 raise ConfigError(f"{self.at('hard_negative_weight')}: weighs each anchor's own hard negative, the "
                                   f"row of the one negatives view; {self.at('negatives')} has {len(negatives)}")
+            guided = bool(self.transform) and get("logit_transform", (self.transform or {})["kind"]).cls.needs_reference
+            if guided and self.generated is not None:
+                raise ConfigError(f"{self.at('generated')}: generated negatives have no text, and the "
+                                  f"{self.at('transform')} reads each column's text")
+            masks = "the guided transform" if guided else "anchor_negatives" if self.anchor_negatives else \
+                "positive_negatives" if self.positive_negatives else None
+            if self.label_smoothing and masks:
+                raise ConfigError(f"{self.at('label_smoothing')}: spreads target mass over every column, and {masks} "
+                                  "leaves columns out (-inf), which would make the loss infinite; drop one of them")
+
+    def auxiliary(self, encoder) -> None:
+        """Let the transform note what it needs of the training encoder (a guide: the training length)."""
+        if self.transform is not None:
+            self.transform.prepare(encoder)
+        return None
 
     def forward(self, views, context: LossContext):
         anchors, positives = views
@@ -73,9 +96,26 @@ class InfoNCE(Loss):
         # a batch whose rows have no hard negative (an empty field) gives no negatives view: no bias to add
         bias = None if not self.params.hard_negative_weight or negatives is None else self._hard_negative_bias(
             context, len(anchors), len(positives), gathered[0][1], len(negatives))
+        transform: Callable[..., torch.Tensor] | None = self.transform
+        if self.transform is not None and self.transform.needs_reference:
+            transform = partial(self.transform, reference=self._reference(context, anchors.device))
         return L.info_nce(anchors, positives, self.params.temperature, negatives, offset, reduction="none",
-                          transform=self.transform, multitask=self.params.multitask,
-                          label_smoothing=self.params.label_smoothing, logit_bias=bias)
+                          transform=transform, multitask=self.params.multitask,
+                          label_smoothing=self.params.label_smoothing, logit_bias=bias,
+                          anchor_negatives=self.params.anchor_negatives,
+                          positive_negatives=self.params.positive_negatives)
+
+    def _reference(self, context: LossContext, device: torch.device) -> torch.Tensor:
+        """The transform's reference similarities (a guide's): the same columns as the loss's, from its
+        :meth:`~cselab.train.plugins.kinds.LogitTransform.reference_vectors` of each view's texts."""
+        transform = cast(LogitTransform, self.transform)
+        texts = aligned_texts(context, [self.views["anchor"], self.views["positive"]], "loss info_nce")
+        anchors, positives = (transform.reference_vectors(rows, device) for rows in texts)
+        columns = [gather_rows(transform.reference_vectors(cast(Callable, context.texts)(name), device))[0]
+                   for name in self.views["negatives"]]  # forward views (refused otherwise when the method is read)
+        positives, offset = gather_rows(positives)
+        return L.contrast_similarities(anchors, positives, torch.cat(columns) if columns else None, offset,
+                                       self.params.anchor_negatives, self.params.positive_negatives)
 
     def _hard_negative_bias(self, context: LossContext, anchors: int, positives: int, start: int,
                             negatives: int) -> torch.Tensor:

@@ -3,16 +3,12 @@ of the batch (``rank_consistency``) and the distillation of one or two teachers'
 ListMLE or ListNet). Both read each row's similarity list: its cosine to every positive of the batch (gathered from
 every process), over a temperature.
 
-The teachers are any encoders ``probe run --model`` takes (a cselab checkpoint, a sentence-transformers folder, a hub
-name), given by spec: each encodes the batch's texts with its own tokenizer, cut at the training length, through the
-embedding cache (:mod:`cselab.encoders.cache`), so a sentence seen before (another epoch, a resumed run) is not encoded
-again. They load on the training device at the first batch (the cache is keyed by the device that computes a
-vector). Their specs and weights' sha256 are part of the run's identity.
+The teachers are frozen encoders given by spec (:mod:`cselab.train.plugins.frozen`); their specs and weights'
+sha256 are part of the run's identity.
 """
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +17,7 @@ import torch
 from cselab.errors import ConfigError
 from cselab.registry import REQUIRED, register, schema_of, setting
 from cselab.train.plugins import functional as L
+from cselab.train.plugins.frozen import aligned_texts, frozen_vectors, load_frozen
 from cselab.train.plugins.kinds import Loss, LossContext
 from cselab.train.distributed import gather_rows
 
@@ -115,19 +112,12 @@ class RankDistillation(Loss):
 
     def teacher_lists(self, anchors: list[str], positives: list[str], device: torch.device) -> torch.Tensor:
         """The teachers' similarity lists: each of this process's ``anchors`` texts against every process's
-        ``positives`` texts (their vectors gathered), weighed by ``alpha``. A teacher cuts a text at the training
-        length, as the student does: that cut is the method's, so it says nothing of it."""
-        from cselab.encoders.loading import load_encoder
-
+        ``positives`` texts (their vectors gathered), weighed by ``alpha``."""
         if not self.teachers:
-            self.__dict__["teachers"] = [load_encoder(spec, pooler=pooler, max_length=self.length, device=str(device),
-                                                      dtype="float32") for spec, pooler in self.specs]
+            self.__dict__["teachers"] = [load_frozen(spec, pooler, self.length, device) for spec, pooler in self.specs]
         lists = []
         for teacher in self.teachers:
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message=".*longer than max_length")
-                rows, columns = (torch.from_numpy(teacher.encode(texts, batch_size=max(len(texts), 1))).to(device)
-                                 for texts in (anchors, positives))
+            rows, columns = (frozen_vectors(teacher, texts, device) for texts in (anchors, positives))
             lists.append(similarity_lists(rows, columns, self.params.teacher_temperature)[0])
         if len(lists) == 1:
             return lists[0]
@@ -136,16 +126,12 @@ class RankDistillation(Loss):
     def forward(self, views, context: LossContext):
         anchors, positives = views
         student, offset = similarity_lists(anchors, positives, self.params.temperature)
-        teacher = self.teacher_lists(*self._aligned_texts(context), anchors.device)
+        anchor_texts, positive_texts = self.texts(context)
+        teacher = self.teacher_lists(anchor_texts, positive_texts, anchors.device)
         if self.params.form == "listmle":
             return L.list_mle(student, teacher)
         return L.list_net(student, teacher, torch.arange(len(anchors), device=anchors.device) + offset)
 
-    def _aligned_texts(self, context: LossContext) -> tuple[list[str], list[str]]:
+    def texts(self, context: LossContext) -> list[list[str]]:
         """The anchor's and the positive's texts of the rows that have both views, in their order."""
-        if context.texts is None:
-            raise ConfigError("loss rank_distillation: its teachers encode the views' texts; none were given")
-        names = self.views["anchor"], self.views["positive"]
-        common = sorted(set(context.encoded[names[0]][1]) & set(context.encoded[names[1]][1]))
-        texts = [dict(zip(context.encoded[name][1], context.texts(name), strict=True)) for name in names]
-        return [texts[0][row] for row in common], [texts[1][row] for row in common]
+        return aligned_texts(context, [self.views["anchor"], self.views["positive"]], "loss rank_distillation")

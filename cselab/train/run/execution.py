@@ -28,7 +28,7 @@ from typing import Any
 from cselab.errors import ConfigError
 from cselab.registry import get
 from cselab.train.config.method import MethodConfig
-from cselab.train.config.schema import loss_plugin
+from cselab.train.config.schema import loss_plugin, named_models
 from cselab.train.config.sections import AUTO
 from cselab.train.plugins.kinds import NegativeSource
 from cselab.train.sharding import Sharding
@@ -103,10 +103,11 @@ def graph_blocker(method: MethodConfig, processes: int) -> str | None:
         if view.tokens is not None:
             return f"views.{name}'s token augment makes rows of random lengths"
     for name, params in method.losses.items():
-        cls = loss_plugin(name, params).cls
+        plugin = loss_plugin(name, params)
+        cls = plugin.cls
         if cls.needs_tokens or cls.needs_lm_head:
             return f"losses.{name} runs the model on inputs of its own"
-        if any(params.get(key) for key in cls.model_params):
+        if named_models(plugin, params):
             return f"losses.{name} runs a model of its own"
         generated = params.get("generated")
         if generated and get("negatives", generated["kind"]).cls.remember is not NegativeSource.remember:

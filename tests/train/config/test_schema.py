@@ -42,7 +42,7 @@ MISTAKES = {  # (method, --set): what the one line says after "METHOD: KEY: "
     ("byop-d", "losses.info_nce.transform.margin=-dynamic"): "'-dynamic' is not valid; expected a number or "
                                                              "'dynamic'",
     ("ifm", "losses.info_nce.transform.kind=perturbb"):
-        "unknown logit transform 'perturbb' (did you mean 'perturb'?); known: perturb",
+        "unknown logit transform 'perturbb' (did you mean 'perturb'?); known: guided, perturb",
 }
 
 

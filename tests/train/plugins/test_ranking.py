@@ -77,8 +77,8 @@ def test_a_teacher_with_its_own_tokenizer_and_width_is_read_from_the_cache_the_s
     pairs = {"anchor": texts, "positive": [f"{t} Indeed." for t in texts]}
     context = LossContext({"anchor": (torch.randn(3, 32), [0, 1, 2]), "positive": (torch.randn(2, 32), [0, 2])},
                           texts=lambda name: pairs[name] if name == "anchor" else [pairs[name][0], pairs[name][2]])
-    assert loss._aligned_texts(context) == ([texts[0], texts[2]], [pairs["positive"][0], pairs["positive"][2]])
-    lists = loss.teacher_lists(*loss._aligned_texts(context), torch.device("cpu"))
+    assert loss.texts(context) == [[texts[0], texts[2]], [pairs["positive"][0], pairs["positive"][2]]]
+    lists = loss.teacher_lists(*loss.texts(context), torch.device("cpu"))
     assert lists.shape == (2, 2) and lists[0, 0] < 1 / 0.05  # each anchor against the positives' own texts
 
 
