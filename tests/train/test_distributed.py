@@ -33,14 +33,22 @@ def test_without_a_process_group_gathering_is_the_identity():
     assert global_mean(torch.zeros(0)) is None
 
 
+GUIDED = ["--set", "losses.info_nce.transform={kind: guided, guide: minilm, margin: 0.2}", "--set",
+          "losses.info_nce.anchor_negatives=true", "--set", "losses.info_nce.positive_negatives=true"]
+
+
 @pytest.mark.skipif(shutil.which("torchrun", path=os.path.dirname(sys.executable)) is None, reason="no torchrun")
-@pytest.mark.parametrize("cached", [[], ["--set", "training.mini_batch_size=3"]], ids=["plain", "cached"])
-def test_two_processes_take_the_same_steps_as_one(dropout_free_bert, tiny_cache, data_dir, tmp_path, cached):
+@pytest.mark.parametrize(("method", "cached"), [([], []), ([], ["--set", "training.mini_batch_size=3"]), (GUIDED, [])],
+                         ids=["plain", "cached", "guided"])
+def test_two_processes_take_the_same_steps_as_one(dropout_free_bert, tiny_cache, data_dir, tmp_path, method,
+                                                  cached):
     # simcse-bt: rows without a paraphrase leave the two processes different numbers of positives to gather;
     # two batches accumulated per step; cached: the two processes encode their 8 rows 3 at a time (cached InfoNCE,
-    # gathering, accumulation and clipping together) and still take the one uncached process's steps
+    # gathering, accumulation and clipping together) and still take the one uncached process's steps; guided: a
+    # guide's columns (every process's anchors and positives among them) gathered as the model's are
     settings = ["--set", "training.batch_size=16", "--set", "training.max_length=24", "--set", "training.lr=1e-4",
-                "--set", "training.eval_steps=2", "--set", "training.max_steps=4", "--set", "training.grad_accum=2"]
+                "--set", "training.eval_steps=2", "--set", "training.max_steps=4", "--set", "training.grad_accum=2",
+                *method]
     command = ["-m", "cselab.cli", "train", "--method", "simcse-bt", "--model", str(dropout_free_bert),
                "--data", str(tiny_cache), "--data-dir", str(data_dir), "--eval-limit", "40", *settings]
     environment = {**os.environ, "ACCELERATE_USE_CPU": "1", "OMP_NUM_THREADS": "1"}
@@ -48,7 +56,7 @@ def test_two_processes_take_the_same_steps_as_one(dropout_free_bert, tiny_cache,
                          timeout=600, env=environment)
     assert one.returncode == 0, one.stderr.decode()[-2000:]
     torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
-    two = subprocess.run([torchrun, "--nproc_per_node", "2", "--master_port", "29562" if cached else "29561",
+    two = subprocess.run([torchrun, "--nproc_per_node", "2", "--master_port", "29562" if cached else "29563" if method else "29561",
                           *command, *cached, "--out", str(tmp_path / "two")], capture_output=True, timeout=600,
                          env=environment)
     assert two.returncode == 0, two.stderr.decode()[-3000:]

@@ -96,23 +96,24 @@ def compilable(function: Callable) -> Callable:
 
 def contrast_similarities(anchors: torch.Tensor, positives: torch.Tensor,
                           extra_negatives: torch.Tensor | None = None, offset: int = 0,
-                          anchor_negatives: bool = False, positive_negatives: bool = False) -> torch.Tensor:
+                          every_anchor: torch.Tensor | None = None, positive_negatives: bool = False) -> torch.Tensor:
     """InfoNCE's similarity matrix: row i (``anchors[i]``) against every positive (its own at ``offset + i``) and each
-    extra negative; then, with ``anchor_negatives``, against every anchor and, with ``positive_negatives``, its
-    positive against every positive (GISTEmbed's anchor-anchor and positive-positive blocks), a row's own vector in
-    those blocks left out (-inf)."""
+    extra negative; then against ``every_anchor`` (the batch's anchors, this process's at ``offset``) and, with
+    ``positive_negatives``, its positive against every positive (GISTEmbed's anchor-anchor and positive-positive
+    blocks), a row's own vector in those blocks left out (-inf)."""
     if anchors.shape[1:] != positives.shape[1:] or offset + len(anchors) > len(positives):
         raise ValueError(f"anchors {tuple(anchors.shape)} do not match positives {tuple(positives.shape)} "
                          f"at offset {offset}")
     blocks = [cosine_matrix(anchors, positives)]
     if extra_negatives is not None:
         blocks.append(cosine_matrix(anchors, extra_negatives))
-    rows = torch.arange(len(anchors), device=anchors.device)
-    if anchor_negatives:
-        itself = F.one_hot(rows, len(anchors)).bool()
-        blocks.append(cosine_matrix(anchors, anchors).masked_fill(itself, -math.inf))
+    itself = F.one_hot(torch.arange(offset, offset + len(anchors), device=anchors.device), len(positives)).bool()
+    if every_anchor is not None:
+        if every_anchor.shape != positives.shape:
+            raise ValueError(f"every anchor {tuple(every_anchor.shape)} does not match the positives "
+                             f"{tuple(positives.shape)}")
+        blocks.append(cosine_matrix(anchors, every_anchor).masked_fill(itself, -math.inf))
     if positive_negatives:
-        itself = F.one_hot(rows + offset, len(positives)).bool()
         blocks.append(cosine_matrix(positives[offset:offset + len(anchors)], positives).masked_fill(itself, -math.inf))
     return torch.cat(blocks, dim=1)
 
@@ -121,13 +122,13 @@ def contrast_similarities(anchors: torch.Tensor, positives: torch.Tensor,
 def info_nce(anchors: torch.Tensor, positives: torch.Tensor, temperature: float = 0.05,
              extra_negatives: torch.Tensor | None = None, offset: int = 0, reduction: str = "mean",
              transform: Callable[[torch.Tensor, torch.Tensor], torch.Tensor] | None = None, multitask: bool = False,
-             label_smoothing: float = 0.0, logit_bias: torch.Tensor | None = None, anchor_negatives: bool = False,
-             positive_negatives: bool = False) -> torch.Tensor:
+             label_smoothing: float = 0.0, logit_bias: torch.Tensor | None = None,
+             every_anchor: torch.Tensor | None = None, positive_negatives: bool = False) -> torch.Tensor:
     """In-batch InfoNCE: row i's positive is ``positives[offset + i]``, every other positive (and each extra
     negative) is a negative. ``offset`` places the anchors in a longer list of positives (another process's
-    rows first); ``reduction`` is ``"mean"`` or ``"none"`` (one loss per anchor). ``anchor_negatives`` and
-    ``positive_negatives`` add the other anchors and the other positives as negatives
-    (:func:`contrast_similarities`).
+    rows first); ``reduction`` is ``"mean"`` or ``"none"`` (one loss per anchor). ``every_anchor`` (the anchors of
+    every process, in the positives' order) and ``positive_negatives`` add the other anchors and the other positives
+    as negatives (:func:`contrast_similarities`).
 
     ``transform(similarities, labels)`` changes the similarities before the temperature (e.g. IFM/BYOP's
     perturbation, :func:`perturb_logits`); with ``multitask`` the transformed loss is averaged with the plain one
@@ -137,7 +138,7 @@ def info_nce(anchors: torch.Tensor, positives: torch.Tensor, temperature: float 
     ``log`` of a factor on ``e^{sim/tau}`` of each anchor's own hard negative."""
     if multitask and transform is None:
         raise ValueError("multitask averages the transformed loss with the plain one: it needs a transform")
-    similarities = contrast_similarities(anchors, positives, extra_negatives, offset, anchor_negatives,
+    similarities = contrast_similarities(anchors, positives, extra_negatives, offset, every_anchor,
                                          positive_negatives)
     labels = torch.arange(offset, offset + len(anchors), device=anchors.device)
     if logit_bias is not None:

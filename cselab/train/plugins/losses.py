@@ -51,8 +51,8 @@ class InfoNCE(Loss):
         hard_negative_weight: float | None = setting(
             None, "added in log space to each anchor's own hard negative (the one negatives view; SimCSE's "
             "hard_negative_weight, 0 as released); null: none")
-        anchor_negatives: bool = setting(False, "the batch's other anchors are negatives too (GISTEmbed's "
-                                         "anchor-anchor block)")
+        anchor_negatives: bool = setting(False, "the batch's other anchors (every process's) are negatives too "
+                                         "(GISTEmbed's anchor-anchor block)")
         positive_negatives: bool = setting(False, "each anchor's positive against the batch's other positives, "
                                            "as negatives too (GISTEmbed's positive-positive block)")
 
@@ -99,10 +99,10 @@ class InfoNCE(Loss):
         transform: Callable[..., torch.Tensor] | None = self.transform
         if self.transform is not None and self.transform.needs_reference:
             transform = partial(self.transform, reference=self._reference(context, anchors.device))
+        every_anchor = gather_rows(anchors)[0] if self.params.anchor_negatives else None
         return L.info_nce(anchors, positives, self.params.temperature, negatives, offset, reduction="none",
                           transform=transform, multitask=self.params.multitask,
-                          label_smoothing=self.params.label_smoothing, logit_bias=bias,
-                          anchor_negatives=self.params.anchor_negatives,
+                          label_smoothing=self.params.label_smoothing, logit_bias=bias, every_anchor=every_anchor,
                           positive_negatives=self.params.positive_negatives)
 
     def _reference(self, context: LossContext, device: torch.device) -> torch.Tensor:
@@ -113,9 +113,10 @@ class InfoNCE(Loss):
         anchors, positives = (transform.reference_vectors(rows, device) for rows in texts)
         columns = [gather_rows(transform.reference_vectors(cast(Callable, context.texts)(name), device))[0]
                    for name in self.views["negatives"]]  # forward views (refused otherwise when the method is read)
+        every_anchor = gather_rows(anchors)[0] if self.params.anchor_negatives else None
         positives, offset = gather_rows(positives)
         return L.contrast_similarities(anchors, positives, torch.cat(columns) if columns else None, offset,
-                                       self.params.anchor_negatives, self.params.positive_negatives)
+                                       every_anchor, self.params.positive_negatives)
 
     def _hard_negative_bias(self, context: LossContext, anchors: int, positives: int, start: int,
                             negatives: int) -> torch.Tensor:

@@ -49,16 +49,16 @@ def test_the_anchor_and_positive_blocks_by_hand():
     anchors, positives = torch.tensor([[1.0, 0.0], [0.0, 1.0]]), torch.tensor([[1.0, 1.0], [1.0, -1.0]])
     r = 1 / math.sqrt(2)
     expected = torch.tensor([[r, r, -INF, 0.0, -INF, 0.0], [r, -r, 0.0, -INF, 0.0, -INF]])
-    out = contrast_similarities(anchors, positives, anchor_negatives=True, positive_negatives=True)
+    out = contrast_similarities(anchors, positives, every_anchor=anchors, positive_negatives=True)
     torch.testing.assert_close(out, expected, rtol=0, atol=1e-7)
     row0 = -math.log(math.exp(r) / (2 * math.exp(r) + 2 * math.exp(0.0)))
     row1 = -math.log(math.exp(-r) / (math.exp(r) + math.exp(-r) + 2 * math.exp(0.0)))
-    loss = info_nce(anchors, positives, 1.0, anchor_negatives=True, positive_negatives=True)
+    loss = info_nce(anchors, positives, 1.0, every_anchor=anchors, positive_negatives=True)
     assert loss.item() == pytest.approx((row0 + row1) / 2, rel=1e-6)
     assert info_nce(anchors, positives, 1.0).item() != pytest.approx(loss.item(), rel=1e-3)
-    # another process's positives first: this process's one anchor at offset 1, its own positive left out
-    later = contrast_similarities(anchors[1:], positives, offset=1, positive_negatives=True)
-    torch.testing.assert_close(later, torch.tensor([[r, -r, 0.0, -INF]]), rtol=0, atol=1e-7)
+    # another process's rows first: this process's one anchor at offset 1, its own anchor and positive left out
+    later = contrast_similarities(anchors[1:], positives, offset=1, every_anchor=anchors, positive_negatives=True)
+    torch.testing.assert_close(later, torch.tensor([[r, -r, 0.0, -INF, 0.0, -INF]]), rtol=0, atol=1e-7)
 
 
 GIST = ["encoder.pooler=avg", "encoder.head=null", "encoder.head_at_test=false", "training.max_length=32",
