@@ -231,10 +231,11 @@ class Plugin:
         views, values = getattr(self.cls, "view_schema", None), getattr(self.cls, "value_schema", None)
         return {**(views() if views is not None else {}), **(values() if values is not None else {}), **self.params}
 
-    def nested(self, params: Mapping[str, Any]) -> list[tuple[str, Plugin]]:
+    def nested(self, params: Mapping[str, Any], where: str = "") -> list[tuple[str, Plugin]]:
         """The plug-ins ``params`` sets in settings declared ``plugin=KIND`` (info_nce's ``transform``): each one's
-        key and plug-in."""
-        return [(key, get(param.plugin, params[key]["kind"])) for key, param in self.params.items()
+        key and plug-in (an unknown kind named by ``where``, the parameters' section)."""
+        return [(key, get(param.plugin, params[key]["kind"], f"{where}.{key}.kind" if where else f"{key}.kind"))
+                for key, param in self.params.items()
                 if param.plugin and isinstance(params.get(key), Mapping) and "kind" in params[key]]
 
 

@@ -23,7 +23,7 @@ from torch import nn
 
 from cselab.errors import ConfigError
 from cselab.registry import build
-from cselab.train.config.schema import check_losses, loss_plugin, reads_texts
+from cselab.train.config.schema import check_losses, loss_plugin, named_models, reads_texts
 from cselab.train.objective import apply_loss, value_key
 from cselab.train.plugins.kinds import LossContext, NegativeSource
 
@@ -38,9 +38,10 @@ class CselabLoss(nn.Module):
         ``weight`` (a factor) and ``matryoshka``."""
         super().__init__()
         self.model, self.name = model, name
-        plugin = loss_plugin(name, params, f"CselabLoss({name!r})")
+        where = f"CselabLoss({name!r})"
+        plugin = loss_plugin(name, params, where)
         cls = plugin.cls
-        if reads_texts(plugin, params) or cls.needs_initial_weights or cls.model_params:
+        if reads_texts(plugin, params, where) or cls.needs_initial_weights or named_models(plugin, params, where):
             raise ConfigError(f"CselabLoss({name!r}): the loss reads tokens or texts, the initial weights or models "
                               "of its own, which only cselab's trainer gives; use `cselab train` with it")
         self.roles, self.lists, self.value_roles = cls.roles, cls.view_lists, cls.value_roles

@@ -56,9 +56,9 @@ def test_two_processes_take_the_same_steps_as_one(dropout_free_bert, tiny_cache,
                          timeout=600, env=environment)
     assert one.returncode == 0, one.stderr.decode()[-2000:]
     torchrun = os.path.join(os.path.dirname(sys.executable), "torchrun")
-    two = subprocess.run([torchrun, "--nproc_per_node", "2", "--master_port", "29562" if cached else "29563" if method else "29561",
-                          *command, *cached, "--out", str(tmp_path / "two")], capture_output=True, timeout=600,
-                         env=environment)
+    port = "29562" if cached else "29563" if method else "29561"
+    two = subprocess.run([torchrun, "--nproc_per_node", "2", "--master_port", port, *command, *cached, "--out",
+                          str(tmp_path / "two")], capture_output=True, timeout=600, env=environment)
     assert two.returncode == 0, two.stderr.decode()[-3000:]
 
     assert {"rng-0.pt", "rng-1.pt"} <= set(os.listdir(tmp_path / "two" / "last"))
@@ -85,3 +85,52 @@ def test_processes_accelerate_did_not_set_up_are_refused(tiny_bert_dir, tiny_cac
     with pytest.raises(TrainingError, match="2 processes were launched but accelerate set up 1"):
         train(small("simcse", max_steps=1), str(tiny_bert_dir), tiny_cache, tmp_path / "run",
               RunOptions(data_dir=data_dir, eval_limit=20, progress=False))
+
+
+def _guided_process(rank: int, init: str, out: str) -> None:
+    """One of two processes: an InfoNCE with a guide and both blocks, process 1 holding no row that has both views
+    (only hard negatives); each writes its loss and the gradient of its hard negatives."""
+    import torch.distributed as dist
+
+    from cselab.train.config.methods import load_method
+    from cselab.train.objective import Objective, apply_loss
+    from cselab.train.plugins.kinds import LossContext
+
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
+    torch.manual_seed(rank)
+    method = load_method("simcse-sup", ["losses.info_nce.hard_negative_weight=null",
+                                        "losses.info_nce.anchor_negatives=true",
+                                        "losses.info_nce.positive_negatives=true",
+                                        "losses.info_nce.transform={kind: guided, guide: minilm, margin: 0.1}"])
+    loss = Objective(method).losses[0]
+    loss.transform.length = 32
+    rows = [0, 1] if rank == 0 else []
+    texts = {"anchor": ["A man plays a guitar.", "A man is playing a guitar."][:len(rows)],
+             "positive": ["Someone plays music.", "A person plays an instrument."][:len(rows)],
+             "hard_negative": ["Nobody plays anything.", "A woman cooks."]}
+    vectors = {name: torch.randn(len(texts[name]), 8, requires_grad=True) for name in texts}
+    encoded = {name: (vectors[name], rows if name != "hard_negative" else [0, 1]) for name in texts}
+    value = apply_loss(loss, LossContext(encoded, texts=lambda name: texts[name]))
+    value.backward()
+    torch.save({"loss": value.detach(), "grad": vectors["hard_negative"].grad}, f"{out}/{rank}.pt")
+    dist.destroy_process_group()
+
+
+def test_a_process_without_rows_takes_the_guides_gathers_and_backward_with_the_others(tmp_path):
+    """Without its share of the gathers (the guide's columns, every anchor) and of their backward, the process with
+    rows would wait on it forever: both finish, and the gradient reaches the other process's hard negatives."""
+    import torch.multiprocessing as mp
+
+    context = mp.get_context("spawn")
+    init = f"file://{tmp_path / 'init'}"
+    processes = [context.Process(target=_guided_process, args=(rank, init, str(tmp_path))) for rank in (0, 1)]
+    for process in processes:
+        process.start()
+    for process in processes:
+        process.join(timeout=120)
+    for process in processes:
+        process.kill()  # one that hangs (a gather the other never takes) is stopped, and fails the test
+    assert [process.exitcode for process in processes] == [0, 0]
+    first, second = (torch.load(tmp_path / f"{rank}.pt") for rank in (0, 1))
+    assert torch.isfinite(first["loss"]) and second["loss"].item() == 0.0
+    assert second["grad"].abs().sum() > 0  # process 0's anchors contrast with process 1's hard negatives

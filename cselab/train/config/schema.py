@@ -81,18 +81,18 @@ def loss_plugin(name: str, params: Mapping[str, Any], where: str = "") -> Plugin
     return get("loss", name, where)
 
 
-def reads_texts(plugin: Plugin, params: Mapping[str, Any]) -> bool:
-    """Whether loss ``plugin`` with ``params`` reads its views' tokens or texts: its ``needs_tokens``, or a nested
-    plug-in's ``needs_reference`` (a guide encodes the texts)."""
+def reads_texts(plugin: Plugin, params: Mapping[str, Any], where: str = "") -> bool:
+    """Whether loss ``plugin`` with ``params`` (the section ``where``) reads its views' tokens or texts: its
+    ``needs_tokens``, or a nested plug-in's ``needs_reference`` (a guide encodes the texts)."""
     return plugin.cls.needs_tokens or any(getattr(nested.cls, "needs_reference", False)
-                                          for _, nested in plugin.nested(params))
+                                          for _, nested in plugin.nested(params, where))
 
 
-def named_models(plugin: Plugin, params: Mapping[str, Any]) -> dict[str, str]:
-    """The models loss ``plugin`` names with ``params``, by key (``teacher``, ``transform.guide``): its
-    ``model_params`` and its nested plug-ins'."""
+def named_models(plugin: Plugin, params: Mapping[str, Any], where: str = "") -> dict[str, str]:
+    """The models loss ``plugin`` names with ``params`` (the section ``where``), by key (``teacher``,
+    ``transform.guide``): its ``model_params`` and its nested plug-ins'."""
     own = {key: params[key] for key in plugin.cls.model_params if params.get(key) is not None}
-    inner = {f"{key}.{name}": params[key][name] for key, nested in plugin.nested(params)
+    inner = {f"{key}.{name}": params[key][name] for key, nested in plugin.nested(params, where)
              for name in getattr(nested.cls, "model_params", ()) if params[key].get(name) is not None}
     return {**own, **inner}
 

@@ -111,8 +111,8 @@ def _strings(value: Any) -> list[str]:
 
 
 def loss_models(method: MethodConfig) -> dict[str, str]:
-    """Each model a loss names (its plug-in's ``model_params``: a generator, a teacher) by its key, e.g.
-    ``losses.rtd.generator``."""
+    """Each model a loss names (its plug-in's ``model_params`` and its nested plug-ins': a generator, a teacher, a
+    guide) by its key, e.g. ``losses.rtd.generator``, ``losses.info_nce.transform.guide``."""
     from cselab.train.config.schema import loss_plugin, named_models
 
     return {f"losses.{name}.{key}": spec for name, params in method.losses.items()

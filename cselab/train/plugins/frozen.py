@@ -19,16 +19,23 @@ if TYPE_CHECKING:
     from cselab.encoders.base import Encoder
 
 
-def load_frozen(spec: str, pooler: str | None, length: int | None, device: torch.device) -> Encoder:
-    """The encoder ``spec`` (with ``pooler``, None: its own) in float32 on ``device``, cutting at ``length``."""
+def load_frozen(spec: str, pooler: str | None, length: int | None, device: torch.device, role: str) -> Encoder:
+    """The encoder ``spec`` (with ``pooler``, None: its own) in float32 on ``device``, cutting at ``length``; one it
+    cannot load is one line naming its ``role`` (``teacher``, ``guide``)."""
     from cselab.encoders.loading import load_encoder
 
-    return load_encoder(spec, pooler=pooler, max_length=length, device=str(device), dtype="float32")
+    try:
+        return load_encoder(spec, pooler=pooler, max_length=length, device=str(device), dtype="float32")
+    except ConfigError as err:
+        raise ConfigError(f"{role} {spec}: {err} (it cuts a sentence at the training length, "
+                          "training.max_length)") from None
 
 
 def frozen_vectors(encoder: Encoder, texts: list[str], device: torch.device) -> torch.Tensor:
     """``encoder``'s vectors of ``texts`` on ``device``, one batch. A text longer than the training length is cut
     there, as the trained model's is: that cut is the method's, so it says nothing of it."""
+    if not texts:
+        return torch.zeros((0, encoder.dim), device=device)
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=".*longer than max_length")
         return torch.from_numpy(encoder.encode(texts, batch_size=max(len(texts), 1))).to(device)

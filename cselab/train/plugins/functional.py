@@ -60,9 +60,9 @@ def perturb_logits(similarities: torch.Tensor, labels: torch.Tensor, pattern: st
 
 def dynamic_margin(similarities: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """BYOP-D's margin, one per row: the positive's similarity over the number of negatives (N - 1 in a plain
-    batch), detached (a margin is an offset, not a path for the gradient)."""
+    batch; a column left out, -inf, is none), detached (a margin is an offset, not a path for the gradient)."""
     positive = similarities.gather(1, labels.unsqueeze(1)).detach()
-    return positive / (similarities.shape[1] - 1)
+    return positive / (similarities.isfinite().sum(dim=1, keepdim=True) - 1).clamp(min=1)
 
 
 _COMPILING: contextvars.ContextVar[bool] = contextvars.ContextVar("cselab_compiling_losses", default=False)
@@ -107,7 +107,8 @@ def contrast_similarities(anchors: torch.Tensor, positives: torch.Tensor,
     blocks = [cosine_matrix(anchors, positives)]
     if extra_negatives is not None:
         blocks.append(cosine_matrix(anchors, extra_negatives))
-    itself = F.one_hot(torch.arange(offset, offset + len(anchors), device=anchors.device), len(positives)).bool()
+    rows = torch.arange(offset, offset + len(anchors), device=anchors.device)
+    itself = rows.unsqueeze(1) == torch.arange(len(positives), device=anchors.device)  # [i, offset + i]
     if every_anchor is not None:
         if every_anchor.shape != positives.shape:
             raise ValueError(f"every anchor {tuple(every_anchor.shape)} does not match the positives "

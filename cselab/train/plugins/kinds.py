@@ -36,7 +36,7 @@ class LossContext:
     tokens: Callable[[str], tuple] | None = None
     #: the training encoder (or its DDP wrapper), for losses with ``needs_tokens`` that run it themselves
     model: Any = None
-    #: a forward view's texts, one per row it has (given to losses with ``needs_tokens``: a teacher encodes them)
+    #: a forward view's texts, one per row it has (a teacher or a guide encodes them)
     texts: Callable[[str], list[str]] | None = None
 
 

@@ -91,15 +91,17 @@ class InfoNCE(Loss):
         negatives = torch.cat(columns) if columns else None
         if negatives is not None and not len(negatives):
             negatives = None
-        if not len(anchors):
-            return anchors.sum(dim=1)
+        every_anchor = gather_rows(anchors)[0] if self.params.anchor_negatives else None
+        transform: Callable[..., torch.Tensor] | None = self.transform
+        if self.transform is not None and self.transform.needs_reference:  # on every process: its gathers too
+            transform = partial(self.transform, reference=self._reference(context, anchors.device))
+        if not len(anchors):  # no row here: a loss of none that reads what was gathered, so that every process
+            # takes the gathers' backward (a collective) as the others do
+            read = [positives, *columns, *([every_anchor] if every_anchor is not None else [])]
+            return anchors.sum(dim=1) + 0.0 * sum(vectors.sum() for vectors in read)
         # a batch whose rows have no hard negative (an empty field) gives no negatives view: no bias to add
         bias = None if not self.params.hard_negative_weight or negatives is None else self._hard_negative_bias(
             context, len(anchors), len(positives), gathered[0][1], len(negatives))
-        transform: Callable[..., torch.Tensor] | None = self.transform
-        if self.transform is not None and self.transform.needs_reference:
-            transform = partial(self.transform, reference=self._reference(context, anchors.device))
-        every_anchor = gather_rows(anchors)[0] if self.params.anchor_negatives else None
         return L.info_nce(anchors, positives, self.params.temperature, negatives, offset, reduction="none",
                           transform=transform, multitask=self.params.multitask,
                           label_smoothing=self.params.label_smoothing, logit_bias=bias, every_anchor=every_anchor,
@@ -109,7 +111,7 @@ class InfoNCE(Loss):
         """The transform's reference similarities (a guide's): the same columns as the loss's, from its
         :meth:`~cselab.train.plugins.kinds.LogitTransform.reference_vectors` of each view's texts."""
         transform = cast(LogitTransform, self.transform)
-        texts = aligned_texts(context, [self.views["anchor"], self.views["positive"]], "loss info_nce")
+        texts = aligned_texts(context, [self.views["anchor"], self.views["positive"]], "info_nce's transform")
         anchors, positives = (transform.reference_vectors(rows, device) for rows in texts)
         columns = [gather_rows(transform.reference_vectors(cast(Callable, context.texts)(name), device))[0]
                    for name in self.views["negatives"]]  # forward views (refused otherwise when the method is read)

@@ -114,7 +114,8 @@ class RankDistillation(Loss):
         """The teachers' similarity lists: each of this process's ``anchors`` texts against every process's
         ``positives`` texts (their vectors gathered), weighed by ``alpha``."""
         if not self.teachers:
-            self.__dict__["teachers"] = [load_frozen(spec, pooler, self.length, device) for spec, pooler in self.specs]
+            self.__dict__["teachers"] = [load_frozen(spec, pooler, self.length, device, "teacher")
+                                          for spec, pooler in self.specs]
         lists = []
         for teacher in self.teachers:
             rows, columns = (frozen_vectors(teacher, texts, device) for texts in (anchors, positives))

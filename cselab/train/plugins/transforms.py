@@ -77,7 +77,7 @@ class Guided(LogitTransform):
         guide = self.guide
         if guide is None:
             self.__dict__["guide"] = guide = load_frozen(self.params.guide, self.params.guide_pooler, self.length,
-                                                         device)
+                                                         device, "guide")
             tokenizer = getattr(guide, "tokenizer", None)
             if self.vocabulary is not None and (tokenizer is None or tokenizer.get_vocab() != self.vocabulary):
                 logger.warning("guide %s: its tokenizer is not the model's; it reads each sentence's text with its "

