@@ -8,9 +8,9 @@ from every process for ``reduce="whole_batch"``) and a :class:`~cselab.train.plu
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from collections.abc import Callable
 from typing import Any, cast
 
 import torch

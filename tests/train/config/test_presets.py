@@ -7,8 +7,9 @@ import torch
 from cselab.train.config.method import MethodConfig
 from cselab.train.config.methods import load_method, preset_base, preset_names
 from cselab.train.objective import Objective
-from cselab.train.run.setup import build_encoder, initial_weights
+from cselab.train.run.setup import attach_auxiliary, build_encoder, initial_weights
 from cselab.train.step import Step
+from tests.runs import models_for
 
 BATCHES = [{"text": [f"sentence number {i} of batch {b} about {topic}" for i, topic in
                      enumerate(["music", "dogs", "markets", "rivers", "trains", "bread"])],
@@ -28,6 +29,7 @@ def first_steps(method: MethodConfig, model: str) -> tuple[torch.Tensor, torch.T
     torch.manual_seed(0)
     encoder = build_encoder(method, model)
     objective = Objective(method)
+    attach_auxiliary(encoder, objective)
     initial = initial_weights(encoder) if objective.needs_initial_weights else None
     trainable = [p for p in encoder.parameters() if p.requires_grad]
     step = Step(encoder, objective, trainable=trainable,
@@ -43,10 +45,10 @@ def first_steps(method: MethodConfig, model: str) -> tuple[torch.Tensor, torch.T
 
 @pytest.mark.slow
 @pytest.mark.parametrize("preset", EXTENDING)
-def test_each_presets_own_part_changes_the_first_steps(preset, tiny_bert_dir):
+def test_each_presets_own_part_changes_the_first_steps(preset, tiny_bert_dir, tmp_path):
     base = preset_base(preset)
-    settings = ["training.max_length=16"]
-    own, parent = load_method(preset, settings), load_method(base, settings)
+    settings = ["training.max_length=16"]  # and a tiny local model for each model a loss names (GISTEmbed's guide)
+    own, parent = (load_method(name, [*settings, *models_for(name, tmp_path)]) for name in (preset, base))
     mine_dict, theirs_dict = own.to_dict(), parent.to_dict()
     changed = {key for key in mine_dict if key not in ("method", "description")
                and mine_dict[key] != theirs_dict.get(key)}
