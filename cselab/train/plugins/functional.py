@@ -107,6 +107,8 @@ def contrast_similarities(anchors: torch.Tensor, positives: torch.Tensor,
     blocks = [cosine_matrix(anchors, positives)]
     if extra_negatives is not None:
         blocks.append(cosine_matrix(anchors, extra_negatives))
+    if every_anchor is None and not positive_negatives:
+        return torch.cat(blocks, dim=1)
     rows = torch.arange(offset, offset + len(anchors), device=anchors.device)
     itself = rows.unsqueeze(1) == torch.arange(len(positives), device=anchors.device)  # [i, offset + i]
     if every_anchor is not None:

@@ -64,7 +64,8 @@ class InfoNCE(Loss):
             if self.hard_negative_weight is not None and self.beside is not None and len(negatives) != 1:
                 raise ConfigError(f"{self.at('hard_negative_weight')}: weighs each anchor's own hard negative, the "
                                   f"row of the one negatives view; {self.at('negatives')} has {len(negatives)}")
-            guided = bool(self.transform) and get("logit_transform", (self.transform or {})["kind"]).cls.needs_reference
+            kind = (self.transform or {}).get("kind")
+            guided = kind is not None and get("logit_transform", kind).cls.needs_reference
             if guided and self.generated is not None:
                 raise ConfigError(f"{self.at('generated')}: generated negatives have no text, and the "
                                   f"{self.at('transform')} reads each column's text")
